@@ -1,0 +1,365 @@
+"""Named benchmark data sets and LIBSVM files behind one entry point, :func:`load_dataset`.
+
+Named sets other than ``breast_cancer`` are read from a data folder given by the
+``data_dir`` argument (``--data-dir`` on the command line) or the ``DPFED_DATA``
+environment variable, laid out as ``{data_dir}/{name}/...`` (see :data:`KNOWN_DATASETS`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpfed._validation import DpfedInputError, check_binary_labels
+from dpfed.data.libsvm import read_libsvm
+from dpfed.data.nips2003 import read_nips2003
+from dpfed.data.preprocessing import standardize_apply, standardize_fit
+
+ENV_VAR = "DPFED_DATA"
+
+#: Name -> short description of every data set :func:`load_dataset` knows by name.
+KNOWN_DATASETS: dict[str, str] = {
+    "a9a": "UCI Adult as LIBSVM a9a: 32,561 train / 16,281 test rows, 123 binary features "
+    "(files a9a/a9a, a9a/a9a.t)",
+    "arcene": "NIPS 2003 Arcene, mass spectrometry: 100 train / 100 valid rows, 10,000 "
+    "features (files arcene/arcene_{train,valid}.{data,labels})",
+    "breast_cancer": "scikit-learn's Wisconsin breast cancer: 569 rows, 30 features, "
+    "stratified 70/30 split, standardised (no files needed)",
+    "dexter": "NIPS 2003 Dexter, bag of words: 300 train rows split 200/100, 20,000 sparse "
+    "features (files dexter/dexter_train.{data,labels})",
+    "gisette": "NIPS 2003 Gisette, digits 4 vs 9: 6,000 train / 1,000 valid rows, 5,000 "
+    "features (files gisette/gisette_{train,valid}.{data,labels})",
+    "madelon": "NIPS 2003 Madelon, synthetic: 2,000 train / 600 valid rows, 500 features "
+    "(files madelon/madelon_{train,valid}.{data,labels})",
+}
+
+_A9A_FEATURES = 123
+_DEXTER_TEST = 100
+_BREAST_CANCER_TEST_FRACTION = 0.3
+_SEED = 0
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Dataset:
+    """A data set with a train part and an optional test part.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, or the train file's name for a LIBSVM file.
+    X_train : numpy.ndarray or scipy.sparse.csr_matrix, shape (n_train, n_features)
+        Training features, float64.
+    y_train : numpy.ndarray, shape (n_train,)
+        Training labels.
+    X_test : numpy.ndarray or scipy.sparse.csr_matrix or None, shape (n_test, n_features)
+        Test features, same kind and column count as ``X_train``; ``None`` if there is none.
+    y_test : numpy.ndarray or None, shape (n_test,)
+        Test labels; ``None`` if there is no test part.
+    source : str
+        Where the data came from (files, or the scikit-learn loader) and how it was split.
+
+    Notes
+    -----
+    Equality and hashing are by identity (the fields hold arrays).
+    """
+
+    name: str
+    X_train: np.ndarray | sp.csr_matrix
+    y_train: np.ndarray
+    X_test: np.ndarray | sp.csr_matrix | None
+    y_test: np.ndarray | None
+    source: str
+
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return int(self.X_train.shape[1])
+
+    def __repr__(self) -> str:
+        test = "None" if self.X_test is None else f"{self.X_test.shape}"
+        kind = "sparse" if sp.issparse(self.X_train) else "dense"
+        return (
+            f"Dataset(name={self.name!r}, X_train={self.X_train.shape} {kind}, "
+            f"X_test={test}, source={self.source!r})"
+        )
+
+
+def load_dataset(
+    name_or_path: str | os.PathLike[str],
+    data_dir: str | os.PathLike[str] | None = None,
+    test: str | os.PathLike[str] | None = None,
+) -> Dataset:
+    """Load a named benchmark data set or a LIBSVM file.
+
+    Parameters
+    ----------
+    name_or_path : str or os.PathLike
+        A key of :data:`KNOWN_DATASETS`, or the path of a LIBSVM training file (a known
+        name wins over a file of the same name in the working directory).
+    data_dir : str or os.PathLike or None, default None
+        Folder holding the named sets (``{data_dir}/a9a/a9a``, ``{data_dir}/madelon/...``).
+        ``None`` uses the ``DPFED_DATA`` environment variable. A relative path is taken
+        relative to the current working directory. Not needed for ``breast_cancer`` or a file.
+    test : str or os.PathLike or None, default None
+        Optional LIBSVM test file; only with a file path as ``name_or_path``.
+
+    Returns
+    -------
+    Dataset
+        * ``a9a``: both official files, 123 columns each (CSR), labels in {-1, 1}.
+        * ``arcene``, ``gisette``, ``madelon``: ``train`` as train and ``valid`` as test
+          (dense).
+        * ``dexter``: its 300 training rows, split stratified 200 train / 100 test with
+          ``numpy.random.default_rng(0)`` (CSR, 20,000 columns).
+        * ``breast_cancer``: stratified 70/30 split with ``numpy.random.default_rng(0)``,
+          standardised with the train mean and standard deviation, labels in {-1, 1}
+          (malignant -1, benign 1).
+        * a LIBSVM file: CSR, train and test padded to the larger column count of the two,
+          labels as written.
+
+    Raises
+    ------
+    DpfedInputError
+        If the name is unknown and not an existing file, the data folder is needed but not
+        given, or a file is missing or malformed.
+    """
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise DpfedInputError(
+            f"name_or_path must be a data set name or a file path. Found {name_or_path!r}."
+        )
+    key = os.fspath(name_or_path)
+    if key in KNOWN_DATASETS:
+        if test is not None:
+            raise DpfedInputError(
+                f"test is only used with a LIBSVM train file; the data set {key!r} brings its "
+                f"own test part. Found test={os.fspath(test)!r}."
+            )
+        if key == "breast_cancer":
+            return _load_breast_cancer()
+        base = _resolve_data_dir(key, data_dir)
+        if key == "a9a":
+            return _load_a9a(base)
+        if key == "dexter":
+            return _load_dexter(base)
+        return _load_nips_train_valid(key, base)
+    path = Path(key).expanduser()
+    if path.is_file():
+        return _load_libsvm_pair(path, test)
+    known = ", ".join(sorted(KNOWN_DATASETS))
+    why = "is a folder, not a file" if path.is_dir() else "is not an existing file"
+    raise DpfedInputError(
+        f"unknown data set {key!r}: it is not a known name and {why}. Expected one of "
+        f"{known} (all but breast_cancer read from the folder given by --data-dir or the "
+        f"{ENV_VAR} environment variable), or the path of a LIBSVM file."
+    )
+
+
+def _layout(name: str) -> str:
+    """The files a named set needs, relative to the data folder."""
+    if name == "a9a":
+        return "a9a/a9a and a9a/a9a.t"
+    if name == "dexter":
+        return "dexter/dexter_train.data and dexter/dexter_train.labels"
+    return f"{name}/{name}_train.data, .labels and {name}/{name}_valid.data, .labels"
+
+
+def _resolve_data_dir(name: str, data_dir: str | os.PathLike[str] | None) -> Path:
+    """The data folder, from the argument or ``DPFED_DATA``, as an absolute path."""
+    if data_dir is None:
+        env = os.environ.get(ENV_VAR, "")
+        if not env.strip():
+            raise DpfedInputError(
+                f"data set {name!r} is read from files, but no data folder was given. "
+                f"Pass --data-dir DIR (data_dir=...) or set the {ENV_VAR} environment "
+                f"variable to a folder holding {_layout(name)}."
+            )
+        base, origin = Path(env), f"the {ENV_VAR} environment variable"
+    else:
+        base, origin = Path(data_dir), "--data-dir (data_dir)"
+    base = Path(os.path.abspath(base.expanduser()))
+    if not base.is_dir():
+        raise DpfedInputError(
+            f"{origin} points at {str(base)!r}, which is not an existing folder. Expected a "
+            f"folder holding {_layout(name)}."
+        )
+    return base
+
+
+def _require(name: str, files: list[Path]) -> None:
+    """Raise naming the first missing file of a named set."""
+    for file in files:
+        if not file.is_file():
+            raise DpfedInputError(
+                f"data set {name!r} needs the file {str(file)!r}, which does not exist. "
+                f"Put the files there, or point --data-dir or {ENV_VAR} at a folder holding "
+                f"{_layout(name)}."
+            )
+
+
+def _load_a9a(base: Path) -> Dataset:
+    train, test = base / "a9a" / "a9a", base / "a9a" / "a9a.t"
+    _require("a9a", [train, test])
+    X_train, y_train = read_libsvm(train, n_features=_A9A_FEATURES)
+    X_test, y_test = read_libsvm(test, n_features=_A9A_FEATURES)
+    return Dataset(
+        name="a9a",
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        source=f"LIBSVM a9a: train {train}, test {test}",
+    )
+
+
+def _load_nips_train_valid(name: str, base: Path) -> Dataset:
+    folder = base / name
+    files = [
+        folder / f"{name}_{split}.{ext}"
+        for split in ("train", "valid")
+        for ext in ("data", "labels")
+    ]
+    _require(name, files)
+    X_train, y_train = read_nips2003(folder, name, "train")
+    X_test, y_test = read_nips2003(folder, name, "valid")
+    if X_train.shape[1] != X_test.shape[1]:
+        raise DpfedInputError(
+            f"the train and valid files of {name!r} in {str(folder)!r} must have the same "
+            f"number of columns. Found {X_train.shape[1]} and {X_test.shape[1]}."
+        )
+    return Dataset(
+        name=name,
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        source=f"NIPS 2003 {name}: train and valid splits from {folder}",
+    )
+
+
+def _load_dexter(base: Path) -> Dataset:
+    folder = base / "dexter"
+    _require("dexter", [folder / "dexter_train.data", folder / "dexter_train.labels"])
+    X, y = read_nips2003(folder, "dexter", "train")
+    if X.shape[0] <= _DEXTER_TEST:
+        raise DpfedInputError(
+            f"dexter_train in {str(folder)!r} must hold more than {_DEXTER_TEST} rows to "
+            f"split off {_DEXTER_TEST} test rows. Found {X.shape[0]}."
+        )
+    train_idx, test_idx = stratified_split(y, _DEXTER_TEST, np.random.default_rng(_SEED))
+    return Dataset(
+        name="dexter",
+        X_train=X[train_idx],
+        y_train=y[train_idx],
+        X_test=X[test_idx],
+        y_test=y[test_idx],
+        source=(
+            f"NIPS 2003 dexter: train split from {folder}, divided stratified into "
+            f"{train_idx.size} train / {test_idx.size} test rows (default_rng({_SEED}))"
+        ),
+    )
+
+
+def _load_breast_cancer() -> Dataset:
+    from sklearn.datasets import load_breast_cancer
+
+    bunch = load_breast_cancer()
+    X = np.asarray(bunch.data, dtype=np.float64)
+    y = check_binary_labels("breast_cancer target", bunch.target)
+    n_test = round(_BREAST_CANCER_TEST_FRACTION * y.size)
+    train_idx, test_idx = stratified_split(y, n_test, np.random.default_rng(_SEED))
+    mean, scale = standardize_fit(X[train_idx])
+    return Dataset(
+        name="breast_cancer",
+        X_train=standardize_apply(X[train_idx], mean, scale),
+        y_train=y[train_idx],
+        X_test=standardize_apply(X[test_idx], mean, scale),
+        y_test=y[test_idx],
+        source=(
+            "sklearn.datasets.load_breast_cancer: stratified "
+            f"{train_idx.size} train / {test_idx.size} test rows (default_rng({_SEED})), "
+            "standardised with the train mean and standard deviation"
+        ),
+    )
+
+
+def _load_libsvm_pair(train: Path, test: str | os.PathLike[str] | None) -> Dataset:
+    X_train, y_train = read_libsvm(train)
+    X_test = y_test = None
+    source = f"LIBSVM file {os.path.abspath(train)}"
+    if test is not None:
+        test_path = Path(test).expanduser()
+        if not test_path.is_file():
+            raise DpfedInputError(
+                f"test file {os.fspath(test)!r} does not exist. Expected an existing LIBSVM file."
+            )
+        X_test, y_test = read_libsvm(test_path)
+        width = max(X_train.shape[1], X_test.shape[1])
+        X_train, X_test = _pad_columns(X_train, width), _pad_columns(X_test, width)
+        source += f", test {os.path.abspath(test_path)}"
+    return Dataset(
+        name=train.name,
+        X_train=X_train,
+        y_train=y_train,
+        X_test=X_test,
+        y_test=y_test,
+        source=source,
+    )
+
+
+def _pad_columns(X: sp.csr_matrix, width: int) -> sp.csr_matrix:
+    """``X`` with all-zero columns appended up to ``width`` columns."""
+    if X.shape[1] == width:
+        return X
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
+
+
+def stratified_split(
+    y: np.ndarray, n_test: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split row indices into train and test, keeping class proportions.
+
+    Each class gets its proportional share of ``n_test`` (largest remainders decide the
+    rounding); the rows of a class are drawn with ``rng.permutation``.
+
+    Parameters
+    ----------
+    y : numpy.ndarray, shape (n_samples,)
+        Class labels.
+    n_test : int
+        Number of test rows, ``0 < n_test < n_samples``.
+    rng : numpy.random.Generator
+        Source of randomness (e.g. ``numpy.random.default_rng(0)`` for a fixed split).
+
+    Returns
+    -------
+    train_idx : numpy.ndarray of int, shape (n_samples - n_test,)
+        Sorted row indices of the train part.
+    test_idx : numpy.ndarray of int, shape (n_test,)
+        Sorted row indices of the test part.
+    """
+    y = np.asarray(y).reshape(-1)
+    n = y.size
+    if not (isinstance(n_test, int | np.integer) and 0 < n_test < n):
+        raise DpfedInputError(
+            f"n_test must be an integer with 0 < n_test < {n} (the number of rows). "
+            f"Found {n_test!r}."
+        )
+    classes, inverse = np.unique(y, return_inverse=True)
+    counts = np.bincount(inverse, minlength=classes.size)
+    ideal = n_test * counts / n
+    take = np.floor(ideal).astype(np.int64)
+    short = n_test - int(take.sum())
+    order = np.argsort(-(ideal - take), kind="stable")
+    take[order[:short]] += 1
+    test_parts = []
+    for k in range(classes.size):
+        rows = np.flatnonzero(inverse == k)
+        test_parts.append(rng.permutation(rows)[: take[k]])
+    test_idx = np.sort(np.concatenate(test_parts))
+    mask = np.ones(n, dtype=bool)
+    mask[test_idx] = False
+    return np.flatnonzero(mask), test_idx

@@ -1,0 +1,141 @@
+r"""Sensitivity bounds and noise calibration of DP ADMM sharing (vertical learning).
+
+Two mechanisms; the derivations are in ``docs/privacy.md``.
+
+``paper``
+    Eq. (10) of Hu et al. (AAAI 2020): after its x-update, party ``m`` adds
+    :math:`\xi \sim N(0, \sigma^2 (D_m^\top D_m)^{-1})`, so that its message
+    :math:`D_m \tilde x_m` carries Gaussian noise of variance :math:`\sigma^2` in the column
+    space of :math:`D_m`. Lemma 1 bounds the l2 sensitivity by
+    :math:`C = \frac{3}{d_m \rho}(\lambda c_1 + (1 + M\rho) b_1)` under Assumption 1 and
+    Theorem 1 sets :math:`\sigma = \sqrt{2\ln(1.25/\delta)}\, C / \varepsilon` for
+    :math:`\varepsilon \in (0, 1]`. ``lambda`` here is the weight of the summed-loss form of
+    the objective (``N`` times that of the averaged form).
+
+``sound``
+    A calibration that holds for sample-level adjacency (one row of one party's block, or one
+    label, is replaced) with every bound enforced in code. Per round, party ``m``
+
+    1. clips its rows to norm :math:`R`, clips its target :math:`c` entrywise to
+       :math:`[-B_c, B_c]` (``c`` is computed from public messages only),
+    2. solves the x-update exactly over the ball :math:`\|x\| \le B_x` with strong convexity
+       :math:`\mu = \lambda_s \mu_R + \tau`; one replaced row moves the minimiser by at most
+       :math:`\Delta_x = 2\rho R (R B_x + B_c) / \mu`,
+    3. releases (to itself) :math:`\tilde x = \Pi_{B_x}(x + N(0, \sigma_x^2 I))`,
+    4. sends :math:`\tilde u = \operatorname{clip}(D \tilde x, \pm B_u) + N(0, \sigma_u^2 I_N)`;
+       one replaced row changes one entry, by at most :math:`\Delta_u = 2\min(B_u, R B_x)`.
+
+    A protected label holder also releases its model this way and broadcasts
+    :math:`\tilde y = \operatorname{clip}(y, \pm B_y) + N(0, \sigma_y^2 I_N)` with
+    :math:`\Delta_y = 2 B_y` (for a loss with :math:`|\ell'| \le L`, :math:`y^{t+1} = \ell'(z)`
+    and :math:`B_y = L` clips nothing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dpfed._validation import DpfedInputError, check_positive
+
+
+def lemma1_bound(
+    *, d_m: int, rho: float, lam: float, c1: float, b1: float, n_parties: int
+) -> float:
+    r"""Lemma 1: :math:`C = \frac{3}{d_m \rho} (\lambda c_1 + (1 + M \rho) b_1)`.
+
+    >>> round(lemma1_bound(d_m=10, rho=0.5, lam=2.0, c1=1.0, b1=4.0, n_parties=2), 6)
+    3.6
+    """
+    return 3.0 / (d_m * rho) * (lam * c1 + (1.0 + n_parties * rho) * b1)
+
+
+def theorem1_sigma(*, l2_bound: float, epsilon: float, delta: float) -> float:
+    r"""Theorem 1: :math:`\sigma = \sqrt{2 \ln(1.25/\delta)}\, C / \varepsilon`."""
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * l2_bound / epsilon
+
+
+def theorem1_epsilon(*, l2_bound: float, sigma: float, delta: float) -> float:
+    r"""Theorem 1 read backwards: the per-iteration :math:`\varepsilon` of noise ``sigma``."""
+    return math.sqrt(2.0 * math.log(1.25 / delta)) * l2_bound / sigma
+
+
+@dataclass(frozen=True)
+class SoundBounds:
+    r"""The enforced bounds of the ``sound`` mechanism.
+
+    Parameters
+    ----------
+    row_norm : float
+        :math:`R`, rows of every protected block are clipped to this l2 norm.
+    model_radius : float
+        :math:`B_x`, the local model is constrained to this l2 ball.
+    target_clip : float
+        :math:`B_c`, entrywise clip of the x-update target.
+    score_clip : float
+        :math:`B_u`, entrywise clip of the released scores :math:`D \tilde x`.
+    prox_weight : float
+        :math:`\tau`, weight of the proximal term centred at the previous released model.
+    dual_clip : float
+        :math:`B_y`, entrywise clip of the broadcast dual (protected label holder only).
+    """
+
+    row_norm: float = 1.0
+    model_radius: float = 10.0
+    target_clip: float = 4.0
+    score_clip: float = 2.0
+    prox_weight: float = 0.0
+    dual_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("row_norm", "model_radius", "target_clip", "score_clip", "dual_clip"):
+            check_positive(name, getattr(self, name))
+        check_positive("prox_weight", self.prox_weight, allow_zero=True)
+
+    def model_sensitivity(self, *, rho: float, strong_convexity: float) -> float:
+        r""":math:`\Delta_x = 2 \rho R (R B_x + B_c) / \mu` for :math:`\mu` = ``strong_convexity``.
+
+        The minimisers :math:`x, x'` of two :math:`\mu`-strongly convex objectives over one
+        convex set that differ by :math:`g` satisfy :math:`\mu \|x - x'\| \le \|\nabla g(x)\|`;
+        here :math:`g = \tfrac\rho2[(\langle d', x\rangle - c_i)^2 - (\langle d, x\rangle -
+        c_i)^2]` with :math:`\|d\|, \|d'\| \le R`, :math:`\|x\| \le B_x`, :math:`|c_i| \le B_c`.
+        """
+        if not strong_convexity > 0:
+            raise DpfedInputError(
+                "the sound mechanism needs a strongly convex x-update (an L2 or elastic-net "
+                f"term with lam > 0, or prox_weight > 0). Found modulus {strong_convexity}."
+            )
+        r = self.row_norm
+        return 2.0 * rho * r * (r * self.model_radius + self.target_clip) / strong_convexity
+
+    @property
+    def message_sensitivity(self) -> float:
+        r""":math:`\Delta_u = 2 \min(B_u, R B_x)`: one row moves one clipped score."""
+        return 2.0 * min(self.score_clip, self.row_norm * self.model_radius)
+
+    @property
+    def dual_sensitivity(self) -> float:
+        r""":math:`\Delta_y = 2 B_y`: one label or row moves one clipped dual entry."""
+        return 2.0 * self.dual_clip
+
+
+def split_noise_multiplier(noise_multiplier: float, model_fraction: float) -> tuple[float, float]:
+    r"""Split a per-round Gaussian budget between two releases.
+
+    A round that releases two Gaussian mechanisms with multipliers :math:`z_1, z_2` is,
+    exactly, one Gaussian mechanism with :math:`z^{-2} = z_1^{-2} + z_2^{-2}` (Gaussian
+    differential privacy composes by adding :math:`\mu^2`). Giving the first release the
+    fraction ``model_fraction`` of :math:`z^{-2}`:
+
+    .. math::
+
+        z_1 = z / \sqrt{f}, \qquad z_2 = z / \sqrt{1 - f}.
+    """
+    if not 0.0 < model_fraction < 1.0:
+        raise DpfedInputError(
+            f"model_fraction must be in the open interval (0, 1). Found {model_fraction}."
+        )
+    return (
+        noise_multiplier / math.sqrt(model_fraction),
+        noise_multiplier / math.sqrt(1.0 - model_fraction),
+    )

@@ -1,0 +1,1 @@
+"""Protocol roles as transport-free state machines: ``handle(message) -> messages``."""

@@ -1,0 +1,311 @@
+r"""What a party does to its x-update before anything derived from it leaves the party.
+
+A :class:`PartyMechanism` is built per party (its calibration depends on the party's block).
+It enforces the assumptions its privacy analysis needs on the party's own data
+(:meth:`prepare_block`, :meth:`feasible_set`, :meth:`clip_target`) and turns the exact
+x-update into the released model and scores (:meth:`release`), returning the privacy events
+that the release spent. Formulas and proofs: :mod:`dpfed.privacy.vertical`,
+``docs/privacy.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from dpfed._validation import DpfedInputError
+from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
+from dpfed.core.regularizers import Regularizer
+from dpfed.core.spectral import GramSpectrum
+from dpfed.privacy.gaussian import GaussianRelease
+from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.privacy.vertical import (
+    SoundBounds,
+    lemma1_bound,
+    theorem1_epsilon,
+    theorem1_sigma,
+)
+
+
+def _normalize_rows(block):
+    norms = _row_norms(block)
+    scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+    return _scale_rows(block, scale)
+
+
+def _clip_rows(block, bound: float):
+    norms = _row_norms(block)
+    scale = np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
+    return _scale_rows(block, scale)
+
+
+def _row_norms(block) -> np.ndarray:
+    if sp.issparse(block):
+        return np.sqrt(np.asarray(block.multiply(block).sum(axis=1)).reshape(-1))
+    return np.linalg.norm(np.asarray(block, dtype=float), axis=1)
+
+
+def _scale_rows(block, scale: np.ndarray):
+    if sp.issparse(block):
+        return sp.csr_matrix(sp.diags(scale) @ block)
+    return np.asarray(block, dtype=float) * scale[:, None]
+
+
+def _matvec(block, x: np.ndarray) -> np.ndarray:
+    return np.asarray(block @ x).reshape(-1)
+
+
+@dataclass
+class Release:
+    """What one x-update released: the model kept for later rounds, the scores it sends,
+    and the privacy events spent."""
+
+    model: np.ndarray
+    scores: np.ndarray
+    events: list[PrivacyEvent]
+
+
+class PartyMechanism(ABC):
+    """Privacy treatment of one party's releases."""
+
+    name: str = ""
+    prox_weight: float = 0.0
+
+    def prepare_block(self, block):
+        """Enforce the row assumptions on a block (training or prediction rows alike)."""
+        return block
+
+    def feasible_set(self) -> FeasibleSet:
+        return Unconstrained()
+
+    def clip_target(self, target: np.ndarray) -> np.ndarray:
+        return target
+
+    def check_regularizer(self, regularizer: Regularizer, reg_weight: float) -> None:  # noqa: B027
+        """Refuse a regulariser the analysis does not cover."""
+
+    @abstractmethod
+    def release(
+        self,
+        x: np.ndarray,
+        *,
+        block,
+        spectrum: GramSpectrum | None,
+        rho: float,
+        round: int,
+        party: str,
+        rng: np.random.Generator,
+        send_scores: bool = True,
+    ) -> Release:
+        """Turn the exact x-update ``x`` (shape ``(d,)``) into what the party releases."""
+
+
+class NoPrivacy(PartyMechanism):
+    """The plain ADMM sharing algorithm: no noise, nothing enforced."""
+
+    name = "none"
+
+    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+        return Release(x, _matvec(block, x), [])
+
+
+class PaperMechanism(PartyMechanism):
+    r"""Eq. (10): :math:`\tilde x = x + \xi`, :math:`\xi \sim N(0, \sigma^2 (D^\top D)^{+})`.
+
+    Assumption 1 is enforced where it can be: rows are normalised to norm 1, the local model
+    is constrained to the ball of radius ``b1`` (the central node projects ``z`` and ``y``),
+    and the regulariser must be twice differentiable (``c1`` from it). Not enforceable, and
+    reported: Lemma 1 also uses :math:`\|(D^\top D)^{-1}\| \le 1/d_m` and bounds the noisy
+    models :math:`\|\tilde x_k\| \le b_1`, which unbounded Gaussian noise can break.
+
+    Exactly one of ``epsilon_step`` (noise from Theorem 1) or ``sigma`` (noise fixed, epsilon
+    from Theorem 1 read backwards) is given.
+    """
+
+    name = "paper"
+
+    def __init__(
+        self,
+        *,
+        d_m: int,
+        n_parties: int,
+        reg_weight: float,
+        c1: float,
+        b1: float,
+        delta_step: float,
+        epsilon_step: float | None = None,
+        sigma: float | None = None,
+    ) -> None:
+        if (epsilon_step is None) == (sigma is None):
+            raise DpfedInputError("the paper mechanism takes exactly one of epsilon or sigma.")
+        self.d_m, self.n_parties = d_m, n_parties
+        self.reg_weight, self.c1, self.b1 = reg_weight, c1, b1
+        self.delta_step = delta_step
+        self.epsilon_step, self.sigma = epsilon_step, sigma
+
+    def prepare_block(self, block):
+        return _normalize_rows(block)
+
+    def feasible_set(self) -> FeasibleSet:
+        return Ball(self.b1)
+
+    def check_regularizer(self, regularizer, reg_weight):
+        if regularizer.curvature_bound is None:
+            raise DpfedInputError(
+                "the paper mechanism needs a twice differentiable regulariser (Assumption 1.2, "
+                f"|R''| <= c1). Found {regularizer!r}; use l2 or the sound mechanism."
+            )
+
+    def l2_bound(self, rho: float) -> float:
+        """Lemma 1's sensitivity bound ``C`` at penalty ``rho``."""
+        return lemma1_bound(
+            d_m=self.d_m, rho=rho, lam=self.reg_weight, c1=self.c1, b1=self.b1,
+            n_parties=self.n_parties,
+        )
+
+    def noise(self, rho: float) -> tuple[float, float, float]:
+        """``(C, sigma, epsilon_step)`` at penalty ``rho``."""
+        bound = self.l2_bound(rho)
+        if self.sigma is not None:
+            sigma = self.sigma
+            eps = theorem1_epsilon(l2_bound=bound, sigma=sigma, delta=self.delta_step)
+        else:
+            eps = self.epsilon_step
+            sigma = theorem1_sigma(l2_bound=bound, epsilon=eps, delta=self.delta_step)
+        return bound, sigma, eps
+
+    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+        bound, sigma, eps = self.noise(rho)
+        g = rng.standard_normal(spectrum.rank)
+        x_tilde = x + sigma * spectrum.pinv_sqrt_apply(g)
+        event = PrivacyEvent(
+            party=party, round=round, mechanism="gaussian", noise_multiplier=sigma / bound,
+            l2_sensitivity=bound, sigma=sigma, label="scores", epsilon=eps,
+            delta=self.delta_step,
+        )
+        return Release(x_tilde, _matvec(block, x_tilde), [event])
+
+
+class SoundMechanism(PartyMechanism):
+    r"""Sample-level DP with every bound enforced (see :mod:`dpfed.privacy.vertical`).
+
+    Per round: exact x-update over the ball :math:`B_x` from a clipped target, Gaussian noise
+    on the model (multiplier ``model_multiplier``), then clipped scores plus Gaussian noise
+    (multiplier ``scores_multiplier``). With ``send_scores=False`` (the label holder's own
+    block, whose scores never leave it) only the model release is spent.
+    """
+
+    name = "sound"
+
+    def __init__(
+        self,
+        *,
+        bounds: SoundBounds,
+        reg_weight: float,
+        model_multiplier: float,
+        scores_multiplier: float,
+    ) -> None:
+        self.bounds = bounds
+        self.reg_weight = reg_weight
+        self.prox_weight = bounds.prox_weight
+        self.model_multiplier = model_multiplier
+        self.scores_multiplier = scores_multiplier
+        self._strong_convexity: float | None = None
+
+    def prepare_block(self, block):
+        return _clip_rows(block, self.bounds.row_norm)
+
+    def feasible_set(self) -> FeasibleSet:
+        return Ball(self.bounds.model_radius)
+
+    def clip_target(self, target):
+        c = self.bounds.target_clip
+        return np.clip(target, -c, c)
+
+    def check_regularizer(self, regularizer, reg_weight):
+        from dpfed.core.regularizers import L2, ElasticNet
+
+        if not (isinstance(regularizer, L2) or (
+            isinstance(regularizer, ElasticNet) and regularizer.l1_ratio == 0.0
+        )):
+            raise DpfedInputError(
+                "the sound mechanism's sensitivity bound needs the exact x-update, available "
+                f"for the l2 regulariser. Found {regularizer!r}."
+            )
+        self._strong_convexity = reg_weight * regularizer.strong_convexity + self.prox_weight
+        self.bounds.model_sensitivity(rho=1.0, strong_convexity=self._strong_convexity)
+
+    def releases(self, rho: float) -> tuple[GaussianRelease, GaussianRelease]:
+        """The model and scores releases at penalty ``rho``."""
+        if self._strong_convexity is None:
+            raise RuntimeError("check_regularizer must run before release")
+        dx = self.bounds.model_sensitivity(rho=rho, strong_convexity=self._strong_convexity)
+        model = GaussianRelease.from_multiplier("model", dx, self.model_multiplier)
+        scores = GaussianRelease.from_multiplier(
+            "scores", self.bounds.message_sensitivity, self.scores_multiplier
+        )
+        return model, scores
+
+    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+        model_release, scores_release = self.releases(rho)
+        radius = self.bounds.model_radius
+        x_tilde = x + model_release.sample(rng, x.shape)
+        norm = float(np.linalg.norm(x_tilde))
+        if norm > radius:
+            x_tilde = x_tilde * (radius / norm)
+        events = [_event(party, round, model_release)]
+        clip = self.bounds.score_clip
+        scores = np.clip(_matvec(block, x_tilde), -clip, clip)
+        if send_scores:
+            scores = scores + scores_release.sample(rng, scores.shape)
+            events.append(_event(party, round, scores_release))
+        return Release(x_tilde, scores, events)
+
+
+def _event(party: str, round: int, release: GaussianRelease) -> PrivacyEvent:
+    return PrivacyEvent(
+        party=party, round=round, mechanism="gaussian",
+        noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
+        sigma=release.sigma, label=release.label,
+    )
+
+
+class DualRelease:
+    r"""A protected label holder's broadcast: :math:`\tilde y = \operatorname{clip}(y, \pm B_y)
+    + N(0, \sigma_y^2 I)`, one label or row moving one entry by at most :math:`2 B_y`."""
+
+    def __init__(self, *, bounds: SoundBounds, noise_multiplier: float) -> None:
+        self.bounds = bounds
+        self.release = GaussianRelease.from_multiplier(
+            "dual", bounds.dual_sensitivity, noise_multiplier
+        )
+
+    def apply(
+        self, dual: np.ndarray, *, party: str, round: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, PrivacyEvent]:
+        clip = self.bounds.dual_clip
+        noisy = np.clip(dual, -clip, clip) + self.release.sample(rng, dual.shape)
+        return noisy, _event(party, round, self.release)
+
+
+MECHANISMS = ("none", "paper", "sound")
+
+
+def corollary1_step_epsilon(epsilon_total: float, steps: int, delta_prime: float) -> float:
+    """Per-step epsilon whose Corollary 1 total over ``steps`` equals ``epsilon_total``."""
+    from dpfed.privacy.accounting import corollary1_epsilon
+
+    lo, hi = 0.0, epsilon_total
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if corollary1_epsilon(mid, steps, delta_prime) > epsilon_total:
+            hi = mid
+        else:
+            lo = mid
+    if lo <= 0 or not math.isfinite(lo):
+        raise DpfedInputError(f"no per-step epsilon reaches total epsilon {epsilon_total}.")
+    return lo

@@ -1,0 +1,279 @@
+r"""The two roles of ADMM sharing, as transport-free state machines.
+
+Round ``t``: the label holder broadcasts :math:`(r^t, y^t, \rho^t)` with
+:math:`r^t = \sum_k D_k \tilde x_k^t - z^t`; every party ``m`` (the label holder too, for its
+own block) forms its target :math:`c_m = u_m - r^t - y^t/\rho` from its own last released
+scores :math:`u_m`, solves its x-update and releases new scores; the label holder, once it
+holds every party's scores, runs the z- and dual updates and broadcasts round ``t + 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError
+from dpfed.core.admm import ResidualBalancing, Residuals, dual_update, residuals, z_update
+from dpfed.core.constraints import Ball
+from dpfed.core.losses import Loss
+from dpfed.core.regularizers import Regularizer
+from dpfed.core.xupdate import make_local_solver
+from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
+from dpfed.protocols.vertical.messages import Broadcast, Scores
+
+
+class ProtocolError(RuntimeError):
+    """A message arrived that the protocol does not expect at this stage."""
+
+
+class _BlockOwner:
+    """What every party does with its own block: x-update and release."""
+
+    def __init__(
+        self,
+        name: str,
+        block,
+        *,
+        regularizer: Regularizer,
+        reg_weight: float,
+        mechanism: PartyMechanism,
+        rng: np.random.Generator,
+        inner_iterations: int = 100,
+    ) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        mechanism.check_regularizer(regularizer, reg_weight)
+        self.block = mechanism.prepare_block(block)
+        self.regularizer = regularizer
+        self.reg_weight = reg_weight
+        self.solver = make_local_solver(
+            self.block, regularizer, reg_weight, mechanism.feasible_set(),
+            inner_iterations=inner_iterations,
+        )
+        self.rng = rng
+        self.n_samples, self.n_features = self.block.shape
+        self.model = np.zeros(self.n_features)
+        self.released_scores = np.zeros(self.n_samples)
+        self.events: list[PrivacyEvent] = []
+
+    def _x_update(self, residual, dual, rho, round, *, send_scores=True) -> np.ndarray:
+        target = self.mechanism.clip_target(self.released_scores - residual - dual / rho)
+        x = self.solver.solve(
+            target, rho, self.model, tau=self.mechanism.prox_weight, center=self.model
+        )
+        spectrum = self.solver.spectrum if self.mechanism.name == "paper" else None
+        release = self.mechanism.release(
+            x, block=self.block, spectrum=spectrum, rho=rho, round=round, party=self.name,
+            rng=self.rng, send_scores=send_scores,
+        )
+        self.model = release.model
+        self.released_scores = release.scores
+        self.events.extend(release.events)
+        return release.scores
+
+    def partial_scores(self, block) -> np.ndarray:
+        """Scores of this party's columns of new rows (the prediction protocol's share)."""
+        prepared = self.mechanism.prepare_block(block)
+        return np.asarray(prepared @ self.model).reshape(-1)
+
+    def regularization(self) -> float:
+        return self.regularizer.value(self.model)
+
+
+class PassiveParty(_BlockOwner):
+    """A party holding features only. It receives broadcasts and answers with its scores."""
+
+    def __init__(self, name: str, block, *, label_holder: str, **kwargs) -> None:
+        super().__init__(name, block, **kwargs)
+        self.label_holder = label_holder
+        self.round = 0
+        self.finished = False
+
+    def handle(self, message: Broadcast) -> list[Scores]:
+        if not isinstance(message, Broadcast) or message.sender != self.label_holder:
+            raise ProtocolError(
+                f"{self.name} accepts broadcasts from {self.label_holder} only. "
+                f"Found {type(message).__name__} from {message.sender!r}."
+            )
+        if self.finished or message.round != self.round:
+            raise ProtocolError(
+                f"{self.name} expected round {self.round}. Found round {message.round}."
+            )
+        for field, values in message.arrays().items():
+            if values.shape != (self.n_samples,):
+                raise ProtocolError(
+                    f"{field} must have shape ({self.n_samples},). Found {values.shape}."
+                )
+        if message.finished:
+            self.finished = True
+            return []
+        scores = self._x_update(message.residual, message.dual, message.rho, message.round + 1)
+        self.round = message.round + 1
+        return [Scores(self.name, self.label_holder, self.round, scores)]
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What the central node saw at the end of a round (for logs and history)."""
+
+    round: int
+    rho: float
+    residuals: Residuals
+    finished: bool
+
+
+class LabelHolder(_BlockOwner):
+    """The party holding the labels; it also runs the central node (z- and dual updates).
+
+    Parameters
+    ----------
+    parties : sequence of str
+        Names of the passive parties it expects scores from.
+    loss : Loss
+    rho : float
+        Initial penalty (of the summed-loss form).
+    max_rounds : int
+        Rounds to run (the privacy calibration assumes this many).
+    stop_tol : tuple of (abs, rel) or None
+        Stop early once primal and dual residuals fall below these tolerances.
+    adaptive : ResidualBalancing or None
+        Residual balancing of ``rho``.
+    central_radius : float or None
+        Project ``z`` and ``y`` onto this l2 ball (the paper mechanism's Assumption 1.1).
+    dual_release : DualRelease or None
+        Protects the label holder's rows and labels by perturbing the broadcast dual.
+    warm_start_rounds : int
+        Rounds of local-only ADMM on its own block before the first broadcast.
+    observer : callable or None
+        Called with a :class:`RoundRecord` after every round.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        block,
+        labels: np.ndarray,
+        *,
+        parties: Sequence[str],
+        loss: Loss,
+        rho: float,
+        max_rounds: int,
+        stop_tol: tuple[float, float] | None = None,
+        adaptive: ResidualBalancing | None = None,
+        central_radius: float | None = None,
+        dual_release: DualRelease | None = None,
+        warm_start_rounds: int = 0,
+        observer: Callable[[RoundRecord], None] | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(name, block, **kwargs)
+        self.labels = np.asarray(labels, dtype=float)
+        if self.labels.shape != (self.n_samples,):
+            raise DpfedInputError(
+                f"labels must have shape ({self.n_samples},). Found {self.labels.shape}."
+            )
+        self.parties = list(parties)
+        self.loss = loss
+        loss.check_rho(rho)
+        self.rho = float(rho)
+        self.max_rounds = int(max_rounds)
+        self.stop_tol = stop_tol
+        self.adaptive = adaptive
+        self.central_ball = Ball(central_radius) if central_radius else None
+        self.dual_release = dual_release
+        self.observer = observer
+        self.round = 0
+        self.finished = False
+        self.z = np.zeros(self.n_samples)
+        self.dual = np.zeros(self.n_samples)
+        self.residual = np.zeros(self.n_samples)
+        self.inbox: dict[str, np.ndarray] = {}
+        self.history: list[RoundRecord] = []
+        self.warm_start_rounds = int(warm_start_rounds)
+
+    # -- the protocol ---------------------------------------------------------------------
+    def start(self) -> list[Broadcast]:
+        """Round 0: broadcast the initial residual and dual (zeros, or after a warm start)."""
+        if self.warm_start_rounds:
+            self._warm_start()
+        return self._broadcast(finished=self.max_rounds == 0)
+
+    def handle(self, message: Scores) -> list[Broadcast]:
+        if not isinstance(message, Scores) or message.sender not in self.parties:
+            raise ProtocolError(
+                f"{self.name} accepts scores from {self.parties} only. "
+                f"Found {type(message).__name__} from {message.sender!r}."
+            )
+        if self.finished or message.round != self.round + 1:
+            raise ProtocolError(
+                f"{self.name} expected scores of round {self.round + 1}. "
+                f"Found round {message.round} from {message.sender}."
+            )
+        if message.sender in self.inbox:
+            raise ProtocolError(
+                f"{self.name} already holds round {message.round} scores from {message.sender}."
+            )
+        if message.scores.shape != (self.n_samples,) or not np.all(np.isfinite(message.scores)):
+            raise ProtocolError(
+                f"scores from {message.sender} must be {self.n_samples} finite values. "
+                f"Found shape {message.scores.shape}."
+            )
+        self.inbox[message.sender] = message.scores
+        if len(self.inbox) < len(self.parties):
+            return []
+        return self._central_round()
+
+    # -- internals ------------------------------------------------------------------------
+    def _central_round(self) -> list[Broadcast]:
+        t = self.round + 1
+        own = self._x_update(self.residual, self.dual, self.rho, t, send_scores=False)
+        s = own + sum(self.inbox[p] for p in self.parties)
+        self.inbox = {}
+        z_old = self.z
+        z = z_update(self.loss, s, self.dual, self.labels, self.rho)
+        dual = dual_update(self.dual, s, z, self.rho)
+        if self.central_ball is not None:
+            z, dual = self.central_ball.project(z), self.central_ball.project(dual)
+        if self.dual_release is not None:
+            noisy, event = self.dual_release.apply(dual, party=self.name, round=t, rng=self.rng)
+            self.events.append(event)
+            residual = (noisy - self.dual) / self.rho
+            dual = noisy
+        else:
+            residual = s - z
+        res = residuals(
+            s, z, z_old, dual, self.rho,
+            abs_tol=self.stop_tol[0] if self.stop_tol else 0.0,
+            rel_tol=self.stop_tol[1] if self.stop_tol else 0.0,
+        )
+        self.z, self.dual, self.residual, self.round = z, dual, residual, t
+        finished = t >= self.max_rounds or (self.stop_tol is not None and res.converged)
+        record = RoundRecord(t, self.rho, res, finished)
+        self.history.append(record)
+        if self.adaptive is not None and not finished:
+            self.rho = self.adaptive.next_rho(self.rho, res)
+            self.loss.check_rho(self.rho)
+        if self.observer is not None:
+            self.observer(record)
+        return self._broadcast(finished=finished)
+
+    def _broadcast(self, *, finished: bool) -> list[Broadcast]:
+        self.finished = finished
+        return [
+            Broadcast(self.name, p, self.round, self.residual, self.dual, self.rho, finished)
+            for p in self.parties
+        ]
+
+    def _warm_start(self) -> None:
+        """Local-only ADMM on the label holder's block: nothing leaves the label holder."""
+        for _ in range(self.warm_start_rounds):
+            target = self.released_scores - self.residual - self.dual / self.rho
+            x = self.solver.solve(target, self.rho, self.model)
+            s = np.asarray(self.block @ x).reshape(-1)
+            self.model, self.released_scores = x, s
+            self.z = z_update(self.loss, s, self.dual, self.labels, self.rho)
+            self.dual = dual_update(self.dual, s, self.z, self.rho)
+            self.residual = s - self.z

@@ -1,0 +1,1 @@
+"""Transports that carry the roles' messages, and the jobs that run protocols on them."""

@@ -1,0 +1,506 @@
+"""Run a vertical (ADMM sharing) job: build the roles, calibrate the noise, run, evaluate.
+
+:func:`train_vertical` is what ``dpfed train vertical`` and the estimator call. It runs the
+roles of :mod:`dpfed.protocols.vertical` over the in-process transport; the networked
+runtime drives the same roles over sockets.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
+
+from dpfed._validation import (
+    DpfedInputError,
+    check_finite_matrix,
+    check_int,
+    check_open_unit,
+    check_positive,
+    check_same_rows,
+)
+from dpfed.core.admm import ResidualBalancing
+from dpfed.core.losses import get_loss
+from dpfed.core.regularizers import get_regularizer
+from dpfed.privacy.accounting import (
+    calibrate_noise_multiplier,
+    gaussian_epsilon_heterogeneous,
+)
+from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
+from dpfed.privacy.vertical import SoundBounds, split_noise_multiplier
+from dpfed.protocols.vertical.mechanisms import (
+    MECHANISMS,
+    DualRelease,
+    NoPrivacy,
+    PaperMechanism,
+    PartyMechanism,
+    SoundMechanism,
+    corollary1_step_epsilon,
+)
+from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
+from dpfed.runtime.inprocess import InProcessTransport
+
+VERTICAL_ACCOUNTANTS = ("pld", "rdp")
+
+
+@dataclass(frozen=True)
+class VerticalConfig:
+    """Everything a vertical job needs besides the data.
+
+    Parameters
+    ----------
+    loss, regularizer : str
+        Names from :data:`dpfed.core.LOSSES` and :data:`dpfed.core.REGULARIZERS`.
+    lam : float
+        Regularisation weight of the averaged objective
+        :math:`\\frac1N \\sum_i \\ell(z_i) + \\lambda \\sum_m R(x_m)`.
+    rho : float or None
+        ADMM penalty of the summed form (``N`` times the averaged one); default: the loss's
+        smoothness bound (1/4 for logistic), or 1.
+    iterations : int
+        ADMM rounds (the privacy calibration assumes all of them run).
+    mechanism : {"none", "paper", "sound"}
+    epsilon, delta : float or None
+        Target total privacy; ``delta`` is also the delta at which spending is reported.
+    noise_sigma : float or None
+        Instead of a target epsilon: the paper mechanism's sigma, or the sound mechanism's
+        per-round noise multiplier.
+    accountant : {"pld", "rdp"}
+        Accountant of the sound mechanism (the paper mechanism reports Corollary 1 and PLD).
+    seed : int or None
+        Seeds every party's noise generator (one spawned stream per party).
+    adaptive_rho : bool or None
+        Residual balancing; default on without noise and off with it.
+    tol : (float, float) or None
+        Absolute and relative stopping tolerances (None: run all iterations).
+    bounds : SoundBounds
+        Enforced bounds of the sound mechanism.
+    model_fraction : float
+        Share of each round's privacy budget spent on the model release (sound).
+    protect_label_holder : bool
+        Sound mechanism: also protect the label holder's rows and labels (noisy broadcast).
+    b1 : float or None
+        Paper mechanism's radius for x, y and z; default ``5 sqrt(N)``.
+    warm_start_rounds : int or None
+        Local-only rounds of the label holder before the first broadcast; default 0, or 30
+        for the sound mechanism without label-holder protection (free: nothing leaves).
+    """
+
+    loss: str = "logistic"
+    regularizer: str = "l2"
+    lam: float = 1e-4
+    rho: float | None = None
+    iterations: int = 20
+    mechanism: str = "none"
+    epsilon: float | None = None
+    delta: float | None = None
+    noise_sigma: float | None = None
+    accountant: str = "pld"
+    seed: int | None = None
+    adaptive_rho: bool | None = None
+    tol: tuple[float, float] | None = None
+    bounds: SoundBounds = field(default_factory=SoundBounds)
+    model_fraction: float = 0.5
+    protect_label_holder: bool = False
+    b1: float | None = None
+    warm_start_rounds: int | None = None
+    inner_iterations: int = 100
+
+    def validated(self) -> VerticalConfig:
+        """Check every value; return the config with defaults resolved."""
+        loss = get_loss(self.loss)
+        get_regularizer(self.regularizer)
+        check_positive("lam", self.lam, allow_zero=True)
+        check_int("iterations", self.iterations, minimum=1)
+        if self.mechanism not in MECHANISMS:
+            raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {self.mechanism!r}.")
+        if self.accountant not in VERTICAL_ACCOUNTANTS:
+            raise DpfedInputError(
+                f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {self.accountant!r}."
+            )
+        rho = self.rho
+        if rho is None:
+            rho = loss.smoothness if math.isfinite(loss.smoothness) and loss.weak_convexity == 0 else 1.0
+        check_positive("rho", rho)
+        loss.check_rho(rho)
+        if self.epsilon is not None:
+            check_positive("epsilon", self.epsilon)
+        if self.delta is not None:
+            check_open_unit("delta", self.delta)
+        if self.noise_sigma is not None:
+            check_positive("noise_sigma", self.noise_sigma)
+        private = self.mechanism != "none"
+        if not private and (self.epsilon is not None or self.noise_sigma is not None):
+            raise DpfedInputError(
+                "epsilon and noise_sigma need a privacy mechanism (paper or sound). "
+                f"Found mechanism {self.mechanism!r}."
+            )
+        if private:
+            if self.delta is None:
+                raise DpfedInputError(f"the {self.mechanism} mechanism needs delta. Found none.")
+            if (self.epsilon is None) == (self.noise_sigma is None):
+                raise DpfedInputError(
+                    f"the {self.mechanism} mechanism takes exactly one of epsilon or noise_sigma. "
+                    f"Found epsilon={self.epsilon}, noise_sigma={self.noise_sigma}."
+                )
+        adaptive = (not private) if self.adaptive_rho is None else bool(self.adaptive_rho)
+        if adaptive and self.protect_label_holder:
+            raise DpfedInputError(
+                "adaptive rho reads the label holder's private residuals; it cannot be used "
+                "with protect_label_holder."
+            )
+        if self.tol is not None and self.protect_label_holder:
+            raise DpfedInputError(
+                "stopping on residuals reads the label holder's private state; it cannot be "
+                "used with protect_label_holder."
+            )
+        if self.protect_label_holder and self.mechanism != "sound":
+            raise DpfedInputError(
+                f"protect_label_holder is part of the sound mechanism. Found {self.mechanism!r}."
+            )
+        warm = self.warm_start_rounds
+        if warm is None:
+            warm = 30 if self.mechanism == "sound" and not self.protect_label_holder else 0
+        if warm and self.protect_label_holder:
+            raise DpfedInputError("a warm start would release the label holder's exact model.")
+        if self.b1 is not None:
+            check_positive("b1", self.b1)
+        return replace(self, rho=float(rho), adaptive_rho=adaptive, warm_start_rounds=int(warm))
+
+
+@dataclass
+class VerticalResult:
+    """Outcome of a vertical job."""
+
+    models: dict[str, np.ndarray]
+    history: list[dict]
+    privacy: dict
+    ledger: PrivacyLedger
+    config: VerticalConfig
+    rounds: list[RoundRecord]
+    seconds: float
+    mechanisms: list[PartyMechanism] = field(default_factory=list)
+
+    @property
+    def final(self) -> dict:
+        return dict(self.history[-1]) if self.history else {}
+
+    def to_json(self) -> dict:
+        cfg = asdict(self.config)
+        return {
+            "protocol": "vertical",
+            "config": cfg,
+            "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in self.models.items()],
+            "history": self.history,
+            "final": self.final,
+            "privacy": self.privacy,
+            "seconds": self.seconds,
+        }
+
+
+def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
+    if names is None:
+        return ["label"] + [f"party{m}" for m in range(1, n)]
+    names = list(names)
+    if len(names) != n or len(set(names)) != n:
+        raise DpfedInputError(f"need {n} distinct party names. Found {names}.")
+    return names
+
+
+@lru_cache(maxsize=4096)
+def _cached_epsilon(multipliers: tuple[float, ...], delta: float, accountant: str) -> float:
+    return gaussian_epsilon_heterogeneous(list(multipliers), delta, accountant=accountant)
+
+
+def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: str) -> float:
+    if not events:
+        return 0.0
+    return _cached_epsilon(tuple(e.noise_multiplier for e in events), delta, accountant)
+
+
+def _calibrate_sound(cfg: VerticalConfig) -> float:
+    """Per-round noise multiplier whose T rounds of two releases spend at most epsilon."""
+    if cfg.noise_sigma is not None:
+        return float(cfg.noise_sigma)
+    steps = cfg.iterations
+    z = calibrate_noise_multiplier(cfg.epsilon, cfg.delta, steps, accountant=cfg.accountant)
+    for _ in range(200):
+        zx, zu = split_noise_multiplier(z, cfg.model_fraction)
+        if _cached_epsilon((zx, zu) * steps, cfg.delta, cfg.accountant) <= cfg.epsilon:
+            return z
+        z *= 1.002
+    raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
+
+
+def build_mechanisms(
+    cfg: VerticalConfig, n_features: Sequence[int], n_samples: int
+) -> tuple[list[PartyMechanism], DualRelease | None, list[str]]:
+    """One mechanism per party (label holder first), the dual release, and notes to print."""
+    reg = get_regularizer(cfg.regularizer)
+    reg_weight = n_samples * cfg.lam
+    notes: list[str] = []
+    if cfg.mechanism == "none":
+        return [NoPrivacy() for _ in n_features], None, notes
+    if cfg.mechanism == "paper":
+        steps = cfg.iterations
+        delta_step, delta_prime = cfg.delta / (2 * steps), cfg.delta / 2
+        eps_step = (
+            corollary1_step_epsilon(cfg.epsilon, steps, delta_prime)
+            if cfg.epsilon is not None else None
+        )
+        b1 = cfg.b1 if cfg.b1 is not None else 5.0 * math.sqrt(n_samples)
+        c1 = reg.curvature_bound if reg.curvature_bound is not None else 0.0
+        mechs: list[PartyMechanism] = [
+            PaperMechanism(
+                d_m=d, n_parties=len(n_features), reg_weight=reg_weight, c1=c1, b1=b1,
+                delta_step=delta_step, epsilon_step=eps_step,
+                sigma=cfg.noise_sigma,
+            )
+            for d in n_features
+        ]
+        notes.append(
+            "paper mechanism: the epsilon is the paper's Theorem 1 / Corollary 1 figure. Its "
+            "Lemma 1 also assumes ||(D_m^T D_m)^-1|| <= 1/d_m and that the noisy models stay in "
+            "the radius-b1 ball; neither can be enforced, so it is not a proven guarantee."
+        )
+        return mechs, None, notes
+    z = _calibrate_sound(cfg)
+    zx, zu = split_noise_multiplier(z, cfg.model_fraction)
+
+    def sound() -> SoundMechanism:
+        return SoundMechanism(
+            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=zx, scores_multiplier=zu
+        )
+
+    mechs = [sound() if cfg.protect_label_holder else NoPrivacy()]
+    mechs += [sound() for _ in n_features[1:]]
+    dual = DualRelease(bounds=cfg.bounds, noise_multiplier=zu) if cfg.protect_label_holder else None
+    if not cfg.protect_label_holder:
+        notes.append(
+            "sound mechanism: the passive parties' rows are protected; the label holder's rows "
+            "and labels are not (set protect_label_holder to protect them)."
+        )
+    return mechs, dual, notes
+
+
+def _validate_data(blocks, labels, names, *, what: str) -> int:
+    if len(blocks) < 1:
+        raise DpfedInputError(f"{what} needs at least one block. Found none.")
+    for name, block in zip(names, blocks, strict=True):
+        check_finite_matrix(f"{what} block of {name}", block)
+    n = check_same_rows(names, [b.shape[0] for b in blocks])
+    if labels is not None and np.asarray(labels).reshape(-1).shape[0] != n:
+        raise DpfedInputError(
+            f"{what} labels must have one entry per row ({n}). "
+            f"Found {np.asarray(labels).reshape(-1).shape[0]}."
+        )
+    return n
+
+
+def train_vertical(
+    blocks: Sequence,
+    labels: np.ndarray,
+    config: VerticalConfig | None = None,
+    *,
+    names: Sequence[str] | None = None,
+    test_blocks: Sequence | None = None,
+    test_labels: np.ndarray | None = None,
+    progress: bool = False,
+) -> VerticalResult:
+    """Train a vertically partitioned model by (DP) ADMM sharing.
+
+    Parameters
+    ----------
+    blocks : sequence of arrays or sparse matrices, shapes ``(N, d_m)``
+        Column blocks, the label holder's first.
+    labels : ndarray, shape (N,)
+        In {-1, 1} or {0, 1} for the binary losses.
+    config : VerticalConfig
+    names : sequence of str, optional
+        Party names (default ``label, party1, ...``).
+    test_blocks, test_labels : optional
+        Held-out rows, evaluated every round by the prediction protocol.
+    progress : bool
+        Show a progress bar when standard error is a terminal.
+    """
+    from dpfed._validation import check_binary_labels
+
+    cfg = (config or VerticalConfig()).validated()
+    names = _party_names(len(blocks), names)
+    n = _validate_data(blocks, labels, names, what="training")
+    loss = get_loss(cfg.loss)
+    y = check_binary_labels("labels", labels) if loss.binary else np.asarray(labels, float)
+    if not np.all(np.isfinite(y)):
+        raise DpfedInputError("labels must be finite.")
+    y_test = None
+    if test_blocks is not None:
+        if len(test_blocks) != len(blocks):
+            raise DpfedInputError(
+                f"test data must have {len(blocks)} blocks like training. Found {len(test_blocks)}."
+            )
+        _validate_data(test_blocks, test_labels, names, what="test")
+        for name, b, tb in zip(names, blocks, test_blocks, strict=True):
+            if tb.shape[1] != b.shape[1]:
+                raise DpfedInputError(
+                    f"test block of {name} must have {b.shape[1]} columns. Found {tb.shape[1]}."
+                )
+        y_test = check_binary_labels("test labels", test_labels)
+
+    mechanisms, dual_release, notes = build_mechanisms(cfg, [b.shape[1] for b in blocks], n)
+    reg = get_regularizer(cfg.regularizer)
+    seeds = np.random.SeedSequence(cfg.seed).spawn(len(blocks))
+    rngs = [np.random.default_rng(s) for s in seeds]
+    common = dict(regularizer=reg, reg_weight=n * cfg.lam, inner_iterations=cfg.inner_iterations)
+    passive = [
+        PassiveParty(
+            names[m], blocks[m], label_holder=names[0], mechanism=mechanisms[m], rng=rngs[m],
+            **common,
+        )
+        for m in range(1, len(blocks))
+    ]
+    history: list[dict] = []
+    ledger = PrivacyLedger()
+    clock = {"train": 0.0, "since": time.perf_counter()}
+    bar = _progress_bar(cfg.iterations, progress)
+    paper_delta_prime = cfg.delta / 2 if cfg.mechanism == "paper" else None
+
+    def observe(record: RoundRecord) -> None:
+        clock["train"] += time.perf_counter() - clock["since"]
+        entry = _evaluate(record, holder, passive, y, test_blocks, y_test, cfg, paper_delta_prime)
+        entry["seconds"] = clock["train"]
+        history.append(entry)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(
+                {k: f"{history[-1][k]:.4g}" for k in ("train_objective", "epsilon")
+                 if history[-1].get(k) is not None}
+            )
+        clock["since"] = time.perf_counter()
+
+    holder = LabelHolder(
+        names[0], blocks[0], y, parties=names[1:], loss=loss, rho=cfg.rho,
+        max_rounds=cfg.iterations, stop_tol=cfg.tol,
+        adaptive=ResidualBalancing() if cfg.adaptive_rho else None,
+        central_radius=(mechanisms[0].b1 if cfg.mechanism == "paper" else None),
+        dual_release=dual_release, warm_start_rounds=cfg.warm_start_rounds,
+        observer=observe, mechanism=mechanisms[0], rng=rngs[0], **common,
+    )
+    clock["since"] = time.perf_counter()
+    transport = InProcessTransport({p.name: p for p in [holder, *passive]})
+    transport.run(holder.start())
+    if bar is not None:
+        bar.close()
+    for event in _all_events(holder, passive):
+        ledger.record(event)
+    models = {holder.name: holder.model.copy()} | {p.name: p.model.copy() for p in passive}
+    privacy = _privacy_summary(cfg, ledger, names, notes)
+    return VerticalResult(
+        models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms
+    )
+
+
+def _all_events(holder, passive) -> list[PrivacyEvent]:
+    events = list(holder.events)
+    for p in passive:
+        events.extend(p.events)
+    return sorted(events, key=lambda e: (e.round, e.party, e.label))
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="ADMM rounds", unit="round", leave=False)
+
+
+def _scores(roles, blocks) -> np.ndarray:
+    return sum(r.partial_scores(b) for r, b in zip(roles, blocks, strict=True))
+
+
+def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg, delta_prime) -> dict:
+    roles = [holder, *passive]
+    s = sum(np.asarray(r.block @ r.model).reshape(-1) for r in roles)
+    loss = holder.loss
+    objective = float(np.mean(loss.value(s, y))) + cfg.lam * sum(r.regularization() for r in roles)
+    entry: dict = {
+        "iteration": record.round,
+        "seconds": None,
+        "train_objective": objective,
+        "test_log_loss": None,
+        "test_accuracy": None,
+        "epsilon": 0.0,
+        "rho": record.rho,
+        "primal_residual": record.residuals.primal,
+        "dual_residual": record.residuals.dual,
+    }
+    if test_blocks is not None:
+        st = _scores(roles, test_blocks)
+        entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * st)))
+        entry["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == y_test))
+    if cfg.mechanism == "sound":
+        entry["epsilon"] = max(
+            _events_epsilon(r.events, cfg.delta, cfg.accountant) for r in roles
+        )
+    elif cfg.mechanism == "paper":
+        from dpfed.privacy.accounting import advanced_composition
+
+        entry["epsilon"] = max(
+            advanced_composition([e.epsilon for e in r.events], [e.delta for e in r.events],
+                                 delta_prime)[0]
+            for r in roles
+        )
+    return entry
+
+
+def _privacy_summary(cfg, ledger: PrivacyLedger, names, notes) -> dict:
+    summary: dict = {
+        "mechanism": cfg.mechanism,
+        "epsilon": 0.0,
+        "delta": cfg.delta,
+        "accountant": None,
+        "per_party": {},
+        "notes": notes,
+    }
+    if cfg.mechanism == "none":
+        summary["notes"] = ["no privacy mechanism: the messages are exact"]
+        return summary
+    per_party = {}
+    for name in names:
+        events = ledger.events(name)
+        if not events:
+            per_party[name] = {"releases": 0, "epsilon": 0.0}
+            continue
+        entry = {
+            "releases": len(events),
+            "epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
+            "epsilon_rdp": _events_epsilon(events, cfg.delta, "rdp"),
+        }
+        if cfg.mechanism == "paper":
+            eps, delta_total = ledger.paper_epsilon(name, cfg.delta / 2)
+            entry["epsilon_step"] = events[-1].epsilon
+            entry["delta_step"] = events[-1].delta
+            entry["sigma"] = events[-1].sigma
+            entry["epsilon_corollary1"] = eps
+            entry["delta_corollary1"] = delta_total
+            entry["epsilon"] = eps
+            if events[-1].epsilon > 1:
+                notes.append(
+                    f"{name}: per-iteration epsilon {events[-1].epsilon:.4g} > 1 lies outside "
+                    "Theorem 1's hypothesis (epsilon in (0, 1]); the figure is the formula's value."
+                )
+        else:
+            entry["epsilon"] = entry[f"epsilon_{cfg.accountant}"]
+            entry["noise_multipliers"] = sorted({round(e.noise_multiplier, 12) for e in events})
+        per_party[name] = entry
+    summary["per_party"] = per_party
+    summary["epsilon"] = max(p["epsilon"] for p in per_party.values())
+    summary["accountant"] = "corollary1" if cfg.mechanism == "paper" else cfg.accountant
+    if cfg.mechanism == "paper":
+        summary["epsilon_pld"] = max(p.get("epsilon_pld", 0.0) for p in per_party.values())
+    return summary

@@ -1,0 +1,53 @@
+"""Shared fixtures: the data folder from DPFED_DATA and small synthetic problems."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def data_dir() -> Path | None:
+    value = os.environ.get("DPFED_DATA")
+    return Path(value) if value else None
+
+
+@pytest.fixture(scope="session")
+def a9a():
+    """a9a split 66|57 (train and test blocks); skips when the files are absent."""
+    base = data_dir()
+    if base is None or not (base / "a9a" / "a9a").is_file() or not (base / "a9a" / "a9a.t").is_file():
+        pytest.skip("a9a not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
+                    "a9a/a9a and a9a/a9a.t, e.g. the LIBSVM binary data sets)")
+    from dpfed.data import load_dataset, vertical_split
+
+    ds = load_dataset("a9a", base)
+    return {
+        "blocks": vertical_split(ds.X_train, [66, 57]),
+        "y": ds.y_train,
+        "test_blocks": vertical_split(ds.X_test, [66, 57]),
+        "y_test": ds.y_test,
+    }
+
+
+def make_vertical_problem(n=300, split=(4, 3, 2), seed=0, sparse=False):
+    """A logistic problem with informative features in every block."""
+    rng = np.random.default_rng(seed)
+    d = sum(split)
+    X = rng.normal(size=(n, d))
+    w = rng.normal(size=d)
+    y = np.where(X @ w + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    edges = np.cumsum([0, *split])
+    blocks = [X[:, a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    if sparse:
+        import scipy.sparse as sp
+
+        blocks = [sp.csr_matrix(b) for b in blocks]
+    return blocks, y
+
+
+@pytest.fixture
+def vertical_problem():
+    return make_vertical_problem()
