@@ -261,9 +261,14 @@ def advanced_composition(
         dlt = [_check_delta_step("delta_step", delta_step)] * len(eps)
     sum_sq = math.fsum(e * e for e in eps)
     eps_prime = math.sqrt(2.0 * math.log(1.0 / dp) * sum_sq) + math.fsum(
-        e * math.expm1(e) for e in eps
+        _times_expm1(e) for e in eps
     )
     return eps_prime, math.fsum(dlt) + dp
+
+
+def _times_expm1(e: float) -> float:
+    """:math:`e (e^e - 1)`, ``inf`` where it exceeds the float range (huge per-step epsilon)."""
+    return e * math.expm1(e) if e < 700.0 else math.inf
 
 
 def corollary1_epsilon(eps_step: float, steps: int, delta_prime: float) -> float:
@@ -293,7 +298,7 @@ def corollary1_epsilon(eps_step: float, steps: int, delta_prime: float) -> float
     e = check_positive("eps_step", eps_step)
     t = check_int("steps", steps, minimum=1)
     dp = check_open_unit("delta_prime", delta_prime)
-    return math.sqrt(2.0 * t * math.log(1.0 / dp)) * e + t * e * math.expm1(e)
+    return math.sqrt(2.0 * t * math.log(1.0 / dp)) * e + t * _times_expm1(e)
 
 
 def _moments_epsilon(precision_sum: float, delta: float) -> float:

@@ -110,6 +110,7 @@ class VerticalConfig:
     b1: float | None = None
     warm_start_rounds: int | None = None
     inner_iterations: int = 100
+    score_rounds: int | None = None
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""
@@ -212,8 +213,18 @@ def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
     return names
 
 
+#: Below this noise multiplier the PLD grid would need terabytes; such releases are composed
+#: exactly instead (Gaussian mechanisms compose to one Gaussian with mu^2 = sum 1/z^2).
+_PLD_MIN_MULTIPLIER = 0.25
+
+
 @lru_cache(maxsize=4096)
 def _cached_epsilon(multipliers: tuple[float, ...], delta: float, accountant: str) -> float:
+    if accountant == "pld" and min(multipliers) < _PLD_MIN_MULTIPLIER:
+        import dp_accounting
+
+        mu = math.sqrt(math.fsum(1.0 / z**2 for z in multipliers))
+        return float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta))
     return gaussian_epsilon_heterogeneous(list(multipliers), delta, accountant=accountant)
 
 
@@ -223,17 +234,36 @@ def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: st
     return _cached_epsilon(tuple(e.noise_multiplier for e in events), delta, accountant)
 
 
+def _sound_score_rounds(cfg: VerticalConfig) -> int:
+    """Rounds with a scores (or, protected label holder, dual) release: T - 1 by default.
+
+    The last round's scores only reach the final z- and dual updates, never a model. A
+    protected label holder releases its dual every round, so then every round counts.
+    """
+    if cfg.protect_label_holder:
+        return cfg.iterations
+    if cfg.score_rounds is not None:
+        return min(int(cfg.score_rounds), cfg.iterations)
+    return cfg.iterations - 1
+
+
 def _calibrate_sound(cfg: VerticalConfig) -> float:
-    """Per-round noise multiplier whose T rounds of two releases spend at most epsilon."""
+    """Per-round noise multiplier ``z`` (split into model and scores multipliers by
+    :func:`split_noise_multiplier`) whose T model and S scores releases spend at most
+    epsilon (S from :func:`_sound_score_rounds`)."""
     if cfg.noise_sigma is not None:
         return float(cfg.noise_sigma)
-    steps = cfg.iterations
-    z = calibrate_noise_multiplier(cfg.epsilon, cfg.delta, steps, accountant=cfg.accountant)
-    for _ in range(200):
-        zx, zu = split_noise_multiplier(z, cfg.model_fraction)
-        if _cached_epsilon((zx, zu) * steps, cfg.delta, cfg.accountant) <= cfg.epsilon:
+    steps, score_steps = cfg.iterations, _sound_score_rounds(cfg)
+    f = cfg.model_fraction
+    # Gaussian releases compose like one with z^-2 = sum z_i^-2 = (T f + S (1 - f)) / z^2
+    z1 = calibrate_noise_multiplier(cfg.epsilon, cfg.delta, 1, accountant=cfg.accountant)
+    z = 0.99 * z1 * math.sqrt(steps * f + score_steps * (1.0 - f))
+    for _ in range(2000):
+        zx, zu = split_noise_multiplier(z, f)
+        multipliers = (zx,) * steps + (zu,) * score_steps
+        if _cached_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
             return z
-        z *= 1.002
+        z *= 1.001
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
 
 
@@ -274,7 +304,8 @@ def build_mechanisms(
 
     def sound() -> SoundMechanism:
         return SoundMechanism(
-            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=zx, scores_multiplier=zu
+            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=zx, scores_multiplier=zu,
+            score_rounds=_sound_score_rounds(cfg),
         )
 
     mechs = [sound() if cfg.protect_label_holder else NoPrivacy()]

@@ -197,6 +197,12 @@ class SoundMechanism(PartyMechanism):
     on the model (multiplier ``model_multiplier``), then clipped scores plus Gaussian noise
     (multiplier ``scores_multiplier``). With ``send_scores=False`` (the label holder's own
     block, whose scores never leave it) only the model release is spent.
+
+    ``score_rounds`` (None: every round) limits the scores releases to rounds
+    ``1..score_rounds``; in a later round the party re-sends the scores it released last
+    (zeros if none), which spends nothing. The scores of the last round only enter the central
+    node's final z- and dual updates, never a model, so ``score_rounds = T - 1`` loses
+    nothing and saves one release.
     """
 
     name = "sound"
@@ -208,13 +214,20 @@ class SoundMechanism(PartyMechanism):
         reg_weight: float,
         model_multiplier: float,
         scores_multiplier: float,
+        score_rounds: int | None = None,
     ) -> None:
         self.bounds = bounds
         self.reg_weight = reg_weight
         self.prox_weight = bounds.prox_weight
         self.model_multiplier = model_multiplier
         self.scores_multiplier = scores_multiplier
+        self.score_rounds = score_rounds
         self._strong_convexity: float | None = None
+        self._last_scores: np.ndarray | None = None
+
+    def releases_scores(self, round: int) -> bool:
+        """Whether round ``round`` (1-based) spends a scores release."""
+        return self.score_rounds is None or round <= self.score_rounds
 
     def prepare_block(self, block):
         return _clip_rows(block, self.bounds.row_norm)
@@ -259,10 +272,17 @@ class SoundMechanism(PartyMechanism):
             x_tilde = x_tilde * (radius / norm)
         events = [_event(party, round, model_release)]
         clip = self.bounds.score_clip
+        if not send_scores:
+            return Release(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
+        if not self.releases_scores(round):
+            # nothing new leaves the party: the last released scores (or zeros) again
+            previous = self._last_scores
+            scores = np.zeros(block.shape[0]) if previous is None else previous.copy()
+            return Release(x_tilde, scores, events)
         scores = np.clip(_matvec(block, x_tilde), -clip, clip)
-        if send_scores:
-            scores = scores + scores_release.sample(rng, scores.shape)
-            events.append(_event(party, round, scores_release))
+        scores = scores + scores_release.sample(rng, scores.shape)
+        events.append(_event(party, round, scores_release))
+        self._last_scores = scores.copy()
         return Release(x_tilde, scores, events)
 
 

@@ -1,0 +1,162 @@
+"""Tests that could fail if a noise scale or sensitivity of the vertical mechanisms is wrong."""
+
+import math
+
+import numpy as np
+import pytest
+
+from dpfed import DpfedInputError
+from dpfed.core import L2, Ball
+from dpfed.core.spectral import GramSpectrum
+from dpfed.core.xupdate import make_local_solver
+from dpfed.privacy.accounting import corollary1_epsilon
+from dpfed.privacy.vertical import (
+    SoundBounds,
+    lemma1_bound,
+    split_noise_multiplier,
+    theorem1_epsilon,
+    theorem1_sigma,
+)
+from dpfed.protocols.vertical.mechanisms import PaperMechanism, SoundMechanism
+from dpfed.runtime.vertical import VerticalConfig, train_vertical
+
+from ..conftest import make_vertical_problem
+
+
+def test_theorem1_sigma_with_hand_computed_numbers():
+    # d_m=66, rho=0.25, lam=3.2561, c1=1, b1=10, M=2:
+    # C = 3/(66*0.25) * (3.2561 + (1 + 0.5)*10) = 0.181818... * 18.2561 = 3.31929...
+    c = lemma1_bound(d_m=66, rho=0.25, lam=3.2561, c1=1.0, b1=10.0, n_parties=2)
+    assert c == pytest.approx(3.0 / 16.5 * 18.2561, rel=1e-12)
+    # sigma = sqrt(2 ln(1.25/1e-5)) * C / 0.5 = 4.84481... * C * 2
+    sigma = theorem1_sigma(l2_bound=c, epsilon=0.5, delta=1e-5)
+    assert sigma == pytest.approx(math.sqrt(2 * math.log(125000.0)) * c / 0.5, rel=1e-12)
+    assert sigma == pytest.approx(32.1627, rel=1e-4)
+    assert theorem1_epsilon(l2_bound=c, sigma=sigma, delta=1e-5) == pytest.approx(0.5)
+
+
+def test_paper_noise_has_variance_sigma_squared_in_the_column_space():
+    rng = np.random.default_rng(0)
+    D = rng.normal(size=(30, 4))
+    D /= np.linalg.norm(D, axis=1, keepdims=True)
+    spectrum = GramSpectrum(D)
+    mech = PaperMechanism(d_m=4, n_parties=2, reg_weight=1.0, c1=1.0, b1=3.0,
+                          delta_step=1e-5, sigma=0.7)
+    noise = np.array([
+        mech.release(np.zeros(4), block=D, spectrum=spectrum, rho=1.0, round=1, party="p",
+                     rng=rng).scores
+        for _ in range(20000)
+    ])
+    # D xi has covariance sigma^2 P with P the projection onto the column space of D
+    q, _ = np.linalg.qr(D)
+    coords = noise @ q
+    assert np.allclose(np.var(coords, axis=0), 0.49, rtol=0.05)
+    assert np.allclose(noise - coords @ q.T, 0.0, atol=1e-9)
+
+
+def test_sound_release_noise_matches_the_calibration():
+    rng = np.random.default_rng(1)
+    D = rng.normal(size=(50, 3))
+    bounds = SoundBounds(row_norm=1.0, model_radius=2.0, target_clip=1.0, score_clip=1.0)
+    mech = SoundMechanism(bounds=bounds, reg_weight=5.0, model_multiplier=3.0,
+                          scores_multiplier=2.0)
+    mech.check_regularizer(L2(), 5.0)
+    block = mech.prepare_block(D)
+    assert np.all(np.linalg.norm(block, axis=1) <= 1.0 + 1e-12)
+    model_release, scores_release = mech.releases(rho=0.5)
+    assert model_release.l2_sensitivity == pytest.approx(2 * 0.5 * 1 * (2 + 1) / 5.0)
+    assert model_release.sigma == pytest.approx(3.0 * model_release.l2_sensitivity)
+    assert scores_release.l2_sensitivity == pytest.approx(2.0)
+    assert scores_release.sigma == pytest.approx(4.0)
+    draws = np.array([
+        mech.release(np.zeros(3), block=block, spectrum=None, rho=0.5, round=1, party="p",
+                     rng=rng).scores
+        for _ in range(4000)
+    ])
+    signal = np.clip(block @ np.zeros(3), -1, 1)
+    # the model noise moves the scores a little; the scores noise dominates
+    assert np.var(draws - signal) == pytest.approx(16.0, rel=0.08)
+
+
+def test_model_sensitivity_bound_holds_against_adversarial_rows():
+    """Replace one row in many ways; the exact x-update never moves more than Delta_x."""
+    rng = np.random.default_rng(2)
+    n, d = 60, 4
+    bounds = SoundBounds(row_norm=1.0, model_radius=1.5, target_clip=2.0, score_clip=1.0)
+    lam_s, rho = 2.0, 1.5
+    bound = bounds.model_sensitivity(rho=rho, strong_convexity=lam_s)
+    worst = 0.0
+    for trial in range(200):
+        D = rng.normal(size=(n, d))
+        D /= np.maximum(1.0, np.linalg.norm(D, axis=1, keepdims=True))
+        c = np.clip(3 * rng.normal(size=n), -2, 2)
+        D2 = D.copy()
+        row = rng.normal(size=d)
+        D2[trial % n] = row / np.linalg.norm(row)
+        x1 = make_local_solver(D, L2(), lam_s, Ball(1.5)).solve(c, rho, np.zeros(d))
+        x2 = make_local_solver(D2, L2(), lam_s, Ball(1.5)).solve(c, rho, np.zeros(d))
+        worst = max(worst, np.linalg.norm(x1 - x2))
+    assert worst <= bound
+    assert worst > 0.05 * bound  # the bound is not vacuous for this problem
+
+
+def test_budget_split_composes_to_the_round_multiplier():
+    zx, zu = split_noise_multiplier(2.0, 0.3)
+    assert 1 / zx**2 + 1 / zu**2 == pytest.approx(1 / 4.0)
+    with pytest.raises(DpfedInputError, match="model_fraction"):
+        split_noise_multiplier(2.0, 1.0)
+
+
+def test_calibrated_sound_run_spends_at_most_its_target_and_more_rounds_spend_more():
+    blocks, y = make_vertical_problem(split=(3, 2))
+    spent = []
+    for iterations in (2, 4):
+        res = train_vertical(blocks, y, VerticalConfig(
+            mechanism="sound", epsilon=2.0, delta=1e-5, iterations=iterations, seed=0,
+            lam=1e-2))
+        assert res.privacy["epsilon"] <= 2.0
+        assert res.privacy["epsilon"] >= 1.95
+        eps_path = [h["epsilon"] for h in res.history]
+        assert all(b > a for a, b in zip(eps_path, eps_path[1:], strict=False))
+        spent.append(eps_path[0])
+    assert spent[0] > spent[1]  # fewer rounds: more budget (less noise) per round
+
+
+def test_paper_noise_sigma_reports_theorem1_and_corollary1_however_large():
+    blocks, y = make_vertical_problem(split=(3, 2))
+    res = train_vertical(blocks, y, VerticalConfig(
+        mechanism="paper", noise_sigma=0.01, delta=1e-5, iterations=3, seed=0, lam=1e-2))
+    party = res.privacy["per_party"]["party1"]
+    n = y.shape[0]
+    c = lemma1_bound(d_m=2, rho=0.25, lam=n * 1e-2, c1=1.0, b1=5 * math.sqrt(n), n_parties=2)
+    eps_step = theorem1_epsilon(l2_bound=c, sigma=0.01, delta=1e-5 / 6)
+    assert party["epsilon_step"] == pytest.approx(eps_step)
+    assert party["epsilon_step"] > 1000
+    assert party["epsilon_corollary1"] == math.inf or party["epsilon_corollary1"] > 1e6
+    assert any("outside Theorem 1" in note for note in res.privacy["notes"])
+
+
+def test_paper_target_epsilon_is_met_by_corollary1():
+    blocks, y = make_vertical_problem(split=(3, 2))
+    res = train_vertical(blocks, y, VerticalConfig(
+        mechanism="paper", epsilon=1.0, delta=1e-5, iterations=4, seed=0, lam=1e-2))
+    party = res.privacy["per_party"]["party1"]
+    assert corollary1_epsilon(party["epsilon_step"], 4, 0.5e-5) == pytest.approx(1.0, rel=1e-6)
+    assert party["delta_corollary1"] == pytest.approx(1e-5)
+    assert party["epsilon_pld"] <= party["epsilon_corollary1"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(mechanism="sound", epsilon=0.0, delta=1e-5), "epsilon"),
+    (dict(mechanism="sound", epsilon=-1.0, delta=1e-5), "epsilon"),
+    (dict(mechanism="sound", epsilon=1.0, delta=1.0), "delta"),
+    (dict(mechanism="sound", epsilon=1.0), "needs delta"),
+    (dict(mechanism="none", epsilon=1.0), "need a privacy mechanism"),
+    (dict(mechanism="paper", regularizer="l1", epsilon=1.0, delta=1e-5), "twice differentiable"),
+    (dict(mechanism="sound", epsilon=1.0, delta=1e-5, protect_label_holder=True,
+          adaptive_rho=True), "adaptive rho"),
+])
+def test_bad_privacy_settings_are_refused(kwargs, match):
+    blocks, y = make_vertical_problem(split=(3, 2))
+    with pytest.raises(DpfedInputError, match=match):
+        train_vertical(blocks, y, VerticalConfig(iterations=2, **kwargs))
