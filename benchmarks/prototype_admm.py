@@ -139,6 +139,7 @@ def prototype_admm(
     test_labels: np.ndarray | None = None,
     target: float | None = None,
     max_seconds: float | None = None,
+    min_iterations: int = 1,
     lbfgs_options: dict | None = None,
     callback: Callable[[dict], None] | None = None,
 ) -> dict:
@@ -162,6 +163,8 @@ def prototype_admm(
         Stop once the test log loss is ``<= target``.
     max_seconds : float or None
         Stop once the timed training time exceeds this (checked after each iteration).
+    min_iterations : int
+        Run at least this many iterations before ``target`` or ``max_seconds`` can stop.
     lbfgs_options : dict or None
         Options of the L-BFGS-B solves (default: scipy's).
     callback : callable or None
@@ -222,9 +225,11 @@ def prototype_admm(
         history.append(entry)
         if callback is not None:
             callback(entry)
-        if target is not None and entry["test_log_loss"] is not None:
-            if entry["test_log_loss"] <= target:
-                break
+        if t < min_iterations:
+            continue
+        loss = entry["test_log_loss"]
+        if target is not None and loss is not None and loss <= target:
+            break
         if max_seconds is not None and elapsed >= max_seconds:
             break
     return {"models": models, "z": z, "dual": dual, "history": history}

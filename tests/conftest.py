@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -18,9 +19,15 @@ def data_dir() -> Path | None:
 def a9a():
     """a9a split 66|57 (train and test blocks); skips when the files are absent."""
     base = data_dir()
-    if base is None or not (base / "a9a" / "a9a").is_file() or not (base / "a9a" / "a9a.t").is_file():
-        pytest.skip("a9a not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-                    "a9a/a9a and a9a/a9a.t, e.g. the LIBSVM binary data sets)")
+    if (
+        base is None
+        or not (base / "a9a" / "a9a").is_file()
+        or not (base / "a9a" / "a9a.t").is_file()
+    ):
+        pytest.skip(
+            "a9a not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
+            "a9a/a9a and a9a/a9a.t, e.g. the LIBSVM binary data sets)"
+        )
     from dpfed.data import load_dataset, vertical_split
 
     ds = load_dataset("a9a", base)
@@ -40,7 +47,7 @@ def make_vertical_problem(n=300, split=(4, 3, 2), seed=0, sparse=False):
     w = rng.normal(size=d)
     y = np.where(X @ w + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
     edges = np.cumsum([0, *split])
-    blocks = [X[:, a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    blocks = [X[:, a:b] for a, b in itertools.pairwise(edges)]
     if sparse:
         import scipy.sparse as sp
 

@@ -93,7 +93,7 @@ def check_same_rows(names: Iterable[str], counts: Iterable[int]) -> int:
     if not pairs:
         raise DpfedInputError("at least one party is needed. Found none.")
     first = pairs[0][1]
-    for name, n in pairs[1:]:
+    for _name, n in pairs[1:]:
         if n != first:
             shown = ", ".join(f"{a}: {b}" for a, b in pairs)
             raise DpfedInputError(

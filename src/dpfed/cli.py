@@ -35,37 +35,63 @@ def _int(text: str) -> int:
 # -- train vertical ---------------------------------------------------------------------------
 def _add_train_vertical(sub) -> None:
     p = sub.add_parser(
-        "vertical", help="vertically partitioned learning by (DP) ADMM sharing",
+        "vertical",
+        help="vertically partitioned learning by (DP) ADMM sharing",
         description="Train a linear model on column blocks held by different parties.",
     )
     p.add_argument("--data", required=True, help="data set name (see --list) or LIBSVM file")
     p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
     p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
-    p.add_argument("--split", required=True,
-                   help="columns per party, label holder first, e.g. 66,57")
-    p.add_argument("--loss", default="logistic",
-                   choices=["logistic", "squared", "smoothed_hinge", "sigmoid"])
+    p.add_argument(
+        "--split", required=True, help="columns per party, label holder first, e.g. 66,57"
+    )
+    p.add_argument(
+        "--loss", default="logistic", choices=["logistic", "squared", "smoothed_hinge", "sigmoid"]
+    )
     p.add_argument("--regularizer", default="l2", choices=["l2", "l1", "elasticnet"])
-    p.add_argument("--lam", type=_positive_float, default=1e-4,
-                   help="regularisation weight of the averaged objective")
+    p.add_argument(
+        "--lam",
+        type=_positive_float,
+        default=1e-4,
+        help="regularisation weight of the averaged objective",
+    )
     p.add_argument("--rho", type=_positive_float, help="ADMM penalty (summed-loss form)")
     p.add_argument("--iterations", type=_int, required=True)
     p.add_argument("--mechanism", default="none", choices=["none", "paper", "sound"])
     p.add_argument("--epsilon", type=_positive_float, help="target total epsilon")
     p.add_argument("--delta", type=_positive_float, help="target total delta")
-    p.add_argument("--noise-sigma", type=_positive_float,
-                   help="paper: noise sigma; sound: per-round noise multiplier")
+    p.add_argument(
+        "--noise-sigma",
+        type=_positive_float,
+        help="paper: noise sigma; sound: per-round noise multiplier",
+    )
     p.add_argument("--accountant", default="pld", choices=["pld", "rdp"])
-    p.add_argument("--protect-label-holder", action="store_true",
-                   help="sound: also protect the label holder's rows and labels")
-    p.add_argument("--adaptive-rho", dest="adaptive_rho", action="store_true", default=None,
-                   help="residual balancing (default: on without noise)")
+    p.add_argument(
+        "--protect-label-holder",
+        action="store_true",
+        help="sound: also protect the label holder's rows and labels",
+    )
+    p.add_argument(
+        "--adaptive-rho",
+        dest="adaptive_rho",
+        action="store_true",
+        default=None,
+        help="residual balancing (default: on without noise)",
+    )
     p.add_argument("--no-adaptive-rho", dest="adaptive_rho", action="store_false")
-    p.add_argument("--tol", type=_positive_float, nargs=2, metavar=("ABS", "REL"),
-                   help="stop once the residuals fall below these tolerances")
+    p.add_argument(
+        "--tol",
+        type=_positive_float,
+        nargs=2,
+        metavar=("ABS", "REL"),
+        help="stop once the residuals fall below these tolerances",
+    )
     p.add_argument("--seed", type=_int)
-    p.add_argument("--baselines", action="store_true",
-                   help="also fit local-only and centralised scikit-learn models")
+    p.add_argument(
+        "--baselines",
+        action="store_true",
+        help="also fit local-only and centralised scikit-learn models",
+    )
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_train_vertical)
@@ -75,7 +101,9 @@ def _load_blocks(args):
     from dpfed.data import load_dataset, parse_split, vertical_split
 
     if args.test and not os.path.isfile(args.data):
-        raise DpfedInputError(f"--test goes with a LIBSVM file given to --data. Found --data {args.data!r}.")
+        raise DpfedInputError(
+            f"--test goes with a LIBSVM file given to --data. Found --data {args.data!r}."
+        )
     dataset = load_dataset(args.data, args.data_dir, test=args.test)
     split = parse_split(args.split)
     blocks = vertical_split(dataset.X_train, split)
@@ -88,25 +116,42 @@ def _cmd_train_vertical(args) -> int:
     from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
     config = VerticalConfig(
-        loss=args.loss, regularizer=args.regularizer, lam=args.lam, rho=args.rho,
-        iterations=args.iterations, mechanism=args.mechanism, epsilon=args.epsilon,
-        delta=args.delta, noise_sigma=args.noise_sigma, accountant=args.accountant,
-        seed=args.seed, adaptive_rho=args.adaptive_rho,
+        loss=args.loss,
+        regularizer=args.regularizer,
+        lam=args.lam,
+        rho=args.rho,
+        iterations=args.iterations,
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        noise_sigma=args.noise_sigma,
+        accountant=args.accountant,
+        seed=args.seed,
+        adaptive_rho=args.adaptive_rho,
         tol=tuple(args.tol) if args.tol else None,
         protect_label_holder=args.protect_label_holder,
     ).validated()
     dataset, split, blocks, test_blocks = _load_blocks(args)
     result = train_vertical(
-        blocks, dataset.y_train, config, test_blocks=test_blocks, test_labels=dataset.y_test,
+        blocks,
+        dataset.y_train,
+        config,
+        test_blocks=test_blocks,
+        test_labels=dataset.y_test,
         progress=not args.quiet,
     )
     payload = result.to_json()
-    payload["data"] = {"name": dataset.name, "source": dataset.source, "split": split,
-                       "n_train": int(blocks[0].shape[0]),
-                       "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0}
+    payload["data"] = {
+        "name": dataset.name,
+        "source": dataset.source,
+        "split": split,
+        "n_train": int(blocks[0].shape[0]),
+        "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0,
+    }
     if args.baselines:
-        payload["baselines"] = _baselines(blocks, dataset.y_train, test_blocks, dataset.y_test,
-                                          args.lam)
+        payload["baselines"] = _baselines(
+            blocks, dataset.y_train, test_blocks, dataset.y_test, args.lam
+        )
     write_json_atomic(args.out, payload)
     _print_result(payload, args.out)
     return 0
@@ -128,17 +173,23 @@ def _fmt(value) -> str:
 
 def _print_result(payload: dict, out: str) -> None:
     final, privacy = payload["final"], payload["privacy"]
-    print(f"rounds: {final.get('iteration')}  train objective: {_fmt(final.get('train_objective'))}"
-          f"  test log loss: {_fmt(final.get('test_log_loss'))}"
-          f"  test accuracy: {_fmt(final.get('test_accuracy'))}")
+    print(
+        f"rounds: {final.get('iteration')}  train objective: {_fmt(final.get('train_objective'))}"
+        f"  test log loss: {_fmt(final.get('test_log_loss'))}"
+        f"  test accuracy: {_fmt(final.get('test_accuracy'))}"
+    )
     if privacy["mechanism"] != "none":
-        print(f"privacy ({privacy['mechanism']}, {privacy['accountant']}): "
-              f"epsilon = {privacy['epsilon']:.4g} at delta = {privacy['delta']:g}")
+        print(
+            f"privacy ({privacy['mechanism']}, {privacy['accountant']}): "
+            f"epsilon = {privacy['epsilon']:.4g} at delta = {privacy['delta']:g}"
+        )
     for note in privacy.get("notes", []):
         print(f"note: {note}")
     for name, res in payload.get("baselines", {}).items():
-        print(f"baseline {name}: test log loss {_fmt(res.get('test_log_loss'))}, "
-              f"accuracy {_fmt(res.get('test_accuracy'))}")
+        print(
+            f"baseline {name}: test log loss {_fmt(res.get('test_log_loss'))}, "
+            f"accuracy {_fmt(res.get('test_accuracy'))}"
+        )
     print(f"wrote {out}")
 
 
@@ -150,8 +201,9 @@ def _add_privacy(sub) -> None:
     e.add_argument("--noise-multiplier", type=_positive_float, required=True)
     e.add_argument("--steps", type=_int, required=True)
     e.add_argument("--delta", type=_positive_float, required=True)
-    e.add_argument("--accountant", default="pld",
-                   choices=["pld", "rdp", "advanced", "basic", "moments"])
+    e.add_argument(
+        "--accountant", default="pld", choices=["pld", "rdp", "advanced", "basic", "moments"]
+    )
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_cmd_privacy_epsilon)
     c = psub.add_parser("calibrate", help="noise multiplier for a target (epsilon, delta)")
@@ -166,11 +218,21 @@ def _add_privacy(sub) -> None:
 def _cmd_privacy_epsilon(args) -> int:
     from dpfed.privacy.accounting import gaussian_epsilon
 
-    eps = gaussian_epsilon(args.noise_multiplier, args.steps, args.delta,
-                           accountant=args.accountant)
+    eps = gaussian_epsilon(
+        args.noise_multiplier, args.steps, args.delta, accountant=args.accountant
+    )
     if args.json:
-        print(json.dumps({"noise_multiplier": args.noise_multiplier, "steps": args.steps,
-                          "delta": args.delta, "accountant": args.accountant, "epsilon": eps}))
+        print(
+            json.dumps(
+                {
+                    "noise_multiplier": args.noise_multiplier,
+                    "steps": args.steps,
+                    "delta": args.delta,
+                    "accountant": args.accountant,
+                    "epsilon": eps,
+                }
+            )
+        )
     print(repr(float(eps)))
     return 0
 
@@ -178,13 +240,21 @@ def _cmd_privacy_epsilon(args) -> int:
 def _cmd_privacy_calibrate(args) -> int:
     from dpfed.privacy.accounting import calibrate_noise_multiplier, gaussian_epsilon
 
-    z = calibrate_noise_multiplier(args.epsilon, args.delta, args.steps,
-                                   accountant=args.accountant)
+    z = calibrate_noise_multiplier(args.epsilon, args.delta, args.steps, accountant=args.accountant)
     if args.json:
         spent = gaussian_epsilon(z, args.steps, args.delta, accountant=args.accountant)
-        print(json.dumps({"epsilon": args.epsilon, "delta": args.delta, "steps": args.steps,
-                          "accountant": args.accountant, "noise_multiplier": z,
-                          "epsilon_spent": spent}))
+        print(
+            json.dumps(
+                {
+                    "epsilon": args.epsilon,
+                    "delta": args.delta,
+                    "steps": args.steps,
+                    "accountant": args.accountant,
+                    "noise_multiplier": z,
+                    "epsilon_spent": spent,
+                }
+            )
+        )
     print(repr(float(z)))
     return 0
 
@@ -231,11 +301,15 @@ def _cmd_demo(args) -> int:
     test_blocks = vertical_split(data.X_test, DEMO_SPLIT)
     lam = 1e-2
     names = ["clinic", "lab", "imaging"]
-    print("dpfed demo: 3 parties hold different columns of the same "
-          f"{blocks[0].shape[0]} patients (scikit-learn's breast cancer data)")
-    print(f"  {names[0]} holds the diagnosis and {DEMO_SPLIT[0]} features; {names[1]} and "
-          f"{names[2]} hold {DEMO_SPLIT[1]} and {DEMO_SPLIT[2]}; {test_blocks[0].shape[0]} "
-          "test rows")
+    print(
+        "dpfed demo: 3 parties hold different columns of the same "
+        f"{blocks[0].shape[0]} patients (scikit-learn's breast cancer data)"
+    )
+    print(
+        f"  {names[0]} holds the diagnosis and {DEMO_SPLIT[0]} features; {names[1]} and "
+        f"{names[2]} hold {DEMO_SPLIT[1]} and {DEMO_SPLIT[2]}; {test_blocks[0].shape[0]} "
+        "test rows"
+    )
     runs = {
         "ADMM sharing, no noise": VerticalConfig(lam=lam, iterations=20, seed=args.seed),
         "ADMM sharing, sound DP (eps=8)": VerticalConfig(
@@ -244,15 +318,16 @@ def _cmd_demo(args) -> int:
     }
     rows, payload = [], {"runs": {}, "baselines": {}}
     for label, cfg in runs.items():
-        res = train_vertical(blocks, data.y_train, cfg, names=names, test_blocks=test_blocks,
-                             test_labels=data.y_test)
+        res = train_vertical(
+            blocks, data.y_train, cfg, names=names, test_blocks=test_blocks, test_labels=data.y_test
+        )
         payload["runs"][label] = res.to_json()
-        rows.append((label, res.final["test_log_loss"], res.final["test_accuracy"],
-                     res.privacy))
-    for label, fit in (("local only (clinic's features)", fit_local_only),
-                       ("centralised (all features pooled)", fit_centralized)):
-        res = fit(blocks, data.y_train, lam=lam, test_blocks=test_blocks,
-                  test_labels=data.y_test)
+        rows.append((label, res.final["test_log_loss"], res.final["test_accuracy"], res.privacy))
+    for label, fit in (
+        ("local only (clinic's features)", fit_local_only),
+        ("centralised (all features pooled)", fit_centralized),
+    ):
+        res = fit(blocks, data.y_train, lam=lam, test_blocks=test_blocks, test_labels=data.y_test)
         payload["baselines"][label] = {k: v for k, v in res.items() if k != "coef"}
         rows.append((label, res["test_log_loss"], res["test_accuracy"], None))
     print()
@@ -263,8 +338,10 @@ def _cmd_demo(args) -> int:
         elif privacy["mechanism"] == "none":
             spent = "none protected (exact messages)"
         else:
-            spent = (f"epsilon={privacy['epsilon']:.3g}, delta={privacy['delta']:g} "
-                     f"({privacy['accountant']})")
+            spent = (
+                f"epsilon={privacy['epsilon']:.3g}, delta={privacy['delta']:g} "
+                f"({privacy['accountant']})"
+            )
         print(f"  {label:<36} {loss:>13.4f} {acc:>9.3f}  {spent}")
     print()
     for note in rows[1][3]["notes"]:

@@ -1,5 +1,6 @@
 """Tests that could fail if a noise scale or sensitivity of the vertical mechanisms is wrong."""
 
+import itertools
 import math
 
 import numpy as np
@@ -117,7 +118,7 @@ def test_calibrated_sound_run_spends_at_most_its_target_and_more_rounds_spend_mo
         assert res.privacy["epsilon"] <= 2.0
         assert res.privacy["epsilon"] >= 1.95
         eps_path = [h["epsilon"] for h in res.history]
-        assert all(b > a for a, b in zip(eps_path, eps_path[1:], strict=False))
+        assert all(b > a for a, b in itertools.pairwise(eps_path))
         spent.append(eps_path[0])
     assert spent[0] > spent[1]  # fewer rounds: more budget (less noise) per round
 

@@ -14,9 +14,9 @@ from dpfed.core.losses import (
     get_loss,
 )
 from dpfed.core.regularizers import (
-    REGULARIZERS,
     L1,
     L2,
+    REGULARIZERS,
     ElasticNet,
     Regularizer,
     get_regularizer,

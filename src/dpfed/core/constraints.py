@@ -67,11 +67,15 @@ class Box(FeasibleSet):
     def __init__(self, lower: float | np.ndarray, upper: float | np.ndarray) -> None:
         lo, hi = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
         if np.any(lo > hi):
-            raise DpfedInputError(f"box lower bound must not exceed upper. Found {lower} > {upper}.")
+            raise DpfedInputError(
+                f"box lower bound must not exceed upper. Found {lower} > {upper}."
+            )
         self.lower, self.upper = lo, hi
-        self.radius = float(np.sqrt(np.sum(np.maximum(np.abs(lo), np.abs(hi)) ** 2))) if (
-            np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and lo.ndim
-        ) else np.inf
+        self.radius = (
+            float(np.sqrt(np.sum(np.maximum(np.abs(lo), np.abs(hi)) ** 2)))
+            if (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and lo.ndim)
+            else np.inf
+        )
 
     def project(self, x):
         return np.clip(x, self.lower, self.upper)

@@ -118,7 +118,9 @@ class _MarginLoss(Loss):
             la = np.where(g > 0, la, ma)
             ha = np.where(g > 0, ma, ha)
             newton = ma - g / slope
-            bisect = (newton < la) | (newton > ha) | (np.abs(2.0 * g) > np.abs(dx_old[active] * slope))
+            bisect = (
+                (newton < la) | (newton > ha) | (np.abs(2.0 * g) > np.abs(dx_old[active] * slope))
+            )
             m_new = np.where(bisect, 0.5 * (la + ha), newton)
             dx = m_new - ma
             m[active], lo[active], hi[active], dx_old[active] = m_new, la, ha, dx

@@ -82,7 +82,6 @@ class SpectralSolver(LocalSolver):
     """Exact x-update for :math:`R = \\tfrac12\\|x\\|^2` over all of R^d or an l2 ball."""
 
     def solve(self, target, rho, x_init, tau=0.0, center=None):
-        spec = self.spectrum
         rhs = rho * _matvec_t(self.block, target)
         if tau > 0.0 and center is not None:
             rhs = rhs + tau * center

@@ -7,6 +7,7 @@ the learned per-party models stay per party in ``party_models_``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ def _split_columns(X, split: Sequence[int]) -> list:
         )
     edges = np.cumsum([0, *split])
     X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X, dtype=float)
-    return [X[:, a:b] for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return [X[:, a:b] for a, b in itertools.pairwise(edges)]
 
 
 class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):

@@ -119,14 +119,17 @@ class VerticalConfig:
         check_positive("lam", self.lam, allow_zero=True)
         check_int("iterations", self.iterations, minimum=1)
         if self.mechanism not in MECHANISMS:
-            raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {self.mechanism!r}.")
+            raise DpfedInputError(
+                f"mechanism must be one of {MECHANISMS}. Found {self.mechanism!r}."
+            )
         if self.accountant not in VERTICAL_ACCOUNTANTS:
             raise DpfedInputError(
                 f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {self.accountant!r}."
             )
         rho = self.rho
         if rho is None:
-            rho = loss.smoothness if math.isfinite(loss.smoothness) and loss.weak_convexity == 0 else 1.0
+            smooth_convex = math.isfinite(loss.smoothness) and loss.weak_convexity == 0
+            rho = loss.smoothness if smooth_convex else 1.0
         check_positive("rho", rho)
         loss.check_rho(rho)
         if self.epsilon is not None:

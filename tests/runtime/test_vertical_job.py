@@ -1,0 +1,29 @@
+"""The vertical job on the real a9a data (skipped when $DPFED_DATA lacks it)."""
+
+import numpy as np
+
+from dpfed.runtime.vertical import VerticalConfig, train_vertical
+
+
+def test_a9a_no_noise_reaches_the_target_within_20_iterations(a9a):
+    res = train_vertical(a9a["blocks"], a9a["y"], VerticalConfig(lam=1e-4, iterations=20),
+                         test_blocks=a9a["test_blocks"], test_labels=a9a["y_test"])
+    best = min(h["test_log_loss"] for h in res.history)
+    assert best <= 0.3290
+    assert res.final["test_log_loss"] <= 0.3290
+    assert res.final["test_accuracy"] >= 0.848
+    assert len(res.history) == 20
+    assert res.privacy["epsilon"] == 0.0
+
+
+def test_a9a_sound_run_spends_what_it_says(a9a):
+    res = train_vertical(
+        a9a["blocks"], a9a["y"],
+        VerticalConfig(mechanism="sound", epsilon=8.0, delta=1e-5, seed=0),
+        test_blocks=a9a["test_blocks"], test_labels=a9a["y_test"],
+    )
+    assert res.privacy["epsilon"] <= 8.0
+    assert res.privacy["per_party"]["label"]["releases"] == 0
+    events = res.ledger.events("party1")
+    assert len(events) == 2 * len(res.history)
+    assert np.isfinite(res.final["test_log_loss"])

@@ -1,0 +1,147 @@
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.datasets import dump_svmlight_file
+
+from dpfed.cli import main
+
+
+def _svm(tmp_path, n=120, d=6, seed=0, name="train.svm", labels=None, values=None):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) if values is None else values
+    y = np.where(X[:, 0] + X[:, 3] > 0, 1, -1) if labels is None else labels
+    path = tmp_path / name
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    return path
+
+
+def _train(tmp_path, *extra, data=None):
+    data = data or _svm(tmp_path)
+    out = tmp_path / "result.json"
+    code = main(["train", "vertical", "--data", str(data), "--split", "4,2", "--iterations", "5",
+                 "--quiet", "--out", str(out), *extra])
+    return code, out
+
+
+def test_train_vertical_writes_the_result_schema(tmp_path, capsys):
+    test = _svm(tmp_path, seed=1, name="test.svm")
+    code, out = _train(tmp_path, "--test", str(test), "--baselines", "--lam", "1e-2")
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert len(result["history"]) == 5
+    for entry in result["history"]:
+        for key in ("iteration", "seconds", "train_objective", "test_log_loss",
+                    "test_accuracy", "epsilon"):
+            assert key in entry
+    seconds = [h["seconds"] for h in result["history"]]
+    assert seconds == sorted(seconds)
+    assert result["final"]["test_accuracy"] > 0.8
+    assert {"mechanism", "epsilon", "delta", "accountant"} <= set(result["privacy"])
+    assert set(result["baselines"]) == {"local_only", "centralized"}
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_sound_run_reports_its_privacy(tmp_path):
+    code, out = _train(tmp_path, "--mechanism", "sound", "--epsilon", "4", "--delta", "1e-5",
+                       "--seed", "3")
+    assert code == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["mechanism"] == "sound" and privacy["accountant"] == "pld"
+    assert 3.9 < privacy["epsilon"] <= 4.0
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--epsilon", "0", "--delta", "1e-5", "--mechanism", "sound"], "epsilon"),
+    (["--epsilon", "-2", "--delta", "1e-5", "--mechanism", "sound"], "epsilon"),
+    (["--epsilon", "1", "--delta", "1.5", "--mechanism", "sound"], "delta"),
+    (["--epsilon", "1", "--delta", "0", "--mechanism", "sound"], "delta"),
+])
+def test_bad_privacy_arguments_exit_nonzero_without_output(tmp_path, capsys, extra, match):
+    code, out = _train(tmp_path, *extra)
+    assert code == 2
+    assert match in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_split_that_does_not_sum_to_the_features_is_refused(tmp_path, capsys):
+    data = _svm(tmp_path)
+    out = tmp_path / "r.json"
+    code = main(["train", "vertical", "--data", str(data), "--split", "3,2", "--iterations", "2",
+                 "--out", str(out)])
+    assert code == 2 and not out.exists()
+    assert "6" in capsys.readouterr().err
+
+
+def test_missing_file_and_bad_labels_are_refused(tmp_path, capsys):
+    code, out = _train(tmp_path, data=tmp_path / "nope.svm")
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "nope" in err
+    bad = _svm(tmp_path, labels=np.arange(120) % 3, name="bad.svm")
+    code, out = _train(tmp_path, data=bad)
+    assert code == 2 and not out.exists()
+    assert "binary" in capsys.readouterr().err
+
+
+def test_nan_values_are_refused(tmp_path, capsys):
+    path = tmp_path / "nan.svm"
+    path.write_text("1 1:0.5 2:nan 5:1\n-1 1:0.2 3:1 6:2\n")
+    code, out = _train(tmp_path, data=path)
+    assert code == 2 and not out.exists()
+    assert "finite" in capsys.readouterr().err
+
+
+def test_parties_with_different_row_counts_are_refused():
+    from dpfed import DpfedInputError
+    from dpfed.runtime.vertical import train_vertical
+
+    with pytest.raises(DpfedInputError, match="row counts differ"):
+        train_vertical([np.ones((5, 2)), np.ones((4, 2))], np.ones(5))
+
+
+@pytest.mark.parametrize("z, steps", [(1.0, 10), (2.5, 3), (0.8, 50)])
+def test_privacy_epsilon_equals_dp_accounting_pld(capsys, z, steps):
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    assert main(["privacy", "epsilon", "--noise-multiplier", str(z), "--steps", str(steps),
+                 "--delta", "1e-5"]) == 0
+    printed = float(capsys.readouterr().out.strip().splitlines()[-1])
+    acc = PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(z), steps)
+    assert abs(printed - acc.get_epsilon(1e-5)) <= 1e-6
+    assert main(["privacy", "epsilon", "--noise-multiplier", str(z), "--steps", str(steps),
+                 "--delta", "1e-5", "--accountant", "advanced"]) == 0
+    corollary = float(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed <= corollary
+
+
+def test_privacy_calibrate_round_trips(capsys):
+    assert main(["privacy", "calibrate", "--epsilon", "2", "--delta", "1e-5", "--steps", "10",
+                 "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    info = json.loads(lines[0])
+    assert float(lines[-1]) == pytest.approx(info["noise_multiplier"])
+    assert info["epsilon_spent"] <= 2.0 and info["epsilon_spent"] > 1.98
+
+
+def test_privacy_epsilon_rejects_bad_delta(capsys):
+    assert main(["privacy", "epsilon", "--noise-multiplier", "1", "--steps", "5",
+                 "--delta", "2"]) == 2
+    assert "delta" in capsys.readouterr().err
+
+
+def test_demo_runs_and_compares(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "local only" in out and "centralised" in out and "epsilon=" in out
+
+
+def test_console_script_is_installed():
+    res = subprocess.run([sys.executable, "-m", "dpfed.cli", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert res.stdout.startswith("dpfed")
+    assert not math.isnan(1.0)
