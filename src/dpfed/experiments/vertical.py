@@ -480,8 +480,8 @@ def _admm(
     from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
     cfg = VerticalConfig(
-        lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism, noise_sigma=noise_sigma,
-        epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
+        lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism,
+        noise_sigma=noise_sigma, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
     )
     result = train_vertical(
         data.blocks, data.y, cfg, test_blocks=data.test_blocks, test_labels=data.y_test
@@ -802,13 +802,14 @@ def _summary_markdown(summary: dict) -> str:
     lines = ["# Vertical learning by DP ADMM sharing: reproduction of Hu et al. (AAAI 2020)", ""]
     mode = "quick (subsampled, few iterations)" if summary["quick"] else "full"
     lines += [f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s.", ""]
-    lines += ["## Data sets", "", "| data set | train | test | split | λ | preprocessing |",
-              "|---|---:|---:|---|---:|---|"]
+    lines += ["## Data sets", "", "| data set | train | test | split | λ | ρ | preprocessing |",
+              "|---|---:|---:|---|---:|---:|---|"]
     for d in summary["datasets"].values():
         split = " \\| ".join(map(str, d["split"]))
         lines.append(
             f"| {d['name']} | {d['n_train']} | {d['n_test']} | {split}"
-            f" | {d['lam']:g} ({d['lam_choice']}) | {d['preprocessing']} |"
+            f" | {d['lam']:g} ({d['lam_choice']}) | {_fmt(d['rho']) if d['rho'] else '1/4'} "
+            f"| {d['preprocessing']} |"
         )
     if summary["skipped"]:
         lines += ["", "Skipped:", ""]

@@ -258,15 +258,19 @@ def _calibrate_sound(cfg: VerticalConfig) -> float:
         return float(cfg.noise_sigma)
     steps, score_steps = cfg.iterations, _sound_score_rounds(cfg)
     f = cfg.model_fraction
-    # Gaussian releases compose like one with z^-2 = sum z_i^-2 = (T f + S (1 - f)) / z^2
-    z1 = calibrate_noise_multiplier(cfg.epsilon, cfg.delta, 1, accountant=cfg.accountant)
-    z = 0.99 * z1 * math.sqrt(steps * f + score_steps * (1.0 - f))
-    for _ in range(2000):
+    # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
+    # start from the exact analytic-Gaussian multiplier of one release, then let the
+    # accountant have the last word (raise z until it certifies epsilon).
+    import dp_accounting
+
+    z1 = float(dp_accounting.get_sigma_gaussian(cfg.epsilon, cfg.delta))
+    z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f))
+    for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
         if _cached_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
             return z
-        z *= 1.001
+        z *= 1.0005 if cfg.accountant == "pld" else 1.01
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
 
 
