@@ -313,7 +313,7 @@ def _cmd_demo(args) -> int:
     runs = {
         "ADMM sharing, no noise": VerticalConfig(lam=lam, iterations=20, seed=args.seed),
         "ADMM sharing, sound DP (eps=8)": VerticalConfig(
-            lam=lam, iterations=20, mechanism="sound", epsilon=8.0, delta=1e-5, seed=args.seed
+            lam=lam, mechanism="sound", epsilon=8.0, delta=1e-5, seed=args.seed
         ),
     }
     rows, payload = [], {"runs": {}, "baselines": {}}

@@ -60,7 +60,6 @@ def _tiny_plan() -> repro.ReproductionPlan:
         noise_iterations=2,
         frontier_epsilons=(4.0,),
         frontier_seeds=(0,),
-        frontier_iterations=2,
         max_train_rows=600,
         max_test_rows=300,
         noise_levels={"a9a": (10.0,)},

@@ -46,11 +46,13 @@ class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
         Weight of the regulariser in the averaged objective.
     rho : float or None
         ADMM penalty of the summed form.
-    iterations : int
+    iterations : int or None
+        ADMM rounds; None: 20 without noise, the sound mechanism's public rule with it.
     mechanism : {"none", "paper", "sound"}
     epsilon, delta, noise_sigma : float or None
     accountant : {"pld", "rdp"}
     bounds : SoundBounds or None
+        None: the sound mechanism's public rule (:func:`dpfed.privacy.vertical.sound_defaults`).
     protect_label_holder : bool
     random_state : int or None
 
@@ -73,7 +75,7 @@ class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
         regularizer: str = "l2",
         lam: float = 1e-4,
         rho: float | None = None,
-        iterations: int = 20,
+        iterations: int | None = None,
         mechanism: str = "none",
         epsilon: float | None = None,
         delta: float | None = None,
@@ -103,7 +105,7 @@ class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
             loss=self.loss, regularizer=self.regularizer, lam=self.lam, rho=self.rho,
             iterations=self.iterations, mechanism=self.mechanism, epsilon=self.epsilon,
             delta=self.delta, noise_sigma=self.noise_sigma, accountant=self.accountant,
-            seed=self.random_state, bounds=self.bounds or SoundBounds(),
+            seed=self.random_state, bounds=self.bounds,
             protect_label_holder=self.protect_label_holder,
         )
 

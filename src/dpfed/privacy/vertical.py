@@ -25,6 +25,18 @@ Two mechanisms; the derivations are in ``docs/privacy.md``.
     4. sends :math:`\tilde u = \operatorname{clip}(D \tilde x, \pm B_u) + N(0, \sigma_u^2 I_N)`;
        one replaced row changes one entry, by at most :math:`\Delta_u = 2\min(B_u, R B_x)`.
 
+    The target :math:`c` depends on the private rows only through earlier releases, so round
+    :math:`t` is, conditionally on them, two Gaussian mechanisms (adaptive composition). The
+    scores of the last round only enter the central node's final z- and dual updates, never
+    a model, so they are not released (``score_rounds = T - 1``): T rounds spend
+    :math:`T` model and :math:`S = T - 1` scores releases, i.e. exactly
+    :math:`\mu`-GDP with :math:`\mu^2 = T/z_x^2 + S/z_u^2`; the accountant (PLD by default)
+    certifies the target :math:`(\varepsilon, \delta)`. With a warm-started label holder and
+    :math:`T = 1` this is plain output perturbation of one x-update (a Newton-like step on the
+    label holder's residual) with ridge weight :math:`\lambda_s + \tau`.
+    :func:`sound_defaults` is the public rule (a function of epsilon and N) for T and the
+    bounds.
+
     A protected label holder also releases its model this way and broadcasts
     :math:`\tilde y = \operatorname{clip}(y, \pm B_y) + N(0, \sigma_y^2 I_N)` with
     :math:`\Delta_y = 2 B_y` (for a loss with :math:`|\ell'| \le L`, :math:`y^{t+1} = \ell'(z)`
@@ -139,3 +151,55 @@ def split_noise_multiplier(noise_multiplier: float, model_fraction: float) -> tu
         noise_multiplier / math.sqrt(model_fraction),
         noise_multiplier / math.sqrt(1.0 - model_fraction),
     )
+
+
+@dataclass(frozen=True)
+class SoundDefaults:
+    """A public rule's choice for the sound mechanism: rounds, bounds and budget split."""
+
+    iterations: int
+    bounds: SoundBounds
+    model_fraction: float
+
+
+def sound_defaults(
+    epsilon: float | None, n_samples: int, *, rho: float = 0.25, loss_slope: float = 1.0
+) -> SoundDefaults:
+    r"""Rounds, bounds and budget split of the sound mechanism as a public rule.
+
+    A function of the public target ``epsilon`` and row count ``n_samples`` only (never of
+    the data), tuned once on a9a (train split; rows are one-hot, so every block has rows of
+    norm :math:`\sqrt{\#\text{groups}}`, clipped here to :math:`R = 1`, a common rescaling).
+
+    * :math:`R = 1`, :math:`B_c = L/\rho` (the target :math:`-y/\rho` of a loss with
+      :math:`|\ell'| \le L` then clips nothing at the start of the protocol),
+    * prox weight :math:`\tau = 0.003 N` (:math:`0.001 N` for :math:`1.5 \le \varepsilon < 3`):
+      the strong convexity that sets :math:`\Delta_x`; with the label holder warm-started, the
+      first round's prox centre is 0, so :math:`\tau` is then a ridge on the passive party,
+    * rounds :math:`T`: 1 below :math:`\varepsilon = 3` (one model release, no scores:
+      output perturbation of one Newton-like step on the label holder's residual), 2 up to 6,
+      3 up to 12, 5 up to 24, 8 above; :math:`B_x = 2` for :math:`T = 1` and 4 otherwise;
+      :math:`B_u = 0.5` (1 from :math:`\varepsilon \ge 24`),
+    * half of the budget (in :math:`\mu^2` of Gaussian DP) on the models.
+
+    ``epsilon=None`` (a fixed noise multiplier instead of a target) gives the
+    :math:`\varepsilon = 8` setting.
+    """
+    check_positive("n_samples", n_samples)
+    eps = 8.0 if epsilon is None else float(epsilon)
+    check_positive("epsilon", eps)
+    if eps < 3.0:
+        iterations, radius, tau_per_row = 1, 2.0, (0.003 if eps < 1.5 else 0.001)
+    else:
+        iterations = 2 if eps < 6.0 else 3 if eps < 12.0 else 5 if eps < 24.0 else 8
+        radius, tau_per_row = 4.0, 0.003
+    bounds = SoundBounds(
+        row_norm=1.0,
+        model_radius=radius,
+        target_clip=loss_slope / rho,
+        score_clip=1.0 if eps >= 24.0 else 0.5,
+        prox_weight=tau_per_row * n_samples,
+        dual_clip=loss_slope,
+    )
+    return SoundDefaults(iterations=iterations, bounds=bounds, model_fraction=0.5)
+

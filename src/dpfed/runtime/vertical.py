@@ -28,11 +28,10 @@ from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
 from dpfed.privacy.accounting import (
-    calibrate_noise_multiplier,
     gaussian_epsilon_heterogeneous,
 )
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
-from dpfed.privacy.vertical import SoundBounds, split_noise_multiplier
+from dpfed.privacy.vertical import SoundBounds, sound_defaults, split_noise_multiplier
 from dpfed.protocols.vertical.mechanisms import (
     MECHANISMS,
     DualRelease,
@@ -62,8 +61,9 @@ class VerticalConfig:
     rho : float or None
         ADMM penalty of the summed form (``N`` times the averaged one); default: the loss's
         smoothness bound (1/4 for logistic), or 1.
-    iterations : int
-        ADMM rounds (the privacy calibration assumes all of them run).
+    iterations : int or None
+        ADMM rounds (the privacy calibration assumes all of them run); default 20, or for the
+        sound mechanism the public rule :func:`dpfed.privacy.vertical.sound_defaults`.
     mechanism : {"none", "paper", "sound"}
     epsilon, delta : float or None
         Target total privacy; ``delta`` is also the delta at which spending is reported.
@@ -78,10 +78,15 @@ class VerticalConfig:
         Residual balancing; default on without noise and off with it.
     tol : (float, float) or None
         Absolute and relative stopping tolerances (None: run all iterations).
-    bounds : SoundBounds
-        Enforced bounds of the sound mechanism.
-    model_fraction : float
-        Share of each round's privacy budget spent on the model release (sound).
+    bounds : SoundBounds or None
+        Enforced bounds of the sound mechanism; default from
+        :func:`dpfed.privacy.vertical.sound_defaults` (a function of epsilon and N only).
+    model_fraction : float or None
+        Share of each round's privacy budget spent on the model release (sound); default
+        from :func:`dpfed.privacy.vertical.sound_defaults`.
+    score_rounds : int or None
+        Sound mechanism: rounds ``1..score_rounds`` release scores (default ``T - 1``; the
+        last round's scores never reach a model).
     protect_label_holder : bool
         Sound mechanism: also protect the label holder's rows and labels (noisy broadcast).
     b1 : float or None
@@ -95,7 +100,7 @@ class VerticalConfig:
     regularizer: str = "l2"
     lam: float = 1e-4
     rho: float | None = None
-    iterations: int = 20
+    iterations: int | None = None
     mechanism: str = "none"
     epsilon: float | None = None
     delta: float | None = None
@@ -104,8 +109,8 @@ class VerticalConfig:
     seed: int | None = None
     adaptive_rho: bool | None = None
     tol: tuple[float, float] | None = None
-    bounds: SoundBounds = field(default_factory=SoundBounds)
-    model_fraction: float = 0.5
+    bounds: SoundBounds | None = None
+    model_fraction: float | None = None
     protect_label_holder: bool = False
     b1: float | None = None
     warm_start_rounds: int | None = None
@@ -117,7 +122,20 @@ class VerticalConfig:
         loss = get_loss(self.loss)
         get_regularizer(self.regularizer)
         check_positive("lam", self.lam, allow_zero=True)
-        check_int("iterations", self.iterations, minimum=1)
+        rule = (
+            sound_defaults(self.epsilon, 1)
+            if self.mechanism == "sound" and (self.epsilon is None or self.epsilon > 0)
+            else None
+        )
+        iterations = self.iterations
+        if iterations is None:
+            iterations = rule.iterations if rule is not None else 20
+        check_int("iterations", iterations, minimum=1)
+        model_fraction = self.model_fraction
+        if model_fraction is None:
+            model_fraction = rule.model_fraction if rule is not None else 0.5
+        if self.score_rounds is not None:
+            check_int("score_rounds", self.score_rounds, minimum=0)
         if self.mechanism not in MECHANISMS:
             raise DpfedInputError(
                 f"mechanism must be one of {MECHANISMS}. Found {self.mechanism!r}."
@@ -174,7 +192,10 @@ class VerticalConfig:
             raise DpfedInputError("a warm start would release the label holder's exact model.")
         if self.b1 is not None:
             check_positive("b1", self.b1)
-        return replace(self, rho=float(rho), adaptive_rho=adaptive, warm_start_rounds=int(warm))
+        return replace(
+            self, rho=float(rho), adaptive_rho=adaptive, warm_start_rounds=int(warm),
+            iterations=int(iterations), model_fraction=float(model_fraction),
+        )
 
 
 @dataclass
@@ -306,6 +327,13 @@ def build_mechanisms(
             "the radius-b1 ball; neither can be enforced, so it is not a proven guarantee."
         )
         return mechs, None, notes
+    if cfg.bounds is None:
+        slope = get_loss(cfg.loss).lipschitz
+        rule = sound_defaults(
+            cfg.epsilon, n_samples, rho=cfg.rho,
+            loss_slope=slope if slope is not None and math.isfinite(slope) else 1.0,
+        )
+        cfg = replace(cfg, bounds=rule.bounds)
     z = _calibrate_sound(cfg)
     zx, zu = split_noise_multiplier(z, cfg.model_fraction)
 
