@@ -161,3 +161,19 @@ def test_bad_privacy_settings_are_refused(kwargs, match):
     blocks, y = make_vertical_problem(split=(3, 2))
     with pytest.raises(DpfedInputError, match=match):
         train_vertical(blocks, y, VerticalConfig(iterations=2, **kwargs))
+
+
+def test_protected_label_holder_spends_on_its_model_and_broadcast():
+    blocks, y = make_vertical_problem(split=(3, 2))
+    res = train_vertical(blocks, y, VerticalConfig(
+        mechanism="sound", epsilon=3.0, delta=1e-5, iterations=3, seed=0, lam=1e-2,
+        protect_label_holder=True))
+    labels = [e.label for e in res.ledger.events("label")]
+    assert labels.count("model") == 3 and labels.count("dual") == 3
+    assert res.privacy["per_party"]["label"]["epsilon"] <= 3.0
+    assert res.privacy["per_party"]["party1"]["epsilon"] <= 3.0
+    assert not any("not protected" in n for n in res.privacy["notes"])
+    with pytest.raises(DpfedInputError, match="warm start"):
+        train_vertical(blocks, y, VerticalConfig(
+            mechanism="sound", epsilon=3.0, delta=1e-5, iterations=3, protect_label_holder=True,
+            warm_start_rounds=5))

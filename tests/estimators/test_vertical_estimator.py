@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from dpfed import DpfedInputError
+from dpfed.estimators import VerticalLogisticRegression
+
+from ..conftest import make_vertical_problem
+
+
+def _data():
+    blocks, y = make_vertical_problem(n=300, split=(3, 2, 2))
+    return np.hstack(blocks), y
+
+
+def test_estimator_contract_and_predictions():
+    X, y = _data()
+    clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-2, iterations=30)
+    assert clone(clf).get_params()["split"] == [3, 2, 2]
+    assert clf.fit(X, y) is clf
+    assert clf.coef_.shape == (1, 7)
+    assert set(clf.party_models_) == {"label", "party1", "party2"}
+    proba = clf.predict_proba(X)
+    assert proba.shape == (300, 2) and np.allclose(proba.sum(axis=1), 1.0)
+    assert clf.score(X, y) > 0.85
+    assert clf.privacy_spent_["mechanism"] == "none" and clf.privacy_spent_["epsilon"] == 0.0
+    labels01 = (y > 0).astype(int)
+    assert set(np.unique(clf.fit(X, labels01).predict(X))) <= {0, 1}
+
+
+def test_estimator_reports_privacy_spent():
+    X, y = _data()
+    clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-2, mechanism="sound",
+                                     epsilon=2.0, delta=1e-5, random_state=0).fit(X, y)
+    spent = clf.privacy_spent_
+    assert spent["mechanism"] == "sound" and spent["accountant"] == "pld"
+    assert 1.9 < spent["epsilon"] <= 2.0
+    assert set(spent["per_party"]) == {"label", "party1", "party2"}
+
+
+def test_estimator_rejects_a_wrong_split_and_width():
+    X, y = _data()
+    with pytest.raises(DpfedInputError, match="summing to the 7 features"):
+        VerticalLogisticRegression(split=[3, 3]).fit(X, y)
+    clf = VerticalLogisticRegression(split=[3, 2, 2], iterations=3).fit(X, y)
+    with pytest.raises(DpfedInputError, match="7 columns"):
+        clf.predict(X[:, :5])
