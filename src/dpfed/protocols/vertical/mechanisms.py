@@ -15,11 +15,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
 from dpfed.core.regularizers import Regularizer
+from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
@@ -29,30 +29,6 @@ from dpfed.privacy.vertical import (
     theorem1_epsilon,
     theorem1_sigma,
 )
-
-
-def _normalize_rows(block):
-    norms = _row_norms(block)
-    scale = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-    return _scale_rows(block, scale)
-
-
-def _clip_rows(block, bound: float):
-    norms = _row_norms(block)
-    scale = np.minimum(1.0, bound / np.maximum(norms, np.finfo(float).tiny))
-    return _scale_rows(block, scale)
-
-
-def _row_norms(block) -> np.ndarray:
-    if sp.issparse(block):
-        return np.sqrt(np.asarray(block.multiply(block).sum(axis=1)).reshape(-1))
-    return np.linalg.norm(np.asarray(block, dtype=float), axis=1)
-
-
-def _scale_rows(block, scale: np.ndarray):
-    if sp.issparse(block):
-        return sp.csr_matrix(sp.diags(scale) @ block)
-    return np.asarray(block, dtype=float) * scale[:, None]
 
 
 def _matvec(block, x: np.ndarray) -> np.ndarray:
@@ -148,7 +124,7 @@ class PaperMechanism(PartyMechanism):
         self.epsilon_step, self.sigma = epsilon_step, sigma
 
     def prepare_block(self, block):
-        return _normalize_rows(block)
+        return normalize_rows(block)
 
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.b1)
@@ -230,7 +206,7 @@ class SoundMechanism(PartyMechanism):
         return self.score_rounds is None or round <= self.score_rounds
 
     def prepare_block(self, block):
-        return _clip_rows(block, self.bounds.row_norm)
+        return clip_rows(block, self.bounds.row_norm)
 
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.bounds.model_radius)
