@@ -26,10 +26,10 @@ from dpfed.privacy.accounting import (
     moments_accountant_epsilon,
 )
 
-RUN_SLOW = os.environ.get("DPFED_RUN_SLOW", "") not in ("", "0")
+RUN_SLOW = os.environ.get("DPFED_SLOW", "") not in ("", "0")
 slow = [
     pytest.mark.slow,
-    pytest.mark.skipif(not RUN_SLOW, reason="slow PLD point; set DPFED_RUN_SLOW=1"),
+    pytest.mark.skipif(not RUN_SLOW, reason="slow PLD point; set DPFED_SLOW=1"),
 ]
 
 # --------------------------------------------------------------------------------------------
