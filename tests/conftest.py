@@ -58,3 +58,10 @@ def make_vertical_problem(n=300, split=(4, 3, 2), seed=0, sparse=False):
 @pytest.fixture
 def vertical_problem():
     return make_vertical_problem()
+
+
+def make_vertical_problem_with_test(n=300, split=(4, 3), seed=0, n_test=100):
+    """Like :func:`make_vertical_problem`, plus ``n_test`` held-out rows of the same model:
+    ``(blocks, y, test_blocks, y_test)``."""
+    blocks, y = make_vertical_problem(n=n + n_test, split=split, seed=seed)
+    return ([b[:n] for b in blocks], y[:n], [b[n:] for b in blocks], y[n:])

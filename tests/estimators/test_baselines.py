@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +13,13 @@ from scipy.optimize import minimize
 from dpfed._validation import DpfedInputError
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 
+from ..conftest import make_vertical_problem_with_test
+
 KEYS = {"train_objective", "test_log_loss", "test_accuracy", "coef"}
 
 
 def _problem(n: int = 300, widths=(4, 3), seed: int = 0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n + 100, sum(widths)))
-    w = rng.standard_normal(sum(widths))
-    y = np.where(X @ w + 0.5 * rng.standard_normal(n + 100) > 0, 1.0, -1.0)
-    edges = np.cumsum([0, *widths])
-    blocks = [X[:n, a:b] for a, b in pairwise(edges)]
-    test = [X[n:, a:b] for a, b in pairwise(edges)]
-    return blocks, y[:n], test, y[n:]
+    return make_vertical_problem_with_test(n=n, split=widths, seed=seed)
 
 
 def _optimum(X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -14,19 +13,14 @@ from dpfed._validation import DpfedInputError
 from dpfed.estimators.baselines import fit_centralized
 from dpfed.protocols.vertical_sgd import train_vertical_sgd
 
+from ..conftest import make_vertical_problem_with_test
+
 HISTORY_KEYS = {"iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
                 "epsilon"}
 
 
 def _problem(n: int = 400, widths=(3, 2, 2), seed: int = 1):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n + 100, sum(widths)))
-    w = rng.standard_normal(sum(widths))
-    y = np.where(X @ w + 0.5 * rng.standard_normal(n + 100) > 0, 1.0, -1.0)
-    edges = np.cumsum([0, *widths])
-    blocks = [X[:n, a:b] for a, b in pairwise(edges)]
-    test = [X[n:, a:b] for a, b in pairwise(edges)]
-    return blocks, y[:n], test, y[n:]
+    return make_vertical_problem_with_test(n=n, split=widths, seed=seed)
 
 
 def test_history_has_one_entry_per_epoch_with_the_train_vertical_keys() -> None:
