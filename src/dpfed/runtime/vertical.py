@@ -418,6 +418,9 @@ def train_vertical(
         y_test = check_binary_labels("test labels", test_labels)
 
     mechanisms, dual_release, notes = build_mechanisms(cfg, [b.shape[1] for b in blocks], n)
+    applied = [m.bounds for m in mechanisms if isinstance(m, SoundMechanism)]
+    if cfg.bounds is None and applied:
+        cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
     reg = get_regularizer(cfg.regularizer)
     seeds = np.random.SeedSequence(cfg.seed).spawn(len(blocks))
     rngs = [np.random.default_rng(s) for s in seeds]
