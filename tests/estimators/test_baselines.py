@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -108,26 +105,8 @@ def test_bad_input_is_named(kwargs: dict, fragment: str) -> None:
         fit_centralized(blocks, y, lam=lam, test_blocks=test, test_labels=test_labels)
 
 
-def _a9a_dir() -> Path:
-    value = os.environ.get("DPFED_DATA", "")
-    base = Path(value) / "a9a" if value else None
-    if base is None or not (base / "a9a").is_file() or not (base / "a9a.t").is_file():
-        pytest.skip(
-            "a9a not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-            "a9a/a9a and a9a/a9a.t, the LIBSVM files from "
-            "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a)"
-        )
-    return base
-
-
-def test_a9a_baselines_match_the_known_test_log_losses() -> None:
-    from sklearn.datasets import load_svmlight_file
-
-    base = _a9a_dir()
-    X, y = load_svmlight_file(str(base / "a9a"), n_features=123)
-    Xt, yt = load_svmlight_file(str(base / "a9a.t"), n_features=123)
-    X, Xt = X.tocsr(), Xt.tocsr()
-    blocks, test = [X[:, :66], X[:, 66:]], [Xt[:, :66], Xt[:, 66:]]
+def test_a9a_baselines_match_the_known_test_log_losses(a9a) -> None:
+    blocks, y, test, yt = a9a["blocks"], a9a["y"], a9a["test_blocks"], a9a["y_test"]
     central = fit_centralized(blocks, y, lam=1e-4, test_blocks=test, test_labels=yt)
     local = fit_local_only(blocks, y, lam=1e-4, test_blocks=test, test_labels=yt)
     assert central["test_log_loss"] == pytest.approx(0.3238, abs=5e-4)

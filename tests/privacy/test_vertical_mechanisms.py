@@ -177,3 +177,36 @@ def test_protected_label_holder_spends_on_its_model_and_broadcast():
         train_vertical(blocks, y, VerticalConfig(
             mechanism="sound", epsilon=3.0, delta=1e-5, iterations=3, protect_label_holder=True,
             warm_start_rounds=5))
+
+
+def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch):
+    from dpfed.protocols.vertical import Scores
+
+    blocks, y = make_vertical_problem(split=(3, 2))
+    cfg = VerticalConfig(mechanism="sound", epsilon=8.0, delta=1e-5, iterations=3, seed=0)
+    res = train_vertical(blocks, y, cfg)
+    labels = [(e.round, e.label) for e in res.ledger.events("party1")]
+    assert labels == [(1, "model"), (1, "scores"), (2, "model"), (2, "scores"), (3, "model")]
+    # replay the protocol and watch the wire: round 3 carries round 2's scores again
+    from dpfed.runtime import inprocess
+
+    sent = []
+    original = inprocess.InProcessTransport.run
+
+    def spy(self, initial):
+        for role in self.roles.values():
+            handle = role.handle
+
+            def wrapped(message, _handle=handle):
+                out = _handle(message)
+                sent.extend(m for m in out if isinstance(m, Scores))
+                return out
+
+            role.handle = wrapped
+        return original(self, initial)
+
+    monkeypatch.setattr(inprocess.InProcessTransport, "run", spy)
+    train_vertical(blocks, y, cfg)
+    assert [m.round for m in sent] == [1, 2, 3]
+    assert np.array_equal(sent[2].scores, sent[1].scores)
+    assert not np.array_equal(sent[1].scores, sent[0].scores)

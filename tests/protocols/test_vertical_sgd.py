@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -121,23 +118,10 @@ def test_bad_data_is_named() -> None:
         train_vertical_sgd(blocks, y * 2)
 
 
-def test_a9a_reaches_the_papers_test_log_loss_quickly() -> None:
-    value = os.environ.get("DPFED_DATA", "")
-    base = Path(value) / "a9a" if value else None
-    if base is None or not (base / "a9a").is_file() or not (base / "a9a.t").is_file():
-        pytest.skip(
-            "a9a not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-            "a9a/a9a and a9a/a9a.t, the LIBSVM files from "
-            "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#a9a)"
-        )
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(base / "a9a"), n_features=123)
-    Xt, yt = load_svmlight_file(str(base / "a9a.t"), n_features=123)
-    X, Xt = X.tocsr(), Xt.tocsr()
+def test_a9a_reaches_the_papers_test_log_loss_quickly(a9a) -> None:
     out = train_vertical_sgd(
-        [X[:, :66], X[:, 66:]], y, epochs=4, seed=0,
-        test_blocks=[Xt[:, :66], Xt[:, 66:]], test_labels=yt,
+        a9a["blocks"], a9a["y"], epochs=4, seed=0,
+        test_blocks=a9a["test_blocks"], test_labels=a9a["y_test"],
     )
     losses = [h["test_log_loss"] for h in out["history"]]
     assert losses[0] < 0.335

@@ -37,11 +37,12 @@ def _matvec(block, x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Release:
-    """What one x-update released: the model kept for later rounds, the scores it sends,
-    and the privacy events spent."""
+    """What one x-update released: the model kept for later rounds, the scores it sends
+    (``None``: no new scores; the party re-sends the ones it released last), and the privacy
+    events spent."""
 
     model: np.ndarray
-    scores: np.ndarray
+    scores: np.ndarray | None
     events: list[PrivacyEvent]
 
 
@@ -199,7 +200,6 @@ class SoundMechanism(PartyMechanism):
         self.scores_multiplier = scores_multiplier
         self.score_rounds = score_rounds
         self._strong_convexity: float | None = None
-        self._last_scores: np.ndarray | None = None
 
     def releases_scores(self, round: int) -> bool:
         """Whether round ``round`` (1-based) spends a scores release."""
@@ -251,14 +251,10 @@ class SoundMechanism(PartyMechanism):
         if not send_scores:
             return Release(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
         if not self.releases_scores(round):
-            # nothing new leaves the party: the last released scores (or zeros) again
-            previous = self._last_scores
-            scores = np.zeros(block.shape[0]) if previous is None else previous.copy()
-            return Release(x_tilde, scores, events)
+            return Release(x_tilde, None, events)  # the party re-sends its last scores
         scores = np.clip(_matvec(block, x_tilde), -clip, clip)
         scores = scores + scores_release.sample(rng, scores.shape)
         events.append(_event(party, round, scores_release))
-        self._last_scores = scores.copy()
         return Release(x_tilde, scores, events)
 
 

@@ -70,9 +70,10 @@ class _BlockOwner:
             rng=self.rng, send_scores=send_scores,
         )
         self.model = release.model
-        self.released_scores = release.scores
+        if release.scores is not None:
+            self.released_scores = release.scores
         self.events.extend(release.events)
-        return release.scores
+        return self.released_scores
 
     def partial_scores(self, block) -> np.ndarray:
         """Scores of this party's columns of new rows (the prediction protocol's share)."""
