@@ -18,7 +18,7 @@ from dpfed._validation import DpfedInputError
 DEMO_SPLIT = (10, 10, 10)
 
 
-def _positive_float(text: str) -> float:
+def _float(text: str) -> float:
     try:
         return float(text)
     except ValueError:
@@ -51,18 +51,18 @@ def _add_train_vertical(sub) -> None:
     p.add_argument("--regularizer", default="l2", choices=["l2", "l1", "elasticnet"])
     p.add_argument(
         "--lam",
-        type=_positive_float,
+        type=_float,
         default=1e-4,
         help="regularisation weight of the averaged objective",
     )
-    p.add_argument("--rho", type=_positive_float, help="ADMM penalty (summed-loss form)")
+    p.add_argument("--rho", type=_float, help="ADMM penalty (summed-loss form)")
     p.add_argument("--iterations", type=_int, required=True)
     p.add_argument("--mechanism", default="none", choices=["none", "paper", "sound"])
-    p.add_argument("--epsilon", type=_positive_float, help="target total epsilon")
-    p.add_argument("--delta", type=_positive_float, help="target total delta")
+    p.add_argument("--epsilon", type=_float, help="target total epsilon")
+    p.add_argument("--delta", type=_float, help="target total delta")
     p.add_argument(
         "--noise-sigma",
-        type=_positive_float,
+        type=_float,
         help="paper: noise sigma; sound: per-round noise multiplier",
     )
     p.add_argument("--accountant", default="pld", choices=["pld", "rdp"])
@@ -81,7 +81,7 @@ def _add_train_vertical(sub) -> None:
     p.add_argument("--no-adaptive-rho", dest="adaptive_rho", action="store_false")
     p.add_argument(
         "--tol",
-        type=_positive_float,
+        type=_float,
         nargs=2,
         metavar=("ABS", "REL"),
         help="stop once the residuals fall below these tolerances",
@@ -198,17 +198,17 @@ def _add_privacy(sub) -> None:
     p = sub.add_parser("privacy", help="privacy accounting for Gaussian releases")
     psub = p.add_subparsers(dest="privacy_command", required=True)
     e = psub.add_parser("epsilon", help="epsilon of T Gaussian releases")
-    e.add_argument("--noise-multiplier", type=_positive_float, required=True)
+    e.add_argument("--noise-multiplier", type=_float, required=True)
     e.add_argument("--steps", type=_int, required=True)
-    e.add_argument("--delta", type=_positive_float, required=True)
+    e.add_argument("--delta", type=_float, required=True)
     e.add_argument(
         "--accountant", default="pld", choices=["pld", "rdp", "advanced", "basic", "moments"]
     )
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_cmd_privacy_epsilon)
     c = psub.add_parser("calibrate", help="noise multiplier for a target (epsilon, delta)")
-    c.add_argument("--epsilon", type=_positive_float, required=True)
-    c.add_argument("--delta", type=_positive_float, required=True)
+    c.add_argument("--epsilon", type=_float, required=True)
+    c.add_argument("--delta", type=_float, required=True)
     c.add_argument("--steps", type=_int, required=True)
     c.add_argument("--accountant", default="pld", choices=["pld", "rdp"])
     c.add_argument("--json", action="store_true")

@@ -156,6 +156,3 @@ class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
 
 class VerticalLogisticRegression(VerticalLinearClassifier):
     """:class:`VerticalLinearClassifier` with the logistic loss (the papers' experiments)."""
-
-    def _more_tags(self) -> dict:
-        return {"binary_only": True}

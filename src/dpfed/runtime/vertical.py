@@ -18,6 +18,7 @@ import numpy as np
 
 from dpfed._validation import (
     DpfedInputError,
+    check_binary_labels,
     check_finite_matrix,
     check_int,
     check_open_unit,
@@ -394,8 +395,6 @@ def train_vertical(
     progress : bool
         Show a progress bar when standard error is a terminal.
     """
-    from dpfed._validation import check_binary_labels
-
     cfg = (config or VerticalConfig()).validated()
     names = _party_names(len(blocks), names)
     n = _validate_data(blocks, labels, names, what="training")
