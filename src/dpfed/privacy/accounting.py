@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import dp_accounting
 import numpy as np
@@ -48,6 +49,7 @@ __all__ = [
     "corollary1_epsilon",
     "gaussian_epsilon",
     "gaussian_epsilon_heterogeneous",
+    "gaussian_releases_epsilon",
     "moments_accountant_epsilon",
 ]
 
@@ -575,3 +577,40 @@ def gaussian_epsilon_heterogeneous(
     if acc == "basic":
         return math.fsum(classic_gaussian_epsilon(z, d / t) for z in zs)
     return _moments_epsilon(math.fsum(1.0 / (z * z) for z in zs), d)
+
+
+#: Below this noise multiplier the PLD grid would need terabytes; such releases are composed
+#: exactly instead (Gaussian mechanisms compose to one Gaussian with mu^2 = sum 1/z^2).
+_PLD_MIN_MULTIPLIER = 0.25
+
+
+@lru_cache(maxsize=4096)
+def _cached_releases_epsilon(
+    multipliers: tuple[float, ...], delta: float, accountant: str
+) -> float:
+    if accountant == "pld" and min(multipliers) < _PLD_MIN_MULTIPLIER:
+        mu = math.sqrt(math.fsum(1.0 / z**2 for z in multipliers))
+        return float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta))
+    return gaussian_epsilon_heterogeneous(list(multipliers), delta, accountant=accountant)
+
+
+def gaussian_releases_epsilon(
+    noise_multipliers: Sequence[float], delta: float, accountant: str = "pld"
+) -> float:
+    r"""Epsilon of a party's Gaussian releases, as every runtime reports it (cached).
+
+    Like :func:`gaussian_epsilon_heterogeneous`, except that with ``"pld"`` and a multiplier
+    below 0.25 (where the PLD grid would not fit in memory) the releases are composed exactly:
+    Gaussian mechanisms with multipliers :math:`z_t` compose to one with
+    :math:`z^{-2} = \sum_t z_t^{-2}`, whose epsilon is the analytic Gaussian one. Results are
+    cached by the multiset of multipliers.
+
+    Returns
+    -------
+    float
+        The epsilon; 0.0 for no releases.
+    """
+    if len(noise_multipliers) == 0:
+        return 0.0
+    zs = tuple(sorted(float(z) for z in noise_multipliers))
+    return _cached_releases_epsilon(zs, float(delta), accountant)

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 
@@ -28,9 +27,7 @@ from dpfed._validation import (
 from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
-from dpfed.privacy.accounting import (
-    gaussian_epsilon_heterogeneous,
-)
+from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.vertical import SoundBounds, sound_defaults, split_noise_multiplier
 from dpfed.protocols.vertical.mechanisms import (
@@ -238,25 +235,8 @@ def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
     return names
 
 
-#: Below this noise multiplier the PLD grid would need terabytes; such releases are composed
-#: exactly instead (Gaussian mechanisms compose to one Gaussian with mu^2 = sum 1/z^2).
-_PLD_MIN_MULTIPLIER = 0.25
-
-
-@lru_cache(maxsize=4096)
-def _cached_epsilon(multipliers: tuple[float, ...], delta: float, accountant: str) -> float:
-    if accountant == "pld" and min(multipliers) < _PLD_MIN_MULTIPLIER:
-        import dp_accounting
-
-        mu = math.sqrt(math.fsum(1.0 / z**2 for z in multipliers))
-        return float(dp_accounting.get_epsilon_gaussian(1.0 / mu, delta))
-    return gaussian_epsilon_heterogeneous(list(multipliers), delta, accountant=accountant)
-
-
 def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: str) -> float:
-    if not events:
-        return 0.0
-    return _cached_epsilon(tuple(e.noise_multiplier for e in events), delta, accountant)
+    return gaussian_releases_epsilon([e.noise_multiplier for e in events], delta, accountant)
 
 
 def _sound_score_rounds(cfg: VerticalConfig) -> int:
@@ -290,7 +270,7 @@ def _calibrate_sound(cfg: VerticalConfig) -> float:
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
-        if _cached_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
+        if gaussian_releases_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
             return z
         z *= 1.0005 if cfg.accountant == "pld" else 1.01
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
