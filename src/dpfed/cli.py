@@ -368,6 +368,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_vertical(tsub)
     _add_privacy(sub)
     _add_reproduce(sub)
+    from dpfed import _cli_net
+
+    _cli_net.add_certs(sub)
+    _cli_net.add_party(sub)
+    _cli_net.add_run(sub)
+    _cli_net.add_budget(sub)
     return parser
 
 

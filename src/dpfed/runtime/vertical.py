@@ -30,6 +30,7 @@ from dpfed.core.regularizers import get_regularizer
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.vertical import SoundBounds, sound_defaults, split_noise_multiplier
+from dpfed.protocols.vertical.evaluation import round_metrics
 from dpfed.protocols.vertical.mechanisms import (
     MECHANISMS,
     DualRelease,
@@ -335,6 +336,85 @@ def build_mechanisms(
     return mechs, dual, notes
 
 
+@dataclass(frozen=True)
+class VerticalSetup:
+    """What every party of a vertical job derives from the configuration and the data shapes:
+    the resolved configuration (bounds of the public rule recorded), one mechanism per party
+    (label holder first), the label holder's dual release, and notes for the output."""
+
+    config: VerticalConfig
+    mechanisms: list[PartyMechanism]
+    dual_release: DualRelease | None
+    notes: list[str]
+    n_samples: int
+
+
+def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: int) -> VerticalSetup:
+    """Resolve ``cfg`` (already validated) for parties with ``n_features`` columns each."""
+    mechanisms, dual_release, notes = build_mechanisms(cfg, n_features, n_samples)
+    applied = [m.bounds for m in mechanisms if isinstance(m, SoundMechanism)]
+    if cfg.bounds is None and applied:
+        cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
+    return VerticalSetup(cfg, mechanisms, dual_release, notes, n_samples)
+
+
+def party_rng(seed: int | None, index: int, n_parties: int) -> np.random.Generator:
+    """Party ``index``'s noise generator: stream ``index`` of ``SeedSequence(seed).spawn``
+    (fresh OS entropy when ``seed`` is None), the same in every runtime."""
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_parties)[index])
+
+
+def make_vertical_role(
+    setup: VerticalSetup,
+    index: int,
+    names: Sequence[str],
+    block,
+    *,
+    rng: np.random.Generator,
+    labels: np.ndarray | None = None,
+    observer=None,
+) -> LabelHolder | PassiveParty:
+    """Party ``index``'s role (0: the label holder, which needs ``labels``)."""
+    cfg = setup.config
+    common = dict(
+        regularizer=get_regularizer(cfg.regularizer), reg_weight=setup.n_samples * cfg.lam,
+        inner_iterations=cfg.inner_iterations, mechanism=setup.mechanisms[index], rng=rng,
+    )
+    if index > 0:
+        return PassiveParty(names[index], block, label_holder=names[0], **common)
+    return LabelHolder(
+        names[0], block, labels, parties=list(names[1:]), loss=get_loss(cfg.loss), rho=cfg.rho,
+        max_rounds=cfg.iterations, stop_tol=cfg.tol,
+        adaptive=ResidualBalancing() if cfg.adaptive_rho else None,
+        central_radius=(setup.mechanisms[0].b1 if cfg.mechanism == "paper" else None),
+        dual_release=setup.dual_release, warm_start_rounds=cfg.warm_start_rounds,
+        observer=observer, **common,
+    )
+
+
+def planned_multipliers(setup: VerticalSetup, index: int) -> list[float]:
+    """Noise multipliers of every release party ``index`` will make if all rounds run.
+
+    The networked runtime reserves them in the party's budget ledger before the first round;
+    a release that does not match the plan is refused by the ledger before it leaves.
+    """
+    cfg, mech = setup.config, setup.mechanisms[index]
+    steps = cfg.iterations
+    if isinstance(mech, SoundMechanism):
+        model, scores = mech.releases(cfg.rho)
+        plan = [model.noise_multiplier] * steps
+        if index > 0:
+            rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
+            plan += [scores.noise_multiplier] * rounds
+        elif setup.dual_release is not None:
+            plan += [setup.dual_release.release.noise_multiplier] * steps
+        return plan
+    if isinstance(mech, PaperMechanism):
+        bound, sigma, _ = mech.noise(cfg.rho)
+        return [sigma / bound] * steps
+    return []
+
+
 def _validate_data(blocks, labels, names, *, what: str) -> int:
     if len(blocks) < 1:
         raise DpfedInputError(f"{what} needs at least one block. Found none.")
@@ -396,30 +476,21 @@ def train_vertical(
                 )
         y_test = check_binary_labels("test labels", test_labels)
 
-    mechanisms, dual_release, notes = build_mechanisms(cfg, [b.shape[1] for b in blocks], n)
-    applied = [m.bounds for m in mechanisms if isinstance(m, SoundMechanism)]
-    if cfg.bounds is None and applied:
-        cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
-    reg = get_regularizer(cfg.regularizer)
-    seeds = np.random.SeedSequence(cfg.seed).spawn(len(blocks))
-    rngs = [np.random.default_rng(s) for s in seeds]
-    common = dict(regularizer=reg, reg_weight=n * cfg.lam, inner_iterations=cfg.inner_iterations)
+    setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
+    cfg, mechanisms = setup.config, setup.mechanisms
+    rngs = [party_rng(cfg.seed, m, len(blocks)) for m in range(len(blocks))]
     passive = [
-        PassiveParty(
-            names[m], blocks[m], label_holder=names[0], mechanism=mechanisms[m], rng=rngs[m],
-            **common,
-        )
+        make_vertical_role(setup, m, names, blocks[m], rng=rngs[m])
         for m in range(1, len(blocks))
     ]
     history: list[dict] = []
     ledger = PrivacyLedger()
     clock = {"train": 0.0, "since": time.perf_counter()}
     bar = _progress_bar(cfg.iterations, progress)
-    paper_delta_prime = cfg.delta / 2 if cfg.mechanism == "paper" else None
 
     def observe(record: RoundRecord) -> None:
         clock["train"] += time.perf_counter() - clock["since"]
-        entry = _evaluate(record, holder, passive, y, test_blocks, y_test, cfg, paper_delta_prime)
+        entry = _evaluate(record, holder, passive, y, test_blocks, y_test, cfg)
         entry["seconds"] = clock["train"]
         history.append(entry)
         if bar is not None:
@@ -430,14 +501,7 @@ def train_vertical(
             )
         clock["since"] = time.perf_counter()
 
-    holder = LabelHolder(
-        names[0], blocks[0], y, parties=names[1:], loss=loss, rho=cfg.rho,
-        max_rounds=cfg.iterations, stop_tol=cfg.tol,
-        adaptive=ResidualBalancing() if cfg.adaptive_rho else None,
-        central_radius=(mechanisms[0].b1 if cfg.mechanism == "paper" else None),
-        dual_release=dual_release, warm_start_rounds=cfg.warm_start_rounds,
-        observer=observe, mechanism=mechanisms[0], rng=rngs[0], **common,
-    )
+    holder = make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0], labels=y, observer=observe)
     clock["since"] = time.perf_counter()
     transport = InProcessTransport({p.name: p for p in [holder, *passive]})
     transport.run(holder.start())
@@ -446,7 +510,7 @@ def train_vertical(
     for event in _all_events(holder, passive):
         ledger.record(event)
     models = {holder.name: holder.model.copy()} | {p.name: p.model.copy() for p in passive}
-    privacy = _privacy_summary(cfg, ledger, names, notes)
+    privacy = _privacy_summary(cfg, ledger, names, setup.notes)
     return VerticalResult(
         models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms
     )
@@ -467,43 +531,37 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, desc="ADMM rounds", unit="round", leave=False)
 
 
-def _scores(roles, blocks) -> np.ndarray:
-    return sum(r.partial_scores(b) for r, b in zip(roles, blocks, strict=True))
+def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float:
+    """Epsilon one party has spent so far, as the history reports it.
 
-
-def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg, delta_prime) -> dict:
-    roles = [holder, *passive]
-    s = sum(np.asarray(r.block @ r.model).reshape(-1) for r in roles)
-    loss = holder.loss
-    objective = float(np.mean(loss.value(s, y))) + cfg.lam * sum(r.regularization() for r in roles)
-    entry: dict = {
-        "iteration": record.round,
-        "seconds": None,
-        "train_objective": objective,
-        "test_log_loss": None,
-        "test_accuracy": None,
-        "epsilon": 0.0,
-        "rho": record.rho,
-        "primal_residual": record.residuals.primal,
-        "dual_residual": record.residuals.dual,
-    }
-    if test_blocks is not None:
-        st = _scores(roles, test_blocks)
-        entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * st)))
-        entry["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == y_test))
+    Sound mechanism: the configured accountant over the party's Gaussian releases. Paper
+    mechanism: advanced composition of the per-step (epsilon, delta) with delta' = delta / 2
+    (Corollary 1's form). No mechanism: 0.
+    """
     if cfg.mechanism == "sound":
-        entry["epsilon"] = max(
-            _events_epsilon(r.events, cfg.delta, cfg.accountant) for r in roles
-        )
-    elif cfg.mechanism == "paper":
+        return _events_epsilon(events, cfg.delta, cfg.accountant)
+    if cfg.mechanism == "paper" and events:
         from dpfed.privacy.accounting import advanced_composition
 
-        entry["epsilon"] = max(
-            advanced_composition([e.epsilon for e in r.events], [e.delta for e in r.events],
-                                 delta_prime)[0]
-            for r in roles
-        )
-    return entry
+        return advanced_composition(
+            [e.epsilon for e in events], [e.delta for e in events], cfg.delta / 2
+        )[0]
+    return 0.0
+
+
+def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
+    roles = [holder, *passive]
+    return round_metrics(
+        record, loss=holder.loss, labels=y, lam=cfg.lam,
+        train_scores=[np.asarray(r.block @ r.model).reshape(-1) for r in roles],
+        regularization=[r.regularization() for r in roles],
+        test_scores=(
+            None if test_blocks is None
+            else [r.partial_scores(b) for r, b in zip(roles, test_blocks, strict=True)]
+        ),
+        test_labels=y_test,
+        epsilons=[party_epsilon(r.events, cfg) for r in roles],
+    )
 
 
 def _privacy_summary(cfg, ledger: PrivacyLedger, names, notes) -> dict:

@@ -10,7 +10,8 @@ holds every party's scores, runs the z- and dual updates and broadcasts round ``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,34 @@ class _BlockOwner:
     def regularization(self) -> float:
         return self.regularizer.value(self.model)
 
+    # -- checkpoints ------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """The role's mutable state: arrays and JSON-able values (noise generator included).
+
+        Restoring it with :meth:`load_state_dict` into a role built from the same data and
+        configuration continues the protocol bit for bit.
+        """
+        arrays = {"model": self.model, "released_scores": self.released_scores}
+        meta = {
+            "rng": self.rng.bit_generator.state,
+            "events": [asdict(e) for e in self.events],
+        }
+        return arrays, meta
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.model = _restored(arrays, "model", (self.n_features,))
+        self.released_scores = _restored(arrays, "released_scores", (self.n_samples,))
+        self.rng.bit_generator.state = meta["rng"]
+        self.events = [PrivacyEvent(**e) for e in meta["events"]]
+
+
+def _restored(arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...]) -> np.ndarray:
+    value = np.array(arrays[key], dtype=float)
+    if value.shape != shape:
+        raise ProtocolError(f"checkpoint field {key} must have shape {shape}. Found {value.shape}.")
+    return value
+
 
 class PassiveParty(_BlockOwner):
     """A party holding features only. It receives broadcasts and answers with its scores."""
@@ -114,6 +143,14 @@ class PassiveParty(_BlockOwner):
         scores = self._x_update(message.residual, message.dual, message.rho, message.round + 1)
         self.round = message.round + 1
         return [Scores(self.name, self.label_holder, self.round, scores)]
+
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays, meta = super().state_dict()
+        return arrays, meta | {"round": self.round, "finished": self.finished}
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        super().load_state_dict(arrays, meta)
+        self.round, self.finished = int(meta["round"]), bool(meta["finished"])
 
 
 @dataclass(frozen=True)
@@ -226,6 +263,36 @@ class LabelHolder(_BlockOwner):
         if len(self.inbox) < len(self.parties):
             return []
         return self._central_round()
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays, meta = super().state_dict()
+        arrays = arrays | {"z": self.z, "dual": self.dual, "residual": self.residual}
+        arrays |= {f"inbox/{name}": scores for name, scores in self.inbox.items()}
+        meta = meta | {
+            "round": self.round,
+            "finished": self.finished,
+            "rho": self.rho,
+            "history": [asdict(r) for r in self.history],
+        }
+        return arrays, meta
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        super().load_state_dict(arrays, meta)
+        n = (self.n_samples,)
+        self.z = _restored(arrays, "z", n)
+        self.dual = _restored(arrays, "dual", n)
+        self.residual = _restored(arrays, "residual", n)
+        self.inbox = {
+            key.split("/", 1)[1]: _restored(arrays, key, n)
+            for key in arrays if key.startswith("inbox/")
+        }
+        self.round, self.finished = int(meta["round"]), bool(meta["finished"])
+        self.rho = float(meta["rho"])
+        self.history = [
+            RoundRecord(r["round"], r["rho"], Residuals(**r["residuals"]), r["finished"])
+            for r in meta["history"]
+        ]
 
     # -- internals ------------------------------------------------------------------------
     def _central_round(self) -> list[Broadcast]:

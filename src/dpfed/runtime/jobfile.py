@@ -1,0 +1,386 @@
+"""The TOML job file of a networked job: the protocol, its parameters, and every party.
+
+Example (a 3-party vertical job; paths are relative to the job file's folder)::
+
+    [job]
+    id = "a9a-demo"            # names the job in ledgers and checkpoints
+    protocol = "vertical"
+    round_timeout = 60.0       # seconds one round may take
+    grace = 10.0               # seconds a disconnected party has to come back
+    evaluate = "full"          # full | test | none (see dpfed.protocols.vertical.evaluation)
+
+    [params]                   # the options of `dpfed train vertical`
+    iterations = 20
+    mechanism = "sound"
+    epsilon = 1.0
+    delta = 1e-5
+
+    [tls]
+    ca = "certs/ca.pem"
+
+    [leader]
+    address = "127.0.0.1:50050"
+    certificate = "certs/leader.pem"
+    key = "certs/leader.key"
+
+    [[party]]                  # the first party holds the labels
+    name = "label"
+    address = "127.0.0.1:50051"
+    data = "a9a"               # a named data set (under data_dir or $DPFED_DATA) or a LIBSVM file
+    columns = [0, 40]          # the half-open column range this party holds
+    certificate = "certs/label.pem"
+    key = "certs/label.key"
+    workdir = "work/label"     # checkpoints and the party's model
+    budget = { epsilon = 4.0, delta = 1e-5 }   # first use of the ledger sets the budget
+
+Every party reads the same file (or a copy whose shared parts agree: the leader and each party
+compare :attr:`JobSpec.digest`, which covers the job, the parameters and every party's name,
+address and columns, but not the local paths).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+
+PROTOCOLS = ("vertical",)
+EVALUATE = ("full", "test", "none")
+LEADER = "leader"
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+#: Keys of ``[params]`` and the types they take (the options of ``dpfed train vertical``).
+VERTICAL_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,),
+    "regularizer": (str,),
+    "lam": (int, float),
+    "rho": (int, float),
+    "iterations": (int,),
+    "mechanism": (str,),
+    "epsilon": (int, float),
+    "delta": (int, float),
+    "noise_sigma": (int, float),
+    "accountant": (str,),
+    "seed": (int,),
+    "adaptive_rho": (bool,),
+    "tol": (list,),
+    "protect_label_holder": (bool,),
+    "model_fraction": (int, float),
+    "score_rounds": (int,),
+    "b1": (int, float),
+    "warm_start_rounds": (int,),
+    "inner_iterations": (int,),
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A party's privacy budget on one data set."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a process listens and which certificate and key it presents."""
+
+    name: str
+    address: str
+    certificate: Path
+    key: Path
+
+
+@dataclass(frozen=True)
+class PartySpec(Endpoint):
+    """One party: its endpoint, its data and where it keeps its state."""
+
+    data: str = ""
+    data_dir: Path | None = None
+    columns: tuple[int, int] = (0, 0)
+    workdir: Path = Path(".")
+    ledger: Path = Path("ledger.sqlite")
+    dataset: str = ""
+    budget: Budget | None = None
+
+    @property
+    def n_features(self) -> int:
+        return self.columns[1] - self.columns[0]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A parsed, validated job file."""
+
+    path: Path
+    id: str
+    protocol: str
+    params: dict[str, Any]
+    ca: Path
+    leader: Endpoint
+    parties: tuple[PartySpec, ...]
+    round_timeout: float = 60.0
+    grace: float = 10.0
+    idle_timeout: float = 3600.0
+    max_message_bytes: int = 64 * 2**20
+    evaluate: str = "full"
+    checkpoint: Path = Path("checkpoint")
+    fsync: bool = False
+
+    @property
+    def names(self) -> list[str]:
+        """Party names in file order (the label holder first)."""
+        return [p.name for p in self.parties]
+
+    def party(self, name: str) -> PartySpec:
+        for p in self.parties:
+            if p.name == name:
+                return p
+        raise DpfedInputError(f"party must be one of {self.names}. Found {name!r}.")
+
+    def endpoint(self, name: str) -> Endpoint:
+        return self.leader if name == LEADER else self.party(name)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what every process of the job must agree on (no local paths)."""
+        shared = {
+            "id": self.id,
+            "protocol": self.protocol,
+            "params": self.params,
+            "evaluate": self.evaluate,
+            "max_message_bytes": self.max_message_bytes,
+            "leader": self.leader.address,
+            "parties": [[p.name, p.address, list(p.columns)] for p in self.parties],
+        }
+        text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _table(doc: dict, key: str, where: str) -> dict:
+    value = doc.get(key)
+    if not isinstance(value, dict):
+        raise DpfedInputError(f"{where} needs a [{key}] table. Found {value!r}.")
+    return value
+
+
+def _text(table: dict, key: str, where: str, default: str | None = None) -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise DpfedInputError(f"{where}.{key} must be a non-empty string. Found {value!r}.")
+    return value
+
+
+def _name(value: str, where: str) -> str:
+    if not _NAME.match(value):
+        raise DpfedInputError(
+            f"{where} must be 1-64 letters, digits, '_', '.' or '-'. Found {value!r}."
+        )
+    return value
+
+
+def _address(value: str, where: str) -> str:
+    match = _ADDRESS.match(value)
+    if not match or not 0 < int(match.group(2)) < 65536:
+        raise DpfedInputError(f"{where} must be host:port. Found {value!r}.")
+    return value
+
+
+def _path(base: Path, value: str) -> Path:
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _reject_unknown(table: dict, allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
+                              f"{sorted(allowed)}.")
+
+
+def _params(table: dict) -> dict[str, Any]:
+    _reject_unknown(table, set(VERTICAL_PARAMS), "[params]")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        types = VERTICAL_PARAMS[key]
+        if isinstance(value, bool) and bool not in types:
+            raise DpfedInputError(f"[params].{key} must be a number. Found {value!r}.")
+        if not isinstance(value, types):
+            expected = " or ".join(t.__name__ for t in types)
+            raise DpfedInputError(f"[params].{key} must be {expected}. Found {value!r}.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DpfedInputError(f"[params].{key} must be finite. Found {value!r}.")
+        if key == "tol":
+            if len(value) != 2 or not all(isinstance(v, int | float) for v in value):
+                raise DpfedInputError(f"[params].tol must be [abs, rel]. Found {value!r}.")
+            value = [float(v) for v in value]
+        out[key] = value
+    return out
+
+
+def _budget(value: Any, where: str) -> Budget | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"epsilon", "delta"}:
+        raise DpfedInputError(f"{where} must be {{ epsilon = ..., delta = ... }}. Found {value!r}.")
+    return Budget(
+        check_positive(f"{where}.epsilon", value["epsilon"]),
+        check_open_unit(f"{where}.delta", value["delta"]),
+    )
+
+
+_PARTY_KEYS = {
+    "name", "address", "certificate", "key", "data", "data_dir", "columns", "workdir",
+    "ledger", "dataset", "budget",
+}
+
+
+def _party(table: dict, index: int, base: Path) -> PartySpec:
+    where = f"[[party]] #{index + 1}"
+    if not isinstance(table, dict):
+        raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
+    _reject_unknown(table, _PARTY_KEYS, where)
+    name = _name(_text(table, "name", where), f"{where}.name")
+    where = f"party {name!r}"
+    if name == LEADER:
+        raise DpfedInputError(f"{where}: the name {LEADER!r} is reserved for the job's leader.")
+    columns = table.get("columns")
+    if (
+        not isinstance(columns, list) or len(columns) != 2
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in columns)
+        or not 0 <= columns[0] < columns[1]
+    ):
+        raise DpfedInputError(
+            f"{where}.columns must be [first, end) with 0 <= first < end. Found {columns!r}."
+        )
+    data = _text(table, "data", where)
+    workdir = _path(base, _text(table, "workdir", where, default=f"work/{name}"))
+    ledger = _path(base, table["ledger"]) if "ledger" in table else workdir / "ledger.sqlite"
+    data_dir = _path(base, _text(table, "data_dir", where)) if "data_dir" in table else None
+    return PartySpec(
+        name=name,
+        address=_address(_text(table, "address", where), f"{where}.address"),
+        certificate=_path(base, _text(table, "certificate", where)),
+        key=_path(base, _text(table, "key", where)),
+        data=data,
+        data_dir=data_dir,
+        columns=(columns[0], columns[1]),
+        workdir=workdir,
+        ledger=ledger,
+        dataset=_text(table, "dataset", where, default=f"{data}[{columns[0]}:{columns[1]}]"),
+        budget=_budget(table.get("budget"), f"{where}.budget"),
+    )
+
+
+_JOB_KEYS = {
+    "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
+    "checkpoint", "fsync",
+}
+
+
+def load_job(path: str | Path) -> JobSpec:
+    """Read and validate a job file.
+
+    Raises
+    ------
+    DpfedInputError
+        If the file is missing or not TOML, or any value is invalid; the message names the
+        key, the value found and what was expected.
+    """
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise DpfedInputError(f"job file {str(path)!r} does not exist.") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise DpfedInputError(f"job file {str(path)!r} is not valid TOML: {exc}") from None
+    _reject_unknown(doc, {"job", "params", "tls", "leader", "party"}, str(path))
+    base = path.resolve().parent
+    job = _table(doc, "job", str(path))
+    _reject_unknown(job, _JOB_KEYS, "[job]")
+    job_id = _name(_text(job, "id", "[job]"), "[job].id")
+    protocol = _text(job, "protocol", "[job]")
+    if protocol not in PROTOCOLS:
+        raise DpfedInputError(f"[job].protocol must be one of {PROTOCOLS}. Found {protocol!r}.")
+    evaluate = _text(job, "evaluate", "[job]", default="full")
+    if evaluate not in EVALUATE:
+        raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
+    fsync = job.get("fsync", False)
+    if not isinstance(fsync, bool):
+        raise DpfedInputError(f"[job].fsync must be true or false. Found {fsync!r}.")
+    tls = _table(doc, "tls", str(path))
+    _reject_unknown(tls, {"ca"}, "[tls]")
+    leader_table = _table(doc, "leader", str(path))
+    _reject_unknown(leader_table, {"address", "certificate", "key"}, "[leader]")
+    leader = Endpoint(
+        LEADER,
+        _address(_text(leader_table, "address", "[leader]"), "[leader].address"),
+        _path(base, _text(leader_table, "certificate", "[leader]")),
+        _path(base, _text(leader_table, "key", "[leader]")),
+    )
+    tables = doc.get("party")
+    if not isinstance(tables, list) or len(tables) < 2:
+        raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
+    parties = tuple(_party(t, k, base) for k, t in enumerate(tables))
+    names = [p.name for p in parties]
+    if len(set(names)) != len(names):
+        raise DpfedInputError(f"party names must be distinct. Found {names}.")
+    addresses = [leader.address, *(p.address for p in parties)]
+    if len(set(addresses)) != len(addresses):
+        raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
+    max_mb = check_positive("[job].max_message_mb", job.get("max_message_mb", 64))
+    return JobSpec(
+        path=path,
+        id=job_id,
+        protocol=protocol,
+        params=_params(doc.get("params", {})),
+        ca=_path(base, _text(tls, "ca", "[tls]")),
+        leader=leader,
+        parties=parties,
+        round_timeout=check_positive("[job].round_timeout", job.get("round_timeout", 60.0)),
+        grace=check_positive("[job].grace", job.get("grace", 10.0)),
+        idle_timeout=check_positive("[job].idle_timeout", job.get("idle_timeout", 3600.0)),
+        max_message_bytes=check_int(
+            "[job].max_message_mb bytes", int(max_mb * 2**20), minimum=1024
+        ),
+        evaluate=evaluate,
+        checkpoint=_path(base, _text(job, "checkpoint", "[job]", default=f"checkpoint/{job_id}")),
+        fsync=fsync,
+    )
+
+
+def describe(spec: JobSpec) -> dict[str, Any]:
+    """A JSON-able view of the job (for logs and results)."""
+    return {
+        "id": spec.id,
+        "protocol": spec.protocol,
+        "digest": spec.digest,
+        "parties": [
+            {"name": p.name, "address": p.address, "columns": list(p.columns)}
+            for p in spec.parties
+        ],
+        "params": dict(spec.params),
+        "round_timeout": spec.round_timeout,
+        "grace": spec.grace,
+    }
+
+
+__all__ = [
+    "EVALUATE",
+    "LEADER",
+    "PROTOCOLS",
+    "Budget",
+    "Endpoint",
+    "JobSpec",
+    "PartySpec",
+    "describe",
+    "load_job",
+]

@@ -1,0 +1,363 @@
+"""The leader of a networked job: ``dpfed run``.
+
+The leader holds no data and takes no part in the protocol's arithmetic. It
+
+1. opens the job at every party, one at a time in name order (each party checks the job file
+   digest and reserves the job's releases in its budget ledger; a refusal anywhere aborts the
+   job and frees the reservations already made — the fixed order means two leaders competing
+   for the same budgets cannot each take half);
+2. tells every party to begin (or, resuming, to continue from its checkpoint);
+3. receives the label holder's round reports, checkpointing the history before acknowledging
+   each one, while it polls every party: a party unreachable for longer than the grace period,
+   a party that refused a message, or a round that takes longer than the round timeout stops
+   the job with a message naming the party and the round;
+4. collects every party's public account (its releases) and writes ``result.json``.
+
+A stopped job is resumed with ``dpfed run --resume``: the parties continue from their own
+checkpoints, re-sending whatever was not acknowledged; nothing is handled twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from dpfed._io import write_json_atomic
+from dpfed._validation import DpfedInputError
+from dpfed.protocols.vertical.evaluation import RoundReport
+from dpfed.runtime import wire
+from dpfed.runtime.certs import load_identity
+from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.jobfile import LEADER, JobSpec
+from dpfed.runtime.links import InboundLinks
+from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
+from dpfed.runtime.vertical_host import vertical_result
+
+#: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
+EXIT_STOPPED = 1
+
+_POLL = 0.25
+
+
+class JobStopped(RuntimeError):
+    """The job stopped (a party is gone, refused, or too slow); it can be resumed."""
+
+
+class Leader:
+    """Lead job ``spec``; :meth:`run` returns when it has finished or stopped."""
+
+    def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True) -> None:
+        self.spec = spec
+        self.resume = resume
+        self.progress = progress
+        self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
+        if self.identity.name != LEADER:
+            raise DpfedInputError(
+                f"the leader's certificate {str(spec.leader.certificate)!r} is issued to "
+                f"{self.identity.name!r}, not to {LEADER!r}."
+            )
+        self.connections = {
+            p.name: Connection(
+                self.identity, p.name, p.address, max_bytes=spec.max_message_bytes
+            )
+            for p in spec.parties
+        }
+        self.checkpoint_path = spec.checkpoint / "leader.npz"
+        self.lock = threading.Lock()
+        self.inbound = InboundLinks()
+        self.history: list[dict[str, Any]] = []
+        self.reports: queue.Queue = queue.Queue()
+        self.elapsed = 0.0
+        self.started = time.monotonic()
+        self.finished = False
+        self.protocol_done = False  # the last round's report has arrived
+        self._load_or_check_checkpoint()
+
+    # -- checkpoint -------------------------------------------------------------------------
+    def _load_or_check_checkpoint(self) -> None:
+        exists = self.checkpoint_path.exists()
+        if not self.resume:
+            if exists:
+                _, state = load_checkpoint(self.checkpoint_path)
+                if not state.get("finished"):
+                    raise DpfedInputError(
+                        f"job {self.spec.id} has a checkpoint at round {len(state['history'])} "
+                        f"in {str(self.checkpoint_path)!r}; continue it with --resume, or remove "
+                        "the checkpoint folder (and the parties' work folders) to start afresh."
+                    )
+                raise DpfedInputError(
+                    f"job {self.spec.id} has already finished (see {str(self.checkpoint_path)!r});"
+                    " give the job a new id to run it again."
+                )
+            return
+        if not exists:
+            raise DpfedInputError(
+                f"--resume needs the leader's checkpoint {str(self.checkpoint_path)!r}. "
+                "Found none."
+            )
+        _, state = load_checkpoint(self.checkpoint_path)
+        if state.get("digest") != self.spec.digest:
+            raise DpfedInputError(
+                f"the checkpoint {str(self.checkpoint_path)!r} belongs to another version of job "
+                f"{self.spec.id} (the job file changed)."
+            )
+        if state.get("finished"):
+            raise DpfedInputError(f"job {self.spec.id} has already finished; nothing to resume.")
+        self.history = state["history"]
+        self.inbound.load(state["inbound"])
+        self.elapsed = float(state["seconds"])
+        self.protocol_done = bool(state["protocol_done"])
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(
+            self.checkpoint_path, {},
+            {
+                "digest": self.spec.digest,
+                "history": self.history,
+                "inbound": self.inbound.state(),
+                "seconds": self._seconds(),
+                "finished": self.finished,
+                "protocol_done": self.protocol_done,
+            },
+            fsync=self.spec.fsync,
+        )
+
+    def _seconds(self) -> float:
+        return self.elapsed + (time.monotonic() - self.started)
+
+    # -- reports from the label holder ------------------------------------------------------
+    def _deliver(self, payload: bytes, peer: str) -> bytes:
+        holder = self.spec.names[0]
+        if peer != holder:
+            raise Refused(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the leader takes round reports from {holder!r} only. Found {peer!r}",
+            )
+        try:
+            envelope = wire.decode(payload, job=self.spec.id, max_bytes=self.spec.max_message_bytes)
+        except wire.WireError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        report = envelope.message
+        if not isinstance(report, RoundReport) or report.sender != peer:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
+        digest = hashlib.sha256(payload).hexdigest()
+        with self.lock:
+            if not self.inbound.is_new(peer, envelope.seq, digest):
+                return b"ok"
+            if report.round != len(self.history) + 1:
+                raise Refused(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"expected the report of round {len(self.history) + 1}. "
+                    f"Found round {report.round}",
+                )
+            entry = report.entry()
+            entry["seconds"] = self._seconds()
+            self.history.append(entry)
+            self.protocol_done = bool(report.finished)
+            self.inbound.mark(peer, envelope.seq, digest)
+            self._checkpoint()
+        self.reports.put(report)
+        return b"ok"
+
+    @staticmethod
+    def _refuse_control(payload: bytes, peer: str) -> bytes:
+        raise Refused(grpc.StatusCode.PERMISSION_DENIED, "the leader takes no control requests")
+
+    # -- the job ----------------------------------------------------------------------------
+    def run(self, out: str | Path) -> dict[str, Any]:
+        """Run (or resume) the job and write ``out``; return the result.
+
+        Raises
+        ------
+        DpfedInputError
+            A party refused the job (budget, job file, checkpoint); nothing ran.
+        JobStopped
+            The job stopped part-way; the parties keep their state for ``--resume``.
+        """
+        server = serve(
+            self.identity, self.spec.leader.address,
+            {"Deliver": self._deliver, "Control": self._refuse_control},
+            max_bytes=self.spec.max_message_bytes,
+        )
+        try:
+            infos = self._open_all()
+            n_samples = {info["n_samples"] for info in infos.values()}
+            if len(n_samples) != 1:
+                self._broadcast("abort", reason="the parties hold different numbers of rows")
+                raise DpfedInputError(
+                    "the parties must hold the same rows in the same order. Found row counts "
+                    f"{ {n: i['n_samples'] for n, i in infos.items()} }."
+                )
+            if not self.resume:
+                self._checkpoint()
+            self._log(
+                f"job {self.spec.id}: {len(infos)} parties open"
+                + (f", resuming after round {len(self.history)}" if self.resume else "")
+            )
+            self.started = time.monotonic()
+            for name in self.spec.names:
+                self._control(name, "begin")
+            self._follow()
+            finals = {name: self._control(name, "finish") for name in self.spec.names}
+            with self.lock:
+                self.finished = True
+                self._checkpoint()
+            result = vertical_result(
+                self.spec, self.history, finals, n_samples=n_samples.pop(),
+                seconds=self._seconds(),
+            )
+            write_json_atomic(out, result)
+            return result
+        finally:
+            for connection in self.connections.values():
+                connection.close()
+            server.stop(grace=0.5).wait()
+
+    def _control(self, name: str, op: str, *, timeout: float | None = None, **fields) -> dict:
+        request = {"op": op, "job": self.spec.id, **fields}
+        return self.connections[name].control(
+            request, timeout=timeout or self.spec.round_timeout
+        )
+
+    def _broadcast(self, op: str, **fields) -> None:
+        """Send ``op`` to every party that answers; ignore the others."""
+        for name in self.spec.names:
+            try:
+                self._control(name, op, timeout=2.0, **fields)
+            except RemoteError:
+                pass
+
+    def _open_all(self) -> dict[str, dict[str, Any]]:
+        infos: dict[str, dict[str, Any]] = {}
+        for name in sorted(self.spec.names):
+            deadline = time.monotonic() + self.spec.round_timeout
+            while True:
+                try:
+                    infos[name] = self._control(
+                        name, "open", digest=self.spec.digest, resume=self.resume, timeout=5.0
+                    )
+                    break
+                except RemoteError as exc:
+                    if exc.retryable and time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    for opened in infos:
+                        try:
+                            self._control(opened, "abort", timeout=2.0, reason=f"{name} refused")
+                        except RemoteError:
+                            pass
+                    if exc.retryable:
+                        raise JobStopped(
+                            f"party {name!r} at {self.spec.party(name).address} did not answer "
+                            f"within {self.spec.round_timeout:g} s ({exc.details})"
+                        ) from None
+                    raise DpfedInputError(
+                        f"party {name!r} refused the job: {exc.details}"
+                    ) from None
+        return infos
+
+    def _follow(self) -> None:
+        bar = self._bar()
+        if bar is not None:
+            bar.update(len(self.history))
+        unreachable: dict[str, float] = {}
+        last_progress = time.monotonic()
+        last_poll = 0.0
+        try:
+            while not self.protocol_done:
+                try:
+                    report = self.reports.get(timeout=_POLL)
+                except queue.Empty:
+                    report = None
+                now = time.monotonic()
+                if report is not None:
+                    last_progress = now
+                    self._show(report, bar)
+                    continue
+                if now - last_poll >= _POLL:
+                    last_poll = now
+                    self._poll(unreachable)
+                if now - last_progress > self.spec.round_timeout:
+                    self._stop(
+                        f"round {len(self.history) + 1} did not finish within "
+                        f"{self.spec.round_timeout:g} s (parties: {self._rounds()})"
+                    )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _poll(self, unreachable: dict[str, float]) -> None:
+        now = time.monotonic()
+        for name in self.spec.names:
+            try:
+                status = self._control(name, "status", timeout=min(2.0, self.spec.grace))
+            except RemoteError as exc:
+                if not exc.retryable:
+                    self._stop(f"party {name!r} failed: {exc.details}")
+                since = unreachable.setdefault(name, now)
+                if now - since > self.spec.grace:
+                    self._stop(
+                        f"party {name!r} is unreachable (for {now - since:.1f} s; grace "
+                        f"{self.spec.grace:g} s)"
+                    )
+                continue
+            unreachable.pop(name, None)
+            for link in status["links"].values():
+                if link["refused"]:
+                    self._stop(f"party {name!r} reports: {link['refused']}")
+
+    def _rounds(self) -> str:
+        parts = []
+        for name in self.spec.names:
+            try:
+                status = self._control(name, "status", timeout=1.0)
+                parts.append(f"{name} at round {status['round']}")
+            except RemoteError:
+                parts.append(f"{name} unreachable")
+        return ", ".join(parts)
+
+    def _stop(self, why: str) -> None:
+        self._broadcast("suspend", reason=why)
+        raise JobStopped(
+            f"job {self.spec.id} stopped in round {len(self.history) + 1}: {why}. "
+            f"Checkpoint: {self.checkpoint_path}. Once every party serves again, continue with "
+            f"`dpfed run --config {self.spec.path} --resume`."
+        )
+
+    # -- output -----------------------------------------------------------------------------
+    def _bar(self):
+        if not self.progress or not sys.stderr.isatty():
+            return None
+        from tqdm import tqdm
+
+        iterations = self.spec.params.get("iterations")
+        return tqdm(total=iterations, desc=f"job {self.spec.id}", unit="round", leave=False)
+
+    def _show(self, report, bar) -> None:
+        entry = self.history[report.round - 1]
+        figures = {
+            k: entry[k] for k in ("train_objective", "test_log_loss", "epsilon")
+            if entry.get(k) is not None
+        }
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix({k: f"{v:.4g}" for k, v in figures.items()})
+        elif self.progress:
+            shown = ", ".join(f"{k} {v:.6g}" for k, v in figures.items())
+            self._log(f"round {report.round}: {shown}")
+
+    @staticmethod
+    def _log(text: str) -> None:
+        print(f"[leader] {text}", file=sys.stderr, flush=True)
+
+
+def run_job(spec: JobSpec, out: str | Path, *, resume: bool = False, progress: bool = True):
+    """``dpfed run``: lead ``spec`` to the end and write ``out``."""
+    return Leader(spec, resume=resume, progress=progress).run(out)

@@ -1,0 +1,398 @@
+"""One party of a networked job, serving in its own process: ``dpfed party``.
+
+The party hosts its protocol role behind a gRPC server (mutual TLS, see
+:mod:`dpfed.runtime.transport`). What it does with each message, in this order:
+
+1. check the connection's certificate names a party of the job and the message's sender;
+2. decode and validate the message (:mod:`dpfed.runtime.wire`: job, size, dtype, shape,
+   finite values) and its number on the sender's link (:mod:`dpfed.runtime.links`);
+3. hand it to the role (which refuses anything its protocol does not expect at this stage);
+4. record every noisy release the role made in the privacy-budget ledger (write-ahead:
+   before anything leaves the party; a release the job did not reserve is refused);
+5. checkpoint its state, the link numbers and the messages not yet acknowledged;
+6. acknowledge, and queue the role's messages on the links to their recipients.
+
+A refused message changes nothing and is answered with an error naming the reason; the party
+keeps serving. The leader drives the job through ``Control`` requests (open, begin, status,
+finish, suspend, abort); nobody else may send them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+import grpc
+import numpy as np
+
+from dpfed._io import write_json_atomic
+from dpfed._validation import DpfedInputError
+from dpfed.protocols.vertical.roles import ProtocolError
+from dpfed.runtime import wire
+from dpfed.runtime.budget import BudgetLedger
+from dpfed.runtime.certs import load_identity
+from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.jobfile import LEADER, JobSpec
+from dpfed.runtime.links import InboundLinks, OutboundLink
+from dpfed.runtime.transport import Connection, Refused, serve
+
+#: Exit statuses of ``dpfed party``.
+EXIT_FINISHED, EXIT_ABORTED, EXIT_IDLE = 0, 1, 3
+
+
+def build_host(spec: JobSpec, name: str):
+    """The protocol host of party ``name`` (only the vertical protocol so far)."""
+    if spec.protocol == "vertical":
+        from dpfed.runtime.vertical_host import VerticalHost
+
+        return VerticalHost(spec, name)
+    raise DpfedInputError(f"protocol {spec.protocol!r} has no networked runtime yet.")
+
+
+def _log(name: str, text: str) -> None:
+    print(f"[{name}] {text}", file=sys.stderr, flush=True)
+
+
+class PartyNode:
+    """Serve party ``name`` of ``spec`` until the job ends.
+
+    On start it loads its data and builds its role; if its work folder holds a checkpoint of
+    this job it restores it (a restarted party rejoins where it stopped).
+    """
+
+    def __init__(self, spec: JobSpec, name: str) -> None:
+        self.spec = spec
+        self.name = name
+        self.party = spec.party(name)
+        self.identity = load_identity(self.party.certificate, self.party.key, spec.ca)
+        if self.identity.name != name:
+            raise DpfedInputError(
+                f"the certificate {str(self.party.certificate)!r} is issued to "
+                f"{self.identity.name!r}, not to party {name!r}."
+            )
+        self.host = build_host(spec, name)
+        self.lock = threading.RLock()
+        self.inbound = InboundLinks()
+        peers = [n for n in [*spec.names, LEADER] if n != name]
+        self.links = {
+            peer: OutboundLink(
+                Connection(
+                    self.identity, peer, spec.endpoint(peer).address,
+                    max_bytes=spec.max_message_bytes,
+                ),
+                call_timeout=spec.round_timeout,
+                on_refused=lambda peer, why: _log(self.name, why),
+            )
+            for peer in peers
+        }
+        self.folder = self.party.workdir / spec.id
+        self.checkpoint_path = self.folder / "state.npz"
+        self.opened = False
+        self.begun = False
+        self.ledger: BudgetLedger | None = None
+        self.done = threading.Event()
+        self.exit_code = EXIT_FINISHED
+        self.exit_message = ""
+        self.last_contact = time.monotonic()
+        self.refusals = 0
+        self.restored = self.checkpoint_path.exists()
+        if self.restored:
+            self._restore()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def serve(self) -> int:
+        """Serve until the job finishes, is aborted, or the leader is gone too long."""
+        server = serve(
+            self.identity, self.party.address,
+            {"Deliver": self._deliver, "Control": self._control},
+            max_bytes=self.spec.max_message_bytes,
+        )
+        what = f"restored at round {self.host.round}" if self.restored else "ready"
+        _log(self.name, f"serving job {self.spec.id} on {self.party.address} ({what})")
+        for link in self.links.values():
+            link.start()
+        try:
+            while not self.done.wait(0.2):
+                if time.monotonic() - self.last_contact > self.spec.idle_timeout:
+                    self.exit_code = EXIT_IDLE
+                    self.exit_message = (
+                        f"no word from the leader for {self.spec.idle_timeout:g} s; stopping "
+                        f"(state kept in {self.folder})"
+                    )
+                    break
+            # let the links hand over what is still queued (the final report, say)
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and not all(
+                link.idle() or link.refused for link in self.links.values()
+            ):
+                time.sleep(0.02)
+        finally:
+            for link in self.links.values():
+                link.stop()
+            server.stop(grace=0.5).wait()
+            if self.ledger is not None:
+                self.ledger.close()
+        if self.exit_message:
+            _log(self.name, self.exit_message)
+        return self.exit_code
+
+    # -- data plane -------------------------------------------------------------------------
+    def _deliver(self, payload: bytes, peer: str) -> bytes:
+        try:
+            return self._deliver_checked(payload, peer)
+        except Refused as exc:
+            self.refusals += 1
+            _log(self.name, f"refused a message from {peer}: {exc}")
+            raise
+
+    def _deliver_checked(self, payload: bytes, peer: str) -> bytes:
+        if peer not in self.spec.names and peer != LEADER:
+            raise Refused(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"{peer!r} is not a party of job {self.spec.id} (parties: {self.spec.names})",
+            )
+        try:
+            envelope = wire.decode(payload, job=self.spec.id, max_bytes=self.spec.max_message_bytes)
+        except wire.WireError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        message = envelope.message
+        if message.sender != peer:
+            raise Refused(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the message claims to come from {message.sender!r} but the connection is "
+                f"{peer!r}'s",
+            )
+        if message.recipient != self.name:
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the message is addressed to {message.recipient!r}, not to {self.name!r}",
+            )
+        digest = hashlib.sha256(payload).hexdigest()
+        with self.lock:
+            if not self.opened and not self.begun:
+                raise Refused(grpc.StatusCode.UNAVAILABLE, "the job is not open yet")
+            if not self.inbound.is_new(peer, envelope.seq, digest):
+                return b"ok"  # a repeat of a handled message: acknowledge again
+            n_events = len(self.host.events)
+            try:
+                out = self.host.handle(message)
+            except (ProtocolError, DpfedInputError) as exc:
+                raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
+            self.inbound.mark(peer, envelope.seq, digest)
+            self._emit(out, n_events)
+            self.last_contact = time.monotonic()
+        return b"ok"
+
+    def _emit(self, messages, n_events: int) -> None:
+        """Record the releases, checkpoint, then queue ``messages`` (caller holds the lock)."""
+        encoded = []
+        for m in messages:
+            link = self.links[m.recipient]
+            seq = link.reserve()
+            encoded.append((link, seq, wire.encode(m, job=self.spec.id, seq=seq,
+                                                   max_bytes=self.spec.max_message_bytes)))
+        new_events = self.host.events[n_events:]
+        if new_events:
+            if self.ledger is None:
+                raise RuntimeError("a release before the job was opened in the ledger")
+            digest = hashlib.sha256(b"".join(p for _, _, p in encoded)).hexdigest()
+            self.ledger.record(self.spec.id, new_events, digest=digest)
+        self._checkpoint(extra=encoded)
+        for link, seq, payload in encoded:
+            link.push(seq, payload)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _checkpoint(self, extra=()) -> None:
+        arrays, meta = self.host.state_dict()
+        arrays = {f"role/{k}": v for k, v in arrays.items()}
+        outbox: dict[str, list[int]] = {}
+        for peer, link in self.links.items():
+            for seq, payload in link.pending():
+                arrays[f"out/{peer}/{seq}"] = np.frombuffer(payload, dtype=np.uint8)
+                outbox.setdefault(peer, []).append(seq)
+        for link, seq, payload in extra:
+            arrays[f"out/{link.peer}/{seq}"] = np.frombuffer(payload, dtype=np.uint8)
+            outbox.setdefault(link.peer, []).append(seq)
+        state = {
+            "digest": self.spec.digest,
+            "role": meta,
+            "inbound": self.inbound.state(),
+            "links": {peer: link.state() for peer, link in self.links.items()},
+            "outbox": outbox,
+            "begun": self.begun,
+        }
+        save_checkpoint(self.checkpoint_path, arrays, state, fsync=self.spec.fsync)
+
+    def _restore(self) -> None:
+        arrays, state = load_checkpoint(self.checkpoint_path)
+        if state.get("digest") != self.spec.digest:
+            raise DpfedInputError(
+                f"the checkpoint {str(self.checkpoint_path)!r} belongs to another version of job "
+                f"{self.spec.id} (the job file changed); remove it to start afresh."
+            )
+        self.host.load_state_dict(
+            {k[5:]: v for k, v in arrays.items() if k.startswith("role/")}, state["role"]
+        )
+        self.inbound.load(state["inbound"])
+        for peer, link in self.links.items():
+            seqs = state["outbox"].get(peer, [])
+            link.load(
+                state["links"][peer],
+                [(int(s), arrays[f"out/{peer}/{s}"].tobytes()) for s in seqs],
+            )
+        self.begun = bool(state["begun"])
+        if not self.host.exact_release:
+            # the job was opened in the ledger before the first checkpoint
+            self.ledger = BudgetLedger(self.party.ledger)
+
+    # -- control plane ----------------------------------------------------------------------
+    def _control(self, payload: bytes, peer: str) -> bytes:
+        if peer != LEADER:
+            raise Refused(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"only the leader may control a job. Found {peer!r}",
+            )
+        try:
+            request = json.loads(payload)
+            op = request["op"]
+        except (ValueError, KeyError, TypeError):
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "not a control request") from None
+        if request.get("job") != self.spec.id:
+            raise Refused(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{self.name} serves job {self.spec.id!r}. Found {request.get('job')!r}",
+            )
+        handler = {
+            "open": self._open,
+            "begin": self._begin,
+            "status": self._status,
+            "finish": self._finish,
+            "suspend": self._suspend,
+            "abort": self._abort,
+        }.get(op)
+        if handler is None:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown control request {op!r}")
+        self.last_contact = time.monotonic()
+        with self.lock:
+            try:
+                reply = handler(request)
+            except DpfedInputError as exc:
+                raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
+        return json.dumps(reply).encode()
+
+    def _open(self, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("digest") != self.spec.digest:
+            raise DpfedInputError(
+                f"{self.name}'s job file differs from the leader's (job, parameters, parties or "
+                "addresses); every process must run the same job file."
+            )
+        resume = bool(request.get("resume"))
+        if self.begun and not resume:
+            raise DpfedInputError(
+                f"{self.name} holds a checkpoint of job {self.spec.id} at round "
+                f"{self.host.round}; continue it with `dpfed run --resume`, or remove "
+                f"{self.folder} to start afresh."
+            )
+        if not self.opened:
+            if self.ledger is not None:
+                self.ledger.close()
+            self._open_budget()
+            self.opened = True
+        reply = self.host.describe() | {
+            "round": self.host.round,
+            "begun": self.begun,
+            "planned_releases": len(self.host.plan),
+        }
+        return reply
+
+    def _open_budget(self) -> None:
+        party, host = self.party, self.host
+        self.ledger = BudgetLedger(party.ledger)
+        stored = self.ledger.budget(party.dataset, self.name)
+        if host.exact_release:
+            if stored is not None or party.budget is not None:
+                raise DpfedInputError(
+                    f"job {self.spec.id} would release {self.name}'s data on {party.dataset!r} "
+                    f"without noise (mechanism {self.spec.params.get('mechanism', 'none')!r}), "
+                    "but that data set has a privacy budget."
+                )
+            return
+        if stored is None:
+            if party.budget is None:
+                raise DpfedInputError(
+                    f"no privacy budget is set for {self.name} on {party.dataset!r}: give the "
+                    "party a budget in the job file or run `dpfed budget set`."
+                )
+            self.ledger.set_budget(
+                party.dataset, self.name, party.budget.epsilon, party.budget.delta
+            )
+        elif party.budget is not None and (party.budget.epsilon, party.budget.delta) != stored:
+            raise DpfedInputError(
+                f"the job file gives {self.name} the budget epsilon={party.budget.epsilon}, "
+                f"delta={party.budget.delta} on {party.dataset!r}, but the ledger holds "
+                f"epsilon={stored[0]}, delta={stored[1]}; change it with `dpfed budget set`."
+            )
+        self.ledger.open_job(self.spec.id, party.dataset, self.name, host.plan)
+
+    def _begin(self, request: dict[str, Any]) -> dict[str, Any]:
+        if not self.opened:
+            raise DpfedInputError("begin before open")
+        if not self.begun:
+            self.begun = True
+            out = self.host.start()
+            self._emit(out, len(self.host.events))
+        for link in self.links.values():
+            if link.refused:
+                link.refused = None  # the leader resumes after a refusal was dealt with
+        return {"round": self.host.round}
+
+    def _status(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "round": self.host.round,
+            "finished": self.host.finished,
+            "refusals": self.refusals,
+            "links": {peer: link.status() for peer, link in self.links.items()},
+        }
+
+    def _finish(self, request: dict[str, Any]) -> dict[str, Any]:
+        if not self.host.finished:
+            raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
+        model_path = self.folder / "model.json"
+        write_json_atomic(model_path, {
+            "job": self.spec.id, "party": self.name,
+            "columns": list(self.party.columns), "coef": self.host.model(),
+        })
+        if self.ledger is not None and not self.host.exact_release:
+            self.ledger.close_job(self.spec.id, self.name)
+        self._stop(EXIT_FINISHED, f"job {self.spec.id} finished; model in {model_path}")
+        return self.host.final() | {"model": str(model_path)}
+
+    def _suspend(self, request: dict[str, Any]) -> dict[str, Any]:
+        _log(self.name, f"job suspended by the leader: {request.get('reason', '')}; waiting "
+                        "for `dpfed run --resume`")
+        self.opened = False
+        return {"round": self.host.round}
+
+    def _abort(self, request: dict[str, Any]) -> dict[str, Any]:
+        released = bool(self.host.events)
+        if self.ledger is not None and not released and not self.host.exact_release:
+            self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
+        self._stop(EXIT_ABORTED, f"job {self.spec.id} aborted: {request.get('reason', '')}")
+        return {"released": released}
+
+    def _stop(self, code: int, message: str) -> None:
+        self.exit_code, self.exit_message = code, message
+        threading.Timer(0.1, self.done.set).start()
+
+
+def run_party(spec: JobSpec, name: str) -> int:
+    """``dpfed party``: build party ``name`` and serve it; returns the exit status."""
+    node = PartyNode(spec, name)
+    return node.serve()
+
+
+__all__ = ["EXIT_ABORTED", "EXIT_FINISHED", "EXIT_IDLE", "PartyNode", "run_party"]

@@ -1,0 +1,155 @@
+"""gRPC between the processes of a job, over TLS with client certificates on every connection.
+
+Every process serves one service, ``dpfed.Node``, with two unary methods whose requests and
+replies are opaque bytes (no generated code):
+
+``Deliver``
+    a protocol message in the wire format of :mod:`dpfed.runtime.wire`; the reply is an
+    acknowledgement, sent once the message has been handled and checkpointed.
+``Control``
+    a JSON request from the job's leader (open, begin, status, finish, suspend, abort).
+
+There is no plaintext port. The server demands a client certificate issued by the job's CA and
+hands the handler the peer's name (the certificate's common name); a client checks that the
+server's certificate names the party it meant to reach (``grpc.ssl_target_name_override``), so
+neither side can be impersonated by a process holding another party's certificate.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+from dpfed._validation import DpfedInputError
+from dpfed.runtime.certs import TlsIdentity, verify_peer_certificate
+
+SERVICE = "dpfed.Node"
+DELIVER = "Deliver"
+CONTROL = "Control"
+
+Handler = Callable[[bytes, str], bytes]
+
+
+class Refused(Exception):
+    """A request the handler refuses; the caller sees ``code`` and the message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _options(max_bytes: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_receive_message_length", int(max_bytes)),
+        ("grpc.max_send_message_length", int(max_bytes)),
+        # reconnect quickly to a restarted party (the default backoff grows to two minutes)
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ]
+
+
+def peer_name(context: grpc.ServicerContext, ca_pem: bytes) -> str:
+    """The verified name of the client behind ``context`` (its certificate's common name)."""
+    auth = context.auth_context()
+    if auth.get("transport_security_type") != [b"ssl"] or not auth.get("x509_pem_cert"):
+        raise Refused(grpc.StatusCode.UNAUTHENTICATED, "a client certificate is required")
+    try:
+        return verify_peer_certificate(auth["x509_pem_cert"][0], ca_pem)
+    except DpfedInputError as exc:
+        raise Refused(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
+
+
+def serve(
+    identity: TlsIdentity,
+    address: str,
+    handlers: Mapping[str, Handler],
+    *,
+    max_bytes: int,
+    workers: int = 8,
+) -> grpc.Server:
+    """Start a server on ``address`` that accepts mutually authenticated TLS only.
+
+    Each handler gets the request bytes and the verified peer name and returns the reply
+    bytes; raising :class:`Refused` answers with that status and message.
+    """
+
+    def wrap(handler: Handler):
+        def method(request: bytes, context: grpc.ServicerContext) -> bytes:
+            try:
+                return handler(request, peer_name(context, identity.ca_pem))
+            except Refused as exc:
+                context.abort(exc.code, str(exc))
+
+        return grpc.unary_unary_rpc_method_handler(method)
+
+    credentials = grpc.ssl_server_credentials(
+        [(identity.key_pem, identity.certificate_pem)],
+        root_certificates=identity.ca_pem,
+        require_client_auth=True,
+    )
+    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=_options(max_bytes))
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(
+            SERVICE, {name: wrap(h) for name, h in handlers.items()}
+        ),)
+    )
+    try:
+        port = server.add_secure_port(address, credentials)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise DpfedInputError(f"cannot listen on {address!r} (in use, or not a local address).")
+    server.start()
+    return server
+
+
+class RemoteError(RuntimeError):
+    """A call to another process failed: ``code`` is the gRPC status."""
+
+    def __init__(self, peer: str, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{peer}: {details} ({code.name})")
+        self.peer = peer
+        self.code = code
+        self.details = details
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the peer may simply be down or slow (as opposed to refusing)."""
+        return self.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class Connection:
+    """A client channel to one named process, authenticated both ways."""
+
+    def __init__(self, identity: TlsIdentity, name: str, address: str, *, max_bytes: int) -> None:
+        self.name = name
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=identity.ca_pem,
+            private_key=identity.key_pem,
+            certificate_chain=identity.certificate_pem,
+        )
+        options = [*_options(max_bytes), ("grpc.ssl_target_name_override", name)]
+        self.channel = grpc.secure_channel(address, credentials, options=options)
+        self._deliver = self.channel.unary_unary(f"/{SERVICE}/{DELIVER}")
+        self._control = self.channel.unary_unary(f"/{SERVICE}/{CONTROL}")
+
+    def _call(self, method, payload: bytes, timeout: float) -> bytes:
+        try:
+            return method(payload, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise RemoteError(self.name, exc.code(), exc.details() or "") from None
+
+    def deliver(self, payload: bytes, *, timeout: float) -> bytes:
+        return self._call(self._deliver, payload, timeout)
+
+    def control(self, request: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
+        reply = self._call(self._control, json.dumps(request).encode(), timeout)
+        return json.loads(reply)
+
+    def close(self) -> None:
+        self.channel.close()
