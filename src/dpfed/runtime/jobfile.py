@@ -206,7 +206,9 @@ def _reject_unknown(table: dict, allowed: set[str], where: str) -> None:
                               f"{sorted(allowed)}.")
 
 
-def _params(table: dict) -> dict[str, Any]:
+def _params(table: Any) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise DpfedInputError(f"[params] must be a table. Found {table!r}.")
     _reject_unknown(table, set(VERTICAL_PARAMS), "[params]")
     out: dict[str, Any] = {}
     for key, value in table.items():
@@ -219,8 +221,13 @@ def _params(table: dict) -> dict[str, Any]:
         if isinstance(value, float) and not math.isfinite(value):
             raise DpfedInputError(f"[params].{key} must be finite. Found {value!r}.")
         if key == "tol":
-            if len(value) != 2 or not all(isinstance(v, int | float) for v in value):
-                raise DpfedInputError(f"[params].tol must be [abs, rel]. Found {value!r}.")
+            if len(value) != 2 or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in value
+            ):
+                raise DpfedInputError(
+                    f"[params].tol must be [abs, rel], two finite numbers. Found {value!r}."
+                )
             value = [float(v) for v in value]
         out[key] = value
     return out

@@ -241,18 +241,18 @@ class Leader:
             while True:
                 try:
                     infos[name] = self._control(
-                        name, "open", digest=self.spec.digest, resume=self.resume, timeout=5.0
+                        name, "open", digest=self.spec.digest, resume=self.resume
                     )
                     break
                 except RemoteError as exc:
-                    if exc.retryable and time.monotonic() < deadline:
+                    # retry while the party is not serving yet; never re-send an open that
+                    # may still be running
+                    starting = exc.code == grpc.StatusCode.UNAVAILABLE
+                    if starting and time.monotonic() < deadline:
                         time.sleep(0.2)
                         continue
-                    for opened in infos:
-                        try:
-                            self._control(opened, "abort", timeout=2.0, reason=f"{name} refused")
-                        except RemoteError:
-                            pass
+                    # every party of a job that cannot start stops, and frees its reservation
+                    self._broadcast("abort", reason=f"{name} could not open the job")
                     if exc.retryable:
                         raise JobStopped(
                             f"party {name!r} at {self.spec.party(name).address} did not answer "

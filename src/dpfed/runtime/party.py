@@ -311,9 +311,11 @@ class PartyNode:
 
     def _open_budget(self) -> None:
         party, host = self.party, self.host
-        self.ledger = BudgetLedger(party.ledger)
-        stored = self.ledger.budget(party.dataset, self.name)
         if host.exact_release:
+            stored = None
+            if party.ledger.exists():  # never create a ledger just to look into it
+                with BudgetLedger(party.ledger) as ledger:
+                    stored = ledger.budget(party.dataset, self.name)
             if stored is not None or party.budget is not None:
                 raise DpfedInputError(
                     f"job {self.spec.id} would release {self.name}'s data on {party.dataset!r} "
@@ -321,22 +323,32 @@ class PartyNode:
                     "but that data set has a privacy budget."
                 )
             return
+        ledger = BudgetLedger(party.ledger)
+        try:
+            self._reserve(ledger)
+        except BaseException:
+            ledger.close()
+            raise
+        self.ledger = ledger
+
+    def _reserve(self, ledger: BudgetLedger) -> None:
+        """Check the budget and reserve this job's releases (one transaction)."""
+        party, host = self.party, self.host
+        stored = ledger.budget(party.dataset, self.name)
         if stored is None:
             if party.budget is None:
                 raise DpfedInputError(
                     f"no privacy budget is set for {self.name} on {party.dataset!r}: give the "
                     "party a budget in the job file or run `dpfed budget set`."
                 )
-            self.ledger.set_budget(
-                party.dataset, self.name, party.budget.epsilon, party.budget.delta
-            )
+            ledger.set_budget(party.dataset, self.name, party.budget.epsilon, party.budget.delta)
         elif party.budget is not None and (party.budget.epsilon, party.budget.delta) != stored:
             raise DpfedInputError(
                 f"the job file gives {self.name} the budget epsilon={party.budget.epsilon}, "
                 f"delta={party.budget.delta} on {party.dataset!r}, but the ledger holds "
                 f"epsilon={stored[0]}, delta={stored[1]}; change it with `dpfed budget set`."
             )
-        self.ledger.open_job(self.spec.id, party.dataset, self.name, host.plan)
+        ledger.open_job(self.spec.id, party.dataset, self.name, host.plan)
 
     def _begin(self, request: dict[str, Any]) -> dict[str, Any]:
         if not self.opened:
@@ -379,7 +391,7 @@ class PartyNode:
 
     def _abort(self, request: dict[str, Any]) -> dict[str, Any]:
         released = bool(self.host.events)
-        if self.ledger is not None and not released and not self.host.exact_release:
+        if self.opened and self.ledger is not None and not released:
             self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
         self._stop(EXIT_ABORTED, f"job {self.spec.id} aborted: {request.get('reason', '')}")
         return {"released": released}

@@ -1,0 +1,1132 @@
+r"""A persistent privacy-budget ledger per data set and party (SQLite).
+
+Each party of a networked job keeps its own ledger file. For every pair (data set, party) the
+ledger holds a *budget* :math:`(\varepsilon_B, \delta_B)`, the *jobs* run on that pair, and every
+Gaussian release those jobs made, recorded *before* the release left the party.
+
+Accounting rule
+---------------
+The privacy a party has spent on a data set is that of composing **all** Gaussian releases ever
+recorded for (data set, party), over all jobs, at the budget's delta:
+
+.. math::
+
+    \varepsilon_{spent} = \varepsilon_{acc}\big(z_1, \dots, z_T;\ \delta_B\big),
+    \qquad z_t = \sigma_t / C_t,
+
+where :math:`\varepsilon_{acc}` is :func:`dpfed.privacy.accounting.gaussian_releases_epsilon`
+with the ledger's accountant (``"pld"`` or ``"rdp"``, fixed when the file is created).
+
+A job declares its *plan* (the noise multipliers of the releases it will make) when it is opened,
+and the plan is reserved. The *committed* multiset of a pair is
+
+.. math::
+
+    \mathcal{Z}_{committed} = \{\text{releases of closed jobs}\}
+        \ \uplus \biguplus_{\text{open jobs}} \max(\text{plan}, \text{releases}),
+
+(multiset union; as releases of an open job must match its plan, an open job counts exactly its
+plan) and :math:`\varepsilon_{committed} = \varepsilon_{acc}(\mathcal{Z}_{committed}; \delta_B)`.
+A new job with plan :math:`P` is admitted only if
+
+.. math::
+
+    \varepsilon_{acc}\big(\mathcal{Z}_{committed} \uplus P;\ \delta_B\big) \le \varepsilon_B,
+
+checked and reserved in one ``BEGIN IMMEDIATE`` transaction, so two processes cannot both take
+the last of a budget. Closing a job returns its unspent reservation: afterwards only its
+recorded releases count. Epsilons do not add; the *reserved* figure reported is the increment
+:math:`\varepsilon_{committed} - \varepsilon_{spent}`.
+
+Recording is write-ahead and idempotent: a release is keyed by (job, party, round, label); the
+same release recorded again is a no-op, a different one under the same key is refused, and so is
+a release whose noise multiplier is not in the job's remaining plan (it was never reserved).
+
+Notes
+-----
+The file uses WAL journaling with ``synchronous=FULL`` and a busy timeout; it can be shared by
+several processes on one machine (not over a network file system). Open one
+:class:`BudgetLedger` per process; an instance serialises its own threads.
+:meth:`~BudgetLedger.open_job` computes the epsilon while it holds the write lock (with
+``"pld"`` this can take a second or more), so other writers may wait that long.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from dpfed._validation import DpfedInputError, check_open_unit, check_positive
+from dpfed.privacy.accounting import gaussian_releases_epsilon
+from dpfed.privacy.ledger import PrivacyEvent
+
+__all__ = [
+    "LEDGER_ACCOUNTANTS",
+    "SCHEMA_VERSION",
+    "BudgetExceeded",
+    "BudgetLedger",
+    "LedgerConflict",
+    "Reservation",
+    "format_summary",
+]
+
+#: Accountants a budget ledger can use (the numerical ones).
+LEDGER_ACCOUNTANTS = ("pld", "rdp")
+
+#: Version of the table layout; a file with another version is refused.
+SCHEMA_VERSION = 1
+
+_FORMAT = "dpfed-budget-ledger"
+_MAX_SQLITE_INT = 2**63 - 1
+
+_SCHEMA = """
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE budgets (
+    dataset TEXT NOT NULL,
+    party TEXT NOT NULL,
+    epsilon REAL NOT NULL CHECK (epsilon > 0),
+    delta REAL NOT NULL CHECK (delta > 0 AND delta < 1),
+    set_at TEXT NOT NULL,
+    PRIMARY KEY (dataset, party)
+);
+CREATE TABLE budget_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    dataset TEXT NOT NULL,
+    party TEXT NOT NULL,
+    epsilon REAL NOT NULL,
+    delta REAL NOT NULL,
+    changed_at TEXT NOT NULL
+);
+CREATE TABLE jobs (
+    job_id TEXT NOT NULL,
+    party TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('open', 'closed')),
+    opened_at TEXT NOT NULL,
+    closed_at TEXT,
+    PRIMARY KEY (job_id, party),
+    FOREIGN KEY (dataset, party) REFERENCES budgets (dataset, party)
+);
+CREATE INDEX jobs_by_pair ON jobs (dataset, party);
+CREATE TABLE plan_entries (
+    job_id TEXT NOT NULL,
+    party TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    noise_multiplier REAL NOT NULL CHECK (noise_multiplier > 0),
+    PRIMARY KEY (job_id, party, idx),
+    FOREIGN KEY (job_id, party) REFERENCES jobs (job_id, party)
+);
+CREATE TABLE releases (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    party TEXT NOT NULL,
+    round INTEGER NOT NULL CHECK (round >= 0),
+    label TEXT NOT NULL,
+    mechanism TEXT NOT NULL,
+    noise_multiplier REAL NOT NULL CHECK (noise_multiplier > 0),
+    sigma REAL NOT NULL CHECK (sigma > 0),
+    l2_sensitivity REAL NOT NULL CHECK (l2_sensitivity > 0),
+    plan_idx INTEGER NOT NULL,
+    digest TEXT,
+    recorded_at TEXT NOT NULL,
+    UNIQUE (job_id, party, round, label),
+    UNIQUE (job_id, party, plan_idx),
+    FOREIGN KEY (job_id, party, plan_idx) REFERENCES plan_entries (job_id, party, idx)
+);
+"""
+
+
+class BudgetExceeded(DpfedInputError):
+    """A job or release that the privacy budget does not cover (nothing was written)."""
+
+
+class LedgerConflict(DpfedInputError):
+    """Something already recorded under the same key with different values."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The reservation of an open job, as :meth:`BudgetLedger.open_job` returns it.
+
+    Attributes
+    ----------
+    job_id, dataset, party : str
+        The job and the (data set, party) it runs on.
+    plan : tuple of float
+        The reserved noise multipliers, in the order given when the job was opened.
+    recorded : int
+        Releases already recorded for the job (> 0 only for a resumed job).
+    resumed : bool
+        True if the job was already open (nothing new was reserved).
+    committed_epsilon : float
+        Epsilon of everything committed on (dataset, party), this job's plan included.
+    budget_epsilon, budget_delta : float
+        The budget of (dataset, party).
+    accountant : str
+        The ledger's accountant.
+    """
+
+    job_id: str
+    dataset: str
+    party: str
+    plan: tuple[float, ...]
+    recorded: int
+    resumed: bool
+    committed_epsilon: float
+    budget_epsilon: float
+    budget_delta: float
+    accountant: str
+
+
+# ------------------------------------------------------------------------------------------------
+# validation helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_name(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise DpfedInputError(f"{name} must be a non-empty string. Found {value!r}.")
+    return value
+
+
+def _check_plan(plan: Sequence[float]) -> list[float]:
+    if isinstance(plan, str | bytes | Mapping):
+        raise DpfedInputError(f"plan must be a sequence of noise multipliers. Found {plan!r}.")
+    try:
+        items = list(plan)
+    except TypeError:
+        raise DpfedInputError(
+            f"plan must be a sequence of noise multipliers. Found {plan!r}."
+        ) from None
+    return [check_positive(f"plan[{i}]", z) for i, z in enumerate(items)]
+
+
+def _check_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
+    if isinstance(events, PrivacyEvent | str | bytes | Mapping):
+        raise DpfedInputError(f"events must be a sequence of PrivacyEvent. Found {events!r}.")
+    try:
+        items = list(events)
+    except TypeError:
+        raise DpfedInputError(
+            f"events must be a sequence of PrivacyEvent. Found {events!r}."
+        ) from None
+    for i, event in enumerate(items):
+        if not isinstance(event, PrivacyEvent):
+            raise DpfedInputError(f"events[{i}] must be a PrivacyEvent. Found {event!r}.")
+        event.validate()
+        if event.mechanism != "gaussian":
+            raise DpfedInputError(
+                f"events[{i}].mechanism must be 'gaussian', the only mechanism the budget "
+                f"ledger accounts for. Found {event.mechanism!r}."
+            )
+        if event.round > _MAX_SQLITE_INT:
+            raise DpfedInputError(
+                f"events[{i}].round must be at most {_MAX_SQLITE_INT}. Found {event.round!r}."
+            )
+    parties = list(dict.fromkeys(e.party for e in items))
+    if len(parties) > 1:
+        raise DpfedInputError(
+            f"events recorded in one call must all belong to one party. Found parties {parties}."
+        )
+    return items
+
+
+def _check_accountant(accountant: object) -> str:
+    if not isinstance(accountant, str) or accountant not in LEDGER_ACCOUNTANTS:
+        raise DpfedInputError(
+            f"accountant must be one of {LEDGER_ACCOUNTANTS}. Found {accountant!r}."
+        )
+    return accountant
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+# ------------------------------------------------------------------------------------------------
+# the ledger
+# ------------------------------------------------------------------------------------------------
+
+
+class BudgetLedger:
+    """Persistent per-(data set, party) privacy budget with reservations and a release log.
+
+    See the module docstring for the accounting rule.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ledger file; created (with its folder) if missing.
+    accountant : {"pld", "rdp"} or None
+        Accountant of a new file (default ``"pld"``). For an existing file, ``None`` uses the
+        stored one, and any other value must equal it.
+    timeout : float, default 30.0
+        Seconds to wait for another process's write lock before failing
+        (``sqlite3.OperationalError: database is locked``).
+
+    Raises
+    ------
+    DpfedInputError
+        If the file is not a dpfed budget ledger, has another schema version, or was created
+        with another accountant; or for a bad argument.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        accountant: str | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if not isinstance(path, str | os.PathLike) or not os.fspath(path):
+            raise DpfedInputError(f"path must be a non-empty path. Found {path!r}.")
+        if accountant is not None:
+            _check_accountant(accountant)
+        self._timeout = check_positive("timeout", timeout, allow_zero=True)
+        self._path = Path(os.fspath(path))
+        if self._path.is_dir():
+            raise DpfedInputError(f"path must be a file, not a folder. Found {str(self._path)!r}.")
+        self._lock = threading.RLock()
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise DpfedInputError(
+                f"path must be in a folder that exists or can be created. "
+                f"Found {str(self._path)!r} ({err})."
+            ) from None
+        try:
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self._path,
+                timeout=self._timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as err:
+            raise DpfedInputError(
+                f"path must be a file that can be opened as a budget ledger. "
+                f"Found {str(self._path)!r} ({err})."
+            ) from None
+        try:
+            self._accountant = self._setup(accountant)
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    # ---------------------------------------------------------------- opening and closing
+
+    def _setup(self, accountant: str | None) -> str:
+        conn = self._conn
+        assert conn is not None
+        where = str(self._path)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if tables and "meta" not in tables:
+                raise DpfedInputError(
+                    f"path must be a dpfed budget ledger. Found {where!r}: an SQLite database "
+                    "without the ledger's meta table."
+                )
+            if not tables:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    exists = conn.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                    ).fetchone()
+                    if exists is None:  # no other process created it meanwhile
+                        for statement in _SCHEMA.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                        conn.executemany(
+                            "INSERT INTO meta (key, value) VALUES (?, ?)",
+                            [
+                                ("format", _FORMAT),
+                                ("schema_version", str(SCHEMA_VERSION)),
+                                ("accountant", accountant or "pld"),
+                                ("created_at", _now()),
+                            ],
+                        )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as err:
+            raise DpfedInputError(
+                f"path must be a dpfed budget ledger (an SQLite file). Found {where!r} ({err})."
+            ) from None
+        if meta.get("format") != _FORMAT:
+            raise DpfedInputError(
+                f"path must be a dpfed budget ledger. Found {where!r}: its meta table has "
+                f"format {meta.get('format')!r}, not {_FORMAT!r}."
+            )
+        version = meta.get("schema_version")
+        if version != str(SCHEMA_VERSION):
+            raise DpfedInputError(
+                f"the budget ledger {where!r} has schema version {version}; this dpfed reads "
+                f"schema version {SCHEMA_VERSION}."
+            )
+        stored = meta.get("accountant")
+        if stored not in LEDGER_ACCOUNTANTS:
+            raise DpfedInputError(
+                f"the budget ledger {where!r} names an unknown accountant {stored!r}; expected "
+                f"one of {LEDGER_ACCOUNTANTS}."
+            )
+        if accountant is not None and accountant != stored:
+            raise DpfedInputError(
+                f"accountant must match the one the budget ledger {where!r} was created with "
+                f"({stored!r}). Found {accountant!r}."
+            )
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as err:  # pragma: no cover - exotic file systems
+            raise DpfedInputError(f"cannot configure the budget ledger {where!r}: {err}") from None
+        return stored
+
+    @property
+    def path(self) -> Path:
+        """The ledger file."""
+        return self._path
+
+    @property
+    def accountant(self) -> str:
+        """The accountant fixed when the file was created."""
+        return self._accountant
+
+    def close(self) -> None:
+        """Close the connection (idempotent); the instance cannot be used afterwards."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> BudgetLedger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"BudgetLedger({str(self._path)!r}, accountant={self._accountant!r}, {state})"
+
+    # ---------------------------------------------------------------- transactions
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise DpfedInputError(f"the budget ledger {str(self._path)!r} is closed.")
+        return self._conn
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        """One transaction: ``BEGIN IMMEDIATE`` (write lock taken up front) or a read snapshot."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # ---------------------------------------------------------------- accounting (in a txn)
+
+    def _epsilon(self, multipliers: Sequence[float], delta: float) -> float:
+        return gaussian_releases_epsilon(list(multipliers), delta, self._accountant)
+
+    @staticmethod
+    def _budget_row(conn: sqlite3.Connection, dataset: str, party: str) -> tuple[float, float]:
+        row = conn.execute(
+            "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
+            (dataset, party),
+        ).fetchone()
+        if row is None:
+            raise DpfedInputError(
+                f"no privacy budget is set for dataset {dataset!r}, party {party!r}; "
+                "set one with set_budget."
+            )
+        return float(row[0]), float(row[1])
+
+    @staticmethod
+    def _spent_multipliers(conn: sqlite3.Connection, dataset: str, party: str) -> list[float]:
+        rows = conn.execute(
+            "SELECT r.noise_multiplier FROM releases r "
+            "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
+            "WHERE j.dataset = ? AND j.party = ? ORDER BY r.seq",
+            (dataset, party),
+        ).fetchall()
+        return [float(r[0]) for r in rows]
+
+    @staticmethod
+    def _reserved_multipliers(conn: sqlite3.Connection, dataset: str, party: str) -> list[float]:
+        """Planned entries of open jobs not yet matched by a recorded release."""
+        rows = conn.execute(
+            "SELECT p.noise_multiplier FROM plan_entries p "
+            "JOIN jobs j ON j.job_id = p.job_id AND j.party = p.party "
+            "WHERE j.dataset = ? AND j.party = ? AND j.status = 'open' AND NOT EXISTS ("
+            "  SELECT 1 FROM releases r "
+            "  WHERE r.job_id = p.job_id AND r.party = p.party AND r.plan_idx = p.idx"
+            ") ORDER BY p.job_id, p.idx",
+            (dataset, party),
+        ).fetchall()
+        return [float(r[0]) for r in rows]
+
+    def _committed_multipliers(
+        self, conn: sqlite3.Connection, dataset: str, party: str
+    ) -> list[float]:
+        # Every recorded release consumed one planned entry of its job, so "releases + unmatched
+        # plan entries of open jobs" is max(plan, releases) per open job and the releases of
+        # closed jobs.
+        return self._spent_multipliers(conn, dataset, party) + self._reserved_multipliers(
+            conn, dataset, party
+        )
+
+    # ---------------------------------------------------------------- budgets
+
+    def set_budget(self, dataset: str, party: str, epsilon: float, delta: float) -> None:
+        """Set (or change) the budget of (dataset, party); the change is logged with its time.
+
+        Lowering a budget below what is already spent or committed is allowed: open jobs keep
+        their reservations, but every new job is refused until the budget is raised again.
+
+        Parameters
+        ----------
+        dataset, party : str
+            Non-empty names.
+        epsilon : float
+            Total epsilon > 0.
+        delta : float
+            Total delta in (0, 1); the accounting uses it.
+        """
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        eps = check_positive("epsilon", epsilon)
+        d = check_open_unit("delta", delta)
+        now = _now()
+        with self._transaction(write=True) as conn:
+            conn.execute(
+                "INSERT INTO budgets (dataset, party, epsilon, delta, set_at) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (dataset, party) DO UPDATE SET "
+                "epsilon = excluded.epsilon, delta = excluded.delta, set_at = excluded.set_at",
+                (dataset, party, eps, d, now),
+            )
+            conn.execute(
+                "INSERT INTO budget_changes (dataset, party, epsilon, delta, changed_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (dataset, party, eps, d, now),
+            )
+
+    def budget(self, dataset: str, party: str) -> tuple[float, float] | None:
+        """The budget ``(epsilon, delta)`` of (dataset, party), or None if none is set."""
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
+                (dataset, party),
+            ).fetchone()
+        return None if row is None else (float(row[0]), float(row[1]))
+
+    def budget_history(
+        self, dataset: str | None = None, party: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every budget change, oldest first: dataset, party, epsilon, delta, changed_at."""
+        where, args = self._filters(dataset=("dataset", dataset), party=("party", party))
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT dataset, party, epsilon, delta, changed_at FROM budget_changes"
+                + (" WHERE " + " AND ".join(where) if where else "")
+                + " ORDER BY seq",
+                args,
+            ).fetchall()
+        keys = ("dataset", "party", "epsilon", "delta", "changed_at")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def spent_epsilon(self, dataset: str, party: str) -> float:
+        """Epsilon of the releases recorded on (dataset, party), at the budget's delta.
+
+        Raises
+        ------
+        DpfedInputError
+            If no budget is set for (dataset, party) (its delta defines the epsilon).
+        """
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        with self._transaction(write=False) as conn:
+            _, delta = self._budget_row(conn, dataset, party)
+            zs = self._spent_multipliers(conn, dataset, party)
+        return self._epsilon(zs, delta)
+
+    def committed_epsilon(self, dataset: str, party: str) -> float:
+        """Epsilon of the recorded releases plus the open jobs' unspent reservations.
+
+        Raises
+        ------
+        DpfedInputError
+            If no budget is set for (dataset, party).
+        """
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        with self._transaction(write=False) as conn:
+            _, delta = self._budget_row(conn, dataset, party)
+            zs = self._committed_multipliers(conn, dataset, party)
+        return self._epsilon(zs, delta)
+
+    # ---------------------------------------------------------------- jobs
+
+    def open_job(self, job_id: str, dataset: str, party: str, plan: Sequence[float]) -> Reservation:
+        """Open a job on (dataset, party) and reserve its plan, if the budget allows it.
+
+        The check and the reservation happen in one ``BEGIN IMMEDIATE`` transaction. Opening a
+        job that is already open with the same data set and plan (a resumed job) returns its
+        reservation without reserving again.
+
+        Parameters
+        ----------
+        job_id : str
+            Identifier of the job (unique per party in this ledger).
+        dataset, party : str
+            Where the job runs.
+        plan : sequence of float
+            Noise multipliers of every release the job will make (finite, > 0); may be empty.
+
+        Returns
+        -------
+        Reservation
+
+        Raises
+        ------
+        BudgetExceeded
+            If no budget is set, or the committed epsilon with this plan would exceed it;
+            nothing is written.
+        LedgerConflict
+            If the job is already open with another data set or plan.
+        DpfedInputError
+            If the job was closed, or for a bad argument.
+        """
+        job_id = _check_name("job_id", job_id)
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        zs = _check_plan(plan)
+        with self._transaction(write=True) as conn:
+            job = conn.execute(
+                "SELECT dataset, status FROM jobs WHERE job_id = ? AND party = ?",
+                (job_id, party),
+            ).fetchone()
+            if job is not None:
+                return self._resume(conn, job_id, dataset, party, zs, job[0], job[1])
+            budget = conn.execute(
+                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
+                (dataset, party),
+            ).fetchone()
+            if budget is None:
+                raise BudgetExceeded(
+                    f"cannot open job {job_id!r}: no privacy budget is set for dataset "
+                    f"{dataset!r}, party {party!r}; set one with set_budget."
+                )
+            eps_budget, delta = float(budget[0]), float(budget[1])
+            committed = self._committed_multipliers(conn, dataset, party)
+            total = self._epsilon(committed + zs, delta)
+            if total > eps_budget:
+                spent = self._epsilon(self._spent_multipliers(conn, dataset, party), delta)
+                eps_committed = self._epsilon(committed, delta)
+                raise BudgetExceeded(
+                    f"cannot open job {job_id!r} on dataset {dataset!r} for party {party!r}: "
+                    f"its {len(zs)} planned release(s) would bring the epsilon to "
+                    f"{_fmt(total)}, over the budget epsilon {_fmt(eps_budget)} (delta "
+                    f"{delta:g}, accountant {self._accountant}). Already spent {_fmt(spent)} "
+                    f"and reserved {_fmt(eps_committed - spent)} by open jobs (committed "
+                    f"{_fmt(eps_committed)})."
+                )
+            conn.execute(
+                "INSERT INTO jobs (job_id, party, dataset, status, opened_at) "
+                "VALUES (?, ?, ?, 'open', ?)",
+                (job_id, party, dataset, _now()),
+            )
+            conn.executemany(
+                "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier) "
+                "VALUES (?, ?, ?, ?)",
+                [(job_id, party, i, z) for i, z in enumerate(zs)],
+            )
+        return Reservation(
+            job_id=job_id,
+            dataset=dataset,
+            party=party,
+            plan=tuple(zs),
+            recorded=0,
+            resumed=False,
+            committed_epsilon=total,
+            budget_epsilon=eps_budget,
+            budget_delta=delta,
+            accountant=self._accountant,
+        )
+
+    def _resume(
+        self,
+        conn: sqlite3.Connection,
+        job_id: str,
+        dataset: str,
+        party: str,
+        zs: list[float],
+        stored_dataset: str,
+        status: str,
+    ) -> Reservation:
+        if status != "open":
+            raise DpfedInputError(
+                f"job_id must not name a closed job. Found {job_id!r} (party {party!r}, "
+                f"dataset {stored_dataset!r}), which was closed; open a new job instead."
+            )
+        if stored_dataset != dataset:
+            raise LedgerConflict(
+                f"job {job_id!r} (party {party!r}) is open on dataset {stored_dataset!r}. "
+                f"Found dataset {dataset!r}."
+            )
+        stored = [
+            float(r[0])
+            for r in conn.execute(
+                "SELECT noise_multiplier FROM plan_entries WHERE job_id = ? AND party = ? "
+                "ORDER BY idx",
+                (job_id, party),
+            )
+        ]
+        if sorted(stored) != sorted(zs):
+            raise LedgerConflict(
+                f"job {job_id!r} (party {party!r}) is open with a plan of {len(stored)} "
+                f"release(s) that differs from the one given ({len(zs)} release(s)); a resumed "
+                "job must present the same plan."
+            )
+        recorded = conn.execute(
+            "SELECT COUNT(*) FROM releases WHERE job_id = ? AND party = ?", (job_id, party)
+        ).fetchone()[0]
+        eps_budget, delta = self._budget_row(conn, dataset, party)
+        total = self._epsilon(self._committed_multipliers(conn, dataset, party), delta)
+        return Reservation(
+            job_id=job_id,
+            dataset=dataset,
+            party=party,
+            plan=tuple(stored),
+            recorded=int(recorded),
+            resumed=True,
+            committed_epsilon=total,
+            budget_epsilon=eps_budget,
+            budget_delta=delta,
+            accountant=self._accountant,
+        )
+
+    def record(
+        self, job_id: str, events: Sequence[PrivacyEvent], *, digest: str | None = None
+    ) -> int:
+        """Record releases of an open job, before they leave the party (write-ahead).
+
+        All events are written in one transaction (all or none). A release is keyed by
+        (job, party, round, label): recording the same release again (same mechanism, noise
+        multiplier, sigma and sensitivity, and the same digest when one is given) is a no-op.
+
+        Parameters
+        ----------
+        job_id : str
+            An open job of the events' party.
+        events : sequence of PrivacyEvent
+            Gaussian releases, all of one party.
+        digest : str or None
+            Optional fingerprint of the released payload, stored with every event of the call.
+
+        Returns
+        -------
+        int
+            Number of new rows (0 for a replay).
+
+        Raises
+        ------
+        LedgerConflict
+            If a key is already recorded with other values.
+        BudgetExceeded
+            If an event's noise multiplier is not in the job's remaining plan, or the job is
+            closed (its reservation was returned).
+        DpfedInputError
+            For an unknown job or a bad argument.
+        """
+        job_id = _check_name("job_id", job_id)
+        if digest is not None:
+            digest = _check_name("digest", digest)
+        items = _check_events(events)
+        if not items:
+            return 0
+        party = items[0].party
+        with self._transaction(write=True) as conn:
+            job = conn.execute(
+                "SELECT dataset, status FROM jobs WHERE job_id = ? AND party = ?",
+                (job_id, party),
+            ).fetchone()
+            if job is None:
+                others = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT party FROM jobs WHERE job_id = ? ORDER BY party", (job_id,)
+                    )
+                ]
+                hint = f" (it exists for parties {others})" if others else ""
+                raise DpfedInputError(
+                    f"job_id must name a job opened for party {party!r}. Found {job_id!r}{hint}."
+                )
+            if job[1] != "open":
+                raise BudgetExceeded(
+                    f"cannot record into job {job_id!r} (party {party!r}, dataset {job[0]!r}): "
+                    "it is closed and its reservation was returned."
+                )
+            plan = conn.execute(
+                "SELECT idx, noise_multiplier FROM plan_entries WHERE job_id = ? AND party = ? "
+                "ORDER BY idx",
+                (job_id, party),
+            ).fetchall()
+            used = {
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT plan_idx FROM releases WHERE job_id = ? AND party = ?",
+                    (job_id, party),
+                )
+            }
+            new = 0
+            now = _now()
+            for event in items:
+                old = conn.execute(
+                    "SELECT mechanism, noise_multiplier, sigma, l2_sensitivity, digest "
+                    "FROM releases WHERE job_id = ? AND party = ? AND round = ? AND label = ?",
+                    (job_id, party, event.round, event.label),
+                ).fetchone()
+                if old is not None:
+                    self._check_replay(job_id, event, digest, old)
+                    continue
+                z = float(event.noise_multiplier)
+                idx = next((int(i) for i, pz in plan if pz == z and int(i) not in used), None)
+                if idx is None:
+                    remaining = Counter(float(pz) for i, pz in plan if int(i) not in used)
+                    shown = (
+                        ", ".join(f"{pz!r} x{n}" for pz, n in sorted(remaining.items())[:8])
+                        or "nothing"
+                    )
+                    raise BudgetExceeded(
+                        f"cannot record the release of job {job_id!r} (party {party!r}, round "
+                        f"{event.round}, label {event.label!r}): its noise multiplier {z!r} is "
+                        f"not in the job's remaining plan ({shown}); it was never reserved."
+                    )
+                conn.execute(
+                    "INSERT INTO releases (job_id, party, round, label, mechanism, "
+                    "noise_multiplier, sigma, l2_sensitivity, plan_idx, digest, recorded_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        job_id,
+                        party,
+                        event.round,
+                        event.label,
+                        event.mechanism,
+                        z,
+                        float(event.sigma),
+                        float(event.l2_sensitivity),
+                        idx,
+                        digest,
+                        now,
+                    ),
+                )
+                used.add(idx)
+                new += 1
+        return new
+
+    @staticmethod
+    def _check_replay(
+        job_id: str, event: PrivacyEvent, digest: str | None, old: tuple[Any, ...]
+    ) -> None:
+        mechanism, z, sigma, sens, old_digest = old
+        same = (
+            mechanism == event.mechanism
+            and float(z) == float(event.noise_multiplier)
+            and float(sigma) == float(event.sigma)
+            and float(sens) == float(event.l2_sensitivity)
+            and (digest is None or digest == old_digest)
+        )
+        if not same:
+            raise LedgerConflict(
+                f"the release of job {job_id!r} (party {event.party!r}, round {event.round}, "
+                f"label {event.label!r}) is already recorded with mechanism {mechanism!r}, "
+                f"noise_multiplier={z!r}, sigma={sigma!r}, l2_sensitivity={sens!r}, "
+                f"digest={old_digest!r}. Found mechanism {event.mechanism!r}, "
+                f"noise_multiplier={event.noise_multiplier!r}, sigma={event.sigma!r}, "
+                f"l2_sensitivity={event.l2_sensitivity!r}, digest={digest!r}."
+            )
+
+    def close_job(self, job_id: str, party: str) -> dict[str, Any]:
+        """Mark a job finished, returning its unspent reservation (idempotent).
+
+        Afterwards only the job's recorded releases count against the budget.
+
+        Returns
+        -------
+        dict
+            The job, as in :meth:`jobs`.
+
+        Raises
+        ------
+        DpfedInputError
+            If there is no such job.
+        """
+        job_id = _check_name("job_id", job_id)
+        party = _check_name("party", party)
+        with self._transaction(write=True) as conn:
+            row = conn.execute(
+                "SELECT status FROM jobs WHERE job_id = ? AND party = ?", (job_id, party)
+            ).fetchone()
+            if row is None:
+                raise DpfedInputError(
+                    f"job_id must name a job of party {party!r}. Found {job_id!r}."
+                )
+            if row[0] == "open":
+                conn.execute(
+                    "UPDATE jobs SET status = 'closed', closed_at = ? "
+                    "WHERE job_id = ? AND party = ?",
+                    (_now(), job_id, party),
+                )
+            return self._job_rows(conn, ["j.job_id = ?", "j.party = ?"], [job_id, party])[0]
+
+    # ---------------------------------------------------------------- queries
+
+    @staticmethod
+    def _filters(**filters: tuple[str, str | None]) -> tuple[list[str], list[str]]:
+        """``name=(column, value)`` -> SQL conditions and arguments for the values not None."""
+        where, args = [], []
+        for name, (column, value) in filters.items():
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(_check_name(name, value))
+        return where, args
+
+    @staticmethod
+    def _job_rows(
+        conn: sqlite3.Connection, where: list[str], args: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        rows = conn.execute(
+            "SELECT j.job_id, j.dataset, j.party, j.status, "
+            "(SELECT COUNT(*) FROM plan_entries p WHERE p.job_id = j.job_id AND p.party = j.party),"
+            " (SELECT COUNT(*) FROM releases r WHERE r.job_id = j.job_id AND r.party = j.party),"
+            " j.opened_at, j.closed_at FROM jobs j"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY j.rowid",
+            list(args),
+        ).fetchall()
+        keys = ("id", "dataset", "party", "status", "planned", "recorded", "opened_at", "closed_at")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def jobs(self, *, dataset: str | None = None, party: str | None = None) -> list[dict[str, Any]]:
+        """Jobs in opening order, optionally of one data set and/or party.
+
+        Returns
+        -------
+        list of dict
+            Keys ``id``, ``dataset``, ``party``, ``status`` (``"open"``/``"closed"``),
+            ``planned`` and ``recorded`` (release counts), ``opened_at``, ``closed_at``
+            (ISO 8601 UTC; None while open).
+        """
+        where, args = self._filters(dataset=("j.dataset", dataset), party=("j.party", party))
+        with self._transaction(write=False) as conn:
+            return self._job_rows(conn, where, args)
+
+    def releases(
+        self,
+        job_id: str | None = None,
+        dataset: str | None = None,
+        party: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Recorded releases in recording order, optionally filtered.
+
+        Returns
+        -------
+        list of dict
+            Keys ``job``, ``dataset``, ``party``, ``round``, ``label``, ``noise_multiplier``,
+            ``sigma``, ``l2_sensitivity``, ``mechanism``, ``digest``, ``recorded_at``.
+        """
+        where, args = self._filters(
+            job_id=("r.job_id", job_id), dataset=("j.dataset", dataset), party=("r.party", party)
+        )
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT r.job_id, j.dataset, r.party, r.round, r.label, r.noise_multiplier, "
+                "r.sigma, r.l2_sensitivity, r.mechanism, r.digest, r.recorded_at "
+                "FROM releases r JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party"
+                + (" WHERE " + " AND ".join(where) if where else "")
+                + " ORDER BY r.seq",
+                args,
+            ).fetchall()
+        keys = (
+            "job",
+            "dataset",
+            "party",
+            "round",
+            "label",
+            "noise_multiplier",
+            "sigma",
+            "l2_sensitivity",
+            "mechanism",
+            "digest",
+            "recorded_at",
+        )
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def summary(self) -> dict[str, Any]:
+        """Budgets, spending and jobs of every (data set, party) (JSON-serialisable).
+
+        Returns
+        -------
+        dict
+            ``{"path", "accountant", "schema_version", "entries": [...]}``; one entry per
+            (dataset, party) with a budget, sorted, with keys ``dataset``, ``party``,
+            ``epsilon`` (the budget), ``delta``, ``accountant``, ``budget_set_at``, ``spent``,
+            ``committed``, ``reserved`` (``committed - spent``), ``remaining``
+            (``epsilon - committed``; negative if the budget was lowered below it) and
+            ``jobs`` (as in :meth:`jobs`).
+        """
+        with self._transaction(write=False) as conn:
+            budgets = conn.execute(
+                "SELECT dataset, party, epsilon, delta, set_at FROM budgets ORDER BY dataset, party"
+            ).fetchall()
+            data = [
+                (
+                    row,
+                    self._spent_multipliers(conn, row[0], row[1]),
+                    self._reserved_multipliers(conn, row[0], row[1]),
+                    self._job_rows(conn, ["j.dataset = ?", "j.party = ?"], [row[0], row[1]]),
+                )
+                for row in budgets
+            ]
+        entries = []
+        for (dataset, party, eps, delta, set_at), spent_zs, reserved_zs, jobs in data:
+            spent = self._epsilon(spent_zs, float(delta))
+            committed = self._epsilon(spent_zs + reserved_zs, float(delta))
+            entries.append(
+                {
+                    "dataset": dataset,
+                    "party": party,
+                    "epsilon": float(eps),
+                    "delta": float(delta),
+                    "accountant": self._accountant,
+                    "budget_set_at": set_at,
+                    "spent": spent,
+                    "committed": committed,
+                    "reserved": committed - spent,
+                    "remaining": float(eps) - committed,
+                    "jobs": jobs,
+                }
+            )
+        return {
+            "path": str(self._path),
+            "accountant": self._accountant,
+            "schema_version": SCHEMA_VERSION,
+            "entries": entries,
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+# display
+# ------------------------------------------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    return [
+        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *rows]
+    ]
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """Human-readable table of :meth:`BudgetLedger.summary` (for ``dpfed budget show``).
+
+    One line per (dataset, party) with its budget, spent, reserved and remaining epsilon, then
+    one line per job.
+
+    Raises
+    ------
+    DpfedInputError
+        If ``summary`` is not a summary dict.
+    """
+    if not isinstance(summary, Mapping) or not isinstance(summary.get("entries"), list):
+        raise DpfedInputError(
+            f"summary must be the dict BudgetLedger.summary returns. Found {summary!r}."
+        )
+    lines = [
+        f"Privacy budget ledger {summary.get('path', '?')} "
+        f"(accountant {summary.get('accountant', '?')}, "
+        f"schema {summary.get('schema_version', '?')})"
+    ]
+    entries = summary["entries"]
+    if not entries:
+        lines.append("No budgets are set.")
+        return "\n".join(lines)
+    budget_rows = []
+    job_rows = []
+    for e in entries:
+        jobs = e.get("jobs", [])
+        n_open = sum(1 for j in jobs if j.get("status") == "open")
+        budget_rows.append(
+            [
+                str(e["dataset"]),
+                str(e["party"]),
+                _fmt(e["epsilon"]),
+                f"{e['delta']:g}",
+                _fmt(e["spent"]),
+                _fmt(e["reserved"]),
+                _fmt(e["remaining"]),
+                f"{len(jobs)} ({n_open} open)",
+            ]
+        )
+        for j in jobs:
+            job_rows.append(
+                [
+                    str(j["id"]),
+                    str(j["dataset"]),
+                    str(j["party"]),
+                    str(j["status"]),
+                    f"{j['recorded']}/{j['planned']}",
+                    str(j["opened_at"]),
+                    str(j["closed_at"] or "-"),
+                ]
+            )
+    lines.append("")
+    lines += _table(
+        ["dataset", "party", "budget", "delta", "spent", "reserved", "remaining", "jobs"],
+        budget_rows,
+    )
+    if job_rows:
+        lines.append("")
+        lines += _table(
+            ["job", "dataset", "party", "status", "released", "opened", "closed"], job_rows
+        )
+    return "\n".join(lines)

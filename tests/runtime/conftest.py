@@ -1,0 +1,158 @@
+"""Networked jobs for the tests: certificates, job files and real processes on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DPFED = [sys.executable, "-m", "dpfed.cli"]
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return repr(value)
+
+
+class NetJob:
+    """A job folder (certificates, job file, work folders) and its processes."""
+
+    def __init__(self, folder: Path, certs: Path, parties, *, job_id: str, params: dict,
+                 job: dict | None = None, budgets: dict | None = None,
+                 shared: Path | None = None) -> None:
+        self.folder = folder
+        self.names = [name for name, _, _ in parties]
+        self.procs: dict[str, subprocess.Popen] = {}
+        folder.mkdir(parents=True, exist_ok=True)
+        ports = free_ports(len(parties) + 1)
+        lines = ["[job]", f'id = "{job_id}"', 'protocol = "vertical"']
+        settings = {"round_timeout": 30.0, "grace": 2.0, "idle_timeout": 120.0} | (job or {})
+        lines += [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
+        lines += ["", "[params]"] + [f"{k} = {_toml_value(v)}" for k, v in params.items()]
+        lines += ["", "[tls]", f'ca = "{certs / "ca.pem"}"', "", "[leader]",
+                  f'address = "127.0.0.1:{ports[0]}"',
+                  f'certificate = "{certs / "leader.pem"}"', f'key = "{certs / "leader.key"}"']
+        work = shared or folder
+        for (name, data, columns), port in zip(parties, ports[1:], strict=True):
+            lines += ["", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{port}"',
+                      f'data = "{data}"', f"columns = {_toml_value(list(columns))}",
+                      f'certificate = "{certs / (name + ".pem")}"',
+                      f'key = "{certs / (name + ".key")}"',
+                      f'ledger = "{work / "ledgers" / (name + ".sqlite")}"',
+                      f'dataset = "{data}:{columns[0]}-{columns[1]}"']
+            if budgets and name in budgets:
+                lines.append(f"budget = {_toml_value(budgets[name])}")
+        self.config = folder / "job.toml"
+        self.config.write_text("\n".join(lines) + "\n")
+        self.out = folder / "result.json"
+
+    def env(self) -> dict:
+        env = dict(os.environ)
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        return env
+
+    def start_party(self, name: str) -> subprocess.Popen:
+        log = open(self.folder / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            [*DPFED, "party", "--config", str(self.config), "--name", name],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+        )
+        self.procs[name] = proc
+        return proc
+
+    def start_parties(self) -> None:
+        for name in self.names:
+            self.start_party(name)
+
+    def run_args(self, *extra: str) -> list[str]:
+        return [*DPFED, "run", "--config", str(self.config), "--out", str(self.out), *extra]
+
+    def run(self, *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.run_args(*extra), capture_output=True, text=True, timeout=timeout,
+            env=self.env(),
+        )
+
+    def log(self, name: str) -> str:
+        return (self.folder / f"{name}.log").read_text()
+
+    def wait_parties(self, timeout: float = 30.0) -> dict[str, int]:
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                codes[name] = None
+        return codes
+
+    def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def job_certs(tmp_path_factory) -> Path:
+    """One CA with the leader, the usual party names and an outsider, for every test."""
+    from dpfed.runtime.certs import init_certificates
+
+    folder = tmp_path_factory.mktemp("certs")
+    init_certificates(folder, ["label", "bank", "shop", "mallory"])
+    return folder
+
+
+@pytest.fixture(scope="session")
+def foreign_certs(tmp_path_factory) -> Path:
+    """Another CA issuing the same names."""
+    from dpfed.runtime.certs import init_certificates
+
+    folder = tmp_path_factory.mktemp("foreign")
+    init_certificates(folder, ["label", "bank", "shop"])
+    return folder
+
+
+@pytest.fixture
+def netjob(tmp_path, job_certs):
+    """Factory of :class:`NetJob` in this test's folder; stops every process at the end."""
+    jobs: list[NetJob] = []
+
+    def make(parties, *, job_id="job", params=None, job=None, budgets=None, sub="",
+             shared=None) -> NetJob:
+        j = NetJob(tmp_path / sub if sub else tmp_path, job_certs, parties, job_id=job_id,
+                   params=params or {}, job=job, budgets=budgets, shared=shared)
+        jobs.append(j)
+        return j
+
+    yield make
+    for j in jobs:
+        j.stop_all()
