@@ -16,8 +16,6 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
-pytest.importorskip("grpc")
-
 SOUND = {
     "iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5, "seed": 11,
 }

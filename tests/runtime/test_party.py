@@ -1,0 +1,162 @@
+"""A real ``dpfed party`` process refuses what it must, keeps serving, and stays consistent.
+
+The test plays the leader and the label holder against party ``bank``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import dpfed.runtime.vertical_host  # noqa: F401  (registers the vertical messages)
+from dpfed.protocols.vertical.messages import Broadcast
+from dpfed.runtime import wire
+from dpfed.runtime.certs import TlsIdentity, load_identity
+from dpfed.runtime.transport import Connection, RemoteError
+
+PARTIES = [
+    ("label", "breast_cancer", (0, 10)),
+    ("bank", "breast_cancer", (10, 20)),
+    ("shop", "breast_cancer", (20, 30)),
+]
+
+
+def _identity(certs, name: str) -> TlsIdentity:
+    return load_identity(certs / f"{name}.pem", certs / f"{name}.key", certs / "ca.pem")
+
+
+def _code(call) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(RemoteError) as info:
+        call()
+    return info.value.code, info.value.details
+
+
+@pytest.fixture
+def bank(netjob, job_certs):
+    job = netjob(PARTIES, params={"iterations": 5}, job={"max_message_mb": 1})
+    proc = job.start_party("bank")
+    address = job.config.read_text().split('name = "bank"')[1].split('"')[1]
+    leader = Connection(_identity(job_certs, "leader"), "bank", address, max_bytes=2**21)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            leader.control({"op": "status", "job": "job"}, timeout=2)
+            break
+        except RemoteError:
+            assert time.monotonic() < deadline, job.log("bank")
+            time.sleep(0.1)
+    from dpfed.runtime.jobfile import load_job
+
+    spec = load_job(job.config)
+    yield job, proc, leader, address, spec
+    leader.close()
+
+
+def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs, foreign_certs):
+    job, proc, leader, address, spec = bank
+    # a leader whose job file differs is refused
+    code, why = _code(lambda: leader.control(
+        {"op": "open", "job": "job", "digest": "0" * 64}, timeout=10))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "job file differs" in why
+    info = leader.control({"op": "open", "job": "job", "digest": spec.digest}, timeout=30)
+    n = info["n_samples"]
+    leader.control({"op": "begin", "job": "job"}, timeout=10)
+
+    label = Connection(_identity(job_certs, "label"), "bank", address, max_bytes=2**21)
+    zeros = np.zeros(n)
+
+    def frame(round_, seq, *, residual=zeros, rho=0.25, sender="label"):
+        message = Broadcast(sender, "bank", round_, residual, zeros, rho, False)
+        return wire.encode(message, job="job", seq=seq)
+
+    assert label.deliver(frame(0, 1), timeout=10) == b"ok"
+    assert label.deliver(frame(0, 1), timeout=10) == b"ok"  # a faithful repeat is acknowledged
+
+    refusals = {
+        "replayed round": (lambda: label.deliver(frame(0, 2), timeout=10),
+                           grpc.StatusCode.FAILED_PRECONDITION, "expected round 1"),
+        "forged repeat": (lambda: label.deliver(frame(0, 1, rho=0.5), timeout=10),
+                          grpc.StatusCode.FAILED_PRECONDITION, "different content"),
+        "skipped number": (lambda: label.deliver(frame(1, 5), timeout=10),
+                           grpc.StatusCode.FAILED_PRECONDITION, "out of order"),
+        "wrong shape": (lambda: label.deliver(frame(1, 2, residual=np.zeros(n + 1)), timeout=10),
+                        grpc.StatusCode.FAILED_PRECONDITION, "shape"),
+        "spoofed sender": (lambda: label.deliver(frame(1, 2, sender="shop"), timeout=10),
+                           grpc.StatusCode.PERMISSION_DENIED, "connection is 'label'"),
+        "other job": (lambda: label.deliver(
+            wire.encode(Broadcast("label", "bank", 1, zeros, zeros, 0.25, False), job="other",
+                        seq=2), timeout=10),
+                      grpc.StatusCode.INVALID_ARGUMENT, "job"),
+        "oversized": (lambda: label.deliver(b"\0" * (2**20 + 1), timeout=10),
+                      grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
+        "control from a party": (lambda: label.control({"op": "status", "job": "job"},
+                                                       timeout=10),
+                                 grpc.StatusCode.PERMISSION_DENIED, "only the leader"),
+    }
+    marker = 1.2345
+    nan_frame = frame(1, 2, residual=np.full(n, marker)).replace(
+        np.float64(marker).tobytes(), np.float64(np.nan).tobytes())
+    refusals["NaN values"] = (lambda: label.deliver(nan_frame, timeout=10),
+                              grpc.StatusCode.INVALID_ARGUMENT, "finite")
+    mallory = Connection(_identity(job_certs, "mallory"), "bank", address, max_bytes=2**21)
+    refusals["unknown party"] = (
+        lambda: mallory.deliver(frame(1, 2, sender="mallory"), timeout=10),
+        grpc.StatusCode.PERMISSION_DENIED, "not a party")
+    foreign = _identity(foreign_certs, "label")
+    impostor = TlsIdentity("label", foreign.certificate_pem, foreign.key_pem,
+                           (job_certs / "ca.pem").read_bytes())
+    outsider = Connection(impostor, "bank", address, max_bytes=2**21)
+    refusals["certificate from another CA"] = (
+        lambda: outsider.deliver(frame(1, 2), timeout=5), grpc.StatusCode.UNAVAILABLE, "")
+    plaintext = grpc.insecure_channel(address).unary_unary("/dpfed.Node/Deliver")
+
+    def plain() -> None:
+        try:
+            plaintext(frame(1, 2), timeout=5)
+        except grpc.RpcError as exc:
+            raise RemoteError("bank", exc.code(), exc.details() or "") from None
+
+    refusals["plaintext client"] = (plain, grpc.StatusCode.UNAVAILABLE, "")
+
+    for what, (call, want, text) in refusals.items():
+        code, why = _code(call)
+        assert code == want, (what, code, why)
+        assert text in why, (what, why)
+        assert proc.poll() is None, what  # the party is still serving
+
+    # nothing above changed the party: the real round-1 message is still the next one
+    status = leader.control({"op": "status", "job": "job"}, timeout=10)
+    assert status["round"] == 1
+    assert label.deliver(frame(1, 2), timeout=10) == b"ok"
+    assert leader.control({"op": "status", "job": "job"}, timeout=10)["round"] == 2
+    log = job.log("bank")
+    assert "refused a message from label" in log and "refused a message from mallory" in log
+    leader.control({"op": "abort", "job": "job", "reason": "test over"}, timeout=10)
+    assert proc.wait(timeout=20) == 1
+    for c in (label, mallory, outsider):
+        c.close()
+
+
+def test_unknown_party_name_is_refused_at_start(netjob):
+    job = netjob(PARTIES, params={"iterations": 5})
+    done = subprocess.run(
+        [*job.run_args()[:3], "party", "--config", str(job.config), "--name", "eve"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "party must be one of ['label', 'bank', 'shop']. Found 'eve'" in done.stderr
+
+
+def test_leader_refuses_a_party_without_budget(netjob):
+    job = netjob(PARTIES, params={"iterations": 4, "mechanism": "sound", "epsilon": 1.0,
+                                  "delta": 1e-5})
+    job.start_parties()
+    done = job.run(timeout=120)
+    assert done.returncode == 2
+    assert "no privacy budget is set for bank" in done.stderr
+    assert not job.out.exists()
+    assert all(code == 1 for code in job.wait_parties().values())
