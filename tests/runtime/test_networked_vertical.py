@@ -108,7 +108,6 @@ def test_three_processes_match_inprocess_bit_for_bit(netjob):
     assert not (job.folder / "ledgers" / "label.sqlite").exists()
 
 
-@pytest.mark.slow
 def test_a9a_40_43_40_matches_inprocess(netjob):
     data_dir = Path(os.environ.get("DPFED_DATA", "")).resolve()
     if not (data_dir / "a9a" / "a9a.t").is_file():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ def save_checkpoint(
     target.parent.mkdir(parents=True, exist_ok=True)
     if _META in arrays:
         raise DpfedInputError(f"array name {_META!r} is reserved.")
-    payload = dict(arrays)
+    # prefixed names: np.savez's own keywords ("file", "allow_pickle") cannot collide
+    payload = {f"a/{name}": value for name, value in arrays.items()}
     payload[_META] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -65,14 +67,18 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
         If the file is missing or is not a dpfed checkpoint.
     """
     target = Path(path)
+    where = str(target)
     try:
         with np.load(target, allow_pickle=False) as data:
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise ValueError("not an .npz archive")
             arrays = {k: data[k] for k in data.files}
+        if _META not in arrays:
+            raise ValueError("no metadata")
+        meta = json.loads(arrays.pop(_META).tobytes().decode())
     except FileNotFoundError:
-        raise DpfedInputError(f"checkpoint {str(target)!r} does not exist.") from None
-    except (OSError, ValueError) as exc:
-        raise DpfedInputError(f"{str(target)!r} is not a dpfed checkpoint: {exc}") from None
-    if _META not in arrays:
-        raise DpfedInputError(f"{str(target)!r} is not a dpfed checkpoint (no metadata).")
-    meta = json.loads(arrays.pop(_META).tobytes().decode())
-    return arrays, meta
+        raise DpfedInputError(f"checkpoint {where!r} does not exist.") from None
+    except (OSError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+        # a power cut can leave an empty or truncated file when fsync is off
+        raise DpfedInputError(f"{where!r} is not a dpfed checkpoint: {exc}") from None
+    return {k[2:]: v for k, v in arrays.items() if k.startswith("a/")}, meta

@@ -194,6 +194,13 @@ def _address(value: str, where: str) -> str:
     return value
 
 
+def _number(table: dict, key: str, where: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DpfedInputError(f"{where}.{key} must be a number. Found {value!r}.")
+    return check_positive(f"{where}.{key}", value)
+
+
 def _path(base: Path, value: str) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p
@@ -238,9 +245,10 @@ def _budget(value: Any, where: str) -> Budget | None:
         return None
     if not isinstance(value, dict) or set(value) != {"epsilon", "delta"}:
         raise DpfedInputError(f"{where} must be {{ epsilon = ..., delta = ... }}. Found {value!r}.")
+    if not isinstance(value["delta"], float):
+        raise DpfedInputError(f"{where}.delta must be a number. Found {value['delta']!r}.")
     return Budget(
-        check_positive(f"{where}.epsilon", value["epsilon"]),
-        check_open_unit(f"{where}.delta", value["delta"]),
+        _number(value, "epsilon", where, 0.0), check_open_unit(f"{where}.delta", value["delta"])
     )
 
 
@@ -343,7 +351,7 @@ def load_job(path: str | Path) -> JobSpec:
     addresses = [leader.address, *(p.address for p in parties)]
     if len(set(addresses)) != len(addresses):
         raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
-    max_mb = check_positive("[job].max_message_mb", job.get("max_message_mb", 64))
+    max_mb = _number(job, "max_message_mb", "[job]", 64)
     return JobSpec(
         path=path,
         id=job_id,
@@ -352,9 +360,9 @@ def load_job(path: str | Path) -> JobSpec:
         ca=_path(base, _text(tls, "ca", "[tls]")),
         leader=leader,
         parties=parties,
-        round_timeout=check_positive("[job].round_timeout", job.get("round_timeout", 60.0)),
-        grace=check_positive("[job].grace", job.get("grace", 10.0)),
-        idle_timeout=check_positive("[job].idle_timeout", job.get("idle_timeout", 3600.0)),
+        round_timeout=_number(job, "round_timeout", "[job]", 60.0),
+        grace=_number(job, "grace", "[job]", 10.0),
+        idle_timeout=_number(job, "idle_timeout", "[job]", 3600.0),
         max_message_bytes=check_int(
             "[job].max_message_mb bytes", int(max_mb * 2**20), minimum=1024
         ),

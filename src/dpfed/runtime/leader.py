@@ -141,6 +141,15 @@ class Leader:
                 f"the leader takes round reports from {holder!r} only. Found {peer!r}",
             )
         try:
+            frames = wire.split_batch(payload, max_bytes=self.spec.max_message_bytes)
+        except wire.WireError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        for frame in frames:
+            self._take_report(frame, peer)
+        return b"ok"
+
+    def _take_report(self, payload: memoryview, peer: str) -> None:
+        try:
             envelope = wire.decode(payload, job=self.spec.id, max_bytes=self.spec.max_message_bytes)
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
@@ -150,7 +159,7 @@ class Leader:
         digest = hashlib.sha256(payload).hexdigest()
         with self.lock:
             if not self.inbound.is_new(peer, envelope.seq, digest):
-                return b"ok"
+                return
             if report.round != len(self.history) + 1:
                 raise Refused(
                     grpc.StatusCode.FAILED_PRECONDITION,
@@ -164,7 +173,6 @@ class Leader:
             self.inbound.mark(peer, envelope.seq, digest)
             self._checkpoint()
         self.reports.put(report)
-        return b"ok"
 
     @staticmethod
     def _refuse_control(payload: bytes, peer: str) -> bytes:

@@ -21,6 +21,7 @@ from typing import Any
 import grpc
 
 from dpfed.runtime.transport import Connection, Refused, RemoteError
+from dpfed.runtime.wire import DEFAULT_MAX_MESSAGE_BYTES, encode_batch
 
 
 class InboundLinks:
@@ -72,7 +73,8 @@ class InboundLinks:
 class OutboundLink:
     """Delivers one process's messages to one peer, in order, until acknowledged.
 
-    A background thread sends the head of the queue and pops it on acknowledgement. While the
+    A background thread sends the head of the queue (every queued message that fits in one
+    call, as a batch) and pops it on acknowledgement. While the
     peer is unreachable it retries (backoff up to 0.5 s) and records since when; if the peer
     refuses a message the link stops and records why (:attr:`refused`).
     """
@@ -82,11 +84,13 @@ class OutboundLink:
         connection: Connection,
         *,
         call_timeout: float,
+        max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         on_refused: Callable[[str, str], None] | None = None,
     ) -> None:
         self.peer = connection.name
         self.connection = connection
         self.call_timeout = call_timeout
+        self.max_bytes = max_bytes
         self.on_refused = on_refused
         self.queue: deque[tuple[int, bytes]] = deque()
         self.next_seq = 1
@@ -157,7 +161,9 @@ class OutboundLink:
                     self._cond.wait()
                 if self._stopped:
                     return
-                seq, payload = self.queue[0]
+                batch = self._head()
+            seq = batch[-1][0]
+            payload = batch[0][1] if len(batch) == 1 else encode_batch([p for _, p in batch])
             try:
                 self.connection.deliver(payload, timeout=self.call_timeout)
             except RemoteError as exc:
@@ -175,6 +181,16 @@ class OutboundLink:
                 continue
             backoff = 0.02
             with self._cond:
-                if self.queue and self.queue[0][0] == seq:
+                while self.queue and self.queue[0][0] <= seq:
                     self.queue.popleft()
                 self.unreachable_since = None
+
+    def _head(self) -> list[tuple[int, bytes]]:
+        """The messages at the head of the queue that fit in one call (caller holds the lock)."""
+        batch, size = [], 0
+        for seq, payload in self.queue:
+            if batch and (size + len(payload) + 64 > self.max_bytes or len(batch) >= 64):
+                break
+            batch.append((seq, payload))
+            size += len(payload) + 8
+        return batch

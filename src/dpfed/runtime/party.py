@@ -7,10 +7,15 @@ The party hosts its protocol role behind a gRPC server (mutual TLS, see
 2. decode and validate the message (:mod:`dpfed.runtime.wire`: job, size, dtype, shape,
    finite values) and its number on the sender's link (:mod:`dpfed.runtime.links`);
 3. hand it to the role (which refuses anything its protocol does not expect at this stage);
-4. record every noisy release the role made in the privacy-budget ledger (write-ahead:
+4. append the message to its journal (:mod:`dpfed.runtime.journal`);
+5. record every noisy release the role made in the privacy-budget ledger (write-ahead:
    before anything leaves the party; a release the job did not reserve is refused);
-5. checkpoint its state, the link numbers and the messages not yet acknowledged;
 6. acknowledge, and queue the role's messages on the links to their recipients.
+
+Now and then, while nothing it sent waits for an acknowledgement, the party snapshots its
+state and empties the journal. A restarted party loads its snapshot and replays its journal;
+roles are deterministic, so it reproduces the same messages and releases (the ledger checks
+each replayed release against the recorded one and refuses a different one).
 
 A refused message changes nothing and is answered with an error naming the reason; the party
 keeps serving. The leader drives the job through ``Control`` requests (open, begin, status,
@@ -27,7 +32,6 @@ import time
 from typing import Any
 
 import grpc
-import numpy as np
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
@@ -37,11 +41,16 @@ from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.jobfile import LEADER, JobSpec
+from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink
 from dpfed.runtime.transport import Connection, Refused, serve
 
 #: Exit statuses of ``dpfed party``.
 EXIT_FINISHED, EXIT_ABORTED, EXIT_IDLE = 0, 1, 3
+
+#: A snapshot is taken (when nothing sent awaits an acknowledgement) once the journal holds
+#: this many records or bytes.
+SNAPSHOT_RECORDS, SNAPSHOT_BYTES = 64, 64 * 2**20
 
 
 def build_host(spec: JobSpec, name: str):
@@ -85,6 +94,7 @@ class PartyNode:
                     max_bytes=spec.max_message_bytes,
                 ),
                 call_timeout=spec.round_timeout,
+                max_bytes=spec.max_message_bytes,
                 on_refused=lambda peer, why: _log(self.name, why),
             )
             for peer in peers
@@ -99,7 +109,10 @@ class PartyNode:
         self.exit_message = ""
         self.last_contact = time.monotonic()
         self.refusals = 0
-        self.restored = self.checkpoint_path.exists()
+        self.counter = 0  # inputs handled since the job began (messages and the begin)
+        self.snapshot_counter = 0
+        self.journal = Journal(self.folder / "journal.bin", fsync=spec.fsync)
+        self.restored = self.checkpoint_path.exists() or self.journal.size() > 0
         if self.restored:
             self._restore()
 
@@ -136,6 +149,7 @@ class PartyNode:
             server.stop(grace=0.5).wait()
             if self.ledger is not None:
                 self.ledger.close()
+            self.journal.close()
         if self.exit_message:
             _log(self.name, self.exit_message)
         return self.exit_code
@@ -143,13 +157,19 @@ class PartyNode:
     # -- data plane -------------------------------------------------------------------------
     def _deliver(self, payload: bytes, peer: str) -> bytes:
         try:
-            return self._deliver_checked(payload, peer)
+            try:
+                frames = wire.split_batch(payload, max_bytes=self.spec.max_message_bytes)
+            except wire.WireError as exc:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            for frame in frames:
+                self._deliver_checked(frame, peer)
+            return b"ok"
         except Refused as exc:
             self.refusals += 1
             _log(self.name, f"refused a message from {peer}: {exc}")
             raise
 
-    def _deliver_checked(self, payload: bytes, peer: str) -> bytes:
+    def _deliver_checked(self, payload: memoryview, peer: str) -> None:
         if peer not in self.spec.names and peer != LEADER:
             raise Refused(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -171,24 +191,27 @@ class PartyNode:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"the message is addressed to {message.recipient!r}, not to {self.name!r}",
             )
-        digest = hashlib.sha256(payload).hexdigest()
+        sha = hashlib.sha256(payload).digest()
+        digest = sha.hex()
         with self.lock:
             if not self.opened and not self.begun:
                 raise Refused(grpc.StatusCode.UNAVAILABLE, "the job is not open yet")
             if not self.inbound.is_new(peer, envelope.seq, digest):
-                return b"ok"  # a repeat of a handled message: acknowledge again
+                return  # a repeat of a handled message: acknowledge again
+            self._maybe_snapshot()
             n_events = len(self.host.events)
             try:
-                out = self.host.handle(message)
+                out = self.host.handle(message)  # refuses before changing anything
             except (ProtocolError, DpfedInputError) as exc:
                 raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
+            self.counter += 1
+            self.journal.append(b"M", self.counter, payload, sha256=sha)
             self.inbound.mark(peer, envelope.seq, digest)
             self._emit(out, n_events)
             self.last_contact = time.monotonic()
-        return b"ok"
 
     def _emit(self, messages, n_events: int) -> None:
-        """Record the releases, checkpoint, then queue ``messages`` (caller holds the lock)."""
+        """Record the releases (write-ahead), then queue ``messages`` (caller holds the lock)."""
         encoded = []
         for m in messages:
             link = self.links[m.recipient]
@@ -201,53 +224,74 @@ class PartyNode:
                 raise RuntimeError("a release before the job was opened in the ledger")
             digest = hashlib.sha256(b"".join(p for _, _, p in encoded)).hexdigest()
             self.ledger.record(self.spec.id, new_events, digest=digest)
-        self._checkpoint(extra=encoded)
         for link, seq, payload in encoded:
             link.push(seq, payload)
 
-    # -- checkpoints ------------------------------------------------------------------------
-    def _checkpoint(self, extra=()) -> None:
+    # -- snapshots and the journal ----------------------------------------------------------
+    def _maybe_snapshot(self) -> None:
+        """Snapshot if the journal is long and nothing sent awaits an acknowledgement."""
+        since = self.counter - self.snapshot_counter
+        if since < SNAPSHOT_RECORDS and self.journal.size() < SNAPSHOT_BYTES:
+            return
+        if not all(link.idle() for link in self.links.values()):
+            return
+        self.snapshot()
+
+    def snapshot(self) -> None:
+        """Write the state (no message may be pending) and empty the journal."""
         arrays, meta = self.host.state_dict()
-        arrays = {f"role/{k}": v for k, v in arrays.items()}
-        outbox: dict[str, list[int]] = {}
-        for peer, link in self.links.items():
-            for seq, payload in link.pending():
-                arrays[f"out/{peer}/{seq}"] = np.frombuffer(payload, dtype=np.uint8)
-                outbox.setdefault(peer, []).append(seq)
-        for link, seq, payload in extra:
-            arrays[f"out/{link.peer}/{seq}"] = np.frombuffer(payload, dtype=np.uint8)
-            outbox.setdefault(link.peer, []).append(seq)
         state = {
             "digest": self.spec.digest,
+            "counter": self.counter,
             "role": meta,
             "inbound": self.inbound.state(),
             "links": {peer: link.state() for peer, link in self.links.items()},
-            "outbox": outbox,
             "begun": self.begun,
         }
-        save_checkpoint(self.checkpoint_path, arrays, state, fsync=self.spec.fsync)
+        save_checkpoint(
+            self.checkpoint_path, {f"role/{k}": v for k, v in arrays.items()}, state,
+            fsync=self.spec.fsync,
+        )
+        self.journal.truncate()
+        self.snapshot_counter = self.counter
 
     def _restore(self) -> None:
-        arrays, state = load_checkpoint(self.checkpoint_path)
-        if state.get("digest") != self.spec.digest:
-            raise DpfedInputError(
-                f"the checkpoint {str(self.checkpoint_path)!r} belongs to another version of job "
-                f"{self.spec.id} (the job file changed); remove it to start afresh."
+        """Load the snapshot (if any) and replay the journal after it."""
+        if self.checkpoint_path.exists():
+            arrays, state = load_checkpoint(self.checkpoint_path)
+            if state.get("digest") != self.spec.digest:
+                raise DpfedInputError(
+                    f"the checkpoint {str(self.checkpoint_path)!r} belongs to another version of "
+                    f"job {self.spec.id} (the job file changed); remove {self.folder} to start "
+                    "afresh."
+                )
+            self.host.load_state_dict(
+                {k[5:]: v for k, v in arrays.items() if k.startswith("role/")}, state["role"]
             )
-        self.host.load_state_dict(
-            {k[5:]: v for k, v in arrays.items() if k.startswith("role/")}, state["role"]
-        )
-        self.inbound.load(state["inbound"])
-        for peer, link in self.links.items():
-            seqs = state["outbox"].get(peer, [])
-            link.load(
-                state["links"][peer],
-                [(int(s), arrays[f"out/{peer}/{s}"].tobytes()) for s in seqs],
-            )
-        self.begun = bool(state["begun"])
+            self.inbound.load(state["inbound"])
+            for peer, link in self.links.items():
+                link.load(state["links"][peer], [])
+            self.begun = bool(state["begun"])
+            self.counter = self.snapshot_counter = int(state["counter"])
         if not self.host.exact_release:
-            # the job was opened in the ledger before the first checkpoint
+            # the job was opened in the ledger before anything was journaled
             self.ledger = BudgetLedger(self.party.ledger)
+        for kind, counter, payload in self.journal.records(after=self.counter):
+            n_events = len(self.host.events)
+            if kind == b"B":
+                self.begun = True
+                out = self.host.start()
+            else:
+                envelope = wire.decode(payload, job=self.spec.id,
+                                       max_bytes=self.spec.max_message_bytes)
+                sender = envelope.message.sender
+                digest = hashlib.sha256(payload).hexdigest()
+                if not self.inbound.is_new(sender, envelope.seq, digest):
+                    continue
+                out = self.host.handle(envelope.message)
+                self.inbound.mark(sender, envelope.seq, digest)
+            self.counter = counter
+            self._emit(out, n_events)
 
     # -- control plane ----------------------------------------------------------------------
     def _control(self, payload: bytes, peer: str) -> bytes:
@@ -355,8 +399,11 @@ class PartyNode:
             raise DpfedInputError("begin before open")
         if not self.begun:
             self.begun = True
+            n_events = len(self.host.events)
             out = self.host.start()
-            self._emit(out, len(self.host.events))
+            self.counter += 1
+            self.journal.append(b"B", self.counter, b"")
+            self._emit(out, n_events)
         for link in self.links.values():
             if link.refused:
                 link.refused = None  # the leader resumes after a refusal was dealt with

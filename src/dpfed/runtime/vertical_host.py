@@ -83,6 +83,12 @@ class VerticalHost:
         self.spec, self.name = spec, name
         self.index = spec.names.index(name)
         cfg = vertical_config(spec.params)
+        if cfg.mechanism == "paper" and cfg.adaptive_rho:
+            raise DpfedInputError(
+                "the paper mechanism's noise multiplier moves with rho, so a job with adaptive "
+                "rho cannot reserve its releases in the budget ledger in advance; set "
+                "adaptive_rho = false."
+            )
         dataset = load_dataset(party.data, party.data_dir)
         first, end = party.columns
         if end > dataset.n_features:

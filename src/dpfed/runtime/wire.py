@@ -58,6 +58,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.protocols.messages import Message
 
 __all__ = [
+    "BATCH_MAGIC",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MAGIC",
     "MAX_NAME_LENGTH",
@@ -68,9 +69,11 @@ __all__ = [
     "WireError",
     "decode",
     "encode",
+    "encode_batch",
     "peek_header",
     "register_message",
     "registered_kinds",
+    "split_batch",
 ]
 
 WIRE_VERSION = 1
@@ -813,3 +816,58 @@ def _json_float(text: str) -> float:
     if not math.isfinite(value):
         raise WireError(f"frame header numbers must be finite. Found {_show(text)}.")
     return value
+
+
+BATCH_MAGIC = b"DPFB"
+"""First four bytes of a batch: several frames to one recipient in one call."""
+
+_BATCH_COUNT = struct.Struct("<I")
+_BATCH_LENGTH = struct.Struct("<Q")
+
+
+def encode_batch(frames: typing.Sequence[bytes]) -> bytes:
+    """Several frames, in order, as one payload::
+
+        BATCH_MAGIC  count (uint32)  [length (uint64)  frame] * count
+    """
+    parts = [BATCH_MAGIC, _BATCH_COUNT.pack(len(frames))]
+    for frame in frames:
+        parts += [_BATCH_LENGTH.pack(len(frame)), frame]
+    return b"".join(parts)
+
+
+def split_batch(
+    data: bytes | memoryview, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> list[memoryview]:
+    """The frames of a batch (a single frame is returned as a batch of one).
+
+    Raises
+    ------
+    WireError
+        If the batch is larger than ``max_bytes`` or its lengths do not add up.
+    """
+    view = memoryview(data)
+    if len(view) > max_bytes:
+        raise WireError(f"payload of {len(view)} bytes exceeds the limit of {max_bytes} bytes.")
+    if bytes(view[:4]) != BATCH_MAGIC:
+        return [view]
+    if len(view) < 4 + _BATCH_COUNT.size:
+        raise WireError(f"batch of {len(view)} bytes is too short for its count.")
+    (count,) = _BATCH_COUNT.unpack_from(view, 4)
+    frames, pos = [], 4 + _BATCH_COUNT.size
+    for k in range(count):
+        if pos + _BATCH_LENGTH.size > len(view):
+            raise WireError(f"batch ends before the length of frame {k + 1} of {count}.")
+        (length,) = _BATCH_LENGTH.unpack_from(view, pos)
+        pos += _BATCH_LENGTH.size
+        if pos + length > len(view):
+            raise WireError(
+                f"frame {k + 1} of {count} claims {length} bytes; only {len(view) - pos} remain."
+            )
+        frames.append(view[pos:pos + length])
+        pos += length
+    if pos != len(view) or count == 0:
+        raise WireError(
+            f"batch of {count} frames leaves {len(view) - pos} bytes unaccounted for."
+        )
+    return frames

@@ -27,6 +27,7 @@ import numpy as np
 from dpfed.core.losses import Loss
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.messages import Message
+from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, ProtocolError, RoundRecord
 
 EpsilonOf = Callable[[Sequence[PrivacyEvent]], float]
@@ -195,6 +196,11 @@ class EvaluatedLabelHolder(_Evaluated):
             self._check_share(message)
             self.shares[message.sender] = message
             return []
+        if isinstance(message, Scores) and message.sender not in self.shares:
+            raise ProtocolError(
+                f"{self.name} expected the evaluation share of {message.sender!r} before its "
+                f"scores of round {message.round}."
+            )
         rounds_before = len(holder.history)
         out = list(holder.handle(message))
         if len(holder.history) == rounds_before:
