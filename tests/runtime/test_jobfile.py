@@ -97,6 +97,14 @@ def _load(folder: Path, doc: dict | str) -> JobSpec:
 
 
 # -- a valid file ----------------------------------------------------------------------------
+def test_evaluation_defaults_to_full_only_without_a_privacy_mechanism(tmp_path):
+    doc = _doc()
+    doc["params"] = {"iterations": 5}
+    assert _load(tmp_path, doc).evaluate == "full"
+    doc["params"] = {"iterations": 5, "mechanism": "paper", "epsilon": 1.0, "delta": 1e-5}
+    assert _load(tmp_path, doc).evaluate == "test"
+
+
 def test_valid_three_party_file_parses_with_defaults_and_resolved_paths(tmp_path):
     sub = tmp_path / "jobs"
     sub.mkdir()
@@ -110,7 +118,7 @@ def test_valid_three_party_file_parses_with_defaults_and_resolved_paths(tmp_path
     assert spec.grace == 5.0
     assert spec.idle_timeout == 3600.0
     assert spec.max_message_bytes == 64 * 2**20
-    assert spec.evaluate == "full"
+    assert spec.evaluate == "test"  # a private job keeps exact training scores home
     assert spec.fsync is False
     assert spec.checkpoint == base / "checkpoint" / "a9a-demo"
     assert spec.ca == base / "certs" / "ca.pem"
@@ -494,3 +502,18 @@ def test_bad_budgets_are_refused(tmp_path, budget, pattern):
     doc["party"][0]["budget"] = budget
     _refused(tmp_path, doc, pattern)
 
+
+
+def test_listen_address_is_local_and_outside_the_digest(tmp_path):
+    doc = _doc()
+    plain = _load(tmp_path, doc)
+    doc["party"][1]["listen"] = "0.0.0.0:52052"
+    doc["leader"]["listen"] = "0.0.0.0:52050"
+    spec = _load(tmp_path, doc)
+    assert spec.party(spec.names[1]).bind == "0.0.0.0:52052"
+    assert spec.leader.bind == "0.0.0.0:52050"
+    assert spec.party(spec.names[0]).bind == spec.party(spec.names[0]).address
+    assert spec.digest == plain.digest
+    doc["party"][1]["listen"] = "no-port"
+    with pytest.raises(DpfedInputError, match="listen must be host:port"):
+        _load(tmp_path, doc)

@@ -90,7 +90,8 @@ def _releases(job, name: str) -> list[tuple[int, str, float]]:
 
 
 def test_three_processes_match_inprocess_bit_for_bit(netjob):
-    job = netjob(BREAST_CANCER_3, params=SOUND, budgets={"bank": BUDGET, "shop": BUDGET})
+    job = netjob(BREAST_CANCER_3, params=SOUND, budgets={"bank": BUDGET, "shop": BUDGET},
+                 job={"evaluate": "full"})
     job.start_parties()
     done = job.run()
     assert done.returncode == 0, done.stderr
@@ -127,7 +128,8 @@ def test_a9a_40_43_40_matches_inprocess(netjob):
 def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
-    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets, job={"grace": 1.5})
+    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
+                 job={"grace": 1.5, "evaluate": "full"})
     job.start_parties()
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     lines: list[str] = []

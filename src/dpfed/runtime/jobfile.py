@@ -7,7 +7,8 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
     protocol = "vertical"
     round_timeout = 60.0       # seconds one round may take
     grace = 10.0               # seconds a disconnected party has to come back
-    evaluate = "full"          # full | test | none (see dpfed.protocols.vertical.evaluation)
+    evaluate = "test"          # full | test | none; default full without a privacy mechanism,
+                               # test with one (see dpfed.protocols.vertical.evaluation)
 
     [params]                   # the options of `dpfed train vertical`
     iterations = 20
@@ -97,6 +98,12 @@ class Endpoint:
     address: str
     certificate: Path
     key: Path
+    listen: str = ""
+
+    @property
+    def bind(self) -> str:
+        """The address to listen on (``listen``, or else ``address``)."""
+        return self.listen or self.address
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,13 @@ def _number(table: dict, key: str, where: str, default: float) -> float:
     return check_positive(f"{where}.{key}", value)
 
 
+def _listen(table: dict, where: str) -> str:
+    """The optional local listening address (e.g. ``0.0.0.0:52052`` behind a NAT)."""
+    if "listen" not in table:
+        return ""
+    return _address(_text(table, "listen", where), f"{where}.listen")
+
+
 def _path(base: Path, value: str) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p
@@ -253,7 +267,7 @@ def _budget(value: Any, where: str) -> Budget | None:
 
 
 _PARTY_KEYS = {
-    "name", "address", "certificate", "key", "data", "data_dir", "columns", "workdir",
+    "name", "address", "listen", "certificate", "key", "data", "data_dir", "columns", "workdir",
     "ledger", "dataset", "budget",
 }
 
@@ -283,6 +297,7 @@ def _party(table: dict, index: int, base: Path) -> PartySpec:
     return PartySpec(
         name=name,
         address=_address(_text(table, "address", where), f"{where}.address"),
+        listen=_listen(table, where),
         certificate=_path(base, _text(table, "certificate", where)),
         key=_path(base, _text(table, "key", where)),
         data=data,
@@ -325,7 +340,10 @@ def load_job(path: str | Path) -> JobSpec:
     protocol = _text(job, "protocol", "[job]")
     if protocol not in PROTOCOLS:
         raise DpfedInputError(f"[job].protocol must be one of {PROTOCOLS}. Found {protocol!r}.")
-    evaluate = _text(job, "evaluate", "[job]", default="full")
+    params = _params(doc.get("params", {}))
+    # exact training scores are a diagnostic: on by default only when nothing is private
+    default_evaluate = "full" if params.get("mechanism", "none") == "none" else "test"
+    evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
     if evaluate not in EVALUATE:
         raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
     fsync = job.get("fsync", False)
@@ -334,12 +352,13 @@ def load_job(path: str | Path) -> JobSpec:
     tls = _table(doc, "tls", str(path))
     _reject_unknown(tls, {"ca"}, "[tls]")
     leader_table = _table(doc, "leader", str(path))
-    _reject_unknown(leader_table, {"address", "certificate", "key"}, "[leader]")
+    _reject_unknown(leader_table, {"address", "listen", "certificate", "key"}, "[leader]")
     leader = Endpoint(
         LEADER,
         _address(_text(leader_table, "address", "[leader]"), "[leader].address"),
         _path(base, _text(leader_table, "certificate", "[leader]")),
         _path(base, _text(leader_table, "key", "[leader]")),
+        _listen(leader_table, "[leader]"),
     )
     tables = doc.get("party")
     if not isinstance(tables, list) or len(tables) < 2:
@@ -356,7 +375,7 @@ def load_job(path: str | Path) -> JobSpec:
         path=path,
         id=job_id,
         protocol=protocol,
-        params=_params(doc.get("params", {})),
+        params=params,
         ca=_path(base, _text(tls, "ca", "[tls]")),
         leader=leader,
         parties=parties,

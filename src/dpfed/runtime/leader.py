@@ -190,7 +190,7 @@ class Leader:
             The job stopped part-way; the parties keep their state for ``--resume``.
         """
         server = serve(
-            self.identity, self.spec.leader.address,
+            self.identity, self.spec.leader.bind,
             {"Deliver": self._deliver, "Control": self._refuse_control},
             max_bytes=self.spec.max_message_bytes,
         )

@@ -120,7 +120,7 @@ class PartyNode:
     def serve(self) -> int:
         """Serve until the job finishes, is aborted, or the leader is gone too long."""
         server = serve(
-            self.identity, self.party.address,
+            self.identity, self.party.bind,
             {"Deliver": self._deliver, "Control": self._control},
             max_bytes=self.spec.max_message_bytes,
         )

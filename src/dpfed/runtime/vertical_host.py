@@ -49,6 +49,12 @@ EVALUATION_NOTE = (
 )
 
 
+TEST_EVALUATION_NOTE = (
+    "evaluation: every round each party sent the label holder the scores of its current "
+    "(released) model on its test rows; the test rows themselves are not protected."
+)
+
+
 def vertical_config(params: dict[str, Any]) -> VerticalConfig:
     """The validated :class:`VerticalConfig` of a job file's ``[params]``."""
     kwargs = dict(params)
@@ -189,6 +195,8 @@ def vertical_result(
     notes = list(setup.notes)
     if spec.evaluate == "full":
         notes.append(EVALUATION_NOTE)
+    elif spec.evaluate == "test" and setup.config.mechanism != "none":
+        notes.append(TEST_EVALUATION_NOTE)
     privacy = _privacy_summary(setup.config, ledger, spec.names, notes)
     return {
         "protocol": "vertical",

@@ -1,0 +1,68 @@
+"""The networked runtime's commands: certs init, budget show / set / close, and their errors."""
+
+from __future__ import annotations
+
+import json
+
+from dpfed.cli import main
+from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.runtime.budget import BudgetLedger
+from dpfed.runtime.certs import load_identity
+
+
+def test_certs_init_writes_a_ca_and_one_identity_per_party_and_the_leader(tmp_path, capsys):
+    out = tmp_path / "certs"
+    assert main(["certs", "init", "--out", str(out), "--parties", "label,bank",
+                 "--host", "bank=10.0.0.7"]) == 0
+    for name in ("leader", "label", "bank"):
+        identity = load_identity(out / f"{name}.pem", out / f"{name}.key", out / "ca.pem")
+        assert identity.name == name
+    assert "keep" in capsys.readouterr().out
+    # a second run would overwrite: refused, exit 2, nothing changed
+    before = (out / "ca.pem").read_bytes()
+    assert main(["certs", "init", "--out", str(out), "--parties", "label,bank"]) == 2
+    assert "exist" in capsys.readouterr().err
+    assert (out / "ca.pem").read_bytes() == before
+
+
+def test_certs_init_refuses_a_malformed_host(tmp_path, capsys):
+    assert main(["certs", "init", "--out", str(tmp_path / "c"), "--parties", "a,b",
+                 "--host", "bank"]) == 2
+    assert "--host must be NAME=HOST. Found 'bank'" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def test_budget_set_show_close(tmp_path, capsys):
+    ledger_path = tmp_path / "ledger.sqlite"
+    assert main(["budget", "set", "--ledger", str(ledger_path), "--dataset", "d",
+                 "--party", "bank", "--epsilon", "2", "--delta", "1e-5"]) == 0
+    with BudgetLedger(ledger_path) as ledger:
+        ledger.open_job("j1", "d", "bank", [5.0, 5.0])
+        ledger.record("j1", [PrivacyEvent("bank", 1, "gaussian", 5.0, 1.0, 5.0, "scores")])
+    capsys.readouterr()
+    assert main(["budget", "show", "--ledger", str(ledger_path)]) == 0
+    text = capsys.readouterr().out
+    assert "bank" in text and "j1" in text and "open" in text
+    assert main(["budget", "close", "--ledger", str(ledger_path), "--job", "j1",
+                 "--party", "bank"]) == 0
+    capsys.readouterr()
+    assert main(["budget", "show", "--ledger", str(ledger_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    entry = summary["entries"][0]
+    assert entry["dataset"] == "d" and entry["epsilon"] == 2.0
+    assert entry["spent"] == entry["committed"] > 0
+    assert [j["status"] for j in entry["jobs"]] == ["closed"]
+
+
+def test_budget_show_of_a_missing_ledger_is_an_error(tmp_path, capsys):
+    assert main(["budget", "show", "--ledger", str(tmp_path / "none.sqlite")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_run_with_a_bad_job_file_names_the_key(tmp_path, capsys):
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\nid = "x"\nprotocol = "horizontal"\n')
+    assert main(["run", "--config", str(job), "--out", str(tmp_path / "r.json")]) == 2
+    assert "[job].protocol must be one of" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
