@@ -187,3 +187,42 @@ def test_two_jobs_against_one_budget_exactly_one_runs(netjob, tmp_path):
     assert spent <= 1.0 + 1e-9
     for job in jobs:
         job.wait_parties()
+
+
+def test_party_back_within_grace_continues_the_round(netjob):
+    params = SOUND | {"iterations": 60}
+    budgets = {"bank": BUDGET, "shop": BUDGET}
+    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
+                 job={"grace": 60.0, "evaluate": "full"})
+    job.start_parties()
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    lines: list[str] = []
+    follow(leader, lines)
+    assert wait_for(lambda: any("round 3:" in line for line in lines), timeout=60)
+    job.kill("bank")
+    job.start_party("bank")
+    assert leader.wait(timeout=120) == 0, "".join(lines)
+    result = json.loads(job.out.read_text())
+    reference = _inprocess("breast_cancer", (10, 10, 10), params)
+    _assert_same(result, reference, _models(job), tol=0.0)
+    assert "restored at round" in job.log("bank")
+
+
+def test_killed_leader_resumes(netjob):
+    params = {"iterations": 80, "seed": 2}
+    job = netjob(BREAST_CANCER_3, params=params)
+    job.start_parties()
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    lines: list[str] = []
+    follow(leader, lines)
+    assert wait_for(lambda: any("round 3:" in line for line in lines), timeout=60)
+    leader.kill()
+    leader.wait(timeout=10)
+    assert all(p.poll() is None for p in job.procs.values())  # the parties wait
+    fresh = job.run()
+    assert fresh.returncode == 2 and "--resume" in fresh.stderr  # no silent restart
+    done = job.run("--resume")
+    assert done.returncode == 0, done.stderr
+    reference = _inprocess("breast_cancer", (10, 10, 10), params)
+    _assert_same(json.loads(job.out.read_text()), reference, _models(job), tol=0.0)
+    assert job.wait_parties() == {"label": 0, "bank": 0, "shop": 0}
