@@ -44,6 +44,15 @@ def follow(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
 
 
 
+def _lead_until_round(job, k: int) -> tuple[subprocess.Popen, list[str]]:
+    """Start ``dpfed run`` and return once it has reported round ``k``."""
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    lines: list[str] = []
+    follow(leader, lines)
+    assert wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
+    return leader, lines
+
+
 BREAST_CANCER_3 = [
     ("label", "breast_cancer", (0, 10)),
     ("bank", "breast_cancer", (10, 20)),
@@ -131,10 +140,7 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
                  job={"grace": 1.5, "evaluate": "full"})
     job.start_parties()
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
-    lines: list[str] = []
-    follow(leader, lines)
-    assert wait_for(lambda: any("round 3:" in line for line in lines), timeout=60)
+    leader, lines = _lead_until_round(job, 3)
     killed_at = time.monotonic()
     job.kill("bank")
     code = leader.wait(timeout=30)
@@ -195,10 +201,7 @@ def test_party_back_within_grace_continues_the_round(netjob):
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
                  job={"grace": 60.0, "evaluate": "full"})
     job.start_parties()
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
-    lines: list[str] = []
-    follow(leader, lines)
-    assert wait_for(lambda: any("round 3:" in line for line in lines), timeout=60)
+    leader, lines = _lead_until_round(job, 3)
     job.kill("bank")
     job.start_party("bank")
     assert leader.wait(timeout=120) == 0, "".join(lines)
@@ -212,10 +215,7 @@ def test_killed_leader_resumes(netjob):
     params = {"iterations": 80, "seed": 2}
     job = netjob(BREAST_CANCER_3, params=params)
     job.start_parties()
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
-    lines: list[str] = []
-    follow(leader, lines)
-    assert wait_for(lambda: any("round 3:" in line for line in lines), timeout=60)
+    leader, _ = _lead_until_round(job, 3)
     leader.kill()
     leader.wait(timeout=10)
     assert all(p.poll() is None for p in job.procs.values())  # the parties wait

@@ -7,6 +7,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 
+class ProtocolError(RuntimeError):
+    """A message arrived that the protocol does not expect at this stage."""
+
+
 @dataclass(frozen=True)
 class Message:
     """Base of every protocol message.

@@ -31,14 +31,13 @@ import grpc
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.hosting import protocol_module
 from dpfed.runtime.jobfile import LEADER, JobSpec
-from dpfed.runtime.links import InboundLinks
+from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
-from dpfed.runtime.vertical_host import vertical_result
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
 EXIT_STOPPED = 1
@@ -55,6 +54,7 @@ class Leader:
 
     def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True) -> None:
         self.spec = spec
+        self.protocol = protocol_module(spec.protocol)
         self.resume = resume
         self.progress = progress
         self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
@@ -140,11 +140,7 @@ class Leader:
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"the leader takes round reports from {holder!r} only. Found {peer!r}",
             )
-        try:
-            frames = wire.split_batch(payload, max_bytes=self.spec.max_message_bytes)
-        except wire.WireError as exc:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        for frame in frames:
+        for frame in received_frames(payload, max_bytes=self.spec.max_message_bytes):
             self._take_report(frame, peer)
         return b"ok"
 
@@ -154,7 +150,7 @@ class Leader:
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         report = envelope.message
-        if not isinstance(report, RoundReport) or report.sender != peer:
+        if not isinstance(report, self.protocol.REPORT) or report.sender != peer:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
         digest = hashlib.sha256(payload).hexdigest()
         with self.lock:
@@ -217,7 +213,7 @@ class Leader:
             with self.lock:
                 self.finished = True
                 self._checkpoint()
-            result = vertical_result(
+            result = self.protocol.result(
                 self.spec, self.history, finals, n_samples=n_samples.pop(),
                 seconds=self._seconds(),
             )

@@ -21,7 +21,15 @@ from typing import Any
 import grpc
 
 from dpfed.runtime.transport import Connection, Refused, RemoteError
-from dpfed.runtime.wire import DEFAULT_MAX_MESSAGE_BYTES, encode_batch
+from dpfed.runtime.wire import DEFAULT_MAX_MESSAGE_BYTES, WireError, encode_batch, split_batch
+
+
+def received_frames(payload: bytes, *, max_bytes: int) -> list[memoryview]:
+    """The frames of one received call (a batch or a single frame), or a refusal."""
+    try:
+        return split_batch(payload, max_bytes=max_bytes)
+    except WireError as exc:
+        raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
 
 
 class InboundLinks:

@@ -35,14 +35,15 @@ import grpc
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.vertical.roles import ProtocolError
+from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime import wire
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.hosting import build_host
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.journal import Journal
-from dpfed.runtime.links import InboundLinks, OutboundLink
+from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
 from dpfed.runtime.transport import Connection, Refused, serve
 
 #: Exit statuses of ``dpfed party``.
@@ -51,15 +52,6 @@ EXIT_FINISHED, EXIT_ABORTED, EXIT_IDLE = 0, 1, 3
 #: A snapshot is taken (when nothing sent awaits an acknowledgement) once the journal holds
 #: this many records or bytes.
 SNAPSHOT_RECORDS, SNAPSHOT_BYTES = 64, 64 * 2**20
-
-
-def build_host(spec: JobSpec, name: str):
-    """The protocol host of party ``name`` (only the vertical protocol so far)."""
-    if spec.protocol == "vertical":
-        from dpfed.runtime.vertical_host import VerticalHost
-
-        return VerticalHost(spec, name)
-    raise DpfedInputError(f"protocol {spec.protocol!r} has no networked runtime yet.")
 
 
 def _log(name: str, text: str) -> None:
@@ -157,11 +149,7 @@ class PartyNode:
     # -- data plane -------------------------------------------------------------------------
     def _deliver(self, payload: bytes, peer: str) -> bytes:
         try:
-            try:
-                frames = wire.split_batch(payload, max_bytes=self.spec.max_message_bytes)
-            except wire.WireError as exc:
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-            for frame in frames:
+            for frame in received_frames(payload, max_bytes=self.spec.max_message_bytes):
                 self._deliver_checked(frame, peer)
             return b"ok"
         except Refused as exc:

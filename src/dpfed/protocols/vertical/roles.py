@@ -22,12 +22,9 @@ from dpfed.core.losses import Loss
 from dpfed.core.regularizers import Regularizer
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.messages import ProtocolError
 from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
-
-
-class ProtocolError(RuntimeError):
-    """A message arrived that the protocol does not expect at this stage."""
 
 
 class _BlockOwner:
