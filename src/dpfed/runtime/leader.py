@@ -194,7 +194,10 @@ class Leader:
             infos = self._open_all()
             n_samples = {info["n_samples"] for info in infos.values()}
             if len(n_samples) != 1:
-                self._broadcast("abort", reason="the parties hold different numbers of rows")
+                self._broadcast(
+                    "abort", reason="the parties hold different numbers of rows",
+                    retry_for=self.spec.round_timeout,
+                )
                 raise DpfedInputError(
                     "the parties must hold the same rows in the same order. Found row counts "
                     f"{ {n: i['n_samples'] for n, i in infos.items()} }."
@@ -230,13 +233,23 @@ class Leader:
             request, timeout=timeout or self.spec.round_timeout
         )
 
-    def _broadcast(self, op: str, **fields) -> None:
-        """Send ``op`` to every party that answers; ignore the others."""
-        for name in self.spec.names:
-            try:
-                self._control(name, op, timeout=2.0, **fields)
-            except RemoteError:
-                pass
+    def _broadcast(self, op: str, *, retry_for: float = 0.0, **fields) -> None:
+        """Send ``op`` to every party that answers; a party that is not serving yet is tried
+        again for ``retry_for`` seconds, then left alone."""
+        deadline = time.monotonic() + retry_for
+        pending = list(self.spec.names)
+        while pending:
+            later = []
+            for name in pending:
+                try:
+                    self._control(name, op, timeout=2.0, **fields)
+                except RemoteError as exc:
+                    if exc.code == grpc.StatusCode.UNAVAILABLE:
+                        later.append(name)
+            if not later or time.monotonic() >= deadline:
+                return
+            pending = later
+            time.sleep(0.2)
 
     def _open_all(self) -> dict[str, dict[str, Any]]:
         infos: dict[str, dict[str, Any]] = {}
@@ -256,7 +269,10 @@ class Leader:
                         time.sleep(0.2)
                         continue
                     # every party of a job that cannot start stops, and frees its reservation
-                    self._broadcast("abort", reason=f"{name} could not open the job")
+                    self._broadcast(
+                        "abort", reason=f"{name} could not open the job",
+                        retry_for=self.spec.round_timeout,
+                    )
                     if exc.retryable:
                         raise JobStopped(
                             f"party {name!r} at {self.spec.party(name).address} did not answer "
