@@ -55,6 +55,10 @@ class Loss(ABC):
     def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         """:math:`\\partial \\ell / \\partial z` per sample, shape ``(N,)``."""
 
+    def second_derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """:math:`\\partial^2 \\ell / \\partial z^2` (for Newton's method on local problems)."""
+        raise NotImplementedError(f"{self.name} has no second derivative")
+
     @abstractmethod
     def prox(self, v: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
         """:math:`\\arg\\min_z \\ell(z; y) + \\rho/2 (z - v)^2` per sample, shape ``(N,)``."""
@@ -92,6 +96,9 @@ class _MarginLoss(Loss):
 
     def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         return y * self._dh(y * z)
+
+    def second_derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return y * y * self._d2h(y * z)
 
     def prox(self, v: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
         return y * self._prox_margin(y * np.asarray(v, dtype=float), float(rho))
@@ -242,6 +249,9 @@ class SquaredLoss(Loss):
 
     def derivative(self, z, y):
         return z - y
+
+    def second_derivative(self, z, y):
+        return np.ones_like(np.asarray(z, dtype=float))
 
     def prox(self, v, y, rho):
         return (y + rho * np.asarray(v, dtype=float)) / (1.0 + rho)

@@ -1,11 +1,13 @@
-"""Data layer: readers (LIBSVM, NIPS 2003), the named-data-set registry, vertical
-partitioning among parties, and row-wise preprocessing."""
+"""Data layer: readers (LIBSVM, NIPS 2003, UCI Adult), the named-data-set registry, vertical
+and horizontal partitioning among parties, communication graphs, and row-wise preprocessing."""
 
 from __future__ import annotations
 
+from dpfed.data.adult import read_adult
+from dpfed.data.graphs import GRAPHS, graph_from_edges, make_graph, neighbours
 from dpfed.data.libsvm import read_libsvm
 from dpfed.data.nips2003 import read_nips2003
-from dpfed.data.partition import even_split, parse_split, vertical_split
+from dpfed.data.partition import even_split, horizontal_split, parse_split, vertical_split
 from dpfed.data.preprocessing import (
     clip_rows,
     normalize_rows,
@@ -16,13 +18,19 @@ from dpfed.data.preprocessing import (
 from dpfed.data.registry import KNOWN_DATASETS, Dataset, load_dataset, stratified_split
 
 __all__ = [
+    "GRAPHS",
     "KNOWN_DATASETS",
     "Dataset",
     "clip_rows",
     "even_split",
+    "graph_from_edges",
+    "horizontal_split",
     "load_dataset",
+    "make_graph",
+    "neighbours",
     "normalize_rows",
     "parse_split",
+    "read_adult",
     "read_libsvm",
     "read_nips2003",
     "row_norms",

@@ -1,4 +1,4 @@
-"""Vertical (feature-wise) partitioning of a data matrix among parties."""
+"""Partitioning a data matrix among parties: vertical (by feature) and horizontal (by row)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from itertools import pairwise
 import numpy as np
 import scipy.sparse as sp
 
-from dpfed._validation import DpfedInputError, check_int
+from dpfed._validation import DpfedInputError, check_int, check_positive
 
 
 def parse_split(text: str) -> list[int]:
@@ -148,3 +148,135 @@ def vertical_split(
         Xc = X.tocsr()
         return [Xc[:, a:b].tocsr() for a, b in pairwise(bounds.tolist())]
     return [np.array(X[:, a:b], order="C", copy=True) for a, b in pairwise(bounds.tolist())]
+
+
+def horizontal_split(
+    n_samples: int,
+    parts: int,
+    *,
+    sizes: Sequence[int] | None = None,
+    uneven: float | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> list[np.ndarray]:
+    """Share the rows ``0 .. n_samples - 1`` among ``parts`` parties (or graph nodes).
+
+    Part sizes are the explicit ``sizes``, or random uneven sizes when ``uneven`` is given,
+    or otherwise as equal as possible (the first ``n_samples % parts`` parts get one row
+    more, as in :func:`even_split`). The rows are
+    then dealt out in blocks of those sizes from a random permutation drawn from ``rng``,
+    or, when ``rng`` is ``None`` and ``uneven`` is not given, from ``0 .. n_samples - 1`` in
+    order (contiguous blocks, no randomness).
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows to share, >= 1.
+    parts : int
+        Number of parts, ``1 <= parts <= n_samples``.
+    sizes : sequence of int, length parts, optional
+        Rows of every part, each >= 1, summing to ``n_samples``. Not with ``uneven``.
+    uneven : float, optional
+        Concentration ``a > 0`` of a symmetric Dirichlet distribution: the proportions of
+        the ``n_samples - parts`` rows left after giving every part one row are drawn from
+        ``Dirichlet(a, ..., a)`` (rounded so they sum exactly). Small ``a`` (e.g. 0.5) gives
+        very uneven sizes, large ``a`` (e.g. 100) nearly even ones. Not with ``sizes``.
+    rng : numpy.random.Generator or int or None, default None
+        Source of randomness: a generator (used and advanced), or a seed for
+        ``numpy.random.default_rng`` (same seed, same split). ``None`` means contiguous
+        blocks, except with ``uneven``, which then draws from a fresh unseeded generator.
+
+    Returns
+    -------
+    list of numpy.ndarray of int64, length parts
+        Part ``k`` holds the sorted row indices of party ``k``, shape ``(size_k,)``. The
+        parts are disjoint, every part is non-empty, and together they cover
+        ``range(n_samples)``.
+
+    Raises
+    ------
+    DpfedInputError
+        If ``n_samples`` or ``parts`` is not a positive integer, ``parts > n_samples``,
+        ``sizes`` has the wrong length, a size < 1 or the wrong sum, both ``sizes`` and
+        ``uneven`` are given, ``uneven`` is not a positive finite number, or ``rng`` is
+        neither a generator, an integer seed nor ``None``.
+
+    Examples
+    --------
+    >>> [p.tolist() for p in horizontal_split(7, 3)]
+    [[0, 1, 2], [3, 4], [5, 6]]
+    >>> [p.size for p in horizontal_split(10, 2, sizes=[3, 7], rng=0)]
+    [3, 7]
+    """
+    n_samples = check_int("n_samples", n_samples, minimum=1)
+    parts = check_int("parts", parts, minimum=1)
+    if parts > n_samples:
+        raise DpfedInputError(
+            f"parts must be <= n_samples = {n_samples} (every part needs at least one row). "
+            f"Found {parts}."
+        )
+    if sizes is not None and uneven is not None:
+        raise DpfedInputError(
+            f"give either sizes or uneven, not both. Found sizes={sizes!r} and uneven={uneven!r}."
+        )
+    generator = _as_generator(rng)
+    if sizes is not None:
+        counts = _check_sizes(sizes, n_samples, parts)
+    elif uneven is not None:
+        concentration = check_positive("uneven", uneven)
+        if generator is None:
+            generator = np.random.default_rng()
+        counts = _dirichlet_sizes(n_samples, parts, concentration, generator)
+    else:
+        counts = even_split(n_samples, parts)
+    order = (
+        np.arange(n_samples, dtype=np.int64)
+        if generator is None
+        else generator.permutation(n_samples).astype(np.int64)
+    )
+    bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+    return [np.sort(order[a:b]) for a, b in pairwise(bounds)]
+
+
+def _as_generator(rng: np.random.Generator | int | None) -> np.random.Generator | None:
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, int | np.integer) and not isinstance(rng, bool):
+        if rng < 0:
+            raise DpfedInputError(f"rng must be a seed >= 0 when given as an integer. Found {rng}.")
+        return np.random.default_rng(int(rng))
+    raise DpfedInputError(
+        f"rng must be a numpy.random.Generator, an integer seed or None. Found {rng!r}."
+    )
+
+
+def _check_sizes(sizes: Sequence[int], n_samples: int, parts: int) -> list[int]:
+    if isinstance(sizes, str | bytes) or not isinstance(sizes, Sequence | np.ndarray):
+        raise DpfedInputError(f"sizes must be a sequence of positive integers. Found {sizes!r}.")
+    counts = [check_int(f"sizes[{k}]", size, minimum=1) for k, size in enumerate(sizes)]
+    if len(counts) != parts:
+        raise DpfedInputError(
+            f"sizes must give one size per part ({parts} parts). Found {len(counts)} sizes."
+        )
+    if sum(counts) != n_samples:
+        shown = ",".join(str(c) for c in counts)
+        raise DpfedInputError(
+            f"sizes {shown} sum to {sum(counts)}. Expected them to sum to n_samples = {n_samples}."
+        )
+    return counts
+
+
+def _dirichlet_sizes(
+    n_samples: int, parts: int, concentration: float, rng: np.random.Generator
+) -> list[int]:
+    """One row per part, the other ``n_samples - parts`` by Dirichlet proportions."""
+    spare = n_samples - parts
+    shares = rng.dirichlet(np.full(parts, concentration))
+    if not np.all(np.isfinite(shares)):  # extreme concentrations; fall back to one part
+        shares = np.zeros(parts)
+        shares[rng.integers(parts)] = 1.0
+    # Rounding the cumulative shares keeps the sizes >= 0 and makes them sum exactly.
+    edges = np.rint(np.cumsum(shares) / shares.sum() * spare).astype(np.int64)
+    edges = np.clip(edges, 0, spare)
+    edges[-1] = spare
+    extra = np.diff(np.concatenate([[0], edges]))
+    return [1 + int(e) for e in extra]

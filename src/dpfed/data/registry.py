@@ -25,6 +25,9 @@ ENV_VAR = "DPFED_DATA"
 KNOWN_DATASETS: dict[str, str] = {
     "a9a": "UCI Adult as LIBSVM a9a: 32,561 train / 16,281 test rows, 123 binary features "
     "(files a9a/a9a, a9a/a9a.t)",
+    "adult": "UCI Adult (Census Income): 32,561 train / 16,281 test rows, 105 dense columns "
+    "(6 continuous scaled to [0, 1], 8 categorical one-hot), rows of norm <= 1 "
+    "(files adult/adult.data, adult/adult.test)",
     "arcene": "NIPS 2003 Arcene, mass spectrometry: 100 train / 100 valid rows, 10,000 "
     "features (files arcene/arcene_{train,valid}.{data,labels})",
     "breast_cancer": "scikit-learn's Wisconsin breast cancer: 569 rows, 30 features, "
@@ -111,6 +114,8 @@ def load_dataset(
     -------
     Dataset
         * ``a9a``: both official files, 123 columns each (CSR), labels in {-1, 1}.
+        * ``adult``: both official UCI files, 105 dense columns, every row of norm <= 1,
+          labels in {-1, 1} (see :func:`dpfed.data.adult.read_adult`).
         * ``arcene``, ``gisette``, ``madelon``: ``train`` as train and ``valid`` as test
           (dense).
         * ``dexter``: its 300 training rows, split stratified 200 train / 100 test with
@@ -143,6 +148,8 @@ def load_dataset(
         base = _resolve_data_dir(key, data_dir)
         if key == "a9a":
             return _load_a9a(base)
+        if key == "adult":
+            return _load_adult(base)
         if key == "dexter":
             return _load_dexter(base)
         return _load_nips_train_valid(key, base)
@@ -162,6 +169,8 @@ def _layout(name: str) -> str:
     """The files a named set needs, relative to the data folder."""
     if name == "a9a":
         return "a9a/a9a and a9a/a9a.t"
+    if name == "adult":
+        return "adult/adult.data and adult/adult.test"
     if name == "dexter":
         return "dexter/dexter_train.data and dexter/dexter_train.labels"
     return f"{name}/{name}_train.data, .labels and {name}/{name}_valid.data, .labels"
@@ -213,6 +222,14 @@ def _load_a9a(base: Path) -> Dataset:
         y_test=y_test,
         source=f"LIBSVM a9a: train {train}, test {test}",
     )
+
+
+def _load_adult(base: Path) -> Dataset:
+    from dpfed.data.adult import read_adult  # imports this module, so loaded on first use
+
+    train, test = base / "adult" / "adult.data", base / "adult" / "adult.test"
+    _require("adult", [train, test])
+    return read_adult(train, test)
 
 
 def _load_nips_train_valid(name: str, base: Path) -> Dataset:

@@ -1,0 +1,469 @@
+r"""Noise calibration and accounting of DP consensus ADMM (horizontal learning with a server).
+
+Paper 002 (Li & Chi, "Distributed machine learning with differential privacy", 2020). ``n``
+clients, client ``i`` holds ``m_i`` samples; local models :math:`w_i`, global model :math:`w`,
+duals :math:`\gamma_i`. In round :math:`k` client :math:`i` solves
+
+.. math::
+
+    w_i^k = \arg\min_{w_i}\ \underbrace{\frac{1}{m_i}\sum_{j=1}^{m_i} \ell(x_{ij}, y_{ij}, w_i)
+            + \frac{\lambda}{n} R(w_i) - \gamma_i^{k-1\,\top}(w_i - w^{k-1})
+            + \frac{\rho}{2}\|w_i - w^{k-1}\|^2}_{\mathcal{L}_{\rho,i}}
+
+and uploads :math:`\tilde w_i^k = w_i^k + N(0, \sigma_{i,k}^2 I)` (eq. 5); the server averages
+(eq. 6) and the duals are updated from released quantities only.
+
+Sensitivity (derivation; the paper states only the result)
+----------------------------------------------------------
+Let :math:`D_i, D_i'` differ in one record of client :math:`i` (replace-one adjacency). The two
+local objectives differ by :math:`g(w) = \frac{1}{m_i}(\ell(x', y', w) - \ell(x, y, w))`, with
+:math:`\|\nabla g\| \le 2 c_1 / m_i` when :math:`\|\nabla_w \ell\| \le c_1` everywhere. If
+:math:`\ell` is convex and :math:`R` is :math:`\mu`-strongly convex, :math:`\mathcal{L}_{\rho,i}`
+is :math:`(\lambda\mu/n + \rho)`-strongly convex, and for the minimisers :math:`w, w'` of two
+:math:`\kappa`-strongly convex functions differing by :math:`g`,
+:math:`\kappa\|w - w'\| \le \|\nabla g(w')\|`. Hence
+
+.. math::
+
+    \Delta_2 = \frac{2 c_1}{(\lambda \mu / n + \rho)\, m_i}
+    \;\overset{\mu = 1}{=}\; \frac{2 c_1}{(\lambda/n + \rho)\, m_i},
+
+the paper's sensitivity (its formula has :math:`\mu = 1`, e.g. :math:`R = \tfrac12\|w\|^2`). The
+classic Gaussian mechanism then gives the paper's per-round noise
+
+.. math::
+
+    \sigma_{i,k} = \frac{2 c_1 \sqrt{2 \ln(1.25/\delta)}}{(\lambda/n + \rho)\, m_i\, \varepsilon},
+
+:math:`(\varepsilon, \delta)`-DP per round **for** :math:`\varepsilon \le 1` (the classic
+theorem's hypothesis; larger values are the formula, not a proof).
+
+Assumptions and who must enforce them
+-------------------------------------
+* :math:`\|\nabla_w \ell\| \le c_1` for every record and every :math:`w`: for a margin loss
+  with :math:`|\ell'| \le 1` (logistic) this is :math:`\|x\| \le c_1`; **the code must clip or
+  normalise rows** (and use a loss with a bounded derivative).
+* :math:`\ell` convex and :math:`R` :math:`\mu`-strongly convex (the paper says
+  ":math:`\ell` L-smooth, :math:`R` :math:`\mu`-strongly convex"; smoothness is needed for its
+  convergence proof, convexity of :math:`\ell` for the sensitivity): **the code must refuse
+  other losses / regularisers** or pass the right ``mu``.
+* the local problem is solved exactly (the sensitivity is that of the exact minimiser): an
+  inexact solver adds its own error, :math:`\|w - w^\star\| \le \|\nabla \mathcal{L}(w)\| /
+  \kappa`, which the code must keep negligible against :math:`\sigma` or add to
+  :math:`\Delta_2`.
+* the dual and server updates use released quantities only (they do), so rounds compose
+  adaptively.
+
+Accounting over :math:`T` rounds
+--------------------------------
+A round is one Gaussian release with noise multiplier
+:math:`z = \sigma/\Delta_2 = \sqrt{2\ln(1.25/\delta_s)}/\varepsilon_s`. The paper's moments
+accountant (eq. 7) has log moment :math:`\alpha(\tau) = T\tau(\tau+1)\varepsilon_s^2 /
+(4\ln(1.25/\delta_s)) = T\tau(\tau+1)/(2z^2)`, which is exactly the log moment of :math:`T`
+Gaussian releases with multiplier :math:`z` used by
+:func:`dpfed.privacy.accounting.moments_accountant_epsilon`; this module reuses it, and the
+numerical accountants (PLD, RDP) of :mod:`dpfed.privacy.accounting` for the same :math:`z`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.privacy.accounting import (
+    calibrate_noise_multiplier,
+    check_accountant,
+    classic_gaussian_sigma,
+    gaussian_epsilon,
+    moments_accountant_epsilon,
+)
+
+__all__ = [
+    "ConsensusCalibration",
+    "calibrate_consensus",
+    "consensus_epsilon",
+    "consensus_moments_epsilon",
+    "consensus_moments_minimiser",
+    "consensus_noise_multiplier",
+    "consensus_sensitivity",
+    "consensus_sigma",
+]
+
+
+def consensus_sensitivity(
+    *, c1: float, lam: float, n_clients: int, rho: float, m_i: int, mu: float = 1.0
+) -> float:
+    r"""l2 sensitivity of client ``i``'s exact local minimiser (one record replaced).
+
+    .. math::
+
+        \Delta_2 = \frac{2 c_1}{(\lambda \mu / n + \rho)\, m_i}
+
+    (the paper's :math:`2 c_1 / ((\lambda/n + \rho) m_i)` for the default :math:`\mu = 1`); see
+    the module docstring for the derivation and the assumptions (convex loss with
+    :math:`\|\nabla \ell\| \le c_1`, :math:`\mu`-strongly convex :math:`R`, exact minimisation).
+
+    Parameters
+    ----------
+    c1 : float
+        Bound :math:`c_1 > 0` on the l2 norm of the gradient of the per-record loss.
+    lam : float
+        Regularisation weight :math:`\lambda \ge 0` of the global objective (eq. 1a).
+    n_clients : int
+        Number of clients :math:`n \ge 1`.
+    rho : float
+        ADMM penalty :math:`\rho > 0`.
+    m_i : int
+        Number of records :math:`m_i \ge 1` of client ``i``.
+    mu : float, default 1.0
+        Strong-convexity modulus of :math:`R` (1 for :math:`\tfrac12\|w\|^2`).
+
+    Returns
+    -------
+    float
+        :math:`\Delta_2`.
+
+    Examples
+    --------
+    >>> consensus_sensitivity(c1=1.0, lam=0.5, n_clients=5, rho=0.9, m_i=100)
+    0.02
+    """
+    c = check_positive("c1", c1)
+    lm = check_positive("lam", lam, allow_zero=True)
+    n = check_int("n_clients", n_clients, minimum=1)
+    r = check_positive("rho", rho)
+    m = check_int("m_i", m_i, minimum=1)
+    u = check_positive("mu", mu, allow_zero=True)
+    return 2.0 * c / ((lm * u / n + r) * m)
+
+
+def consensus_sigma(
+    *,
+    c1: float,
+    lam: float,
+    n_clients: int,
+    rho: float,
+    m_i: int,
+    epsilon: float,
+    delta: float,
+    mu: float = 1.0,
+) -> float:
+    r"""The paper's per-round noise standard deviation :math:`\sigma_{i,k}`.
+
+    .. math::
+
+        \sigma_{i,k} = \frac{2 c_1 \sqrt{2 \ln(1.25/\delta)}}{(\lambda/n + \rho)\, m_i\,
+        \varepsilon} = \frac{\sqrt{2\ln(1.25/\delta)}}{\varepsilon}\, \Delta_2 ,
+
+    the classic Gaussian mechanism on :func:`consensus_sensitivity`. It certifies
+    :math:`(\varepsilon, \delta)`-DP per round only for :math:`\varepsilon \le 1` (the classic
+    theorem's hypothesis); larger ``epsilon`` is accepted and evaluated, but is then the paper's
+    formula, not a proved guarantee (use :func:`calibrate_consensus` with ``"pld"`` instead).
+
+    Parameters
+    ----------
+    c1, lam, n_clients, rho, m_i, mu
+        As in :func:`consensus_sensitivity`.
+    epsilon : float
+        Per-round :math:`\varepsilon > 0`.
+    delta : float
+        Per-round :math:`\delta \in (0, 1)`.
+
+    Returns
+    -------
+    float
+        :math:`\sigma_{i,k}`.
+    """
+    sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu)
+    return classic_gaussian_sigma(epsilon, delta, sens)
+
+
+def consensus_noise_multiplier(epsilon_step: float, delta_step: float) -> float:
+    r"""Noise multiplier :math:`z = \sigma/\Delta_2 = \sqrt{2\ln(1.25/\delta_s)}/\varepsilon_s`.
+
+    Parameters
+    ----------
+    epsilon_step : float
+        Per-round :math:`\varepsilon_s > 0`.
+    delta_step : float
+        Per-round :math:`\delta_s \in (0, 1)`.
+
+    Returns
+    -------
+    float
+        :math:`z`.
+    """
+    e = check_positive("epsilon_step", epsilon_step)
+    d = check_open_unit("delta_step", delta_step)
+    return math.sqrt(2.0 * math.log(1.25 / d)) / e
+
+
+def consensus_moments_minimiser(
+    epsilon_step: float, delta_step: float, steps: int, delta: float
+) -> tuple[float, float]:
+    r"""The paper's moments-accountant total in closed form, with its minimising order.
+
+    With :math:`A = T\varepsilon_s^2 / (4\ln(1.25/\delta_s))` (so :math:`\alpha(\tau) =
+    A\tau(\tau+1)`) and :math:`L = \ln(1/\delta)`, the bound
+    :math:`f(\tau) = (\alpha(\tau) + L)/\tau = A(\tau + 1) + L/\tau` is convex in
+    :math:`\tau > 0` with minimiser :math:`\sqrt{L/A}`. Over the orders :math:`\tau \ge 1`
+    searched by :func:`dpfed.privacy.accounting.moments_accountant_epsilon`:
+
+    .. math::
+
+        \tau^\star = \max\big(1, \sqrt{L/A}\big), \qquad
+        \varepsilon = \begin{cases}
+            A + 2\sqrt{A L} & \text{if } L \ge A \ (\tau^\star = \sqrt{L/A}),\\
+            2A + L & \text{otherwise } (\tau^\star = 1).
+        \end{cases}
+
+    Parameters
+    ----------
+    epsilon_step : float
+        Per-round :math:`\varepsilon_s > 0`.
+    delta_step : float
+        Per-round :math:`\delta_s \in (0, 1)` (it only enters through the noise multiplier).
+    steps : int
+        Rounds :math:`T \ge 1`.
+    delta : float
+        Total :math:`\delta \in (0, 1)`.
+
+    Returns
+    -------
+    tuple of float
+        ``(tau_star, epsilon)``.
+    """
+    z = consensus_noise_multiplier(epsilon_step, delta_step)
+    t = check_int("steps", steps, minimum=1)
+    big_l = math.log(1.0 / check_open_unit("delta", delta))
+    a = t / (2.0 * z * z)
+    if big_l >= a:
+        return math.sqrt(big_l / a), a + 2.0 * math.sqrt(a * big_l)
+    return 1.0, 2.0 * a + big_l
+
+
+def consensus_moments_epsilon(
+    epsilon_step: float, delta_step: float, steps: int, delta: float
+) -> float:
+    r"""Total epsilon of ``steps`` rounds by the paper's moments accountant (eq. 7).
+
+    .. math::
+
+        \alpha(\tau) = \frac{T\tau(\tau+1)\varepsilon_s^2}{4\ln(1.25/\delta_s)}, \qquad
+        \varepsilon = \min_{\tau \ge 1} \frac{\alpha(\tau) + \ln(1/\delta)}{\tau}.
+
+    This is :func:`dpfed.privacy.accounting.moments_accountant_epsilon` at the noise multiplier
+    :math:`z = \sqrt{2\ln(1.25/\delta_s)}/\varepsilon_s` (its log moment is
+    :math:`T\tau(\tau+1)/(2z^2)`, the same function), which is what is returned; it equals the
+    closed form :func:`consensus_moments_minimiser`. The log moment of a Gaussian release is
+    exact for every real :math:`\tau > 0`, and every :math:`\tau` gives a valid bound, so the
+    restriction to :math:`\tau \ge 1` (kept for agreement with the accounting module) only
+    costs tightness when :math:`\sqrt{L/A} < 1`.
+
+    Parameters
+    ----------
+    epsilon_step : float
+        Per-round :math:`\varepsilon_s > 0`.
+    delta_step : float
+        Per-round :math:`\delta_s \in (0, 1)`.
+    steps : int
+        Rounds :math:`T \ge 1`.
+    delta : float
+        Total :math:`\delta \in (0, 1)`.
+
+    Returns
+    -------
+    float
+        The total epsilon at total delta ``delta``.
+    """
+    z = consensus_noise_multiplier(epsilon_step, delta_step)
+    return moments_accountant_epsilon(z, steps, delta)
+
+
+def consensus_epsilon(
+    epsilon_step: float,
+    delta_step: float,
+    steps: int,
+    delta: float,
+    accountant: str = "moments",
+) -> float:
+    r"""Total epsilon of ``steps`` rounds of the paper's per-round Gaussian noise.
+
+    Every accountant is evaluated on the noise itself, i.e. on the noise multiplier
+    :math:`z = \sqrt{2\ln(1.25/\delta_s)}/\varepsilon_s`, through
+    :func:`dpfed.privacy.accounting.gaussian_epsilon`:
+
+    ``"moments"``
+        the paper's accountant (eq. 7), :func:`consensus_moments_epsilon`;
+    ``"pld"``, ``"rdp"``
+        dp-accounting's privacy-loss-distribution and Rényi accountants (tight / tighter);
+    ``"basic"``
+        :math:`T \sqrt{2\ln(1.25 T/\delta)}/z`, i.e. basic composition with the total delta
+        split as :math:`\delta/T` per round. When ``delta == steps * delta_step`` this is
+        exactly :math:`T\varepsilon_s`;
+    ``"advanced"``
+        advanced composition with :math:`\delta/(2T)` per round and :math:`\delta' = \delta/2`.
+
+    The closed forms inherit the classic Gaussian theorem's hypothesis (per-round epsilon at
+    most 1); see :mod:`dpfed.privacy.accounting`.
+
+    Parameters
+    ----------
+    epsilon_step : float
+        Per-round :math:`\varepsilon_s > 0` of :func:`consensus_sigma`.
+    delta_step : float
+        Per-round :math:`\delta_s \in (0, 1)` of :func:`consensus_sigma`.
+    steps : int
+        Rounds :math:`T \ge 1`.
+    delta : float
+        Total :math:`\delta \in (0, 1)`.
+    accountant : str, default "moments"
+        One of ``"moments"``, ``"pld"``, ``"rdp"``, ``"basic"``, ``"advanced"``.
+
+    Returns
+    -------
+    float
+        The total epsilon.
+    """
+    z = consensus_noise_multiplier(epsilon_step, delta_step)
+    acc = check_accountant(accountant)
+    return gaussian_epsilon(z, steps, delta, accountant=acc)
+
+
+@dataclass(frozen=True)
+class ConsensusCalibration:
+    r"""Per-round noise of DP consensus ADMM calibrated to a total :math:`(\varepsilon, \delta)`.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        :math:`z = \sigma_{i,k} / \Delta_2`, the same for every client and round; client ``i``
+        uses :math:`\sigma_{i,k} = z\, \Delta_{2,i}` (:meth:`sigma`).
+    epsilon_step, delta_step : float
+        The same noise read as the paper's classic per-round guarantee:
+        :math:`\varepsilon_s = \sqrt{2\ln(1.25/\delta_s)}/z` at :math:`\delta_s`
+        (``delta / steps`` unless chosen). A proved per-round guarantee only when
+        ``classic_valid``.
+    epsilon : float
+        The total the accountant certifies for ``steps`` rounds at ``delta`` (at most the
+        target).
+    delta : float
+        Total delta.
+    steps : int
+        Rounds :math:`T`.
+    accountant : str
+        The accountant that certifies ``epsilon``.
+    """
+
+    noise_multiplier: float
+    epsilon_step: float
+    delta_step: float
+    epsilon: float
+    delta: float
+    steps: int
+    accountant: str
+
+    @property
+    def classic_valid(self) -> bool:
+        """Whether the per-round reading is inside the classic theorem (``epsilon_step <= 1``)."""
+        return self.epsilon_step <= 1.0
+
+    def sigma(self, l2_sensitivity: float) -> float:
+        r"""Noise standard deviation :math:`z\, \Delta_2` for a client's sensitivity."""
+        return self.noise_multiplier * check_positive("l2_sensitivity", l2_sensitivity)
+
+
+def _moments_multiplier(epsilon: float, delta: float, steps: int) -> float:
+    r"""Invert the moments closed form: smallest :math:`z` with total :math:`\le \varepsilon`.
+
+    With :math:`S = T/z^2` (so :math:`A = S/2`) and :math:`L = \ln(1/\delta)`, the closed form is
+    :math:`S/2 + \sqrt{2SL}` for :math:`S \le 2L` and :math:`S + L` otherwise; both are
+    increasing in :math:`S` and meet at :math:`S = 2L`, :math:`\varepsilon = 3L`. Hence
+
+    .. math::
+
+        S = \begin{cases}
+            \big(\sqrt{2(L + \varepsilon)} - \sqrt{2L}\big)^2 & \varepsilon \le 3L,\\
+            \varepsilon - L & \varepsilon > 3L,
+        \end{cases}
+        \qquad z = \sqrt{T/S}.
+    """
+    big_l = math.log(1.0 / delta)
+    if epsilon <= 3.0 * big_l:
+        root = math.sqrt(2.0 * (big_l + epsilon)) - math.sqrt(2.0 * big_l)
+        s = root * root
+    else:
+        s = epsilon - big_l
+    z = math.sqrt(steps / s)
+    # Guard against rounding: the certified figure must not exceed the target.
+    while moments_accountant_epsilon(z, steps, delta) > epsilon:
+        z *= 1.0 + 1e-12
+    return z
+
+
+def calibrate_consensus(
+    epsilon: float,
+    delta: float,
+    steps: int,
+    *,
+    accountant: str = "pld",
+    delta_step: float | None = None,
+) -> ConsensusCalibration:
+    r"""Per-round noise multiplier for a target total :math:`(\varepsilon, \delta)` over T rounds.
+
+    ``"moments"`` inverts the paper's closed form exactly (:func:`_moments_multiplier`):
+
+    .. math::
+
+        z = \sqrt{T} \big/ \big(\sqrt{2(L + \varepsilon)} - \sqrt{2L}\big)
+        \quad (\varepsilon \le 3L), \qquad
+        z = \sqrt{T / (\varepsilon - L)} \quad (\varepsilon > 3L), \qquad L = \ln(1/\delta);
+
+    every other accountant uses :func:`dpfed.privacy.accounting.calibrate_noise_multiplier`
+    (the smallest :math:`z` whose epsilon is at most the target). The per-round reading
+    :math:`(\varepsilon_s, \delta_s)` of the same noise is reported for the paper's formula
+    :func:`consensus_sigma`.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target total epsilon > 0.
+    delta : float
+        Total delta in (0, 1).
+    steps : int
+        Rounds :math:`T \ge 1`.
+    accountant : str, default "pld"
+        One of ``"pld"``, ``"rdp"``, ``"moments"``, ``"basic"``, ``"advanced"``.
+    delta_step : float or None
+        Per-round delta of the classic reading; ``delta / steps`` by default.
+
+    Returns
+    -------
+    ConsensusCalibration
+        The multiplier, its per-round reading and the certified total.
+    """
+    eps = check_positive("epsilon", epsilon)
+    d = check_open_unit("delta", delta)
+    t = check_int("steps", steps, minimum=1)
+    acc = check_accountant(accountant)
+    d_step = d / t if delta_step is None else check_open_unit("delta_step", delta_step)
+    if acc == "moments":
+        z = _moments_multiplier(eps, d, t)
+    else:
+        z = calibrate_noise_multiplier(eps, d, t, accountant=acc)
+    certified = gaussian_epsilon(z, t, d, accountant=acc)
+    if certified > eps:  # pragma: no cover - calibrate_noise_multiplier guarantees this
+        raise DpfedInputError(
+            f"calibration failed: noise multiplier {z} certifies epsilon {certified} > {eps}."
+        )
+    eps_step = math.sqrt(2.0 * math.log(1.25 / d_step)) / z
+    return ConsensusCalibration(
+        noise_multiplier=z,
+        epsilon_step=eps_step,
+        delta_step=d_step,
+        epsilon=certified,
+        delta=d,
+        steps=t,
+        accountant=acc,
+    )
