@@ -366,6 +366,10 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train a model by a protocol")
     tsub = train.add_subparsers(dest="protocol", required=True)
     _add_train_vertical(tsub)
+    from dpfed import _cli_horizontal
+
+    _cli_horizontal.add_train_consensus(tsub)
+    _cli_horizontal.add_train_decentralized(tsub)
     _add_privacy(sub)
     _add_reproduce(sub)
     from dpfed import _cli_net

@@ -282,8 +282,8 @@ def decentralized_privacy(cfg: DecentralizedConfig, alphas, n_nodes: int) -> dic
     return {
         "mechanism": cfg.perturbation,
         "epsilon": total["epsilon"],
-        "delta": cfg.delta if total.get("accountant") == "advanced" else 0.0,
-        "accountant": total.get("accountant", "basic"),
+        "delta": total["delta"] if total["delta"] is not None else 0.0,
+        "accountant": total["method"],
         "alpha_per_release": [float(a) for a in alphas],
         "alpha_max": float(np.max(alphas)),
         "total": total,
