@@ -288,7 +288,7 @@ def test_a_schedule_is_spent_round_by_round():
 
 def test_dvp_broadcasts_its_exact_minimiser():
     parts = make_parts()
-    nodes = make_nodes(parts, ring(len(parts)), rounds=4, perturbation="dvp", alpha=0.5)
+    nodes = make_nodes(parts, ring(len(parts)), rounds=4, perturbation="dvp", alpha=1.0)
     sent = []
 
     class Recording(InProcessTransport):
@@ -354,7 +354,7 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, perturbat
         message = queue.popleft()
         queue.extend(by_name[message.recipient].handle(message))
     assert any(n.received for n in nodes)
-    assert len({n.round for n in nodes}) >= 1 and not any(n.finished for n in nodes)
+    assert len({n.round for n in nodes}) > 1 and not any(n.finished for n in nodes)
     for n in nodes:
         save_checkpoint(tmp_path / f"{n.name}.npz", *n.state_dict())
 

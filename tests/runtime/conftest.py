@@ -43,13 +43,16 @@ class NetJob:
 
     def __init__(self, folder: Path, certs: Path, parties, *, job_id: str, params: dict,
                  job: dict | None = None, budgets: dict | None = None,
-                 shared: Path | None = None) -> None:
+                 shared: Path | None = None, protocol: str = "vertical") -> None:
+        """``parties``: ``(name, data, span)`` tuples; the span is a column range for a
+        vertical job and a row range otherwise, and None marks a consensus server."""
         self.folder = folder
         self.names = [name for name, _, _ in parties]
         self.procs: dict[str, subprocess.Popen] = {}
         folder.mkdir(parents=True, exist_ok=True)
         ports = free_ports(len(parties) + 1)
-        lines = ["[job]", f'id = "{job_id}"', 'protocol = "vertical"']
+        lines = ["[job]", f'id = "{job_id}"', f'protocol = "{protocol}"']
+        holds = "columns" if protocol == "vertical" else "rows"
         settings = {"round_timeout": 30.0, "grace": 2.0, "idle_timeout": 120.0} | (job or {})
         lines += [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
         lines += ["", "[params]"] + [f"{k} = {_toml_value(v)}" for k, v in params.items()]
@@ -57,13 +60,17 @@ class NetJob:
                   f'address = "127.0.0.1:{ports[0]}"',
                   f'certificate = "{certs / "leader.pem"}"', f'key = "{certs / "leader.key"}"']
         work = shared or folder
-        for (name, data, columns), port in zip(parties, ports[1:], strict=True):
+        for (name, data, span), port in zip(parties, ports[1:], strict=True):
             lines += ["", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{port}"',
-                      f'data = "{data}"', f"columns = {_toml_value(list(columns))}",
+                      f'data = "{data}"',
                       f'certificate = "{certs / (name + ".pem")}"',
                       f'key = "{certs / (name + ".key")}"',
-                      f'ledger = "{work / "ledgers" / (name + ".sqlite")}"',
-                      f'dataset = "{data}:{columns[0]}-{columns[1]}"']
+                      f'ledger = "{work / "ledgers" / (name + ".sqlite")}"']
+            if span is None:
+                lines.append('role = "server"')
+            else:
+                lines += [f"{holds} = {_toml_value(list(span))}",
+                          f'dataset = "{data}:{span[0]}-{span[1]}"']
             if budgets and name in budgets:
                 lines.append(f"budget = {_toml_value(budgets[name])}")
         self.config = folder / "job.toml"
@@ -127,7 +134,9 @@ def job_certs(tmp_path_factory) -> Path:
     from dpfed.runtime.certs import init_certificates
 
     folder = tmp_path_factory.mktemp("certs")
-    init_certificates(folder, ["label", "bank", "shop", "mallory"])
+    init_certificates(
+        folder, ["label", "bank", "shop", "mallory", "server", *(f"node{k}" for k in range(6))]
+    )
     return folder
 
 
@@ -147,9 +156,10 @@ def netjob(tmp_path, job_certs):
     jobs: list[NetJob] = []
 
     def make(parties, *, job_id="job", params=None, job=None, budgets=None, sub="",
-             shared=None) -> NetJob:
+             shared=None, protocol="vertical") -> NetJob:
         j = NetJob(tmp_path / sub if sub else tmp_path, job_certs, parties, job_id=job_id,
-                   params=params or {}, job=job, budgets=budgets, shared=shared)
+                   params=params or {}, job=job, budgets=budgets, shared=shared,
+                   protocol=protocol)
         jobs.append(j)
         return j
 

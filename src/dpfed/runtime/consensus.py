@@ -193,18 +193,34 @@ def _check_clients(parts, what: str) -> None:
             )
 
 
+def client_loss(model, X, y, *, loss) -> float:
+    """A client's mean training loss at ``model``."""
+    return float(np.mean(loss.value(np.asarray(X @ model).reshape(-1), y)))
+
+
+def consensus_objective(client_losses, model, *, lam: float) -> float:
+    """:math:`F(w)/n`: the clients' mean losses averaged, plus :math:`(\\lambda/n) R(w)`."""
+    n = len(client_losses)
+    return sum(client_losses) / n + (lam / n) * 0.5 * float(model @ model)
+
+
+def test_metrics(model, X_test, y_test) -> dict:
+    """Test log loss and accuracy of a linear model (None without test rows)."""
+    if X_test is None:
+        return {"test_log_loss": None, "test_accuracy": None}
+    s = np.asarray(X_test @ model).reshape(-1)
+    return {
+        "test_log_loss": float(np.mean(np.logaddexp(0.0, -y_test * s))),
+        "test_accuracy": float(np.mean(np.where(s > 0, 1.0, -1.0) == y_test)),
+    }
+
+
 def global_metrics(model, parts, *, loss, lam, X_test, y_test) -> dict:
     """Objective :math:`F(w)/n` (eq. 1a over the clients), test log loss and accuracy."""
-    n = len(parts)
-    objective = sum(
-        float(np.mean(loss.value(np.asarray(X @ model).reshape(-1), y))) for X, y in parts
-    ) / n + (lam / n) * 0.5 * float(model @ model)
-    entry = {"train_objective": objective, "test_log_loss": None, "test_accuracy": None}
-    if X_test is not None:
-        s = np.asarray(X_test @ model).reshape(-1)
-        entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * s)))
-        entry["test_accuracy"] = float(np.mean(np.where(s > 0, 1.0, -1.0) == y_test))
-    return entry
+    losses = [client_loss(model, X, y, loss=loss) for X, y in parts]
+    return {"train_objective": consensus_objective(losses, model, lam=lam)} | test_metrics(
+        model, X_test, y_test
+    )
 
 
 def train_consensus(

@@ -144,13 +144,21 @@ def node_objective_weights(parts, loss_scale: float) -> np.ndarray:
     return np.concatenate([np.full(X.shape[0], loss_scale / X.shape[0]) for X, _ in parts])
 
 
+def node_loss(f: np.ndarray, X, y, *, loss, loss_scale: float) -> float:
+    r"""One node's scaled loss :math:`\frac{C^R}{B_p}\sum_i \mathcal L(y_i f^\top x_i)`."""
+    return loss_scale * float(np.mean(loss.value(np.asarray(X @ f).reshape(-1), y)))
+
+
+def combine_objective(node_losses, f: np.ndarray, *, rho: float) -> float:
+    r""":math:`J(f)` from every node's scaled loss at ``f`` (node order)."""
+    return sum(node_losses) / len(node_losses) + rho * 0.5 * float(f @ f)
+
+
 def joint_objective(f: np.ndarray, parts, *, loss, loss_scale: float, rho: float) -> float:
     r""":math:`J(f) = \frac1P \sum_p Z_p(f)`."""
-    total = sum(
-        loss_scale * float(np.mean(loss.value(np.asarray(X @ f).reshape(-1), y)))
-        for X, y in parts
+    return combine_objective(
+        [node_loss(f, X, y, loss=loss, loss_scale=loss_scale) for X, y in parts], f, rho=rho
     )
-    return total / len(parts) + rho * 0.5 * float(f @ f)
 
 
 def centralized_optimum(parts, *, loss, loss_scale: float, rho: float) -> np.ndarray:
@@ -226,11 +234,12 @@ def train_decentralized(
     transport = InProcessTransport({n.name: n for n in nodes})
     transport.run([m for n in nodes for m in n.start()])
     seconds = time.perf_counter() - started
-    history = [
-        round_entry(t, [n.models[t] for n in nodes], prepared, cfg, loss, X_test, y_test,
-                    alphas)
-        for t in range(1, cfg.iterations + 1)
-    ]
+    history = []
+    for t in range(1, cfg.iterations + 1):
+        models = [n.models[t] for n in nodes]
+        mean = np.mean(models, axis=0)
+        losses = [node_loss(mean, X, y, loss=loss, loss_scale=cfg.loss_scale) for X, y in prepared]
+        history.append(round_entry(t, models, losses, cfg, X_test, y_test, alphas))
     for entry in history:
         entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     models = {n.name: n.exact.copy() for n in nodes}
@@ -243,14 +252,14 @@ def train_decentralized(
     )
 
 
-def round_entry(t, models, parts, cfg, loss, X_test, y_test, alphas) -> dict:
-    """One history entry from the nodes' primal estimates of round ``t``."""
+def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
+    """One history entry from the nodes' primal estimates of round ``t`` and every node's
+    scaled loss at their average (:func:`node_loss`)."""
     mean = np.mean(models, axis=0)
     entry: dict = {
         "iteration": t,
         "seconds": None,
-        "train_objective": joint_objective(mean, parts, loss=loss, loss_scale=cfg.loss_scale,
-                                           rho=cfg.rho),
+        "train_objective": combine_objective(node_losses, mean, rho=cfg.rho),
         "test_log_loss": None,
         "test_accuracy": None,
         "misclassification_rate": None,

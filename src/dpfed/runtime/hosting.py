@@ -1,16 +1,19 @@
 """How a protocol plugs into the networked runtime.
 
-A protocol family provides a module with three names:
+A protocol is hosted by a :class:`HostedProtocol`:
 
-``Host``
-    ``Host(spec, name)`` builds party ``name``'s side of the job: it reads that party's own data
+``host``
+    ``host(spec, name)`` builds party ``name``'s side of the job: it reads that party's own data
     (``spec.party(name)``), builds its transport-free role and states its budget plan. It offers
     what :class:`ProtocolHost` lists.
-``REPORT``
-    the message class the job's reporting party sends the leader once per round (with
-    ``round``, ``finished`` and ``entry()``, the history entry).
-``result(spec, history, finals, *, n_samples, seconds)``
-    the leader's ``result.json`` from the history and every party's ``final()``.
+``report``
+    the message class a reporting party sends the leader once per round (with ``round``,
+    ``finished`` and ``entry()``, the history entry), or None: the leader then follows the job
+    through the parties' status and builds the history after training.
+``result``
+    the leader's ``result.json``: ``result(spec, history, finals, *, n_samples, seconds)`` with a
+    report, else ``result(spec, accounts, *, evaluate, seconds)``, where ``evaluate(name,
+    models)`` asks a party for its losses at the given models.
 
 The party process (:mod:`dpfed.runtime.party`) and the leader (:mod:`dpfed.runtime.leader`)
 know nothing else about a protocol.
@@ -19,7 +22,8 @@ know nothing else about a protocol.
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,8 +32,23 @@ from dpfed._validation import DpfedInputError
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.messages import Message
 
-#: Protocol name -> module implementing it for the networked runtime.
-HOSTED_PROTOCOLS = {"vertical": "dpfed.runtime.vertical_host"}
+#: Protocol name -> (module, host class, result function, report class or None).
+HOSTED_PROTOCOLS = {
+    "vertical": ("dpfed.runtime.vertical_host", "VerticalHost", "vertical_result", "RoundReport"),
+    "consensus": ("dpfed.runtime.horizontal_host", "ConsensusHost", "consensus_result", None),
+    "decentralized": (
+        "dpfed.runtime.horizontal_host", "DecentralizedHost", "decentralized_result", None,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class HostedProtocol:
+    """How the runtime runs one protocol (see the module docstring)."""
+
+    host: Callable[..., Any]
+    result: Callable[..., dict[str, Any]]
+    report: type | None
 
 
 class ProtocolHost(Protocol):
@@ -63,17 +82,25 @@ class ProtocolHost(Protocol):
 
     def final(self) -> dict[str, Any]: ...  # public account for the result (its releases)
 
+    # optional: holds_data (False: no budget ledger at all), ledger_support (False: releases
+    # the ledger cannot account, refused where a budget is set), losses(models) (evaluation)
 
-def protocol_module(protocol: str) -> ModuleType:
-    """The module hosting ``protocol`` (it registers the protocol's messages on import)."""
+
+def hosted_protocol(protocol: str) -> HostedProtocol:
+    """How ``protocol`` is hosted (importing it registers the protocol's messages)."""
     if protocol not in HOSTED_PROTOCOLS:
         raise DpfedInputError(
             f"protocol {protocol!r} has no networked runtime. Expected one of "
             f"{sorted(HOSTED_PROTOCOLS)}."
         )
-    return importlib.import_module(HOSTED_PROTOCOLS[protocol])
+    module_name, host, result, report = HOSTED_PROTOCOLS[protocol]
+    module = importlib.import_module(module_name)
+    return HostedProtocol(
+        getattr(module, host), getattr(module, result),
+        None if report is None else getattr(module, report),
+    )
 
 
 def build_host(spec, name: str) -> ProtocolHost:
     """Party ``name``'s host for ``spec``'s protocol."""
-    return protocol_module(spec.protocol).Host(spec, name)
+    return hosted_protocol(spec.protocol).host(spec, name)

@@ -52,7 +52,7 @@ from typing import Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 
-PROTOCOLS = ("vertical",)
+PROTOCOLS = ("vertical", "consensus", "decentralized")
 EVALUATE = ("full", "test", "none")
 LEADER = "leader"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -112,7 +112,9 @@ class PartySpec(Endpoint):
 
     data: str = ""
     data_dir: Path | None = None
-    columns: tuple[int, int] = (0, 0)
+    columns: tuple[int, int] | None = None
+    rows: tuple[int, int] | None = None
+    role: str = ""
     workdir: Path = Path(".")
     ledger: Path = Path("ledger.sqlite")
     dataset: str = ""
@@ -120,6 +122,8 @@ class PartySpec(Endpoint):
 
     @property
     def n_features(self) -> int:
+        if self.columns is None:
+            raise DpfedInputError(f"party {self.name!r} holds rows, not a column range.")
         return self.columns[1] - self.columns[0]
 
 
@@ -166,10 +170,17 @@ class JobSpec:
             "evaluate": self.evaluate,
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
-            "parties": [[p.name, p.address, list(p.columns)] for p in self.parties],
+            "parties": [
+                [p.name, p.address, p.role, _shown(p.columns), _shown(p.rows)]
+                for p in self.parties
+            ],
         }
         text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _shown(span: tuple[int, int] | None) -> list[int] | None:
+    return None if span is None else list(span)
 
 
 def _table(doc: dict, key: str, where: str) -> dict:
@@ -227,13 +238,39 @@ def _reject_unknown(table: dict, allowed: set[str], where: str) -> None:
                               f"{sorted(allowed)}.")
 
 
-def _params(table: Any) -> dict[str, Any]:
+_NUMBER = (int, float)
+
+#: Keys of ``[params]`` for consensus ADMM (the options of ``dpfed train consensus``).
+CONSENSUS_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,), "lam": _NUMBER, "rho": _NUMBER, "iterations": (int,), "mechanism": (str,),
+    "epsilon": _NUMBER, "delta": _NUMBER, "noise_multiplier": _NUMBER, "accountant": (str,),
+    "seed": (int,),
+}
+
+#: Keys of ``[params]`` for decentralized ADMM; the graph is built from ``graph``,
+#: ``graph_seed``, ``p`` and ``radius`` by every node alike (nodes in party order).
+DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,), "loss_scale": _NUMBER, "rho": _NUMBER, "eta": _NUMBER, "iterations": (int,),
+    "perturbation": (str,), "alpha": _NUMBER, "schedule": (str,), "rate": _NUMBER,
+    "delta": _NUMBER, "seed": (int,), "graph": (str,), "graph_seed": (int,), "p": _NUMBER,
+    "radius": _NUMBER,
+}
+
+PARAMS = {
+    "vertical": VERTICAL_PARAMS,
+    "consensus": CONSENSUS_PARAMS,
+    "decentralized": DECENTRALIZED_PARAMS,
+}
+
+
+def _params(table: Any, protocol: str = "vertical") -> dict[str, Any]:
     if not isinstance(table, dict):
         raise DpfedInputError(f"[params] must be a table. Found {table!r}.")
-    _reject_unknown(table, set(VERTICAL_PARAMS), "[params]")
+    allowed = PARAMS[protocol]
+    _reject_unknown(table, set(allowed), "[params]")
     out: dict[str, Any] = {}
     for key, value in table.items():
-        types = VERTICAL_PARAMS[key]
+        types = allowed[key]
         if isinstance(value, bool) and bool not in types:
             raise DpfedInputError(f"[params].{key} must be a number. Found {value!r}.")
         if not isinstance(value, types):
@@ -267,12 +304,29 @@ def _budget(value: Any, where: str) -> Budget | None:
 
 
 _PARTY_KEYS = {
-    "name", "address", "listen", "certificate", "key", "data", "data_dir", "columns", "workdir",
-    "ledger", "dataset", "budget",
+    "name", "address", "listen", "certificate", "key", "data", "data_dir", "columns", "rows",
+    "role", "workdir", "ledger", "dataset", "budget",
 }
 
+#: What each protocol's parties hold: vertical parties a column range, consensus clients and
+#: decentralized nodes a row range; a consensus job has one ``role = "server"`` party.
+_HOLDS = {"vertical": "columns", "consensus": "rows", "decentralized": "rows"}
 
-def _party(table: dict, index: int, base: Path) -> PartySpec:
+
+def _span(table: dict, key: str, where: str) -> tuple[int, int]:
+    span = table.get(key)
+    if (
+        not isinstance(span, list) or len(span) != 2
+        or not all(isinstance(c, int) and not isinstance(c, bool) for c in span)
+        or not 0 <= span[0] < span[1]
+    ):
+        raise DpfedInputError(
+            f"{where}.{key} must be [first, end) with 0 <= first < end. Found {span!r}."
+        )
+    return span[0], span[1]
+
+
+def _party(table: dict, index: int, base: Path, protocol: str = "vertical") -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
         raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
@@ -281,19 +335,25 @@ def _party(table: dict, index: int, base: Path) -> PartySpec:
     where = f"party {name!r}"
     if name == LEADER:
         raise DpfedInputError(f"{where}: the name {LEADER!r} is reserved for the job's leader.")
-    columns = table.get("columns")
-    if (
-        not isinstance(columns, list) or len(columns) != 2
-        or not all(isinstance(c, int) and not isinstance(c, bool) for c in columns)
-        or not 0 <= columns[0] < columns[1]
-    ):
+    role = table.get("role", "")
+    if role not in ("", "server") or (role == "server" and protocol != "consensus"):
         raise DpfedInputError(
-            f"{where}.columns must be [first, end) with 0 <= first < end. Found {columns!r}."
+            f"{where}.role may only be \"server\", in a consensus job. Found {role!r}."
         )
+    holds = None if role == "server" else _HOLDS[protocol]
+    other = ({"columns", "rows"} - {holds}) & set(table)
+    if other:
+        raise DpfedInputError(
+            f"{where}: a {protocol} {'server' if role else 'party'} has no {sorted(other)[0]}."
+        )
+    span = _span(table, holds, where) if holds else None
     data = _text(table, "data", where)
     workdir = _path(base, _text(table, "workdir", where, default=f"work/{name}"))
     ledger = _path(base, table["ledger"]) if "ledger" in table else workdir / "ledger.sqlite"
     data_dir = _path(base, _text(table, "data_dir", where)) if "data_dir" in table else None
+    default_dataset = data if span is None else f"{data}[{span[0]}:{span[1]}]"
+    if holds == "rows":
+        default_dataset = f"{data}[rows {span[0]}:{span[1]}]"
     return PartySpec(
         name=name,
         address=_address(_text(table, "address", where), f"{where}.address"),
@@ -302,10 +362,12 @@ def _party(table: dict, index: int, base: Path) -> PartySpec:
         key=_path(base, _text(table, "key", where)),
         data=data,
         data_dir=data_dir,
-        columns=(columns[0], columns[1]),
+        columns=span if holds == "columns" else None,
+        rows=span if holds == "rows" else None,
+        role=role,
         workdir=workdir,
         ledger=ledger,
-        dataset=_text(table, "dataset", where, default=f"{data}[{columns[0]}:{columns[1]}]"),
+        dataset=_text(table, "dataset", where, default=default_dataset),
         budget=_budget(table.get("budget"), f"{where}.budget"),
     )
 
@@ -340,9 +402,10 @@ def load_job(path: str | Path) -> JobSpec:
     protocol = _text(job, "protocol", "[job]")
     if protocol not in PROTOCOLS:
         raise DpfedInputError(f"[job].protocol must be one of {PROTOCOLS}. Found {protocol!r}.")
-    params = _params(doc.get("params", {}))
+    params = _params(doc.get("params", {}), protocol)
     # exact training scores are a diagnostic: on by default only when nothing is private
-    default_evaluate = "full" if params.get("mechanism", "none") == "none" else "test"
+    private = params.get("mechanism", params.get("perturbation", "none")) != "none"
+    default_evaluate = "test" if private else "full"
     evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
     if evaluate not in EVALUATE:
         raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
@@ -363,7 +426,12 @@ def load_job(path: str | Path) -> JobSpec:
     tables = doc.get("party")
     if not isinstance(tables, list) or len(tables) < 2:
         raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
-    parties = tuple(_party(t, k, base) for k, t in enumerate(tables))
+    parties = tuple(_party(t, k, base, protocol) for k, t in enumerate(tables))
+    servers = [p.name for p in parties if p.role == "server"]
+    if protocol == "consensus" and len(servers) != 1:
+        raise DpfedInputError(
+            f"a consensus job needs exactly one party with role = \"server\". Found {servers}."
+        )
     names = [p.name for p in parties]
     if len(set(names)) != len(names):
         raise DpfedInputError(f"party names must be distinct. Found {names}.")
@@ -398,7 +466,8 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         "protocol": spec.protocol,
         "digest": spec.digest,
         "parties": [
-            {"name": p.name, "address": p.address, "columns": list(p.columns)}
+            {"name": p.name, "address": p.address, "role": p.role or None,
+             "columns": _shown(p.columns), "rows": _shown(p.rows)}
             for p in spec.parties
         ],
         "params": dict(spec.params),

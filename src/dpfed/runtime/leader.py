@@ -34,7 +34,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dpfed.runtime.hosting import protocol_module
+from dpfed.runtime.hosting import hosted_protocol
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
@@ -54,7 +54,7 @@ class Leader:
 
     def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True) -> None:
         self.spec = spec
-        self.protocol = protocol_module(spec.protocol)
+        self.protocol = hosted_protocol(spec.protocol)
         self.resume = resume
         self.progress = progress
         self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
@@ -150,7 +150,8 @@ class Leader:
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         report = envelope.message
-        if not isinstance(report, self.protocol.REPORT) or report.sender != peer:
+        if self.protocol.report is None or not isinstance(report, self.protocol.report) \
+                or report.sender != peer:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
         digest = hashlib.sha256(payload).hexdigest()
         with self.lock:
@@ -193,7 +194,7 @@ class Leader:
         try:
             infos = self._open_all()
             n_samples = {info["n_samples"] for info in infos.values()}
-            if len(n_samples) != 1:
+            if self.spec.protocol == "vertical" and len(n_samples) != 1:
                 self._broadcast(
                     "abort", reason="the parties hold different numbers of rows",
                     retry_for=self.spec.round_timeout,
@@ -211,15 +212,24 @@ class Leader:
             self.started = time.monotonic()
             for name in self.spec.names:
                 self._control(name, "begin")
-            self._follow()
-            finals = {name: self._control(name, "finish") for name in self.spec.names}
+            if self.protocol.report is not None:
+                self._follow()
+                finals = {name: self._control(name, "finish") for name in self.spec.names}
+                result = self.protocol.result(
+                    self.spec, self.history, finals, n_samples=n_samples.pop(),
+                    seconds=self._seconds(),
+                )
+            else:
+                self._follow_status()
+                accounts = {name: self._control(name, "account") for name in self.spec.names}
+                result = self.protocol.result(
+                    self.spec, accounts, evaluate=self._evaluate, seconds=self._seconds()
+                )
+                for name in self.spec.names:
+                    self._control(name, "finish")
             with self.lock:
                 self.finished = True
                 self._checkpoint()
-            result = self.protocol.result(
-                self.spec, self.history, finals, n_samples=n_samples.pop(),
-                seconds=self._seconds(),
-            )
             write_json_atomic(out, result)
             return result
         finally:
@@ -313,8 +323,34 @@ class Leader:
             if bar is not None:
                 bar.close()
 
-    def _poll(self, unreachable: dict[str, float]) -> None:
+    def _evaluate(self, name: str, models: list) -> list[float]:
+        """Party ``name``'s losses at ``models`` (evaluation after training)."""
+        return self._control(name, "evaluate", models=models)["losses"]
+
+    def _follow_status(self) -> None:
+        """Follow a job without round reports: poll until every party has finished."""
+        unreachable: dict[str, float] = {}
+        last_round, last_progress = -1, time.monotonic()
+        while True:
+            statuses = self._poll(unreachable)
+            if statuses and len(statuses) == len(self.spec.names):
+                if all(s["finished"] for s in statuses.values()):
+                    return
+                lowest = min(s["round"] for s in statuses.values())
+                if lowest > last_round:
+                    if self.progress and last_round >= 0:
+                        self._log(f"round {lowest} reached by every party")
+                    last_round, last_progress = lowest, time.monotonic()
+            if time.monotonic() - last_progress > self.spec.round_timeout:
+                self._stop(
+                    f"round {last_round + 1} did not finish within "
+                    f"{self.spec.round_timeout:g} s (parties: {self._rounds()})"
+                )
+            time.sleep(_POLL)
+
+    def _poll(self, unreachable: dict[str, float]) -> dict[str, dict]:
         now = time.monotonic()
+        statuses: dict[str, dict] = {}
         for name in self.spec.names:
             try:
                 status = self._control(name, "status", timeout=min(2.0, self.spec.grace))
@@ -329,9 +365,11 @@ class Leader:
                     )
                 continue
             unreachable.pop(name, None)
+            statuses[name] = status
             for link in status["links"].values():
                 if link["refused"]:
                     self._stop(f"party {name!r} reports: {link['refused']}")
+        return statuses
 
     def _rounds(self) -> str:
         parts = []

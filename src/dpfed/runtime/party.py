@@ -303,6 +303,8 @@ class PartyNode:
             "begin": self._begin,
             "status": self._status,
             "finish": self._finish,
+            "account": self._account,
+            "evaluate": self._evaluate,
             "suspend": self._suspend,
             "abort": self._abort,
         }.get(op)
@@ -343,12 +345,18 @@ class PartyNode:
 
     def _open_budget(self) -> None:
         party, host = self.party, self.host
+        if not getattr(host, "holds_data", True):
+            return  # e.g. a consensus server: nothing of its own to protect
+        if not getattr(host, "ledger_support", True) and not host.exact_release:
+            if party.budget is not None or self._stored_budget() is not None:
+                raise DpfedInputError(
+                    f"job {self.spec.id} releases pure alpha-DP broadcasts on "
+                    f"{party.dataset!r}, which the budget ledger (Gaussian releases only) cannot "
+                    "account; refusing to run against a data set with a budget."
+                )
+            return
         if host.exact_release:
-            stored = None
-            if party.ledger.exists():  # never create a ledger just to look into it
-                with BudgetLedger(party.ledger) as ledger:
-                    stored = ledger.budget(party.dataset, self.name)
-            if stored is not None or party.budget is not None:
+            if self._stored_budget() is not None or party.budget is not None:
                 raise DpfedInputError(
                     f"job {self.spec.id} would release {self.name}'s data on {party.dataset!r} "
                     f"without noise (mechanism {self.spec.params.get('mechanism', 'none')!r}), "
@@ -362,6 +370,13 @@ class PartyNode:
             ledger.close()
             raise
         self.ledger = ledger
+
+    def _stored_budget(self):
+        """The ledger's budget on this data set, without creating a ledger to look."""
+        if not self.party.ledger.exists():
+            return None
+        with BudgetLedger(self.party.ledger) as ledger:
+            return ledger.budget(self.party.dataset, self.name)
 
     def _reserve(self, ledger: BudgetLedger) -> None:
         """Check the budget and reserve this job's releases (one transaction)."""
@@ -405,15 +420,32 @@ class PartyNode:
             "links": {peer: link.status() for peer, link in self.links.items()},
         }
 
+    def _account(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The party's public account of a finished job (its releases, what evaluation needs)."""
+        if not self.host.finished:
+            raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
+        return self.host.final()
+
+    def _evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The party's mean training loss at each model it is sent (evaluation after training)."""
+        if self.spec.evaluate == "none":
+            raise DpfedInputError(f"job {self.spec.id} has evaluation switched off.")
+        models = request.get("models")
+        if not isinstance(models, list):
+            raise DpfedInputError(f"evaluate needs a list of models. Found {type(models)}.")
+        return {"losses": self.host.losses(models)}
+
     def _finish(self, request: dict[str, Any]) -> dict[str, Any]:
         if not self.host.finished:
             raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
         model_path = self.folder / "model.json"
         write_json_atomic(model_path, {
             "job": self.spec.id, "party": self.name,
-            "columns": list(self.party.columns), "coef": self.host.model(),
+            "columns": None if self.party.columns is None else list(self.party.columns),
+            "rows": None if self.party.rows is None else list(self.party.rows),
+            "coef": self.host.model(),
         })
-        if self.ledger is not None and not self.host.exact_release:
+        if self.ledger is not None:
             self.ledger.close_job(self.spec.id, self.name)
         self._stop(EXIT_FINISHED, f"job {self.spec.id} finished; model in {model_path}")
         return self.host.final() | {"model": str(model_path)}

@@ -208,9 +208,3 @@ def vertical_result(
         "seconds": seconds,
         "job": describe(spec),
     }
-
-
-#: The names the networked runtime looks up (see :mod:`dpfed.runtime.hosting`).
-Host = VerticalHost
-REPORT = RoundReport
-result = vertical_result

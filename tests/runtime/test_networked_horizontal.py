@@ -1,0 +1,85 @@
+"""Consensus and decentralized jobs as real processes: the same result as in-process."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpfed.core.rows import normalize_rows
+from dpfed.data import load_dataset, make_graph
+from dpfed.runtime.consensus import ConsensusConfig, train_consensus
+from dpfed.runtime.decentralized import DecentralizedConfig, train_decentralized
+
+ROWS = [(0, 66), (66, 132), (132, 199), (199, 265), (265, 332), (332, 398)]
+
+
+def _parts(spans):
+    data = load_dataset("breast_cancer")
+    X = normalize_rows(data.X_train)
+    return [(X[a:b], data.y_train[a:b]) for a, b in spans], normalize_rows(data.X_test), \
+        data.y_test
+
+
+def _model(job, name: str) -> np.ndarray:
+    path = job.folder / "work" / name / "job" / "model.json"
+    return np.array(json.loads(path.read_text())["coef"])
+
+
+def _same_history(got: list[dict], want: list[dict]) -> None:
+    """Equal to 1e-12: the processes run one BLAS thread, the test process maybe more, and a
+    threaded matrix-vector product may sum in another order."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for key, value in w.items():
+            if key == "seconds" or value is None:
+                assert key == "seconds" or g[key] is None
+            else:
+                assert g[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+@pytest.mark.parametrize("perturbation", ["dvp", "pvp"])
+def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation):
+    params = {"iterations": 8, "seed": 4, "graph": "ring", "eta": 0.5, "rho": 0.01,
+              "loss_scale": 50.0, "perturbation": perturbation}
+    if perturbation != "none":
+        params["alpha"] = 1.0
+    nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
+    job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"})
+    job.start_parties()
+    done = job.run(timeout=180)
+    assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+    result = json.loads(job.out.read_text())
+    parts, X_test, y_test = _parts(ROWS)
+    config = DecentralizedConfig(**{k: v for k, v in params.items() if k != "graph"})
+    reference = train_decentralized(parts, make_graph("ring", 6, rng=0), config,
+                                    names=job.names, X_test=X_test, y_test=y_test)
+    _same_history(result["history"], reference.history)
+    for name in job.names:
+        np.testing.assert_allclose(_model(job, name), reference.models[name], rtol=1e-12,
+                                   atol=1e-12)
+    assert result["privacy"]["epsilon"] == pytest.approx(reference.privacy["epsilon"])
+    assert job.wait_parties() == dict.fromkeys(job.names, 0)
+
+
+def test_consensus_job_with_a_server_process_matches_inprocess(netjob):
+    params = {"iterations": 6, "seed": 1, "lam": 1e-3, "rho": 0.1, "mechanism": "gaussian",
+              "epsilon": 2.0, "delta": 1e-5, "accountant": "rdp"}
+    spans = ROWS[:3]
+    clients = [(n, "breast_cancer", span) for n, span in zip(("label", "bank", "shop"), spans,
+                                                               strict=True)]
+    budget = {"epsilon": 5.0, "delta": 1e-5}
+    job = netjob([("server", "breast_cancer", None), *clients], params=params,
+                 protocol="consensus", job={"evaluate": "full"},
+                 budgets={n: budget for n, _, _ in clients})
+    job.start_parties()
+    done = job.run(timeout=180)
+    assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+    result = json.loads(job.out.read_text())
+    parts, X_test, y_test = _parts(spans)
+    reference = train_consensus(parts, ConsensusConfig(**params), names=["label", "bank", "shop"],
+                                X_test=X_test, y_test=y_test)
+    _same_history(result["history"], reference.history)
+    np.testing.assert_allclose(_model(job, "server"), reference.model, rtol=1e-12, atol=1e-12)
+    assert result["privacy"]["epsilon"] == pytest.approx(reference.privacy["epsilon"])
