@@ -1,5 +1,14 @@
 """scikit-learn style front ends over the protocols."""
 
+from dpfed.estimators.horizontal import (
+    ConsensusLogisticRegression,
+    DecentralizedLogisticRegression,
+)
 from dpfed.estimators.vertical import VerticalLinearClassifier, VerticalLogisticRegression
 
-__all__ = ["VerticalLinearClassifier", "VerticalLogisticRegression"]
+__all__ = [
+    "ConsensusLogisticRegression",
+    "DecentralizedLogisticRegression",
+    "VerticalLinearClassifier",
+    "VerticalLogisticRegression",
+]
