@@ -213,6 +213,17 @@ def _add_privacy(sub) -> None:
     c.add_argument("--accountant", default="pld", choices=["pld", "rdp"])
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cmd_privacy_calibrate)
+    a = psub.add_parser(
+        "design-alpha",
+        help="fit L_acc(alpha) to measured losses and choose alpha (paper 001, section V)",
+    )
+    a.add_argument("--alphas", required=True, help="measured alphas, comma-separated")
+    a.add_argument("--losses", required=True, help="the losses at those alphas")
+    a.add_argument(
+        "--weights", default="0.02,6,9,1", help="w1..w4 of U(alpha) = w1 ln(w2/(w3 a + w4 a^2))"
+    )
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_privacy_design_alpha)
 
 
 def _cmd_privacy_epsilon(args) -> int:
@@ -256,6 +267,37 @@ def _cmd_privacy_calibrate(args) -> int:
             )
         )
     print(repr(float(z)))
+    return 0
+
+
+def _numbers(name: str, text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise DpfedInputError(f"{name} must be comma-separated numbers. Found {text!r}.") from None
+
+
+def _cmd_privacy_design_alpha(args) -> int:
+    from dataclasses import asdict
+
+    from dpfed.privacy.alpha_design import choose_alpha, fit_accuracy_loss
+
+    alphas, losses = _numbers("--alphas", args.alphas), _numbers("--losses", args.losses)
+    if len(alphas) != len(losses):
+        raise DpfedInputError(
+            f"--alphas and --losses must have the same length. Found {len(alphas)} and "
+            f"{len(losses)}."
+        )
+    weights = _numbers("--weights", args.weights)
+    curve = fit_accuracy_loss(alphas, losses)
+    choice = choose_alpha(curve, w=weights)
+    if args.json:
+        print(json.dumps({"curve": asdict(curve), "choice": asdict(choice)}))
+        return 0
+    print(f"L_acc(alpha) = {curve.c4:.6g} exp(-{curve.c5:.6g} alpha) + {curve.c6:.6g}")
+    print(f"alpha* = {choice.alpha:.6g}: loss {choice.loss:.6g}, utility {choice.utility:.6g}")
+    if choice.at_boundary:
+        print("note: alpha* is an end of the search range, so the range decides it")
     return 0
 
 
