@@ -67,15 +67,3 @@ def test_run_with_a_bad_job_file_names_the_key(tmp_path, capsys):
     assert "[job].protocol must be one of" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
 
-
-def test_privacy_design_alpha_fits_and_chooses(capsys):
-    from dpfed.privacy.alpha_design import choose_alpha, fit_accuracy_loss
-
-    alphas, losses = [0.01, 0.1, 0.5, 1.0], [0.9, 0.6, 0.45, 0.42]
-    assert main(["privacy", "design-alpha", "--alphas", "0.01,0.1,0.5,1",
-                 "--losses", "0.9,0.6,0.45,0.42", "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
-    want = choose_alpha(fit_accuracy_loss(alphas, losses))
-    assert shown["choice"]["alpha"] == want.alpha
-    assert main(["privacy", "design-alpha", "--alphas", "0.1,x", "--losses", "1,2"]) == 2
-    assert "--alphas must be comma-separated numbers" in capsys.readouterr().err
