@@ -182,16 +182,6 @@ def test_second_derivative_matches_finite_differences(name):
     assert loss.second_derivative(z, y).shape == z.shape
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LocalSolveError,
-    reason="bug in solve_local's line search (src/dpfed/core/local.py, the Armijo test with "
-    "slack = 8 eps |F|): when F is a small difference of large terms (b^T f, the ridge and "
-    "prox terms), F's rounding error is eps times the terms, not eps |F|; near the minimiser "
-    "every step t >= 1e-12 is then rejected, the t < 1e-12 fallback leaves f unchanged and "
-    "Newton stalls above tol until LocalSolveError. Seen in DVP/PVP runs with large linear "
-    "terms (e.g. train_decentralized with the paper's DVP settings).",
-)
 def test_a_warm_start_next_to_the_minimiser_is_not_refused():
     """A strongly convex problem whose terms are ~1e6 and cancel (F* ~ 0); the warm start lies
     1e-7 from the minimiser (gradient ~1e-7, far above the tolerance ~6e-9) at the point of

@@ -81,17 +81,20 @@ class LocalSolution:
     gradient_norm: float
 
 
-def local_objective(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> float:
-    """:math:`F(f)`."""
+def _terms(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> list[float]:
     z = np.asarray(X @ f).reshape(-1)
-    value = float(np.sum(problem.loss_weight * loss.value(z, y)))
-    value += 0.5 * problem.l2 * float(f @ f)
+    terms = [float(np.sum(problem.loss_weight * loss.value(z, y))), 0.5 * problem.l2 * float(f @ f)]
     if problem.linear is not None:
-        value += float(problem.linear @ f)
+        terms.append(float(problem.linear @ f))
     if problem.prox:
         diff = f if problem.center is None else f - problem.center
-        value += 0.5 * problem.prox * float(diff @ diff)
-    return value
+        terms.append(0.5 * problem.prox * float(diff @ diff))
+    return terms
+
+
+def local_objective(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> float:
+    """:math:`F(f)`."""
+    return sum(_terms(X, y, loss, problem, f))
 
 
 def _gradient(X, y, loss: Loss, p: LocalProblem, f: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -143,7 +146,8 @@ def solve_local(
     scale = max(1.0, float(np.sum(np.broadcast_to(problem.loss_weight, (X.shape[0],)))))
     ridge = problem.l2 + problem.prox
     z = np.asarray(X @ f).reshape(-1)
-    value = local_objective(X, y, loss, problem, f)
+    terms = _terms(X, y, loss, problem, f)
+    value = sum(terms)
     g = _gradient(X, y, loss, problem, f, z)
     gnorm = float(np.linalg.norm(g))
     iterations = 0
@@ -156,16 +160,28 @@ def solve_local(
         H[np.diag_indices_from(H)] += ridge
         step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), g)
         slope = float(g @ step)
-        t = 1.0
-        for _ in range(60):
+        # rounding slack: F is a sum of terms that may cancel; its value is known only to
+        # about eps times the size of those terms
+        slack = 16.0 * np.finfo(float).eps * (sum(abs(t) for t in terms) + abs(value))
+        t, accepted = 1.0, False
+        while t >= 1e-12:
             candidate = f + t * step
-            new_value = local_objective(X, y, loss, problem, candidate)
-            # rounding slack: near the optimum F's decrease falls below its last digits
-            slack = 8.0 * np.finfo(float).eps * abs(value)
-            if new_value <= value + 1e-4 * t * slope + slack or t < 1e-12:
+            candidate_terms = _terms(X, y, loss, problem, candidate)
+            if sum(candidate_terms) <= value + 1e-4 * t * slope + slack:
+                accepted = True
                 break
             t *= 0.5
-        f, value = candidate, new_value
+        if not accepted:
+            # below rounding, F cannot rank the points: take the Newton step if it shrinks
+            # the gradient (Newton's local convergence), else stop
+            candidate = f + step
+            candidate_terms = _terms(X, y, loss, problem, candidate)
+            z_c = np.asarray(X @ candidate).reshape(-1)
+            g_c = _gradient(X, y, loss, problem, candidate, z_c)
+            if float(np.linalg.norm(g_c)) >= gnorm:
+                break
+        f, terms = candidate, candidate_terms
+        value = sum(terms)
         z = np.asarray(X @ f).reshape(-1)
         g = _gradient(X, y, loss, problem, f, z)
         gnorm = float(np.linalg.norm(g))

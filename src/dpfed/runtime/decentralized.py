@@ -244,7 +244,8 @@ def train_decentralized(
         entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     models = {n.name: n.exact.copy() for n in nodes}
     privacy = decentralized_privacy(cfg, alphas, P)
-    edges = sorted([sorted((names[a], names[b])) for a, b in graph.edges])
+    position = {node: k for k, node in enumerate(sorted(graph.nodes))}
+    edges = sorted([sorted((names[position[a]], names[position[b]])) for a, b in graph.edges])
     return DecentralizedResult(
         models, history, privacy, cfg,
         {"nodes": P, "edges": len(edges), "edge_list": edges}, seconds,

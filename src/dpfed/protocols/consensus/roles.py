@@ -98,16 +98,19 @@ class ConsensusClient:
                 f"{self.name} expected round {self.round}. Found round {message.round}."
             )
         _check_vector("the global model", message.model, self.n_features, message.sender)
+        gamma = self.gamma
         if message.round > 0:
-            self.gamma = self.gamma - self.rho * (self.released - message.model)
+            gamma = gamma - self.rho * (self.released - message.model)
         if message.finished:
-            self.finished = True
+            self.gamma, self.finished = gamma, True
             return []
         problem = LocalProblem(
             loss_weight=1.0 / self.n_samples, l2=self.lam / self.n_clients,
-            linear=-self.gamma, prox=self.rho, center=message.model,
+            linear=-gamma, prox=self.rho, center=message.model,
         )
+        # solve first: a failed solve leaves the client's state as it was
         self.exact = solve_local(self.X, self.y, self.loss, problem, x0=self.exact).x
+        self.gamma = gamma
         self.round = message.round + 1
         if self.release is None:
             self.released = self.exact.copy()

@@ -132,13 +132,14 @@ class DecentralizedNode:
                 f"Found {type(message).__name__} from {message.sender!r}."
             )
         # a neighbour can be at most one round ahead of this node's current round
-        if self.finished or message.round not in (self.round, self.round + 1):
+        if self.finished or message.round < 1 or message.round not in (
+            self.round, self.round + 1
+        ):
             raise ProtocolError(
                 f"{self.name} expected round {self.round} or {self.round + 1} from "
                 f"{message.sender}. Found round {message.round}."
             )
-        box = self.received.setdefault(message.round, {})
-        if message.sender in box:
+        if message.sender in self.received.get(message.round, {}):
             raise ProtocolError(
                 f"{self.name} already holds round {message.round} from {message.sender}."
             )
@@ -147,7 +148,7 @@ class DecentralizedNode:
                 f"the model from {message.sender} must be {self.n_features} finite values. "
                 f"Found shape {message.model.shape}."
             )
-        box[message.sender] = message.model
+        self.received.setdefault(message.round, {})[message.sender] = message.model
         out: list[NodeModel] = []
         while not self.finished and len(self.received.get(self.round, {})) == len(self.neighbours):
             out += self._complete_round()
