@@ -311,6 +311,39 @@ def _add_reproduce(sub) -> None:
     v.add_argument("--quick", action="store_true", help="a small, fast configuration")
     v.add_argument("--quiet", action="store_true")
     v.set_defaults(func=_cmd_reproduce_vertical)
+    d = psub.add_parser(
+        "decentralized",
+        help="paper 001 (DVP/PVP decentralized ADMM on Adult): figures 3-5 and more",
+    )
+    c = psub.add_parser(
+        "consensus", help="DP consensus ADMM (paper 002) on Adult: accuracy vs epsilon"
+    )
+    for q, func in ((d, _cmd_reproduce_decentralized), (c, _cmd_reproduce_consensus)):
+        q.add_argument("--out", required=True, help="output folder")
+        q.add_argument("--data-dir", help="folder holding adult/ (default: $DPFED_DATA)")
+        q.add_argument("--quick", action="store_true", help="a small, fast configuration")
+        q.add_argument("--quiet", action="store_true")
+        q.set_defaults(func=func)
+
+
+def _cmd_reproduce_decentralized(args) -> int:
+    from dpfed.experiments.decentralized import run_decentralized_reproduction
+
+    summary = run_decentralized_reproduction(
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet
+    )
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def _cmd_reproduce_consensus(args) -> int:
+    from dpfed.experiments.consensus import run_consensus_reproduction
+
+    summary = run_consensus_reproduction(
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet
+    )
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
 
 
 def _cmd_reproduce_vertical(args) -> int:

@@ -144,7 +144,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         alpha: float | None = None,
         loss_scale: float = 1750.0,
         rho: float = 10 ** -2.5,
-        eta: float = 0.03,
+        eta: float = 1.0,
         iterations: int = 100,
         random_state: int | None = None,
     ) -> None:

@@ -66,7 +66,7 @@ class DecentralizedConfig:
     loss: str = "logistic"
     loss_scale: float = 1750.0
     rho: float = 10 ** -2.5
-    eta: float = 10.0
+    eta: float = 1.0
     iterations: int = 100
     perturbation: str = "none"
     alpha: float | None = None
