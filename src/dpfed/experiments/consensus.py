@@ -212,10 +212,16 @@ def _markdown(summary: dict) -> str:
     ]
     acc = h["epsilon1_accuracy"]
     if acc is not None:
-        verdict = "**met**" if h["target_met"] else "**not met**"
+        def verdict(flag: bool) -> str:
+            return "**met**" if flag else "**not met**"
+
         lines.append(
-            f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g} (mean and worst seed) | mean "
-            f"{fmt(acc['mean'])}, min {fmt(acc['min'])} over {acc['n']} seeds | {verdict} |"
+            f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g}, mean over seeds | "
+            f"{fmt(acc['mean'])} ({acc['n']} seeds) | {verdict(h['target_met_mean'])} |"
+        )
+        lines.append(
+            f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g}, every seed (worst seed) | "
+            f"{fmt(acc['min'])} | {verdict(h['target_met_every_seed'])} |"
         )
     else:
         lines.append(f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g} | level not run | n/a |")
@@ -372,7 +378,8 @@ def run_consensus_reproduction(
              f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
              f"{len(plan.seeds)} seeds")
     png = plot_consensus(plot_levels, title=title, nonprivate=np_summary,
-                         centralized_accuracy=centralized["test_accuracy"])
+                         centralized_accuracy=centralized["test_accuracy"],
+                         target_accuracy=TARGET_ACCURACY)
     writer.write_json("consensus.json", payload)
     writer.write_bytes("consensus.png", png)
 
@@ -381,8 +388,8 @@ def run_consensus_reproduction(
     headlines = {
         "epsilon1_accuracy": acc,
         "target_accuracy": TARGET_ACCURACY,
-        "target_met": None if acc is None else bool(acc["mean"] >= TARGET_ACCURACY
-                                                    and acc["min"] >= TARGET_ACCURACY),
+        "target_met_mean": None if acc is None else bool(acc["mean"] >= TARGET_ACCURACY),
+        "target_met_every_seed": None if acc is None else bool(acc["min"] >= TARGET_ACCURACY),
         "noise_multiplier": {f"{lv['epsilon']:g}": lv["noise_multiplier"] for lv in levels},
         "nonprivate_accuracy": np_summary["test_accuracy"],
         "centralized_accuracy": centralized["test_accuracy"],
@@ -395,6 +402,16 @@ def run_consensus_reproduction(
         "The non-private run has no randomness (one seed); the scikit-learn model minimises the "
         "same objective centrally and is the ceiling of the consensus iterates.",
     ]
+    if np_summary["test_accuracy"] is not None:
+        gap = 100.0 * (centralized["test_accuracy"] - np_summary["test_accuracy"])
+        notes.append(
+            f"After {plan.iterations} iterations the non-private consensus run is {gap:.2f} "
+            "points of test accuracy below the centralised optimum of the same objective (ADMM "
+            f"at ρ = {plan.rho:g} has not converged); "
+            + (f"at ε = 1 privacy costs a further "
+               f"{100.0 * (np_summary['test_accuracy'] - acc['mean']):.2f} points (mean)."
+               if acc is not None else "ε = 1 was not run.")
+        )
     retried = sum(lv["retries"] for lv in levels)
     if retried:
         notes.append(

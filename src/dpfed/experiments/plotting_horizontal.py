@@ -180,7 +180,8 @@ def plot_tradeoff(
     ----------
     methods : mapping
         ``dvp`` / ``pvp`` -> dict with ``alphas``, ``loss`` (the fitted quantity),
-        ``misclassification_rate`` (lists), ``fit`` (``c4``, ``c5``, ``c6``, or ``None``),
+        ``misclassification_rate`` (lists; optionally ``misclassification_rate_before_stop``),
+        ``fit`` (``c4``, ``c5``, ``c6``, ``describes_data``, or ``None``),
         ``choice`` (``alpha``, ``loss``, ``objective``, or ``None``) and ``net_utility``
         (``alpha`` / ``value`` lists of :math:`U_{priv} - L_{acc}` on a fine grid, or ``None``).
     title : str
@@ -204,20 +205,28 @@ def plot_tradeoff(
         all_alphas.update(xs)
         ax_loss.plot(xs, ys, "o", color=colour, label=f"{label}, measured")
         fit = m.get("fit")
+        usable = fit is not None and fit.get("describes_data", True)
         if fit is not None and xs:
             grid = np.geomspace(min(xs), max(xs), 200)
             curve = fit["c4"] * np.exp(-fit["c5"] * grid) + fit["c6"]
-            ax_loss.plot(grid, curve, "-", color=colour, linewidth=1.3,
-                         label=(rf"fit $L_{{acc}} = {fit['c4']:.3g}\,e^{{-{fit['c5']:.3g}\alpha}}"
-                                rf" {'+' if fit['c6'] >= 0 else '-'} {abs(fit['c6']):.3g}$"))
-        choice = m.get("choice")
+            text = (rf"fit $L_{{acc}} = {fit['c4']:.3g}\,e^{{-{fit['c5']:.3g}\alpha}}"
+                    rf" {'+' if fit['c6'] >= 0 else '-'} {abs(fit['c6']):.3g}$")
+            if not usable:
+                text += " (does not describe the data)"
+            ax_loss.plot(grid, curve, "-" if usable else ":", color=colour, linewidth=1.3,
+                         label=text)
+        choice = m.get("choice") if usable else None
         if choice is not None:
             ax_loss.plot([choice["alpha"]], [choice["loss"]], "*", color=colour, markersize=14,
                          markeredgecolor="black", label=rf"chosen $\alpha^\star$ = "
                                                         rf"{choice['alpha']:.3g}")
         xs, ys = _xy(m["alphas"], m["misclassification_rate"])
-        ax_mer.plot(xs, ys, "o-", color=colour, label=label)
-        net = m.get("net_utility")
+        ax_mer.plot(xs, ys, "o-", color=colour, label=f"{label}, final output")
+        if m.get("misclassification_rate_before_stop") is not None:
+            xs, ys = _xy(m["alphas"], m["misclassification_rate_before_stop"])
+            ax_mer.plot(xs, ys, "^--", color=colour, alpha=0.7, markersize=4,
+                        label=f"{label.split(' ')[0]}, round before the stop step")
+        net = m.get("net_utility") if usable else None
         if net is not None:
             ax_net.plot(net["alpha"], net["value"], "-", color=colour, label=label)
             if choice is not None:
@@ -231,8 +240,14 @@ def plot_tradeoff(
                            label=reference.get("label", "non-private"))
     alphas = sorted(all_alphas)
     losses = _finite([v for m in methods.values() for v in m["loss"]])
+    if reference is not None and reference.get("loss") is not None:
+        losses.append(float(reference["loss"]))
     if losses and min(losses) > 0 and max(losses) > 10 * min(losses):
         ax_loss.set_yscale("log")
+        ax_loss.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
+    elif losses:
+        pad = 0.08 * (max(losses) - min(losses) or 1.0)
+        ax_loss.set_ylim(min(losses) - pad, max(losses) + pad)
     for ax in (ax_loss, ax_mer, ax_net):
         if alphas:
             _log_alpha_axis(ax, sorted({*alphas, 0.01}) if ax is ax_net else alphas)
@@ -355,6 +370,7 @@ def plot_consensus(
     title: str,
     nonprivate: Mapping[str, Any] | None = None,
     centralized_accuracy: float | None = None,
+    target_accuracy: float | None = None,
 ) -> bytes:
     """DP consensus ADMM: accuracy and epsilon per iteration, final accuracy vs epsilon.
 
@@ -369,6 +385,8 @@ def plot_consensus(
         ``iterations``, ``test_accuracy_mean`` and ``final_mean`` of the run without noise.
     centralized_accuracy : float, optional
         Test accuracy of the centralised scikit-learn model.
+    target_accuracy : float, optional
+        A target accuracy (dotted line on the final-accuracy panel).
 
     Returns
     -------
@@ -404,6 +422,13 @@ def plot_consensus(
     if centralized_accuracy is not None:
         ax_final.axhline(centralized_accuracy, color="black", linestyle="-.", linewidth=1.2,
                          label="centralised scikit-learn")
+    if target_accuracy is not None:
+        ax_final.axhline(target_accuracy, color="tab:red", linestyle=":", linewidth=1.3,
+                         label=f"target {target_accuracy:g}")
+    from dpfed.experiments.plotting import _integer_xticks
+
+    _integer_xticks(ax_acc)
+    _integer_xticks(ax_eps)
     ax_acc.set_xlabel("ADMM iteration")
     ax_acc.set_ylabel("test accuracy (mean over seeds)")
     ax_acc.set_title("(a) test accuracy per iteration", fontsize=10)

@@ -1,0 +1,120 @@
+"""The consensus experiment (``dpfed reproduce consensus``, DP consensus ADMM of paper 002).
+
+Needs UCI Adult under ``$DPFED_DATA``; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.cli import main
+from dpfed.experiments import consensus as repro
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _adult_dir() -> Path:
+    value = os.environ.get("DPFED_DATA", "")
+    base = Path(value) if value else None
+    if base is None or not all((base / "adult" / f).is_file()
+                               for f in ("adult.data", "adult.test")):
+        pytest.skip("UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
+                    "adult/adult.data and adult/adult.test)")
+    return base
+
+
+def _finite(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    base = _adult_dir()
+    out = tmp_path_factory.mktemp("repro_cons")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["reproduce", "consensus", "--out", str(out), "--data-dir", str(base),
+                     "--quick", "--quiet"])
+    assert code == 0
+    return out, json.loads(buffer.getvalue())
+
+
+def test_cli_quick_run_writes_every_file(quick_run):
+    out, summary = quick_run
+    assert summary["files"] == ["consensus.json", "consensus.png", "summary.md", "summary.json"]
+    for name in summary["files"]:
+        assert (out / name).is_file(), name
+    png = (out / "consensus.png").read_bytes()
+    assert len(png) > 1000 and png[:8] == PNG_MAGIC
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    text = (out / "summary.md").read_text()
+    assert "no experiments" in text and "ε = 1" in text
+
+
+def test_quick_run_json_keys(quick_run):
+    out, summary = quick_run
+    plan = repro.quick_plan()
+    fig = json.loads((out / "consensus.json").read_text())
+    assert {"levels", "nonprivate", "centralized", "runs", "plan"} <= set(fig)
+    assert [lv["epsilon"] for lv in fig["levels"]] == list(plan.epsilons)
+    for lv in fig["levels"]:
+        assert _finite(lv["noise_multiplier"]) and lv["noise_multiplier"] > 0
+        assert lv["epsilon_spent"] <= lv["epsilon"] * (1 + 1e-6)
+        assert len(lv["test_accuracy_mean"]) == plan.iterations
+        acc = lv["accuracy"]
+        assert acc["min"] <= acc["mean"] <= acc["max"]
+    # more budget, less noise
+    zs = [lv["noise_multiplier"] for lv in fig["levels"]]
+    assert zs == sorted(zs, reverse=True)
+    assert 0.5 < fig["centralized"]["test_accuracy"] <= 1.0
+    h = summary["headlines"]
+    assert {"epsilon1_accuracy", "target_met_mean", "target_met_every_seed", "noise_multiplier",
+            "nonprivate_accuracy", "centralized_accuracy"} <= set(h)
+    assert _finite(h["epsilon1_accuracy"]["mean"]) and _finite(h["epsilon1_accuracy"]["min"])
+    assert isinstance(h["target_met_mean"], bool)
+    assert isinstance(h["target_met_every_seed"], bool)
+
+
+def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPFED_DATA", raising=False)
+    with pytest.raises(DpfedInputError, match="DPFED_DATA"):
+        repro.run_consensus_reproduction(tmp_path / "out", quick=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DpfedInputError, match=r"adult[/\\]adult\.data"):
+        repro.run_consensus_reproduction(tmp_path / "out", data_dir=empty, quick=True)
+    assert not (tmp_path / "out").exists()
+    code = main(["reproduce", "consensus", "--out", str(tmp_path / "out"), "--data-dir",
+                 str(empty), "--quick", "--quiet"])
+    assert code == 2
+
+
+def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
+    base = _adult_dir()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated crash before the figure")
+
+    monkeypatch.setattr(repro, "_centralized", broken)
+    monkeypatch.setattr(repro, "quick_plan", lambda: repro.ConsensusPlan(
+        quick=True, clients=4, lam=1e-5, rho=0.015, iterations=2, epsilons=(5.0,),
+        seeds=(0,), max_train_rows=400, max_test_rows=200))
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        repro.run_consensus_reproduction(out, data_dir=base, quick=True)
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_full_consensus(tmp_path):
+    base = _adult_dir()
+    summary = repro.run_consensus_reproduction(tmp_path / "out", data_dir=base)
+    assert summary["headlines"]["epsilon1_accuracy"]["n"] == 3
