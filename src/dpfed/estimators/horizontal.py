@@ -14,9 +14,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.rows import normalize_rows
+from dpfed.estimators._scores import ScoreClassifierMixin
 
 
-class _HorizontalClassifier(ClassifierMixin, BaseEstimator):
+class _HorizontalClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstimator):
     def _parts(self, X, y, count: int, seed: int | None):
         from dpfed.data import horizontal_split
 
@@ -37,12 +38,6 @@ class _HorizontalClassifier(ClassifierMixin, BaseEstimator):
             raise DpfedInputError(f"X must have {self.n_features_in_} columns. Found {X.shape[1]}.")
         return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1)
 
-    def predict_proba(self, X) -> np.ndarray:
-        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X) -> np.ndarray:
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
 
 
 class ConsensusLogisticRegression(_HorizontalClassifier):

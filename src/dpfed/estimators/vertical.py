@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError, check_binary_labels
+from dpfed.estimators._scores import ScoreClassifierMixin
 from dpfed.privacy.vertical import SoundBounds
 from dpfed.runtime.vertical import VerticalConfig, VerticalResult, train_vertical
 
@@ -33,7 +34,7 @@ def _split_columns(X, split: Sequence[int]) -> list:
     return [X[:, a:b] for a, b in itertools.pairwise(edges)]
 
 
-class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
+class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstimator):
     """Binary linear classifier trained by (DP) ADMM sharing across column blocks.
 
     Parameters
@@ -146,12 +147,6 @@ class VerticalLinearClassifier(ClassifierMixin, BaseEstimator):
             total += np.asarray(mech.prepare_block(block) @ model).reshape(-1)
         return total
 
-    def predict_proba(self, X) -> np.ndarray:
-        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X) -> np.ndarray:
-        return np.where(self.decision_function(X) > 0, self.classes_[1], self.classes_[0])
 
 
 class VerticalLogisticRegression(VerticalLinearClassifier):
