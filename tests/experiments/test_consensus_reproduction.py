@@ -114,6 +114,8 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("DPFED_SLOW") != "1",
+                    reason="the full consensus experiment takes about a minute; set DPFED_SLOW=1")
 def test_full_consensus(tmp_path):
     base = _adult_dir()
     summary = repro.run_consensus_reproduction(tmp_path / "out", data_dir=base)
