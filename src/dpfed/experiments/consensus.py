@@ -55,13 +55,12 @@ import numpy as np
 from dpfed._validation import DpfedInputError
 from dpfed.experiments.decentralized import (
     AdultParts,
-    Progress,
     adult_base,
     fmt,
     limit_blas_threads,
     load_adult_parts,
 )
-from dpfed.experiments.output import ArtifactWriter, jsonable
+from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
 
 TARGET_ACCURACY = 0.83
 TARGET_EPSILON = 1.0

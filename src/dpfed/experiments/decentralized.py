@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -84,7 +83,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.experiments.output import ArtifactWriter, jsonable
+from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
 
 DATA_ENV_VAR = "DPFED_DATA"
 ADULT_SOURCE = (
@@ -172,26 +171,6 @@ def quick_plan() -> DecentralizedPlan:
 
 # ---------------------------------------------------------------------------------------------
 # Progress
-
-
-class Progress:
-    """A tqdm bar over all runs, only when asked for and standard error is a terminal."""
-
-    def __init__(self, total: int, enabled: bool, desc: str) -> None:
-        self._bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, desc=desc, unit="run")
-
-    def step(self, description: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(description)
-            self._bar.update(1)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,3 +72,21 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
+class Progress:
+    """A tqdm bar over all runs, only when asked for and standard error is a terminal."""
+
+    def __init__(self, total: int, enabled: bool, desc: str) -> None:
+        self._bar = None
+        if enabled and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="run")
+
+    def step(self, description: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(description)
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

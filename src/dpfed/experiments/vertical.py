@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +74,7 @@ import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.experiments.output import ArtifactWriter as _Writer
-from dpfed.experiments.output import jsonable
+from dpfed.experiments.output import Progress, jsonable
 
 DATA_ENV_VAR = "DPFED_DATA"
 
@@ -231,26 +230,6 @@ def quick_plan() -> ReproductionPlan:
 
 # ---------------------------------------------------------------------------------------------
 # Progress
-
-
-class _Progress:
-    """A tqdm bar over all runs, only when asked for and standard error is a terminal."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self._bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, desc="reproduce vertical", unit="run")
-
-    def step(self, description: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(description)
-            self._bar.update(1)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,7 +505,7 @@ class _Context:
     plan: ReproductionPlan
     data: _DataCache
     writer: _Writer
-    progress: _Progress
+    progress: Progress
     notes: list[str] = field(default_factory=list)
 
     def step(self, description: str) -> None:
@@ -941,7 +920,7 @@ def run_vertical_reproduction(
         )
     out.mkdir(parents=True, exist_ok=True)
     writer = _Writer(out)
-    bar = _Progress(_count_runs(plan, cache), progress)
+    bar = Progress(_count_runs(plan, cache), progress, "reproduce vertical")
     ctx = _Context(plan=plan, data=cache, writer=writer, progress=bar)
     figures: dict[str, list[dict]] = {"training_curves": [], "noise_levels": [], "frontier": []}
     try:
