@@ -61,6 +61,32 @@ def test_dvp_branch_a_nonpositive_hand_computed() -> None:
     assert noise.alpha_hat + noise.alpha_bar == pytest.approx(0.1)
 
 
+
+def test_dvp_small_positive_a_takes_the_penalty_branch_hand_computed() -> None:
+    # Adult on 10 nodes (B = 3256), ring (N_p = 2), eta = 1, the paper's DVP setting, alpha = 0.1:
+    # strong = 10^-2.5 + 4 = 4.0031623; c1 C^R / (B strong) = 437.5 / 13034.30 = 0.0335651;
+    # a = 0.1 - 2 ln(1.0335651) = 0.1 - 0.0660286 = 0.0339714: positive but below alpha / 2,
+    # so Phi = 437.5 / (3256 (e^{0.025} - 1)) - 4.0031623 = 5.3078 - 4.0032 = 1.3046 and
+    # zeta = alpha / 4 = 0.025 (the paper's rule would draw zeta = a / 2 = 0.0169862).
+    rho = 10**-2.5
+    noise = dvp_noise(0.1, c1=0.25, CR=1750.0, B=3256, rho=rho, eta=1.0, n_neighbours=2)
+    assert noise.a == pytest.approx(0.0339714, rel=1e-5)
+    assert noise.phi == pytest.approx(1.3046, rel=1e-4)
+    assert noise.zeta == pytest.approx(0.025, rel=1e-12)
+    assert _jacobian_alpha(0.25, 1750.0, 3256, rho + noise.phi + 4.0) == pytest.approx(0.05)
+
+
+def test_dvp_zeta_is_continuous_where_the_branches_meet() -> None:
+    # zeta = max(a, alpha / 2) / 2: sweep B across the switch a = alpha / 2 and check there is
+    # no jump (the paper's switch at a = 0 sends zeta to 0 from above)
+    kwargs = {"c1": 0.25, "CR": 1750.0, "rho": 10**-2.5, "eta": 1.0, "n_neighbours": 2}
+    for B in range(1500, 20000, 250):
+        noise = dvp_noise(0.2, B=B, **kwargs)
+        assert noise.zeta == pytest.approx(max(noise.a, 0.1) / 2, rel=1e-12)
+        assert noise.zeta >= 0.05 - 1e-12
+        jacobian = _jacobian_alpha(0.25, 1750.0, B, 10**-2.5 + noise.phi + 4.0)
+        assert noise.alpha_hat + jacobian == pytest.approx(0.2)
+
 def test_dvp_is_not_algorithm2_as_printed() -> None:
     # Algorithm 2 as printed draws with zeta = alpha_hat (half this noise); the proof (and
     # Chaudhuri et al.) need zeta = alpha_hat / 2, which is what dvp_noise returns.

@@ -140,13 +140,19 @@ def dvp_noise(
 
         a = \alpha - 2\ln\Big(1 + \frac{c_1 C^R}{B_p(\rho + 2\eta N_p)}\Big);\quad
         \begin{cases}
-        a > 0: & \Phi = 0,\ \hat\alpha = a,\\
-        a \le 0: & \Phi = \dfrac{c_1 C^R}{B_p(e^{\alpha/4} - 1)} - \rho - 2\eta N_p,\
+        a \ge \alpha/2: & \Phi = 0,\ \hat\alpha = a,\\
+        a < \alpha/2: & \Phi = \dfrac{c_1 C^R}{B_p(e^{\alpha/4} - 1)} - \rho - 2\eta N_p,\
                    \hat\alpha = \alpha/2 \ (\text{then } \bar\alpha = \alpha/2),
         \end{cases}
         \qquad \zeta = \hat\alpha / 2,
 
-    so that :math:`2\zeta + \bar\alpha = \alpha`. **Differs from Algorithm 2 as printed**, which
+    so that :math:`2\zeta + \bar\alpha = \alpha`. The paper switches to the penalty branch
+    only at :math:`a \le 0`, so a slightly positive :math:`a` gives almost unbounded noise
+    (:math:`\zeta = a/2 \to 0`); switching at :math:`a = \alpha/2` instead, where
+    :math:`\Phi = 0` and both branches draw :math:`\zeta = \alpha/4`, makes
+    :math:`\zeta = \max(a, \alpha/2)/2` continuous in every parameter, never smaller than the
+    paper's, and the guarantee is unchanged (:math:`\Phi \ge 0` exactly when
+    :math:`a \le \alpha/2`). **Differs from Algorithm 2 as printed**, which
     draws with :math:`\zeta = \hat\alpha` (and SPEC.md, which restates it): that is half the
     noise, and the proof then only bounds the ratio by :math:`e^{2\alpha - \bar\alpha}`. The
     proof's last step ("selecting :math:`\zeta = \hat\alpha/2`"), its Appendix D
@@ -190,11 +196,11 @@ def dvp_noise(
     n_p = check_int("n_neighbours", n_neighbours, minimum=0)
     strong = r + 2.0 * e * n_p
     a = al - 2.0 * math.log1p(c * cr / (b * strong))
-    if a > 0.0:
+    if a >= al / 2.0:
         phi, alpha_hat = 0.0, a
     else:
         phi = c * cr / (b * math.expm1(al / 4.0)) - strong
-        phi = max(phi, 0.0)  # >= 0 analytically when a <= 0; clip rounding
+        phi = max(phi, 0.0)  # >= 0 analytically when a <= alpha/2; clip rounding
         alpha_hat = al / 2.0
     return DVPNoise(zeta=alpha_hat / 2.0, phi=phi, a=a, alpha=al, dual_scale=cr / (2.0 * b))
 
