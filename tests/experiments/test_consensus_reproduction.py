@@ -5,12 +5,9 @@ Needs UCI Adult under ``$DPFED_DATA``; skipped otherwise.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
-from pathlib import Path
 
 import pytest
 
@@ -21,30 +18,14 @@ from dpfed.experiments import consensus as repro
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _adult_dir() -> Path:
-    value = os.environ.get("DPFED_DATA", "")
-    base = Path(value) if value else None
-    if base is None or not all((base / "adult" / f).is_file()
-                               for f in ("adult.data", "adult.test")):
-        pytest.skip("UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-                    "adult/adult.data and adult/adult.test)")
-    return base
-
-
 def _finite(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    base = _adult_dir()
+def quick_run(tmp_path_factory, adult_dir, reproduce):
     out = tmp_path_factory.mktemp("repro_cons")
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main(["reproduce", "consensus", "--out", str(out), "--data-dir", str(base),
-                     "--quick", "--quiet"])
-    assert code == 0
-    return out, json.loads(buffer.getvalue())
+    return out, reproduce("consensus", out, adult_dir)
 
 
 def test_cli_quick_run_writes_every_file(quick_run):
@@ -97,8 +78,8 @@ def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
     assert code == 2
 
 
-def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
-    base = _adult_dir()
+def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
+    base = adult_dir
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated crash before the figure")
@@ -116,7 +97,7 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("DPFED_SLOW") != "1",
                     reason="the full consensus experiment takes about a minute; set DPFED_SLOW=1")
-def test_full_consensus(tmp_path):
-    base = _adult_dir()
+def test_full_consensus(tmp_path, adult_dir):
+    base = adult_dir
     summary = repro.run_consensus_reproduction(tmp_path / "out", data_dir=base)
     assert summary["headlines"]["epsilon1_accuracy"]["n"] == 3

@@ -9,8 +9,6 @@ same numbers as the sequential one.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -26,16 +24,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("nonprivate", "fig3_convergence", "fig4_tradeoff", "fig5_seeds", "eta_sensitivity")
 
 
-def _adult_dir() -> Path:
-    value = os.environ.get("DPFED_DATA", "")
-    base = Path(value) if value else None
-    if base is None or not all((base / "adult" / f).is_file()
-                               for f in ("adult.data", "adult.test")):
-        pytest.skip("UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-                    "adult/adult.data and adult/adult.test)")
-    return base
-
-
 def _finite(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -46,15 +34,9 @@ def _check_png(path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    base = _adult_dir()
+def quick_run(tmp_path_factory, adult_dir, reproduce):
     out = tmp_path_factory.mktemp("repro_dec")
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main(["reproduce", "decentralized", "--out", str(out), "--data-dir", str(base),
-                     "--quick", "--quiet"])
-    assert code == 0
-    return out, json.loads(buffer.getvalue())
+    return out, reproduce("decentralized", out, adult_dir)
 
 
 def test_cli_quick_run_writes_every_file(quick_run):
@@ -145,8 +127,8 @@ def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
     assert code == 2
 
 
-def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
-    base = _adult_dir()
+def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
+    base = adult_dir
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated crash after the non-private runs")
@@ -159,8 +141,8 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
     json.loads((out / "nonprivate.json").read_text())
 
 
-def test_parallel_runs_match_sequential(tmp_path):
-    base = _adult_dir()
+def test_parallel_runs_match_sequential(tmp_path, adult_dir):
+    base = adult_dir
     plan = repro.quick_plan()
     data = repro.load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
                                   max_test_rows=plan.max_test_rows)
@@ -196,8 +178,8 @@ def test_run_spec_keys_are_distinct():
     reason="the full reproduction takes about 10 minutes on 2 cores; set DPFED_REPRODUCE=1 "
     "(not run in CI, which has a 20-minute budget)",
 )
-def test_full_reproduction(tmp_path):
-    base = _adult_dir()
+def test_full_reproduction(tmp_path, adult_dir):
+    base = adult_dir
     summary = repro.run_decentralized_reproduction(tmp_path / "out", data_dir=base)
     h = summary["headlines"]
     assert all(g is not None and g <= 1e-3 for g in h["nonprivate_relative_gap"].values())

@@ -1,0 +1,42 @@
+"""Fixtures of the reproduction tests: the Adult folder and a quiet ``dpfed reproduce`` run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dpfed.cli import main
+
+
+@pytest.fixture(scope="session")
+def adult_dir() -> Path:
+    """The folder holding ``adult/adult.data`` and ``adult/adult.test``; skips without it."""
+    value = os.environ.get("DPFED_DATA", "")
+    base = Path(value) if value else None
+    if base is None or not all((base / "adult" / f).is_file()
+                               for f in ("adult.data", "adult.test")):
+        pytest.skip("UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
+                    "adult/adult.data and adult/adult.test)")
+    return base
+
+
+@pytest.fixture(scope="session")
+def reproduce() -> Callable[..., dict]:
+    """Runs ``dpfed reproduce COMMAND --out OUT --data-dir BASE --quick --quiet`` and returns
+    the summary it prints (asserting exit status 0)."""
+
+    def run(command: str, out: Path, base: Path) -> dict:
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            code = main(["reproduce", command, "--out", str(out), "--data-dir", str(base),
+                         "--quick", "--quiet"])
+        assert code == 0
+        return json.loads(buffer.getvalue())
+
+    return run
