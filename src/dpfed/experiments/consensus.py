@@ -47,20 +47,16 @@ import math
 import os
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from dpfed._validation import DpfedInputError
 from dpfed.experiments.decentralized import (
     AdultParts,
-    adult_base,
+    adult_experiment,
     fmt,
-    limit_blas_threads,
-    load_adult_parts,
 )
-from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
+from dpfed.experiments.output import Progress, jsonable
 
 TARGET_ACCURACY = 0.83
 TARGET_EPSILON = 1.0
@@ -288,22 +284,13 @@ def run_consensus_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
-    from dpfed.experiments.plotting import require_matplotlib
     from dpfed.experiments.plotting_horizontal import plot_consensus
     from dpfed.privacy.consensus import calibrate_consensus
 
     started = time.perf_counter()
-    require_matplotlib()
     plan = quick_plan() if quick else full_plan()
-    base = adult_base(data_dir, "consensus")
-    out = Path(out_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
-    with limit_blas_threads():
-        data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
-                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        out.mkdir(parents=True, exist_ok=True)
-        writer = ArtifactWriter(out)
+    with adult_experiment(out_dir, data_dir, "consensus", parties=plan.clients,
+                          plan=plan) as (out, data, writer):
         bar = Progress(len(plan.seeds) * (len(plan.epsilons) + 1), progress,
                        "reproduce consensus")
         try:

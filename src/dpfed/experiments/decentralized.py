@@ -72,10 +72,11 @@ written last: if anything fails midway, they are absent.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -84,7 +85,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
+from dpfed.experiments.output import ArtifactWriter, Progress, jsonable, output_folder
 
 DATA_ENV_VAR = "DPFED_DATA"
 ADULT_SOURCE = (
@@ -301,6 +302,34 @@ def limit_blas_threads():
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
+
+
+@contextlib.contextmanager
+def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None,
+                     command: str, *, parties: int, plan: Any
+                     ) -> Iterator[tuple[Path, AdultParts, ArtifactWriter]]:
+    """The common start of the Adult experiments: matplotlib present, the data folder and
+    ``out_dir`` checked, Adult loaded and split into ``parties`` parts as ``plan`` says
+    (``max_train_rows``, ``max_test_rows``, ``split_seed``), the output folder created; BLAS
+    limited to one thread inside the block.
+
+    Yields
+    ------
+    out : Path
+    data : AdultParts
+    writer : ArtifactWriter
+        Writes atomically into ``out``.
+    """
+    from dpfed.experiments.plotting import require_matplotlib
+
+    require_matplotlib()
+    base = adult_base(data_dir, command)
+    out = output_folder(out_dir)
+    with limit_blas_threads():
+        data = load_adult_parts(base, parties=parties, max_train_rows=plan.max_train_rows,
+                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
+        out.mkdir(parents=True, exist_ok=True)
+        yield out, data, ArtifactWriter(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1243,24 +1272,14 @@ def run_decentralized_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
-    from dpfed.experiments.plotting import require_matplotlib
-
     started = time.perf_counter()
-    require_matplotlib()
     plan = quick_plan() if quick else full_plan()
     if workers is not None:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise DpfedInputError(f"workers must be an integer >= 1. Found {workers!r}.")
         plan = DecentralizedPlan(**{**asdict(plan), "workers": workers})
-    base = adult_base(data_dir, "decentralized")
-    out = Path(out_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
-    with limit_blas_threads():
-        data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
-                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        out.mkdir(parents=True, exist_ok=True)
-        writer = ArtifactWriter(out)
+    with adult_experiment(out_dir, data_dir, "decentralized", parties=plan.nodes,
+                          plan=plan) as (out, data, writer):
         specs = _all_specs(plan)
         bar = Progress(len(specs), progress, "reproduce decentralized")
         cache = RunCache(data, plan.workers, bar)

@@ -15,6 +15,17 @@ from typing import Any
 import numpy as np
 
 
+def output_folder(out_dir: str | os.PathLike[str]) -> Path:
+    """``out_dir`` as a path, refused if it exists and is not a folder (created later, when
+    the first file is written)."""
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        from dpfed._validation import DpfedInputError
+
+        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
+    return out
+
+
 class ArtifactWriter:
     """Writes files atomically into ``out_dir`` and remembers their names."""
 

@@ -74,7 +74,7 @@ import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.experiments.output import ArtifactWriter as _Writer
-from dpfed.experiments.output import Progress, jsonable
+from dpfed.experiments.output import Progress, jsonable, output_folder
 
 DATA_ENV_VAR = "DPFED_DATA"
 
@@ -908,9 +908,7 @@ def run_vertical_reproduction(
     require_matplotlib()
     plan = quick_plan() if quick else full_plan()
     base = _data_base(data_dir)
-    out = Path(out_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
+    out = output_folder(out_dir)
     cache = _DataCache(base, plan)
     wanted = _dedupe(plan.figure1 + plan.figure2 + plan.figure3 + plan.frontier)
     if not any(cache.available(name) for name in wanted):
