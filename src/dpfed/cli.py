@@ -324,6 +324,10 @@ def _add_reproduce(sub) -> None:
         q.add_argument("--quick", action="store_true", help="a small, fast configuration")
         q.add_argument("--quiet", action="store_true")
         q.set_defaults(func=func)
+    from dpfed import _cli_bayes, _cli_dca
+
+    _cli_bayes.add_reproduce_bayes_linreg(psub)
+    _cli_dca.add_reproduce_dca_scaling(psub)
 
 
 def _cmd_reproduce_decentralized(args) -> int:
@@ -445,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _cli_horizontal.add_train_consensus(tsub)
     _cli_horizontal.add_train_decentralized(tsub)
+    from dpfed import _cli_bayes
+
+    _cli_bayes.add_train_bayes_linreg(tsub)
     _add_privacy(sub)
     _add_reproduce(sub)
     from dpfed import _cli_net
@@ -453,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     _cli_net.add_party(sub)
     _cli_net.add_run(sub)
     _cli_net.add_budget(sub)
+    from dpfed import _cli_dca
+
+    _cli_dca.add_dca(sub)
     return parser
 
 

@@ -1,8 +1,10 @@
-"""Data layer: readers (LIBSVM, NIPS 2003, UCI Adult), the named-data-set registry, vertical
-and horizontal partitioning among parties, communication graphs, and row-wise preprocessing."""
+"""Data layer: readers (LIBSVM, NIPS 2003, UCI Adult, Wine Quality, Abalone), the
+named-data-set registry, vertical and horizontal partitioning among parties, communication
+graphs, row-wise preprocessing, and the scaling and splits of the regression sets."""
 
 from __future__ import annotations
 
+from dpfed.data.abalone import read_abalone
 from dpfed.data.adult import read_adult
 from dpfed.data.graphs import GRAPHS, graph_from_edges, make_graph, neighbours
 from dpfed.data.libsvm import read_libsvm
@@ -16,24 +18,41 @@ from dpfed.data.preprocessing import (
     standardize_fit,
 )
 from dpfed.data.registry import KNOWN_DATASETS, Dataset, load_dataset, stratified_split
+from dpfed.data.regression import (
+    REGRESSION_DATASETS,
+    RegressionData,
+    Scaling,
+    load_regression_dataset,
+    random_split,
+    scale_to_range,
+)
+from dpfed.data.wine import read_wine
 
 __all__ = [
     "GRAPHS",
     "KNOWN_DATASETS",
+    "REGRESSION_DATASETS",
     "Dataset",
+    "RegressionData",
+    "Scaling",
     "clip_rows",
     "even_split",
     "graph_from_edges",
     "horizontal_split",
     "load_dataset",
+    "load_regression_dataset",
     "make_graph",
     "neighbours",
     "normalize_rows",
     "parse_split",
+    "random_split",
+    "read_abalone",
     "read_adult",
     "read_libsvm",
     "read_nips2003",
+    "read_wine",
     "row_norms",
+    "scale_to_range",
     "standardize_apply",
     "standardize_fit",
     "stratified_split",

@@ -38,9 +38,21 @@ KNOWN_DATASETS: dict[str, str] = {
     "features (files gisette/gisette_{train,valid}.{data,labels})",
     "madelon": "NIPS 2003 Madelon, synthetic: 2,000 train / 600 valid rows, 500 features "
     "(files madelon/madelon_{train,valid}.{data,labels})",
+    "wine-red": "UCI Wine Quality, red: 1,599 rows, 11 inputs, real target quality, unscaled "
+    "and unsplit (file wine_quality/winequality-red.csv)",
+    "wine-white": "UCI Wine Quality, white: 4,898 rows, 11 inputs, real target quality, "
+    "unscaled and unsplit (file wine_quality/winequality-white.csv)",
+    "abalone": "UCI Abalone: 4,177 rows, sex one-hot + 7 measurements, real target Rings, "
+    "unscaled and unsplit (file abalone/abalone.data)",
 }
 
 _A9A_FEATURES = 123
+#: Regression sets -> the file they need (read by dpfed.data.wine / dpfed.data.abalone).
+_REGRESSION = {
+    "wine-red": "wine_quality/winequality-red.csv",
+    "wine-white": "wine_quality/winequality-white.csv",
+    "abalone": "abalone/abalone.data",
+}
 _DEXTER_TEST = 100
 _BREAST_CANCER_TEST_FRACTION = 0.3
 _SEED = 0
@@ -123,6 +135,11 @@ def load_dataset(
         * ``breast_cancer``: stratified 70/30 split with ``numpy.random.default_rng(0)``,
           standardised with the train mean and standard deviation, labels in {-1, 1}
           (malignant -1, benign 1).
+        * ``wine-red``, ``wine-white``, ``abalone``: regression sets, every row as
+          ``X_train`` (dense, raw values) and the real target as ``y_train``; no test part.
+          They are split per run and scaled by :mod:`dpfed.data.regression`
+          (:func:`~dpfed.data.regression.load_regression_dataset` returns the same rows as a
+          :class:`~dpfed.data.regression.RegressionData`).
         * a LIBSVM file: CSR, train and test padded to the larger column count of the two,
           labels as written.
 
@@ -152,6 +169,8 @@ def load_dataset(
             return _load_adult(base)
         if key == "dexter":
             return _load_dexter(base)
+        if key in _REGRESSION:
+            return _load_regression(key, base)
         return _load_nips_train_valid(key, base)
     path = Path(key).expanduser()
     if path.is_file():
@@ -173,6 +192,8 @@ def _layout(name: str) -> str:
         return "adult/adult.data and adult/adult.test"
     if name == "dexter":
         return "dexter/dexter_train.data and dexter/dexter_train.labels"
+    if name in _REGRESSION:
+        return _REGRESSION[name]
     return f"{name}/{name}_train.data, .labels and {name}/{name}_valid.data, .labels"
 
 
@@ -230,6 +251,20 @@ def _load_adult(base: Path) -> Dataset:
     train, test = base / "adult" / "adult.data", base / "adult" / "adult.test"
     _require("adult", [train, test])
     return read_adult(train, test)
+
+
+def _load_regression(name: str, base: Path) -> Dataset:
+    from dpfed.data.regression import load_regression_dataset
+
+    data = load_regression_dataset(name, base)
+    return Dataset(
+        name=name,
+        X_train=data.X,
+        y_train=data.y,
+        X_test=None,
+        y_test=None,
+        source=f"{data.source}; unscaled, no test part (see dpfed.data.regression)",
+    )
 
 
 def _load_nips_train_valid(name: str, base: Path) -> Dataset:

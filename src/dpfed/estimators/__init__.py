@@ -1,5 +1,6 @@
 """scikit-learn style front ends over the protocols."""
 
+from dpfed.estimators.bayes import DPBayesianLinearRegression
 from dpfed.estimators.horizontal import (
     ConsensusLogisticRegression,
     DecentralizedLogisticRegression,
@@ -8,6 +9,7 @@ from dpfed.estimators.vertical import VerticalLinearClassifier, VerticalLogistic
 
 __all__ = [
     "ConsensusLogisticRegression",
+    "DPBayesianLinearRegression",
     "DecentralizedLogisticRegression",
     "VerticalLinearClassifier",
     "VerticalLogisticRegression",

@@ -1,0 +1,83 @@
+"""DP Bayesian linear regression by sufficient-statistics perturbation (Heikkilä et al. 2017).
+
+One concept per module:
+
+* :mod:`~dpfed.bayes.sufficient_stats` -- per-row statistics, clipping, sensitivity;
+* :mod:`~dpfed.bayes.posterior` -- posterior from (noisy) statistics, definiteness repair;
+* :mod:`~dpfed.bayes.calibration` -- noise multipliers of the releases ("tight" or "paper");
+* :mod:`~dpfed.bayes.aggregation` -- non-private, trusted, distributed (secure sum) and
+  input-perturbation sums;
+* :mod:`~dpfed.bayes.projection` -- Algorithm 2: private standard deviations and thresholds;
+* :mod:`~dpfed.bayes.linreg` -- the whole method, :func:`fit_dp_linreg`.
+"""
+
+from __future__ import annotations
+
+from dpfed.bayes.aggregation import MODES, NoisySum, distributed_client_std, noisy_sum
+from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
+from dpfed.bayes.linreg import DEFAULT_BOUND, LinRegFit, fit_dp_linreg
+from dpfed.bayes.posterior import (
+    REPAIRS,
+    Posterior,
+    mean_absolute_error,
+    posterior_from_statistics,
+    posterior_means,
+    predict,
+    repair_gram,
+)
+from dpfed.bayes.projection import (
+    FALLBACK_STD,
+    THRESHOLD_GRID,
+    MarginalStds,
+    ThresholdCache,
+    ThresholdChoice,
+    estimate_marginal_stds,
+    search_thresholds,
+)
+from dpfed.bayes.sufficient_stats import (
+    clip_to_bounds,
+    moment_sensitivity,
+    n_statistics,
+    pack_statistics,
+    row_moments,
+    row_statistics,
+    statistics_sensitivity,
+    statistics_sensitivity_squared,
+    unpack_statistics,
+)
+
+__all__ = [
+    "CALIBRATIONS",
+    "DEFAULT_BOUND",
+    "FALLBACK_STD",
+    "MODES",
+    "REPAIRS",
+    "THRESHOLD_GRID",
+    "LinRegFit",
+    "MarginalStds",
+    "NoisySum",
+    "Posterior",
+    "ReleaseCalibration",
+    "ThresholdCache",
+    "ThresholdChoice",
+    "calibrate_releases",
+    "clip_to_bounds",
+    "distributed_client_std",
+    "estimate_marginal_stds",
+    "fit_dp_linreg",
+    "mean_absolute_error",
+    "moment_sensitivity",
+    "n_statistics",
+    "noisy_sum",
+    "pack_statistics",
+    "posterior_from_statistics",
+    "posterior_means",
+    "predict",
+    "repair_gram",
+    "row_moments",
+    "row_statistics",
+    "search_thresholds",
+    "statistics_sensitivity",
+    "statistics_sensitivity_squared",
+    "unpack_statistics",
+]

@@ -1,0 +1,177 @@
+r"""Noisy sums of per-client vectors: the four aggregation settings of the paper's experiments.
+
+Every client :math:`i = 1..N` holds one data row and so one vector :math:`z_i \in
+\mathbb{R}^D`; the learner needs :math:`\sum_i z_i` with Gaussian noise such that the noise
+protecting any one row has standard deviation at least :math:`\sigma_{std}` (the Gaussian
+mechanism's, :math:`\sigma_{std} = z \Delta_2`, see :mod:`dpfed.bayes.calibration`):
+
+``"nonprivate"``
+    :math:`\sum_i z_i`, no noise.
+``"trusted"``
+    A trusted aggregator sees every :math:`z_i` and releases
+    :math:`\sum_i z_i + \eta`, :math:`\eta \sim \mathcal N(0, \sigma_{std}^2 I)`.
+``"distributed"``
+    The paper's Algorithm 1 (DCA): each client adds
+    :math:`\eta_i \sim \mathcal N(0, \sigma_{std}^2/(N - T - 1)\, I)` to its own vector and
+    the noisy vectors are summed by the secure sum :func:`dpfed.dca.secure_sum` (secret
+    shares to ``compute_nodes`` compute nodes; no single node sees a client's value). Any
+    :math:`N - T - 1` honest clients' noise already has variance :math:`\sigma_{std}^2`
+    (Theorem 1), so the release stays private if up to :math:`T` clients collude or drop
+    out, and if one of the clients is the attacker; the total noise variance is
+    :math:`\sigma_{std}^2 N / (N - T - 1)`.
+``"input"``
+    Input perturbation, the paper's baseline (its section 4: each client "uses a trusted
+    aggregator DP technique separately"): each client releases its own
+    :math:`z_i + \eta_i`, :math:`\eta_i \sim \mathcal N(0, \sigma_{std}^2 I)`, private on its
+    own without any secure sum; the sum then carries noise of variance :math:`N
+    \sigma_{std}^2`.
+
+All randomness comes from the ``rng`` argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError, check_int
+
+__all__ = ["MODES", "NoisySum", "distributed_client_std", "noisy_sum"]
+
+#: Aggregation settings, see the module docstring.
+MODES = ("nonprivate", "trusted", "distributed", "input")
+
+#: Signature of a secure-sum implementation: ``aggregate(values, *, noise_std, compute_nodes,
+#: tolerated, rng)`` returning an object whose ``total`` is the (D,) noisy sum.
+Aggregate = Callable[..., Any]
+
+
+@dataclass(frozen=True, eq=False)
+class NoisySum:
+    """A released noisy sum.
+
+    Attributes
+    ----------
+    total : numpy.ndarray, shape (D,)
+        :math:`\\sum_i z_i` plus the mode's noise.
+    mode : str
+    sigma_std : numpy.ndarray or None, shape (D,)
+        The Gaussian mechanism's standard deviation per coordinate (``None`` without noise).
+    client_std : numpy.ndarray or None, shape (D,)
+        Standard deviation each client adds (``distributed``, ``input``), else ``None``.
+    total_std : numpy.ndarray, shape (D,)
+        Standard deviation of the noise in ``total`` (zeros for ``nonprivate``).
+    n_clients : int
+    """
+
+    total: np.ndarray
+    mode: str
+    sigma_std: np.ndarray | None
+    client_std: np.ndarray | None
+    total_std: np.ndarray
+    n_clients: int
+
+
+def distributed_client_std(
+    sigma_std: np.ndarray | float, n_clients: int, tolerated: int = 0
+) -> np.ndarray:
+    r"""Per-client noise standard deviation of the distributed Gaussian mechanism (Theorem 1).
+
+    .. math:: \sigma_j = \sigma_{std,j} / \sqrt{N - T - 1}
+
+    (:func:`dpfed.privacy.dca.dca_client_std`).
+
+    Parameters
+    ----------
+    sigma_std : float or numpy.ndarray of shape (D,)
+    n_clients : int
+        :math:`N`.
+    tolerated : int, default 0
+        :math:`T`, the colluding or dropped clients tolerated; needs :math:`N - T - 1 \ge 1`.
+
+    Returns
+    -------
+    numpy.ndarray, shape () or (D,)
+    """
+    from dpfed.privacy.dca import dca_client_std
+
+    return np.asarray(dca_client_std(sigma_std, n_clients, tolerated), dtype=np.float64)
+
+
+def _default_secure_sum() -> Aggregate:
+    from dpfed.dca import secure_sum
+
+    return secure_sum
+
+
+def noisy_sum(
+    values: np.ndarray,
+    *,
+    mode: str,
+    sigma_std: float | np.ndarray | None,
+    rng: np.random.Generator,
+    compute_nodes: int = 10,
+    tolerated: int = 0,
+    aggregate: Aggregate | None = None,
+) -> NoisySum:
+    r"""Sum the clients' vectors in one of the :data:`MODES`.
+
+    Parameters
+    ----------
+    values : numpy.ndarray, shape (N, D)
+        Row :math:`i` is client :math:`i`'s vector :math:`z_i`.
+    mode : {"nonprivate", "trusted", "distributed", "input"}
+    sigma_std : float or numpy.ndarray of shape (D,) or None
+        The Gaussian mechanism's standard deviation :math:`\sigma_{std}` (ignored and may be
+        ``None`` for ``nonprivate``).
+    rng : numpy.random.Generator
+        Source of all noise (and of the secure sum's random shares).
+    compute_nodes : int, default 10
+        :math:`M`, compute nodes of the secure sum (``distributed``).
+    tolerated : int, default 0
+        :math:`T` (``distributed``).
+    aggregate : callable or None
+        Secure-sum implementation for ``distributed``, called as
+        ``aggregate(values, noise_std=..., compute_nodes=..., tolerated=..., rng=...)`` and
+        returning an object with a ``total`` of shape (D,). ``None``: :func:`dpfed.dca.secure_sum`.
+
+    Returns
+    -------
+    NoisySum
+    """
+    if mode not in MODES:
+        raise DpfedInputError(f"mode must be one of {MODES}. Found {mode!r}.")
+    if not isinstance(rng, np.random.Generator):
+        raise DpfedInputError(f"rng must be a numpy.random.Generator. Found {rng!r}.")
+    z = np.asarray(values, dtype=np.float64)
+    if z.ndim != 2 or z.shape[0] == 0:
+        raise DpfedInputError(f"values must be (N, D) with N >= 1. Found shape {z.shape}.")
+    n, dim = z.shape
+    if mode == "nonprivate":
+        return NoisySum(z.sum(axis=0), mode, None, None, np.zeros(dim), n)
+    if sigma_std is None:
+        raise DpfedInputError(f"sigma_std is needed for mode {mode!r}. Found None.")
+    sigma = np.broadcast_to(np.asarray(sigma_std, dtype=np.float64), (dim,)).copy()
+    if not np.all(np.isfinite(sigma)) or np.any(sigma < 0):
+        raise DpfedInputError(f"sigma_std must be finite and >= 0. Found {sigma_std!r}.")
+    if mode == "trusted":
+        total = z.sum(axis=0) + rng.normal(0.0, 1.0, dim) * sigma
+        return NoisySum(total, mode, sigma, None, sigma, n)
+    if mode == "input":
+        noisy = z + rng.normal(0.0, 1.0, (n, dim)) * sigma
+        return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
+    client = distributed_client_std(sigma, n, tolerated)
+    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
+    secure_sum = aggregate if aggregate is not None else _default_secure_sum()
+    result = secure_sum(
+        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng
+    )
+    total = np.asarray(result.total, dtype=np.float64)
+    if total.shape != (dim,):
+        raise DpfedInputError(
+            f"the secure sum must return a total of shape ({dim},). Found {total.shape}."
+        )
+    return NoisySum(total, mode, sigma, client, client * np.sqrt(n), n)

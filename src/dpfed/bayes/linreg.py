@@ -1,0 +1,331 @@
+r"""DP Bayesian linear regression by sufficient-statistics perturbation (Heikkilä et al. 2017).
+
+:func:`fit_dp_linreg` runs the whole method on the training rows, one row per client:
+
+without projection
+    clip every value to the assumed bounds :math:`(-c_x, c_x)`, :math:`(-c_y, c_y)` (the
+    paper uses :math:`c = 7.5` on data scaled to a range of length 10); release the noisy sum
+    of the :math:`d(d+1)/2 + d` statistics with :math:`\sigma_{std} = z \Delta_2(c_x, c_y)`,
+    :math:`\Delta_2^2 = d(2d-1) c_x^4 + 4 d c_x^2 c_y^2`; compute the posterior.
+with projection (Algorithm 2, :mod:`dpfed.bayes.projection`)
+    clip to the assumed bounds; release noisy moments with multiplier :math:`z_1` and estimate
+    the marginal standard deviations :math:`\hat\sigma_j`; look up the fractions
+    :math:`(p_x, p_y)` found on auxiliary data for this :math:`(N, d)` and noise level;
+    clip to :math:`b_j = \min(p_j \hat\sigma_j, c_j)`; release the statistics with
+    :math:`z_2` and the sensitivity of the per-feature bounds :math:`b`.
+
+The releases are aggregated by one of :data:`dpfed.bayes.aggregation.MODES` and calibrated by
+:func:`dpfed.bayes.calibration.calibrate_releases`. The non-private mode sums the exact
+statistics of the unclipped rows (no bounds, no noise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.bayes.aggregation import MODES, Aggregate, noisy_sum
+from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
+from dpfed.bayes.posterior import Posterior, _check_repair, posterior_from_statistics
+from dpfed.bayes.projection import (
+    FALLBACK_STD,
+    THRESHOLD_GRID,
+    MarginalStds,
+    ThresholdCache,
+    ThresholdChoice,
+    estimate_marginal_stds,
+    search_thresholds,
+)
+from dpfed.bayes.sufficient_stats import (
+    _check_xy,
+    clip_to_bounds,
+    row_statistics,
+    statistics_sensitivity,
+    unpack_statistics,
+)
+
+__all__ = ["DEFAULT_BOUND", "LinRegFit", "fit_dp_linreg"]
+
+#: The paper's assumed bound on every (scaled) feature and the target.
+DEFAULT_BOUND = 7.5
+
+
+@dataclass(frozen=True, eq=False)
+class LinRegFit:
+    """Result of :func:`fit_dp_linreg`.
+
+    Attributes
+    ----------
+    posterior : Posterior
+        The (DP) posterior of the weights; ``posterior.mean`` predicts.
+    mode : str
+    projection : bool
+    n_train, d : int
+    bounds : numpy.ndarray, shape (d + 1,) or None
+        Clipping bounds of the released statistics (features then target); ``None`` for
+        ``nonprivate``.
+    sensitivity : float or None
+        :math:`\\Delta_2` of the statistics release.
+    sigma_std : float or None
+        Its Gaussian-mechanism standard deviation.
+    calibration : ReleaseCalibration or None
+    stds : MarginalStds or None
+        The projection's private standard deviations.
+    thresholds : ThresholdChoice or None
+        The projection's fractions.
+    notes : tuple of str
+    """
+
+    posterior: Posterior
+    mode: str
+    projection: bool
+    n_train: int
+    d: int
+    bounds: np.ndarray | None
+    sensitivity: float | None
+    sigma_std: float | None
+    calibration: ReleaseCalibration | None
+    stds: MarginalStds | None = None
+    thresholds: ThresholdChoice | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def coef(self) -> np.ndarray:
+        """The posterior mean, shape (d,)."""
+        return self.posterior.mean
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Predictions ``X @ coef``, shape (n,)."""
+        return self.posterior.predict(X)
+
+    def privacy(self) -> dict:
+        """JSON-ready privacy report: mode, epsilon, delta, calibration, releases, notes."""
+        if self.calibration is None:
+            return {"mode": self.mode, "epsilon": 0.0, "delta": 0.0, "calibration": None,
+                    "releases": [], "notes": list(self.notes)}
+        cal = self.calibration
+        releases = []
+        if self.stds is not None:
+            releases.append({
+                "what": "marginal moments (projection step 2)",
+                "noise_multiplier": cal.noise_multipliers[0],
+                "l2_sensitivity": self.stds.sensitivity, "sigma_std": self.stds.sigma_std,
+            })
+        releases.append({
+            "what": "sufficient statistics",
+            "noise_multiplier": cal.noise_multipliers[-1],
+            "l2_sensitivity": self.sensitivity, "sigma_std": self.sigma_std,
+        })
+        return {
+            "mode": self.mode,
+            "epsilon": cal.epsilon,
+            "delta": cal.delta,
+            "calibration": cal.calibration,
+            "composition": cal.composition,
+            "epsilon_accounted": cal.epsilon_accounted,
+            "release_budgets": cal.to_json()["release_budgets"],
+            "releases": releases,
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> dict:
+        """A JSON-ready summary (coefficients, bounds, projection details, privacy)."""
+        out = {
+            "mode": self.mode,
+            "projection": self.projection,
+            "n_train": self.n_train,
+            "d": self.d,
+            "coef": self.coef.tolist(),
+            "bounds": None if self.bounds is None else self.bounds.tolist(),
+            "posterior_repaired": self.posterior.repaired,
+            "posterior_min_eigenvalue": self.posterior.min_eigenvalue,
+            "privacy": self.privacy(),
+        }
+        if self.stds is not None:
+            out["marginal_stds"] = self.stds.stds.tolist()
+            out["marginal_std_fallback"] = self.stds.fallback.tolist()
+        if self.thresholds is not None:
+            out["thresholds"] = self.thresholds.to_json()
+        return out
+
+
+def _effective_multiplier(z: float, mode: str, n: int, tolerated: int) -> float:
+    """Noise std of the released sum over its sensitivity, per aggregation mode."""
+    if mode == "distributed":
+        return z * float(np.sqrt(n / (n - tolerated - 1)))
+    if mode == "input":
+        return z * float(np.sqrt(n))
+    return z
+
+
+def fit_dp_linreg(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mode: str = "trusted",
+    projection: bool = False,
+    bound_x: float | Sequence[float] | np.ndarray = DEFAULT_BOUND,
+    bound_y: float = DEFAULT_BOUND,
+    calibration: str = "tight",
+    std_share: float = 0.3,
+    lam: float = 1.0,
+    lam0: float = 1.0,
+    repair: str = "abs",
+    compute_nodes: int = 10,
+    tolerated: int = 0,
+    first_moments: bool = False,
+    fallback_std: float = FALLBACK_STD,
+    threshold_grid: Sequence[float] = THRESHOLD_GRID,
+    threshold_repeats: int = 10,
+    threshold_seed: int = 0,
+    threshold_cache: ThresholdCache | None = None,
+    rng: np.random.Generator | int | None = None,
+    aggregate: Aggregate | None = None,
+) -> LinRegFit:
+    r"""Fit DP Bayesian linear regression on rows held one per client.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (N, d)
+        Training features (scaled; see :func:`dpfed.data.regression.scale_to_range`).
+    y : numpy.ndarray, shape (N,)
+        Training targets.
+    epsilon : float or None
+        Total epsilon > 0 (required unless ``mode="nonprivate"``).
+    delta : float or None
+        Total delta in (0, 1) (required unless ``mode="nonprivate"``).
+    mode : {"trusted", "distributed", "input", "nonprivate"}, default "trusted"
+        Aggregation setting, see :mod:`dpfed.bayes.aggregation`.
+    projection : bool, default False
+        Use Algorithm 2 (not with ``nonprivate``).
+    bound_x : float or array of shape (d,), default 7.5
+        Assumed feature bounds :math:`c_x`.
+    bound_y : float, default 7.5
+        Assumed target bound :math:`c_y`.
+    calibration : {"tight", "paper"}, default "tight"
+        See :mod:`dpfed.bayes.calibration`.
+    std_share : float, default 0.3
+        Share of the budget for the projection's standard deviations.
+    lam, lam0 : float, default 1.0
+        Likelihood and prior precisions.
+    repair : {"abs", "floor"}, default "abs"
+        Positive-definiteness repair of the noisy Gram matrix
+        (:mod:`dpfed.bayes.posterior`).
+    compute_nodes : int, default 10
+        :math:`M` of the secure sum (``distributed``).
+    tolerated : int, default 0
+        :math:`T`, colluding or dropped clients tolerated (``distributed``).
+    first_moments : bool, default False
+        Projection: also release first moments (see :mod:`dpfed.bayes.projection`).
+    fallback_std : float, default 0.5
+        Projection: standard deviation used for a non-positive variance estimate.
+    threshold_grid : sequence of float, default :data:`dpfed.bayes.projection.THRESHOLD_GRID`
+    threshold_repeats : int, default 10
+    threshold_seed : int, default 0
+        Projection: the auxiliary-data search (:func:`dpfed.bayes.projection.search_thresholds`).
+    threshold_cache : ThresholdCache or None
+        Reuse searches across fits (same :math:`N, d` and noise level).
+    rng : numpy.random.Generator or int or None
+        Source of all DP noise (an integer seeds ``numpy.random.default_rng``).
+    aggregate : callable or None
+        Secure sum for ``distributed`` (default :func:`dpfed.dca.secure_sum`).
+
+    Returns
+    -------
+    LinRegFit
+
+    Raises
+    ------
+    DpfedInputError
+        On bad arguments (the message names the value).
+    """
+    from dpfed.privacy.l2_laplace import as_generator
+
+    X, y = _check_xy(X, y)
+    n, d = X.shape
+    if mode not in MODES:
+        raise DpfedInputError(f"mode must be one of {MODES}. Found {mode!r}.")
+    repair = _check_repair(repair)
+    lam = check_positive("lam", lam)
+    lam0 = check_positive("lam0", lam0)
+    if mode == "nonprivate":
+        if projection:
+            raise DpfedInputError(
+                "projection estimates standard deviations privately and needs a private mode. "
+                "Found mode='nonprivate' with projection=True."
+            )
+        S_xx, S_xy = unpack_statistics(row_statistics(X, y).sum(axis=0), d)
+        post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
+        return LinRegFit(post, mode, False, n, d, None, None, None, None)
+
+    if epsilon is None or delta is None:
+        raise DpfedInputError(
+            f"mode {mode!r} needs epsilon and delta. Found epsilon={epsilon!r}, delta={delta!r}."
+        )
+    if calibration not in CALIBRATIONS:
+        raise DpfedInputError(f"calibration must be one of {CALIBRATIONS}. Found {calibration!r}.")
+    check_positive("epsilon", epsilon)
+    check_open_unit("delta", delta)
+    tolerated = check_int("tolerated", tolerated, minimum=0)
+    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
+    if mode == "distributed" and n - tolerated - 1 < 1:
+        raise DpfedInputError(
+            f"the distributed mode needs N - T - 1 >= 1. Found N = {n} rows and tolerated "
+            f"T = {tolerated}."
+        )
+    generator = as_generator(rng)
+    cal = calibrate_releases(
+        epsilon, delta, projection=projection, std_share=std_share, calibration=calibration
+    )
+    Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
+    cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
+    cy = float(bound_y)
+    notes = list(cal.notes)
+    stds = thresholds = None
+    if projection:
+        stds = estimate_marginal_stds(
+            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=cal.noise_multipliers[0],
+            mode=mode, rng=generator, first_moments=first_moments, fallback_std=fallback_std,
+            compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        )
+        z_eff = _effective_multiplier(cal.noise_multipliers[1], mode, n, tolerated)
+        search_args = dict(lam=lam, lam0=lam0, repair=repair, grid=threshold_grid,
+                           repeats=threshold_repeats, seed=threshold_seed)
+        thresholds = (
+            threshold_cache.get(n, d, z_eff, **search_args)
+            if threshold_cache is not None
+            else search_thresholds(n, d, z_eff, **search_args)
+        )
+        p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
+        bounds = np.minimum(p * stds.stds, np.append(cx, cy))
+        Xc, yc = clip_to_bounds(Xc, yc, bounds[:-1], bounds[-1])
+        if stds.fallback.any():
+            notes.append(
+                f"{int(stds.fallback.sum())} noisy variance estimate(s) were not positive; "
+                f"their standard deviation was set to {fallback_std:g}"
+            )
+    else:
+        bounds = np.append(cx, cy)
+    sens = statistics_sensitivity(bounds[:-1], bounds[-1])
+    sigma = cal.noise_multipliers[-1] * sens
+    released = noisy_sum(
+        row_statistics(Xc, yc), mode=mode, sigma_std=sigma, rng=generator,
+        compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+    )
+    S_xx, S_xy = unpack_statistics(released.total, d)
+    post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
+    if post.repaired:
+        notes.append(
+            f"the noisy Gram matrix had a negative eigenvalue ({post.min_eigenvalue:.4g}); it "
+            f"was repaired ({repair}) so the posterior precision is positive definite"
+        )
+    return LinRegFit(
+        posterior=post, mode=mode, projection=projection, n_train=n, d=d, bounds=bounds,
+        sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
+        thresholds=thresholds, notes=tuple(notes),
+    )

@@ -1,0 +1,320 @@
+r"""Sufficient statistics of Bayesian linear regression, their clipping and their sensitivity.
+
+For rows :math:`(x_i, y_i)`, :math:`x_i \in \mathbb{R}^d`, the posterior of the model of
+:mod:`dpfed.bayes.posterior` depends on the data only through
+
+.. math::
+
+    S_{xx} = \sum_i x_i x_i^\top \in \mathbb{R}^{d \times d}, \qquad
+    S_{xy} = \sum_i x_i y_i \in \mathbb{R}^d .
+
+:math:`S_{xx}` is symmetric, so each row contributes the vector
+
+.. math::
+
+    z_i = \big( (x_{ij} x_{ik})_{1 \le j \le k \le d},\ (x_{ij} y_i)_{1 \le j \le d} \big)
+    \in \mathbb{R}^{D}, \qquad D = d(d+1)/2 + d,
+
+(the upper triangle of :math:`x_i x_i^\top` row by row, in the order of
+``numpy.triu_indices(d)``, then :math:`x_i y_i`), and :math:`\sum_i z_i` is what a DP sum
+releases (:func:`row_statistics`, :func:`unpack_statistics`).
+
+Sensitivity (Heikkilä et al. 2017, supplement eqs. 15-18)
+---------------------------------------------------------
+Two adjacent data sets differ in one row, :math:`(x, y)` replaced by :math:`(x', y')`, each
+coordinate bounded: :math:`|x_j| \le c_j`, :math:`|y| \le c_y` (enforced by clipping every
+value to its bound, :func:`clip_to_bounds`). Coordinate by coordinate,
+
+* diagonal :math:`x_j^2 - x_j'^2 \in [-c_j^2, c_j^2]` (both squares lie in
+  :math:`[0, c_j^2]`): at most :math:`c_j^4` squared;
+* off-diagonal :math:`x_j x_k - x_j' x_k' \in [-2 c_j c_k, 2 c_j c_k]`: at most
+  :math:`4 c_j^2 c_k^2`;
+* target terms :math:`x_j y - x_j' y'`: at most :math:`4 c_j^2 c_y^2`.
+
+Summing the coordinate maxima bounds the squared :math:`\ell_2` sensitivity,
+
+.. math::
+
+    \Delta_2^2 \le \sum_j c_j^4 + \sum_{j<k} 4 c_j^2 c_k^2 + \sum_j 4 c_j^2 c_y^2
+    \;\overset{c_j = c_x}{=}\; d(2d-1)\, c_x^4 + 4 d\, c_x^2 c_y^2 ,
+
+the paper's formula (:func:`statistics_sensitivity`). Each coordinate's maximum is attained,
+but not all at once (a diagonal term is maximal only when one of :math:`x_j, x_j'` is 0, which
+makes every off-diagonal term of that coordinate 0), so the bound is valid but not tight: the
+true sensitivity is smaller. The tests check both facts by brute force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError, check_int, check_positive
+
+__all__ = [
+    "clip_to_bounds",
+    "moment_sensitivity",
+    "n_statistics",
+    "pack_statistics",
+    "row_moments",
+    "row_statistics",
+    "statistics_sensitivity",
+    "statistics_sensitivity_squared",
+    "unpack_statistics",
+]
+
+
+def n_statistics(d: int) -> int:
+    r"""Length :math:`D = d(d+1)/2 + d` of a row's statistics vector.
+
+    Parameters
+    ----------
+    d : int
+        Number of features, >= 1.
+
+    Returns
+    -------
+    int
+    """
+    d = check_int("d", d, minimum=1)
+    return d * (d + 1) // 2 + d
+
+
+def _bounds(name: str, value: float | Sequence[float] | np.ndarray, d: int) -> np.ndarray:
+    """A bound per column, shape (d,), each finite and > 0."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0:
+        arr = np.full(d, float(arr))
+    if arr.shape != (d,):
+        raise DpfedInputError(
+            f"{name} must be a number or one bound per feature ({d}). Found shape {arr.shape}."
+        )
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        bad = arr[~(np.isfinite(arr) & (arr > 0))][0]
+        raise DpfedInputError(f"{name} must hold finite numbers > 0. Found {bad!r}.")
+    return arr
+
+
+def _check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] == 0:
+        raise DpfedInputError(f"X must be 2-D (n_samples, n_features). Found shape {X.shape}.")
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise DpfedInputError(
+            f"y must be 1-D with one value per row of X ({X.shape[0]}). Found shape {y.shape}."
+        )
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise DpfedInputError("X and y must hold finite values only. Found NaN or infinity.")
+    return X, y
+
+
+def clip_to_bounds(
+    X: np.ndarray,
+    y: np.ndarray,
+    bound_x: float | Sequence[float] | np.ndarray,
+    bound_y: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Clip every value to its bound: :math:`x_{ij} \mapsto \max(-c_j, \min(x_{ij}, c_j))`.
+
+    This is the projection of eq. (14) of the paper's supplement; it is what makes the
+    sensitivity bounds of this module hold for any input.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+    y : numpy.ndarray, shape (n,)
+    bound_x : float or array of shape (d,)
+        :math:`c_j > 0`, one for all features or one per feature.
+    bound_y : float
+        :math:`c_y > 0`.
+
+    Returns
+    -------
+    X_clipped : numpy.ndarray, shape (n, d)
+    y_clipped : numpy.ndarray, shape (n,)
+        New arrays; the inputs are not modified.
+    """
+    X, y = _check_xy(X, y)
+    cx = _bounds("bound_x", bound_x, X.shape[1])
+    cy = check_positive("bound_y", bound_y)
+    return np.clip(X, -cx, cx), np.clip(y, -cy, cy)
+
+
+def row_statistics(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    r"""Each row's sufficient-statistics vector :math:`z_i` (see the module docstring).
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+    y : numpy.ndarray, shape (n,)
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, d(d+1)/2 + d)
+        Row :math:`i` holds :math:`x_{ij} x_{ik}` for ``(j, k)`` in
+        ``zip(*numpy.triu_indices(d))``, then :math:`x_{ij} y_i` for :math:`j = 1..d`.
+    """
+    X, y = _check_xy(X, y)
+    rows, cols = np.triu_indices(X.shape[1])
+    return np.concatenate([X[:, rows] * X[:, cols], X * y[:, None]], axis=1)
+
+
+def pack_statistics(S_xx: np.ndarray, S_xy: np.ndarray) -> np.ndarray:
+    """The vector of unique entries of ``(S_xx, S_xy)``, the inverse of :func:`unpack_statistics`.
+
+    Parameters
+    ----------
+    S_xx : numpy.ndarray, shape (d, d)
+        Symmetric; only its upper triangle is read.
+    S_xy : numpy.ndarray, shape (d,)
+
+    Returns
+    -------
+    numpy.ndarray, shape (d(d+1)/2 + d,)
+    """
+    S_xx = np.asarray(S_xx, dtype=np.float64)
+    S_xy = np.asarray(S_xy, dtype=np.float64)
+    d = S_xy.shape[0]
+    if S_xx.shape != (d, d) or S_xy.ndim != 1:
+        raise DpfedInputError(
+            f"S_xx must be (d, d) and S_xy (d,). Found {S_xx.shape} and {S_xy.shape}."
+        )
+    return np.concatenate([S_xx[np.triu_indices(d)], S_xy])
+
+
+def unpack_statistics(vector: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The symmetric matrix and vector of a (summed, possibly noisy) statistics vector.
+
+    Parameters
+    ----------
+    vector : numpy.ndarray, shape (..., d(d+1)/2 + d)
+        One vector or a stack of them.
+    d : int
+        Number of features.
+
+    Returns
+    -------
+    S_xx : numpy.ndarray, shape (..., d, d)
+        Symmetric: entry ``(j, k)`` and ``(k, j)`` both hold the one released value.
+    S_xy : numpy.ndarray, shape (..., d)
+    """
+    d = check_int("d", d, minimum=1)
+    v = np.asarray(vector, dtype=np.float64)
+    m = d * (d + 1) // 2
+    if v.ndim == 0 or v.shape[-1] != m + d:
+        raise DpfedInputError(
+            f"vector must have d(d+1)/2 + d = {m + d} entries in its last axis for d = {d}. "
+            f"Found shape {v.shape}."
+        )
+    rows, cols = np.triu_indices(d)
+    S_xx = np.zeros((*v.shape[:-1], d, d))
+    S_xx[..., rows, cols] = v[..., :m]
+    S_xx[..., cols, rows] = v[..., :m]
+    return S_xx, v[..., m:].copy()
+
+
+def statistics_sensitivity_squared(
+    bound_x: float | Sequence[float] | np.ndarray, bound_y: float, d: int | None = None
+) -> float:
+    r"""Squared :math:`\ell_2` sensitivity of :math:`\sum_i z_i` (supplement eq. 18).
+
+    .. math::
+
+        \Delta_2^2 = \sum_j c_j^4 + \sum_{j<k} 4 c_j^2 c_k^2 + \sum_j 4 c_j^2 c_y^2
+        = d(2d-1) c_x^4 + 4 d c_x^2 c_y^2 \quad (c_j = c_x).
+
+    Parameters
+    ----------
+    bound_x : float or array of shape (d,)
+        Feature bounds :math:`c_j > 0`.
+    bound_y : float
+        Target bound :math:`c_y > 0`.
+    d : int or None
+        Number of features; needed when ``bound_x`` is a single number.
+
+    Returns
+    -------
+    float
+        :math:`\Delta_2^2` (an upper bound: see the module docstring).
+    """
+    if np.ndim(bound_x) == 0:
+        if d is None:
+            raise DpfedInputError("d must be given when bound_x is a single number.")
+        d = check_int("d", d, minimum=1)
+    else:
+        d = int(np.shape(bound_x)[0])
+    c = _bounds("bound_x", bound_x, d)
+    cy = check_positive("bound_y", bound_y)
+    c2 = c * c
+    off_diagonal = (c2.sum() ** 2 - (c2 * c2).sum()) / 2.0  # sum_{j<k} c_j^2 c_k^2
+    return float((c2 * c2).sum() + 4.0 * off_diagonal + 4.0 * c2.sum() * cy * cy)
+
+
+def statistics_sensitivity(
+    bound_x: float | Sequence[float] | np.ndarray, bound_y: float, d: int | None = None
+) -> float:
+    r""":math:`\Delta_2`, the square root of :func:`statistics_sensitivity_squared`."""
+    return float(np.sqrt(statistics_sensitivity_squared(bound_x, bound_y, d)))
+
+
+def row_moments(X: np.ndarray, y: np.ndarray, *, first: bool = False) -> np.ndarray:
+    r"""Each row's contribution to the marginal-moment release of the projection.
+
+    Parameters
+    ----------
+    X : numpy.ndarray, shape (n, d)
+    y : numpy.ndarray, shape (n,)
+    first : bool, default False
+        Also release first moments.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, d + 1) or (n, 2(d + 1))
+        :math:`(x_{i1}^2, \dots, x_{id}^2, y_i^2)`, followed with ``first=True`` by
+        :math:`(x_{i1}, \dots, x_{id}, y_i)`.
+    """
+    X, y = _check_xy(X, y)
+    full = np.column_stack([X, y])
+    return np.concatenate([full * full, full], axis=1) if first else full * full
+
+
+def moment_sensitivity(
+    bound_x: float | Sequence[float] | np.ndarray,
+    bound_y: float,
+    d: int | None = None,
+    *,
+    first: bool = False,
+) -> float:
+    r""":math:`\ell_2` sensitivity of :math:`\sum_i` :func:`row_moments`.
+
+    With every coordinate bounded by :math:`c_j` (:math:`j = 1..d+1`, the last one the target),
+    :math:`v^2 - v'^2 \in [-c_j^2, c_j^2]` and :math:`v - v' \in [-2c_j, 2c_j]`, so
+
+    .. math::
+
+        \Delta_2^2 = \sum_{j=1}^{d+1} c_j^4 \quad\text{and, with first moments,}\quad
+        \Delta_2^2 = \sum_{j=1}^{d+1} \big(c_j^4 + 4 c_j^2\big).
+
+    Parameters
+    ----------
+    bound_x : float or array of shape (d,)
+    bound_y : float
+    d : int or None
+        Needed when ``bound_x`` is a single number.
+    first : bool, default False
+
+    Returns
+    -------
+    float
+    """
+    if np.ndim(bound_x) == 0:
+        if d is None:
+            raise DpfedInputError("d must be given when bound_x is a single number.")
+        d = check_int("d", d, minimum=1)
+    else:
+        d = int(np.shape(bound_x)[0])
+    c = np.append(_bounds("bound_x", bound_x, d), check_positive("bound_y", bound_y))
+    squared = (c**4).sum() + (4.0 * (c**2).sum() if first else 0.0)
+    return float(np.sqrt(squared))

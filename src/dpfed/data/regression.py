@@ -1,0 +1,314 @@
+r"""Regression data sets (Wine Quality red and white, Abalone), their scaling and random splits.
+
+The DP Bayesian linear regression experiments of Heikkilä et al. (NeurIPS 2017) use three UCI
+regression sets. Each is read into a :class:`RegressionData` (raw values), scaled with
+:func:`scale_to_range` the way the paper does, and split per run with :func:`random_split`:
+
+* ``wine-red``: ``wine_quality/winequality-red.csv``, 1,599 rows, 11 features, 500 test rows;
+* ``wine-white``: ``wine_quality/winequality-white.csv``, 4,898 rows, 11 features, 1,000 test
+  rows;
+* ``abalone``: ``abalone/abalone.data``, 4,177 rows, 10 features (sex one-hot), 1,000 test
+  rows.
+
+Scaling is a public-knowledge assumption
+-----------------------------------------
+The paper scales "each data dimension to have a range of length 10" and assumes the data to
+be zero-centred; its released code subtracts the column mean and divides by the column range
+(max - min) of the **whole** data set before any split. :func:`scale_to_range` does the same.
+Both the mean and the min/max are computed from every row, so they are not protected by the
+differentially private algorithm: using them treats the location and range of each column as
+public knowledge. No client-side protocol can enforce that assumption; the DP guarantee of the
+learning step holds for the scaled data given those constants.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError, check_positive
+
+__all__ = [
+    "REGRESSION_DATASETS",
+    "RegressionData",
+    "Scaling",
+    "load_regression_dataset",
+    "random_split",
+    "scale_to_range",
+]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    files: tuple[str, ...]
+    test_size: int
+    description: str
+
+
+#: Name -> files, the paper's test-set size and a description.
+REGRESSION_DATASETS: dict[str, _Entry] = {
+    "wine-red": _Entry(
+        ("wine_quality/winequality-red.csv",),
+        500,
+        "UCI Wine Quality, red: 1,599 rows, 11 physico-chemical inputs, target quality "
+        "(file wine_quality/winequality-red.csv)",
+    ),
+    "wine-white": _Entry(
+        ("wine_quality/winequality-white.csv",),
+        1000,
+        "UCI Wine Quality, white: 4,898 rows, 11 physico-chemical inputs, target quality "
+        "(file wine_quality/winequality-white.csv)",
+    ),
+    "abalone": _Entry(
+        ("abalone/abalone.data",),
+        1000,
+        "UCI Abalone: 4,177 rows, sex one-hot (M, F, I) + 7 measurements, target Rings "
+        "(file abalone/abalone.data)",
+    ),
+}
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class RegressionData:
+    """A regression data set: features, a real target and where they came from.
+
+    Attributes
+    ----------
+    name : str
+        Registry name (``wine-red``, ``wine-white``, ``abalone``) or a file name.
+    X : numpy.ndarray, shape (n_samples, n_features)
+        Features, float64.
+    y : numpy.ndarray, shape (n_samples,)
+        Target, float64.
+    feature_names : tuple of str
+        One name per column of ``X``.
+    target_name : str
+    source : str
+        Files read and how the columns were encoded.
+
+    Notes
+    -----
+    Equality and hashing are by identity (the fields hold arrays).
+    """
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    target_name: str
+    source: str
+
+    @property
+    def n_samples(self) -> int:
+        """Number of rows."""
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        """Number of feature columns."""
+        return int(self.X.shape[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"RegressionData(name={self.name!r}, X={self.X.shape}, target={self.target_name!r}, "
+            f"source={self.source!r})"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Scaling:
+    r"""The affine map of :func:`scale_to_range`: ``scaled = (raw - offset) * factor``.
+
+    Attributes
+    ----------
+    offset_X : numpy.ndarray, shape (n_features,)
+    factor_X : numpy.ndarray, shape (n_features,)
+        ``length / (max - min)`` per column (0 for a constant column, which maps to 0).
+    offset_y, factor_y : float
+        The same for the target.
+    length : float
+        Length of every scaled column's range (10 in the paper).
+    center : str
+        ``"mean"`` or ``"midrange"``: what ``offset`` is.
+    notes : tuple of str
+        What the scaling assumes (whole-data statistics are public knowledge).
+    """
+
+    offset_X: np.ndarray
+    factor_X: np.ndarray
+    offset_y: float
+    factor_y: float
+    length: float
+    center: str
+    notes: tuple[str, ...] = field(default=())
+
+    def target_to_raw_scale(self, value: float) -> float:
+        """A distance on the scaled target (e.g. an MAE) in the target's original units."""
+        return float(value) / self.factor_y if self.factor_y > 0 else float("nan")
+
+
+def scale_to_range(
+    data: RegressionData, *, length: float = 10.0, center: str = "mean"
+) -> tuple[RegressionData, Scaling]:
+    r"""Scale every column (features and target) to a range of length ``length``, centred.
+
+    For a column :math:`v` with whole-data mean :math:`\bar v`, minimum :math:`m` and
+    maximum :math:`M`,
+
+    .. math::
+
+        v' = (v - o) \frac{L}{M - m}, \qquad o = \bar v \ (\text{"mean"}) \text{ or }
+        o = \tfrac12 (m + M) \ (\text{"midrange"}),
+
+    so every scaled column spans exactly :math:`L`. With ``"midrange"`` the values lie in
+    :math:`[-L/2, L/2]`; with ``"mean"`` (the paper's released code, and the paper's
+    "data are assumed to be zero-centred", which matters because the model has no intercept)
+    they lie in an interval of length :math:`L` that contains 0, e.g. :math:`[-3.1, 6.9]` for a
+    skewed column. A constant column maps to 0.
+
+    Parameters
+    ----------
+    data : RegressionData
+        Raw data, shapes ``X`` (n, d) and ``y`` (n,).
+    length : float, default 10.0
+        :math:`L > 0`.
+    center : {"mean", "midrange"}, default "mean"
+
+    Returns
+    -------
+    scaled : RegressionData
+        The same rows, scaled; ``source`` says how.
+    scaling : Scaling
+        The offsets and factors used, and a note that they are whole-data statistics
+        (treated as public knowledge; they are not protected by differential privacy).
+
+    Raises
+    ------
+    DpfedInputError
+        If ``length`` is not positive, ``center`` is unknown or the data are empty.
+    """
+    length = check_positive("length", length)
+    if center not in ("mean", "midrange"):
+        raise DpfedInputError(f"center must be 'mean' or 'midrange'. Found {center!r}.")
+    if data.n_samples == 0:
+        raise DpfedInputError(f"data set {data.name!r} holds no rows. Expected at least one.")
+    full = np.column_stack([data.X, data.y])
+    lo, hi = full.min(axis=0), full.max(axis=0)
+    span = hi - lo
+    offset = full.mean(axis=0) if center == "mean" else 0.5 * (lo + hi)
+    factor = np.divide(length, span, out=np.zeros_like(span), where=span > 0)
+    scaled = (full - offset) * factor
+    note = (
+        f"every column is scaled to a range of length {length:g} and centred "
+        f"({center}) using the mean, min and max of all {data.n_samples} rows, as the paper "
+        "does: these whole-data statistics are treated as public knowledge and are not "
+        "protected by the differentially private algorithm"
+    )
+    scaling = Scaling(
+        offset_X=offset[:-1].copy(),
+        factor_X=factor[:-1].copy(),
+        offset_y=float(offset[-1]),
+        factor_y=float(factor[-1]),
+        length=length,
+        center=center,
+        notes=(note,),
+    )
+    out = RegressionData(
+        name=data.name,
+        X=np.ascontiguousarray(scaled[:, :-1]),
+        y=np.ascontiguousarray(scaled[:, -1]),
+        feature_names=data.feature_names,
+        target_name=data.target_name,
+        source=f"{data.source}; {note}",
+    )
+    return out, scaling
+
+
+def random_split(
+    n: int, n_test: int, rng: np.random.Generator, *, n_train: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw disjoint random train and test row indices.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    n_test : int
+        Number of test rows, ``0 < n_test < n``.
+    rng : numpy.random.Generator
+        Source of the permutation.
+    n_train : int or None, default None
+        Number of training rows (``None``: all rows not in the test set).
+
+    Returns
+    -------
+    train_idx : numpy.ndarray of int, shape (n_train,)
+        Sorted training row indices.
+    test_idx : numpy.ndarray of int, shape (n_test,)
+        Sorted test row indices.
+
+    Raises
+    ------
+    DpfedInputError
+        If the sizes do not fit in ``n`` rows.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise DpfedInputError(f"rng must be a numpy.random.Generator. Found {rng!r}.")
+    if not (isinstance(n_test, int | np.integer) and 0 < n_test < n):
+        raise DpfedInputError(
+            f"n_test must be an integer with 0 < n_test < {n} (the number of rows). "
+            f"Found {n_test!r}."
+        )
+    rest = n - int(n_test)
+    if n_train is None:
+        n_train = rest
+    if not (isinstance(n_train, int | np.integer) and 0 < n_train <= rest):
+        raise DpfedInputError(
+            f"n_train must be an integer with 0 < n_train <= {rest} (rows left after the "
+            f"{n_test} test rows). Found {n_train!r}."
+        )
+    order = rng.permutation(n)
+    test_idx = np.sort(order[: int(n_test)])
+    train_idx = np.sort(order[int(n_test) : int(n_test) + int(n_train)])
+    return train_idx, test_idx
+
+
+def load_regression_dataset(
+    name: str, data_dir: str | os.PathLike[str] | None = None
+) -> RegressionData:
+    """Read one of :data:`REGRESSION_DATASETS` (raw, unscaled).
+
+    Parameters
+    ----------
+    name : {"wine-red", "wine-white", "abalone"}
+    data_dir : str or os.PathLike or None, default None
+        Folder holding ``wine_quality/`` and ``abalone/`` (``None``: the ``DPFED_DATA``
+        environment variable).
+
+    Returns
+    -------
+    RegressionData
+        See :func:`dpfed.data.wine.read_wine` and :func:`dpfed.data.abalone.read_abalone`.
+
+    Raises
+    ------
+    DpfedInputError
+        If the name is unknown, no data folder is given, or a file is missing or malformed.
+    """
+    from dpfed.data.registry import _require, _resolve_data_dir
+
+    if name not in REGRESSION_DATASETS:
+        known = ", ".join(REGRESSION_DATASETS)
+        raise DpfedInputError(f"unknown regression data set {name!r}. Expected one of {known}.")
+    base = _resolve_data_dir(name, data_dir)
+    files = [base / rel for rel in REGRESSION_DATASETS[name].files]
+    _require(name, files)
+    if name == "abalone":
+        from dpfed.data.abalone import read_abalone
+
+        return read_abalone(files[0])
+    from dpfed.data.wine import read_wine
+
+    return read_wine(files[0], name=name)

@@ -1,0 +1,161 @@
+"""Reader of the UCI Wine Quality files ``winequality-red.csv`` and ``winequality-white.csv``.
+
+Format (Cortez et al., 2009): a header line of 12 double-quoted column names, then one wine
+per line, 12 fields separated by semicolons: the 11 physico-chemical inputs of
+:data:`WINE_FEATURES` and the sensory ``quality`` score, an integer from 0 to 10.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError
+from dpfed.data.regression import RegressionData
+
+__all__ = ["WINE_FEATURES", "WINE_TARGET", "read_wine"]
+
+#: The 11 inputs, in file order.
+WINE_FEATURES: tuple[str, ...] = (
+    "fixed acidity",
+    "volatile acidity",
+    "citric acid",
+    "residual sugar",
+    "chlorides",
+    "free sulfur dioxide",
+    "total sulfur dioxide",
+    "density",
+    "pH",
+    "sulphates",
+    "alcohol",
+)
+#: The target, the 12th column.
+WINE_TARGET = "quality"
+_COLUMNS = (*WINE_FEATURES, WINE_TARGET)
+
+
+def _where(path: Path, line: int) -> str:
+    return f"Wine Quality file {str(path)!r}, line {line}"
+
+
+def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> RegressionData:
+    """Read a Wine Quality CSV file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``winequality-red.csv`` or ``winequality-white.csv``.
+    name : str or None, default None
+        Name of the result (default: the file name without ``.csv``).
+
+    Returns
+    -------
+    RegressionData
+        ``X`` of shape (n, 11), float64, columns :data:`WINE_FEATURES`; ``y`` of shape (n,),
+        the integer quality as float64. On the official files n = 1,599 (red) and 4,898
+        (white).
+
+    Raises
+    ------
+    DpfedInputError
+        If the file does not exist or cannot be read, the header is not the 12 expected
+        column names, a line does not have 12 semicolon-separated fields, a value is not a
+        finite number, the quality is not an integer, or there is no data line. The message
+        names the file and the line (counted from 1, the header being line 1).
+
+    Notes
+    -----
+    Blank lines are skipped. Header names may be quoted with double quotes or not, and are
+    compared exactly after removing the quotes and surrounding spaces.
+    """
+    file = _check_file(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DpfedInputError(
+            f"Wine Quality file {str(file)!r} is not UTF-8 text (byte {exc.start}). Expected "
+            "the semicolon-separated UCI file."
+        ) from None
+    except OSError as exc:
+        raise DpfedInputError(
+            f"Wine Quality file {str(file)!r} cannot be read: {exc.strerror or exc}."
+        ) from None
+
+    lines = text.splitlines()
+    header_at = next((k for k, line in enumerate(lines) if line.strip()), None)
+    if header_at is None:
+        raise DpfedInputError(
+            f"Wine Quality file {str(file)!r} is empty. Expected a header line of "
+            f"{len(_COLUMNS)} quoted column names, then data lines."
+        )
+    header = [field.strip().strip('"').strip() for field in lines[header_at].split(";")]
+    if tuple(header) != _COLUMNS:
+        if len(header) != len(_COLUMNS):
+            found = f"{len(header)} fields"
+        else:
+            k = next(i for i, (a, b) in enumerate(zip(header, _COLUMNS, strict=True)) if a != b)
+            found = f"column {k + 1} named {header[k]!r} where {_COLUMNS[k]!r} was expected"
+        raise DpfedInputError(
+            f"{_where(file, header_at + 1)}: the header must name the {len(_COLUMNS)} columns "
+            f"{'; '.join(_COLUMNS)} (semicolon-separated). Found {found}."
+        )
+
+    rows: list[list[float]] = []
+    for k in range(header_at + 1, len(lines)):
+        stripped = lines[k].strip()
+        if not stripped:
+            continue
+        fields = stripped.split(";")
+        if len(fields) != len(_COLUMNS):
+            raise DpfedInputError(
+                f"{_where(file, k + 1)}: expected {len(_COLUMNS)} semicolon-separated fields "
+                f"(11 inputs, then quality). Found {len(fields)}."
+            )
+        values = []
+        for column, text_value in zip(_COLUMNS, fields, strict=True):
+            try:
+                v = float(text_value)
+            except ValueError:
+                v = math.nan
+            if not math.isfinite(v):
+                raise DpfedInputError(
+                    f"{_where(file, k + 1)}: {column} must be a finite number. "
+                    f"Found {text_value.strip()!r}."
+                )
+            values.append(v)
+        if not float(values[-1]).is_integer():
+            raise DpfedInputError(
+                f"{_where(file, k + 1)}: {WINE_TARGET} must be an integer score. "
+                f"Found {fields[-1].strip()!r}."
+            )
+        rows.append(values)
+    if not rows:
+        raise DpfedInputError(
+            f"Wine Quality file {str(file)!r} holds a header but no data lines. Expected "
+            f"lines of {len(_COLUMNS)} semicolon-separated numbers."
+        )
+    data = np.asarray(rows, dtype=np.float64)
+    label = name if name is not None else file.name.removesuffix(".csv")
+    return RegressionData(
+        name=label,
+        X=np.ascontiguousarray(data[:, :-1]),
+        y=np.ascontiguousarray(data[:, -1]),
+        feature_names=WINE_FEATURES,
+        target_name=WINE_TARGET,
+        source=f"UCI Wine Quality file {file} ({data.shape[0]} rows, 11 inputs, quality)",
+    )
+
+
+def _check_file(path: str | os.PathLike[str]) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise DpfedInputError(f"path must be the path of a Wine Quality file. Found {path!r}.")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DpfedInputError(
+            f"path {os.fspath(path)!r} is not an existing file. Expected a UCI Wine Quality "
+            "file (winequality-red.csv or winequality-white.csv)."
+        )
+    return file

@@ -1,0 +1,139 @@
+"""scikit-learn style front end of DP Bayesian linear regression (:mod:`dpfed.bayes`).
+
+Every training row is one client's data. ``fit`` runs :func:`dpfed.bayes.fit_dp_linreg`
+(clipping to the assumed bounds, optional projection, the chosen aggregation and calibration)
+and keeps the posterior mean as ``coef_``; ``predict`` is :math:`X \\mu` (the model has no
+intercept: centre the data first, e.g. with :func:`dpfed.data.regression.scale_to_range`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from dpfed._validation import DpfedInputError
+
+
+class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
+    """Bayesian linear regression with differentially private sufficient statistics.
+
+    Parameters
+    ----------
+    epsilon : float, default 1.0
+        Total epsilon (ignored with ``mode="nonprivate"``).
+    delta : float, default 1e-4
+        Total delta (ignored with ``mode="nonprivate"``).
+    mode : {"trusted", "distributed", "input", "nonprivate"}, default "trusted"
+        Aggregation setting (:mod:`dpfed.bayes.aggregation`).
+    projection : bool, default False
+        Algorithm 2: clip to fractions of private standard deviations.
+    bound_x, bound_y : float, default 7.5
+        Assumed bounds of every feature and of the target; values are clipped to them.
+    calibration : {"tight", "paper"}, default "tight"
+        Noise calibration (:mod:`dpfed.bayes.calibration`).
+    std_share : float, default 0.3
+        Share of the budget for the projection's standard deviations.
+    lam, lam0 : float, default 1.0
+        Likelihood (noise) precision and prior precision.
+    repair : {"abs", "floor"}, default "abs"
+        Positive-definiteness repair of the noisy Gram matrix.
+    compute_nodes : int, default 10
+        Compute nodes of the secure sum (``distributed``).
+    tolerated : int, default 0
+        Colluding or dropped clients tolerated (``distributed``).
+    threshold_repeats : int, default 10
+        Repetitions of the projection's auxiliary-data search.
+    random_state : int, numpy.random.Generator or None
+        Source of the DP noise.
+    aggregate : callable or None
+        Secure-sum implementation for ``distributed`` (default :func:`dpfed.dca.secure_sum`).
+
+    Attributes
+    ----------
+    coef_ : numpy.ndarray, shape (n_features,)
+        Posterior mean of the weights.
+    intercept_ : float
+        Always 0.0 (the model has no intercept).
+    precision_ : numpy.ndarray, shape (n_features, n_features)
+        Posterior precision.
+    bounds_ : numpy.ndarray or None, shape (n_features + 1,)
+        Clipping bounds of the released statistics (features, then target).
+    privacy_ : dict
+        Privacy report (epsilon, delta, calibration, releases, notes).
+    fit_result_ : dpfed.bayes.LinRegFit
+    n_features_in_ : int
+    """
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-4,
+        *,
+        mode: str = "trusted",
+        projection: bool = False,
+        bound_x: float = 7.5,
+        bound_y: float = 7.5,
+        calibration: str = "tight",
+        std_share: float = 0.3,
+        lam: float = 1.0,
+        lam0: float = 1.0,
+        repair: str = "abs",
+        compute_nodes: int = 10,
+        tolerated: int = 0,
+        threshold_repeats: int = 10,
+        random_state: int | np.random.Generator | None = None,
+        aggregate=None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mode = mode
+        self.projection = projection
+        self.bound_x = bound_x
+        self.bound_y = bound_y
+        self.calibration = calibration
+        self.std_share = std_share
+        self.lam = lam
+        self.lam0 = lam0
+        self.repair = repair
+        self.compute_nodes = compute_nodes
+        self.tolerated = tolerated
+        self.threshold_repeats = threshold_repeats
+        self.random_state = random_state
+        self.aggregate = aggregate
+
+    def fit(self, X, y) -> DPBayesianLinearRegression:
+        """Fit on rows ``X`` (n, d) and targets ``y`` (n,), one row per client."""
+        from dpfed.bayes import fit_dp_linreg
+
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        private = self.mode != "nonprivate"
+        result = fit_dp_linreg(
+            X, y,
+            epsilon=self.epsilon if private else None,
+            delta=self.delta if private else None,
+            mode=self.mode, projection=self.projection, bound_x=self.bound_x,
+            bound_y=self.bound_y, calibration=self.calibration, std_share=self.std_share,
+            lam=self.lam, lam0=self.lam0, repair=self.repair, compute_nodes=self.compute_nodes,
+            tolerated=self.tolerated, threshold_repeats=self.threshold_repeats,
+            rng=self.random_state, aggregate=self.aggregate,
+        )
+        self.fit_result_ = result
+        self.coef_ = result.coef.copy()
+        self.intercept_ = 0.0
+        self.precision_ = result.posterior.precision.copy()
+        self.bounds_ = None if result.bounds is None else result.bounds.copy()
+        self.privacy_ = result.privacy()
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """Posterior predictive means ``X @ coef_``, shape (n,)."""
+        check_is_fitted(self, "coef_")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise DpfedInputError(
+                f"X must be 2-D with {self.n_features_in_} columns. Found shape {X.shape}."
+            )
+        return X @ self.coef_

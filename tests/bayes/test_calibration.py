@@ -1,0 +1,56 @@
+"""Noise calibration of the releases: tight (exact, joint) and paper (classical, basic)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpfed import DpfedInputError
+from dpfed.bayes import calibrate_releases
+from dpfed.privacy.accounting import calibrate_noise_multiplier, gaussian_releases_epsilon
+
+
+def test_tight_single_release_is_the_exact_gaussian():
+    cal = calibrate_releases(1.0, 1e-4, projection=False)
+    assert cal.noise_multipliers == (calibrate_noise_multiplier(1.0, 1e-4, 1, accountant="pld"),)
+    assert cal.epsilon_accounted == pytest.approx(1.0, rel=1e-4)
+    assert cal.epsilon_accounted <= 1.0
+    assert cal.notes == () and cal.release_budgets is None
+
+
+def test_tight_projection_splits_the_budget_jointly():
+    cal = calibrate_releases(1.0, 1e-4, projection=True, std_share=0.3)
+    z = calibrate_releases(1.0, 1e-4, projection=False).noise_multipliers[0]
+    z1, z2 = cal.noise_multipliers
+    assert z1 ** -2 + z2 ** -2 == pytest.approx(z ** -2, rel=1e-12)
+    assert z1 ** -2 == pytest.approx(0.3 * z ** -2, rel=1e-12)
+    assert cal.epsilon_accounted <= 1.0 * (1 + 1e-9)
+    # the PLD accountant, composing the two releases separately, agrees
+    assert gaussian_releases_epsilon([z1, z2], 1e-4) == pytest.approx(1.0, rel=1e-3)
+    assert "jointly" in cal.composition
+
+
+def test_paper_calibration_is_classical_with_basic_composition():
+    cal = calibrate_releases(0.9, 1e-4, projection=False, calibration="paper")
+    assert cal.noise_multipliers[0] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.9)
+    assert cal.notes == ()  # epsilon < 1: the theorem applies
+    cal = calibrate_releases(2.0, 1e-4, projection=True, calibration="paper")
+    assert cal.release_budgets == ((0.6, 0.3e-4), (1.4, 0.7e-4))
+    assert cal.noise_multipliers[1] == pytest.approx(math.sqrt(2 * math.log(1.25 / 0.7e-4)) / 1.4)
+    assert any("only for epsilon < 1" in n and "1.4" in n for n in cal.notes)
+
+
+def test_paper_calibration_at_large_epsilon_reports_the_exact_epsilon():
+    cal = calibrate_releases(31.6, 1e-4, projection=False, calibration="paper")
+    assert cal.epsilon_accounted > 50  # the classical formula under-states the noise needed
+    assert any("more than the stated 31.6" in n for n in cal.notes)
+
+
+def test_bad_arguments():
+    with pytest.raises(DpfedInputError, match="calibration must be one of"):
+        calibrate_releases(1.0, 1e-4, projection=False, calibration="classic")
+    with pytest.raises(DpfedInputError, match="std_share"):
+        calibrate_releases(1.0, 1e-4, projection=True, std_share=1.0)
+    with pytest.raises(DpfedInputError, match="delta"):
+        calibrate_releases(1.0, 0.0, projection=False)

@@ -1,0 +1,97 @@
+"""Algorithm 2: private standard deviations and the auxiliary-data threshold search."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dpfed import DpfedInputError
+from dpfed.bayes import (
+    THRESHOLD_GRID,
+    ThresholdCache,
+    estimate_marginal_stds,
+    search_thresholds,
+    statistics_sensitivity,
+)
+from dpfed.bayes.projection import _sensitivity_grid
+
+
+@pytest.fixture
+def rows():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3)) * np.array([0.5, 1.0, 2.0])
+    y = rng.normal(size=2000) * 1.5
+    X[0, 0] = 40.0  # beyond the assumed bound: clipped to 7.5 first
+    return X, y
+
+
+def test_grid_is_the_papers():
+    assert len(THRESHOLD_GRID) == 20
+    assert THRESHOLD_GRID[0] == 0.1 and THRESHOLD_GRID[-1] == 2.0
+    assert all(0.1 <= p <= 2.1 for p in THRESHOLD_GRID)
+
+
+def test_stds_with_little_noise_are_root_mean_squares(rows):
+    X, y = rows
+    est = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1e-6,
+                                 mode="trusted", rng=np.random.default_rng(1))
+    Xc = np.clip(X, -7.5, 7.5)
+    expected = np.sqrt(np.mean(np.column_stack([Xc, y]) ** 2, axis=0))
+    np.testing.assert_allclose(est.stds, expected, rtol=1e-4)
+    assert not est.fallback.any()
+    assert est.sensitivity == pytest.approx(np.sqrt(4 * 7.5**4))
+    with_mean = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1e-6,
+                                       mode="trusted", rng=np.random.default_rng(1),
+                                       first_moments=True)
+    np.testing.assert_allclose(with_mean.stds, np.column_stack([Xc, y]).std(axis=0), rtol=1e-4)
+
+
+def test_non_positive_variance_falls_back_to_half(rows):
+    X, y = rows
+
+    def negative(values, *, noise_std, compute_nodes, tolerated, rng):
+        total = values.sum(axis=0)
+        total[1] = -5.0
+        return SimpleNamespace(total=total)
+
+    est = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1.0,
+                                 mode="distributed", rng=np.random.default_rng(0),
+                                 aggregate=negative)
+    assert est.fallback.tolist() == [False, True, False, False]
+    assert est.stds[1] == 0.5 and est.variances[1] < 0
+    with pytest.raises(DpfedInputError, match="nonprivate"):
+        estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1.0,
+                               mode="nonprivate", rng=np.random.default_rng(0))
+
+
+def test_vectorised_sensitivity_grid():
+    rng = np.random.default_rng(2)
+    cx, cy = rng.uniform(0.1, 3, size=(4, 5)), rng.uniform(0.1, 3, size=4)
+    grid = _sensitivity_grid(cx, cy)
+    for a in range(4):
+        for b in range(4):
+            assert grid[a, b] == pytest.approx(statistics_sensitivity(cx[a], cy[b]))
+
+
+def test_search_prefers_wide_bounds_without_noise_and_narrow_with_much():
+    quiet = search_thresholds(500, 3, 0.0, repeats=2, seed=0)
+    assert quiet.p_x == 2.0 and quiet.p_y >= 1.0
+    loud = search_thresholds(500, 3, 5.0, repeats=2, seed=0)
+    assert loud.p_x <= 0.6 and loud.p_y <= 0.6
+    louder = search_thresholds(500, 3, 20.0, repeats=2, seed=0)
+    assert (louder.p_x, louder.p_y) == (0.1, 0.1)
+    assert loud.mean_mae.shape == (20, 20)
+    again = search_thresholds(500, 3, 5.0, repeats=2, seed=0)
+    assert (again.p_x, again.p_y) == (loud.p_x, loud.p_y)
+    np.testing.assert_array_equal(again.mean_mae, loud.mean_mae)
+
+
+def test_cache_runs_each_search_once():
+    cache = ThresholdCache()
+    a = cache.get(300, 2, 1.0, repeats=1)
+    b = cache.get(300, 2, 1.0 + 1e-15, repeats=1)
+    c = cache.get(300, 3, 1.0, repeats=1)
+    assert a is b and c is not a
+    assert (cache.misses, cache.hits, len(cache)) == (2, 1, 2)

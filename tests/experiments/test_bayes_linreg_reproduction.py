@@ -1,0 +1,126 @@
+"""``dpfed reproduce bayes-linreg`` (Heikkilä et al. 2017, figure 2).
+
+Needs the Wine Quality and Abalone files under ``$DPFED_DATA``; skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.cli import main
+from dpfed.experiments import bayes_linreg as repro
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _data_dir() -> Path:
+    base = Path(os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" /
+                "data")
+    needed = ("wine_quality/winequality-red.csv", "wine_quality/winequality-white.csv",
+              "abalone/abalone.data")
+    if not all((base / rel).is_file() for rel in needed):
+        pytest.skip("Wine Quality / Abalone not found under $DPFED_DATA (set DPFED_DATA to a "
+                    "folder holding wine_quality/ and abalone/)")
+    return base
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    base = _data_dir()
+    out = tmp_path_factory.mktemp("repro_bayes")
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["reproduce", "bayes-linreg", "--out", str(out), "--data-dir", str(base),
+                     "--quick", "--quiet"])
+    assert code == 0
+    return out, json.loads(buffer.getvalue())
+
+
+def test_quick_run_writes_every_file(quick_run):
+    out, summary = quick_run
+    assert summary["files"] == ["bayes_linreg.json", "bayes_linreg.png", "summary.md",
+                                "summary.json"]
+    for name in summary["files"]:
+        assert (out / name).is_file(), name
+    png = (out / "bayes_linreg.png").read_bytes()
+    assert len(png) > 1000 and png[:8] == PNG_MAGIC
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    text = (out / "summary.md").read_text()
+    assert "indistinguishable" in text and "projection beats no projection at ε = 1" in text
+    assert "public knowledge" in text
+
+
+def test_quick_run_results(quick_run):
+    out, summary = quick_run
+    plan = repro.quick_plan()
+    fig = json.loads((out / "bayes_linreg.json").read_text())
+    for ds in plan.datasets:
+        assert len(fig["mae"][ds]["nonprivate"]) == plan.runs
+        for key in ("trusted", "distributed", "trusted_proj", "distributed_proj", "input"):
+            assert sorted(fig["mae"][ds][key]) == sorted(f"{e:g}" for e in plan.epsilons)
+            for values in fig["mae"][ds][key].values():
+                assert len(values) == plan.runs
+                assert all(math.isfinite(v) and v > 0 for v in values)
+        m = summary["medians"][ds]
+        assert m["nonprivate"]["q25"] <= m["nonprivate"]["median"] <= m["nonprivate"]["q75"]
+        # privacy costs accuracy: no private median beats the non-private one by much
+        assert m["trusted_proj"]["1"]["median"] > 0.95 * m["nonprivate"]["median"]
+    ind = summary["indistinguishable"]
+    assert ind["n_tests"] == 2 * len(plan.datasets) * len(plan.epsilons)
+    assert isinstance(ind["indistinguishable"], bool)
+    assert all(0 <= t["p_value"] <= t["p_holm"] <= 1 for t in ind["tests"])
+    gain = summary["projection_at_epsilon1"]
+    assert len(gain["rows"]) == 2 * len(plan.datasets)
+    assert all(isinstance(r["projection_beats"], bool) for r in gain["rows"])
+    assert summary["cache"]["searches"] == 2 * len(plan.datasets) * len(plan.epsilons)
+
+
+def test_holm_adjust():
+    assert repro.holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert repro.holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("DPFED_DATA", raising=False)
+    with pytest.raises(DpfedInputError, match="DPFED_DATA"):
+        repro.run_bayes_linreg_reproduction(tmp_path / "out", quick=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DpfedInputError, match=r"wine_quality[/\\]winequality-red\.csv"):
+        repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=empty, quick=True)
+    assert not (tmp_path / "out").exists()
+    code = main(["reproduce", "bayes-linreg", "--out", str(tmp_path / "out"), "--data-dir",
+                 str(empty), "--quick", "--quiet"])
+    assert code == 2
+
+
+def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
+    base = _data_dir()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated crash before the figure")
+
+    monkeypatch.setattr(repro, "_indistinguishability", broken)
+    plan = repro.BayesLinregPlan(quick=True, datasets=("wine-red",), epsilons=(1.0,), runs=2,
+                                 methods=("nonprivate", "trusted"), threshold_repeats=1)
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        repro.run_bayes_linreg_reproduction(out, data_dir=base, plan=plan)
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("DPFED_SLOW"),
+                    reason="the full experiment takes a few minutes; set DPFED_SLOW=1")
+def test_full_reproduction(tmp_path):
+    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir())
+    assert summary["indistinguishable"]["n_tests"] == 36
+    assert summary["projection_at_epsilon1"]["all_beat"] is True
