@@ -93,8 +93,28 @@ def _cmd_run(args) -> int:
     except JobStopped as exc:
         print(f"dpfed: {exc}", file=sys.stderr)
         return EXIT_STOPPED
-    _print_result(result, args.out)
+    if result["protocol"] == "secure_sum":
+        _print_secure_sum(result, args.out)
+    else:
+        _print_result(result, args.out)
     return 0
+
+
+def _print_secure_sum(result: dict, out: str) -> None:
+    shown = ", ".join(f"{v:.6g}" for v in result["sum"][:8])
+    more = f", ... ({len(result['sum'])} values)" if len(result["sum"]) > 8 else ""
+    print(f"secure sum of {len(result['included'])} of {len(result['clients'])} clients over "
+          f"{len(result['compute_nodes'])} compute nodes: [{shown}{more}]")
+    privacy = result["privacy"]
+    if "epsilon" in privacy:
+        print(f"privacy (distributed Gaussian): epsilon = {privacy['epsilon']:.4g} at delta = "
+              f"{privacy['delta']:g}; noise std per client {privacy['client_std']:.4g}")
+    elif privacy["mechanism"] != "none":
+        print(f"privacy: noise std per client {privacy['client_std']:.4g} (no epsilon: the "
+              "job gives noise_std, not a target)")
+    for note in privacy.get("notes", []):
+        print(f"note: {note}")
+    print(f"wrote {out}")
 
 
 # -- budget -----------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 DPFED = [sys.executable, "-m", "dpfed.cli"]
+#: The role a party without data (span None) takes, by protocol.
+DATALESS_ROLES = {"consensus": "server", "secure_sum": "compute"}
 
 
 def free_ports(n: int) -> list[int]:
@@ -45,7 +47,8 @@ class NetJob:
                  job: dict | None = None, budgets: dict | None = None,
                  shared: Path | None = None, protocol: str = "vertical") -> None:
         """``parties``: ``(name, data, span)`` tuples; the span is a column range for a
-        vertical job and a row range otherwise, and None marks a consensus server."""
+        vertical job and a row range otherwise, and None marks a consensus server or a
+        secure-sum compute node."""
         self.folder = folder
         self.names = [name for name, _, _ in parties]
         self.procs: dict[str, subprocess.Popen] = {}
@@ -67,7 +70,7 @@ class NetJob:
                       f'key = "{certs / (name + ".key")}"',
                       f'ledger = "{work / "ledgers" / (name + ".sqlite")}"']
             if span is None:
-                lines.append('role = "server"')
+                lines.append(f'role = "{DATALESS_ROLES.get(protocol, "server")}"')
             else:
                 lines += [f"{holds} = {_toml_value(list(span))}",
                           f'dataset = "{data}:{span[0]}-{span[1]}"']
@@ -135,7 +138,8 @@ def job_certs(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("certs")
     init_certificates(
-        folder, ["label", "bank", "shop", "mallory", "server", *(f"node{k}" for k in range(6))]
+        folder, ["label", "bank", "shop", "mallory", "server", *(f"node{k}" for k in range(6)),
+                 *(f"compute{k}" for k in range(3)), *(f"client{k}" for k in range(20))]
     )
     return folder
 

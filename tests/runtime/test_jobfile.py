@@ -517,3 +517,44 @@ def test_listen_address_is_local_and_outside_the_digest(tmp_path):
     doc["party"][1]["listen"] = "no-port"
     with pytest.raises(DpfedInputError, match="listen must be host:port"):
         _load(tmp_path, doc)
+
+
+# -- secure sum --------------------------------------------------------------------------------
+def _secure_sum_doc(roles: list[str]) -> dict:
+    doc = _doc()
+    doc["job"]["protocol"] = "secure_sum"
+    doc["params"] = {"dim": 3, "mechanism": "gaussian", "noise_std": 1.0, "tolerated": 0}
+    parties = []
+    for k, role in enumerate(roles):
+        p = _party(f"p{k}", 50060 + k, [0, 1])
+        del p["columns"]
+        if role:
+            p["role"] = role
+            del p["data"]  # a compute node holds no data
+        else:
+            p["rows"] = [k, k + 1]
+        parties.append(p)
+    doc["party"] = parties
+    return doc
+
+
+def test_secure_sum_job_has_compute_nodes_and_clients(tmp_path):
+    spec = _load(tmp_path, _secure_sum_doc(["compute", "compute", "", ""]))
+    assert [p.role for p in spec.parties] == ["compute", "compute", "", ""]
+    assert spec.parties[2].rows == (2, 3) and spec.parties[0].rows is None
+    assert spec.params["dim"] == 3
+
+
+@pytest.mark.parametrize(
+    ("roles", "pattern"),
+    [(["", ""], "role = \"compute\""), (["compute", "compute"], "one client"),
+     (["server", ""], "may only be")],
+)
+def test_secure_sum_roles_are_checked(tmp_path, roles, pattern):
+    _refused(tmp_path, _secure_sum_doc(roles), pattern)
+
+
+def test_a_compute_role_outside_a_secure_sum_is_refused(tmp_path):
+    doc = _doc()
+    doc["party"][1]["role"] = "compute"
+    _refused(tmp_path, doc, "may only be", "compute")

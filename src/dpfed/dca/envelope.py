@@ -216,6 +216,9 @@ def seal_for_nodes(
     plaintexts: Sequence[bytes],
     node_publics: Sequence[bytes],
     contexts: Sequence[MessageContext],
+    *,
+    ephemeral_private: bytes | None = None,
+    nonces: Sequence[bytes] | None = None,
 ) -> list[Envelope]:
     """Seal one client's messages, one per node, with one ephemeral key pair.
 
@@ -231,24 +234,47 @@ def seal_for_nodes(
         Raw 32-byte public keys of the receiving nodes.
     contexts : sequence of MessageContext
         The binding of each envelope.
+    ephemeral_private : bytes, optional
+        The raw 32-byte ephemeral X25519 private key (default: a fresh one from the
+        operating system's CSPRNG). A client that must be able to send the very same envelopes
+        again after a restart derives it from a secret it keeps; it must be secret and used for
+        one round only.
+    nonces : sequence of bytes, optional
+        One 12-byte nonce per envelope (default: random). Every envelope has its own AES key
+        (its own shared secret and associated data), so a nonce is never reused under a key
+        as long as the ephemeral key serves one round only.
 
     Returns
     -------
     list of Envelope
     """
+    if nonces is not None and (
+        len(nonces) != len(plaintexts)
+        or not all(isinstance(n, bytes) and len(n) == _NONCE_BYTES for n in nonces)
+    ):
+        raise DpfedInputError(
+            f"nonces must be {len(plaintexts)} byte strings of {_NONCE_BYTES} bytes."
+        )
     if not (len(plaintexts) == len(node_publics) == len(contexts)):
         raise DpfedInputError(
             "plaintexts, node_publics and contexts must have the same length. Found "
             f"{len(plaintexts)}, {len(node_publics)} and {len(contexts)}."
         )
-    ephemeral = X25519PrivateKey.generate()
+    if ephemeral_private is None:
+        ephemeral = X25519PrivateKey.generate()
+    else:
+        if not isinstance(ephemeral_private, bytes) or len(ephemeral_private) != _KEY_BYTES:
+            raise DpfedInputError(f"ephemeral_private must be {_KEY_BYTES} raw bytes.")
+        ephemeral = X25519PrivateKey.from_private_bytes(ephemeral_private)
     eph_public = ephemeral.public_key().public_bytes(_RAW, serialization.PublicFormat.Raw)
     out = []
-    for plaintext, node_public, context in zip(plaintexts, node_publics, contexts, strict=True):
+    for k, (plaintext, node_public, context) in enumerate(
+        zip(plaintexts, node_publics, contexts, strict=True)
+    ):
         ad = context.associated_data()
         shared = ephemeral.exchange(_public_key(node_public, "node_public"))
         aead = _derive(shared, eph_public, bytes(node_public), ad)
-        nonce = os.urandom(_NONCE_BYTES)
+        nonce = os.urandom(_NONCE_BYTES) if nonces is None else nonces[k]
         out.append(Envelope(eph_public, nonce, aead.encrypt(nonce, bytes(plaintext), ad)))
     return out
 

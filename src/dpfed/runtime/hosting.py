@@ -39,6 +39,7 @@ HOSTED_PROTOCOLS = {
     "decentralized": (
         "dpfed.runtime.horizontal_host", "DecentralizedHost", "decentralized_result", None,
     ),
+    "secure_sum": ("dpfed.runtime.secure_sum_host", "SecureSumHost", "secure_sum_result", None),
 }
 
 

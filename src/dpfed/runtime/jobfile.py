@@ -52,7 +52,7 @@ from typing import Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 
-PROTOCOLS = ("vertical", "consensus", "decentralized")
+PROTOCOLS = ("vertical", "consensus", "decentralized", "secure_sum")
 EVALUATE = ("full", "test", "none")
 LEADER = "leader"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -256,10 +256,23 @@ DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
     "radius": _NUMBER,
 }
 
+#: Keys of ``[params]`` for the DCA secure sum: the length ``dim`` of the vectors, the
+#: per-client noise either as ``noise_std``
+#: or calibrated from ``epsilon``, ``delta`` and ``l2_sensitivity`` (``calibration`` pld, rdp or
+#: classic), ``tolerated`` dropped or colluding clients, the fixed-point ``fractional_bits`` and
+#: an optional simulation ``seed`` of the noise (without one every client draws its noise from
+#: its own secret).
+SECURE_SUM_PARAMS: dict[str, tuple[type, ...]] = {
+    "mechanism": (str,), "noise_std": _NUMBER, "epsilon": _NUMBER, "delta": _NUMBER,
+    "l2_sensitivity": _NUMBER, "calibration": (str,), "tolerated": (int,),
+    "fractional_bits": (int,), "seed": (int,), "dim": (int,),
+}
+
 PARAMS = {
     "vertical": VERTICAL_PARAMS,
     "consensus": CONSENSUS_PARAMS,
     "decentralized": DECENTRALIZED_PARAMS,
+    "secure_sum": SECURE_SUM_PARAMS,
 }
 
 
@@ -308,9 +321,13 @@ _PARTY_KEYS = {
     "role", "workdir", "ledger", "dataset", "budget",
 }
 
-#: What each protocol's parties hold: vertical parties a column range, consensus clients and
-#: decentralized nodes a row range; a consensus job has one ``role = "server"`` party.
-_HOLDS = {"vertical": "columns", "consensus": "rows", "decentralized": "rows"}
+#: What each protocol's parties hold: vertical parties a column range, consensus clients,
+#: decentralized nodes and secure-sum clients a row range; a consensus job has one
+#: ``role = "server"`` party and a secure sum ``role = "compute"`` parties holding no data.
+_HOLDS = {"vertical": "columns", "consensus": "rows", "decentralized": "rows",
+          "secure_sum": "rows"}
+#: The roles of data-less parties, by protocol.
+_ROLES = {"consensus": "server", "secure_sum": "compute"}
 
 
 def _span(table: dict, key: str, where: str) -> tuple[int, int]:
@@ -336,18 +353,17 @@ def _party(table: dict, index: int, base: Path, protocol: str = "vertical") -> P
     if name == LEADER:
         raise DpfedInputError(f"{where}: the name {LEADER!r} is reserved for the job's leader.")
     role = table.get("role", "")
-    if role not in ("", "server") or (role == "server" and protocol != "consensus"):
-        raise DpfedInputError(
-            f"{where}.role may only be \"server\", in a consensus job. Found {role!r}."
-        )
-    holds = None if role == "server" else _HOLDS[protocol]
+    if role not in ("", _ROLES.get(protocol)):
+        allowed = "; ".join(f'"{r}" in a {p} job' for p, r in _ROLES.items())
+        raise DpfedInputError(f"{where}.role may only be {allowed}. Found {role!r}.")
+    holds = None if role else _HOLDS[protocol]
     other = ({"columns", "rows"} - {holds}) & set(table)
     if other:
         raise DpfedInputError(
-            f"{where}: a {protocol} {'server' if role else 'party'} has no {sorted(other)[0]}."
+            f"{where}: a {protocol} {role or 'party'} has no {sorted(other)[0]}."
         )
     span = _span(table, holds, where) if holds else None
-    data = _text(table, "data", where)
+    data = _text(table, "data", where, default="none" if role == "compute" else None)
     workdir = _path(base, _text(table, "workdir", where, default=f"work/{name}"))
     ledger = _path(base, table["ledger"]) if "ledger" in table else workdir / "ledger.sqlite"
     data_dir = _path(base, _text(table, "data_dir", where)) if "data_dir" in table else None
@@ -431,6 +447,13 @@ def load_job(path: str | Path) -> JobSpec:
     if protocol == "consensus" and len(servers) != 1:
         raise DpfedInputError(
             f"a consensus job needs exactly one party with role = \"server\". Found {servers}."
+        )
+    if protocol == "secure_sum" and not (
+        any(p.role == "compute" for p in parties) and any(not p.role for p in parties)
+    ):
+        raise DpfedInputError(
+            "a secure_sum job needs at least one party with role = \"compute\" and at least "
+            f"one client. Found roles {[p.role or 'client' for p in parties]}."
         )
     names = [p.name for p in parties]
     if len(set(names)) != len(names):

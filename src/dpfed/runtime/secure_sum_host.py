@@ -1,0 +1,304 @@
+r"""The DCA secure sum as the networked runtime hosts it.
+
+Parties with ``role = "compute"`` are the compute nodes (no data); every other party is a
+client contributing the sum of its rows ``[first, end)`` of its data file (a ``.npy`` matrix, a
+comma-separated text file, or a named data set's training features), so a client holding one
+row contributes that row. Clients and compute nodes talk directly, over the runtime's mutual
+TLS, and each share is additionally sealed for its compute node alone
+(:mod:`dpfed.protocols.secure_sum`). The leader receives every node's sum of shares, which it
+adds modulo :math:`2^{64}` and decodes: :math:`\sum_{i \in I}(z_i + \eta_i)`.
+
+Secrets are kept in the party's work folder (``<workdir>/<job id>/``, owner-only files) so a
+restarted party sends the very same envelopes again: a client's 32-byte secret (its masks,
+ephemeral key, nonces and, without a ``seed``, its noise) and a compute node's X25519 key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError
+from dpfed.dca.envelope import NodeKeyPair
+from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
+from dpfed.dca.noise import client_noise
+from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.messages import Message
+from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
+from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient, derive_secret
+from dpfed.runtime.jobfile import JobSpec, describe
+from dpfed.runtime.wire import register_message
+
+for _kind in (NodeKey, SealedShare, ReceivedReport):
+    register_message(_kind)
+
+SEED_NOTE = (
+    "the noise was drawn from the job's shared simulation seed: whoever knows it can subtract "
+    "the noise. Leave [params].seed out in a deployment; every client then draws its noise from "
+    "its own secret."
+)
+
+
+def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
+    """The clients and the compute nodes, each in the job file's order."""
+    clients = [p.name for p in spec.parties if p.role != "compute"]
+    nodes = [p.name for p in spec.parties if p.role == "compute"]
+    return clients, nodes
+
+
+def noise_plan(spec: JobSpec) -> dict[str, Any]:
+    """Each client's noise standard deviation and how it was chosen.
+
+    ``mechanism = "none"`` adds none; ``"gaussian"`` takes ``noise_std`` as given or calibrates
+    it with :func:`dpfed.privacy.dca.calibrate_dca` from ``epsilon``, ``delta`` and
+    ``l2_sensitivity`` (``calibration``: pld, rdp or classic) for the job's number of clients
+    and ``tolerated``.
+    """
+    from dpfed.privacy.dca import calibrate_dca
+
+    p = spec.params
+    clients, _ = _roles(spec)
+    tolerated = int(p.get("tolerated", 0))
+    mechanism = p.get("mechanism", "none")
+    out: dict[str, Any] = {"mechanism": mechanism, "tolerated": tolerated,
+                           "n_clients": len(clients)}
+    if mechanism == "none":
+        extra = sorted({"noise_std", "epsilon", "delta", "l2_sensitivity"} & set(p))
+        if extra:
+            raise DpfedInputError(
+                f"[params] {extra} need mechanism = \"gaussian\". Found mechanism \"none\"."
+            )
+        return out | {"client_std": 0.0}
+    if mechanism != "gaussian":
+        raise DpfedInputError(
+            f"[params].mechanism must be \"none\" or \"gaussian\". Found {mechanism!r}."
+        )
+    if "noise_std" in p:
+        std = float(p["noise_std"])
+        if not std > 0:
+            raise DpfedInputError(f"[params].noise_std must be > 0. Found {std!r}.")
+        return out | {"client_std": std, "calibration": None}
+    missing = [k for k in ("epsilon", "delta", "l2_sensitivity") if k not in p]
+    if missing:
+        raise DpfedInputError(
+            f"a gaussian secure sum needs [params].noise_std, or epsilon, delta and "
+            f"l2_sensitivity. Missing {missing}."
+        )
+    cal = calibrate_dca(float(p["epsilon"]), float(p["delta"]), float(p["l2_sensitivity"]),
+                        len(clients), tolerated, method=p.get("calibration", "pld"))
+    return out | {"client_std": cal.client_std, "calibration": cal}
+
+
+def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
+    """The client's rows of its data file, dense float64 of shape (rows, D)."""
+    party = spec.party(name)
+    path = Path(party.data).expanduser()
+    if not path.is_absolute() and (spec.path.parent / path).exists():
+        path = spec.path.parent / path
+    try:
+        if path.suffix == ".npy":
+            matrix = np.load(path, allow_pickle=False)
+        elif path.suffix in (".csv", ".txt"):
+            matrix = np.loadtxt(path, delimiter=",", ndmin=2)
+        else:
+            from dpfed.data import load_dataset
+
+            X = load_dataset(party.data, party.data_dir).X_train
+            matrix = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
+    except (OSError, ValueError) as exc:
+        raise DpfedInputError(f"party {name!r}: cannot read {party.data!r}: {exc}") from None
+    matrix = np.asarray(matrix, dtype=np.float64)
+    if matrix.ndim == 1:
+        matrix = matrix.reshape(-1, 1)
+    first, end = party.rows
+    if matrix.ndim != 2 or end > matrix.shape[0]:
+        raise DpfedInputError(
+            f"party {name!r}: rows [{first}, {end}) lie outside {party.data!r}, a matrix of "
+            f"shape {matrix.shape}."
+        )
+    rows = matrix[first:end]
+    if not np.all(np.isfinite(rows)):
+        raise DpfedInputError(f"party {name!r}: its rows of {party.data!r} are not all finite.")
+    return rows
+
+
+def _secret(folder: Path, filename: str, make) -> bytes:
+    """The bytes in ``folder/filename``, created (owner-only, atomically) by ``make()``."""
+    path = folder / filename
+    if path.exists():
+        return path.read_bytes()
+    folder.mkdir(parents=True, exist_ok=True)
+    raw = make()
+    fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return raw
+
+
+class SecureSumHost:
+    """A client (its rows' sum) or a compute node of a secure-sum job."""
+
+    plan: list[float]
+    ledger_support = False  # the ledger accounts a party's own Gaussian releases only
+
+    def __init__(self, spec: JobSpec, name: str) -> None:
+        self.spec, self.name = spec, name
+        clients, nodes = _roles(spec)
+        p = spec.params
+        self.fractional_bits = check_fractional_bits(
+            p.get("fractional_bits", DEFAULT_FRACTIONAL_BITS)
+        )
+        tolerated = int(p.get("tolerated", 0))
+        if not 0 <= tolerated < len(clients):
+            raise DpfedInputError(
+                f"[params].tolerated must be in [0, {len(clients) - 1}] for {len(clients)} "
+                f"clients. Found {tolerated}."
+            )
+        self.noise = noise_plan(spec)
+        self.plan = []
+        party = spec.party(name)
+        folder = party.workdir / spec.id
+        self.dim = int(p.get("dim", 0))
+        if self.dim < 1:
+            raise DpfedInputError(
+                f"a secure_sum job needs [params].dim, the length D >= 1 of the summed vectors. "
+                f"Found {p.get('dim')!r}."
+            )
+        if party.role == "compute":
+            self.holds_data = False
+            self.n_rows = 0
+            raw = _secret(folder, "dca-node.key", lambda: NodeKeyPair.generate().private_bytes())
+            self.role: Any = ComputeNode(
+                name, clients=clients, nodes=nodes, dim=self.dim, job_id=spec.id,
+                key=NodeKeyPair.from_private_bytes(raw), tolerated=tolerated,
+            )
+            return
+        self.holds_data = True
+        rows = _read_rows(spec, name)
+        if rows.shape[1] != self.dim:
+            raise DpfedInputError(
+                f"party {name!r}: its rows of {party.data!r} have {rows.shape[1]} columns; the "
+                f"job sums vectors of [params].dim = {self.dim}."
+            )
+        self.n_rows = rows.shape[0]
+        secret = _secret(folder, "dca-client.key", lambda: os.urandom(32))
+        index = clients.index(name)
+        value = rows.sum(axis=0)
+        std = self.noise["client_std"]
+        if std > 0:
+            if "seed" in p:
+                value = value + client_noise(int(p["seed"]), index, self.dim, std)
+            else:
+                own = int.from_bytes(derive_secret(secret, "noise", 16), "little")
+                value = value + client_noise(own, 0, self.dim, std)
+        self.role = SecureSumClient(
+            name, index, value, nodes=nodes, n_clients=len(clients), job_id=spec.id,
+            secret=secret, fractional_bits=self.fractional_bits,
+        )
+
+    @property
+    def exact_release(self) -> bool:
+        return self.holds_data and self.noise["client_std"] == 0.0
+
+    @property
+    def round(self) -> int:
+        return self.role.round
+
+    @property
+    def finished(self) -> bool:
+        return self.role.finished
+
+    @property
+    def events(self) -> list[PrivacyEvent]:
+        return []
+
+    def start(self) -> list[Message]:
+        return self.role.start()
+
+    def handle(self, message: Message) -> list[Message]:
+        return self.role.handle(message)
+
+    def state_dict(self):
+        return self.role.state_dict()
+
+    def load_state_dict(self, arrays, meta) -> None:
+        self.role.load_state_dict(arrays, meta)
+
+    def model(self) -> np.ndarray:
+        """A compute node's sum of shares (uniformly random on its own); nothing for a
+        client."""
+        if self.holds_data or self.role.sum is None:
+            return np.zeros(0)
+        return self.role.sum
+
+    def describe(self) -> dict[str, Any]:
+        return {"n_samples": self.n_rows, "dim": self.dim}
+
+    def final(self) -> dict[str, Any]:
+        if self.holds_data:
+            return {"n_samples": self.n_rows}
+        clients, _ = _roles(self.spec)
+        return {
+            "n_samples": 0,
+            "sum": [int(v) for v in self.role.sum],
+            "included": [c for c, ok in zip(clients, self.role.included, strict=True) if ok],
+        }
+
+
+def secure_sum_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
+    """The leader's ``result.json``: the decoded sum and how private it is."""
+    from dataclasses import asdict
+
+    clients, nodes = _roles(spec)
+    included = {tuple(accounts[n]["included"]) for n in nodes}
+    if len(included) != 1:
+        raise DpfedInputError(
+            f"the compute nodes summed different sets of clients: {sorted(included)}."
+        )
+    total = np.zeros(len(accounts[nodes[0]]["sum"]), dtype=np.uint64)
+    for n in nodes:
+        total += np.array(accounts[n]["sum"], dtype=np.uint64)
+    fractional_bits = spec.params.get("fractional_bits", DEFAULT_FRACTIONAL_BITS)
+    plan = noise_plan(spec)
+    cal = plan.pop("calibration", None)
+    privacy: dict[str, Any] = plan | {"notes": []}
+    if cal is not None:
+        privacy |= {"epsilon": cal.epsilon, "delta": cal.delta,
+                    "calibration": asdict(cal)}
+        privacy["notes"] += list(cal.notes)
+    if plan["mechanism"] != "none":
+        privacy["notes"].append(
+            f"the guarantee holds while at most {plan['tolerated']} clients drop out or collude "
+            "and at least one compute node is honest"
+        )
+        if "seed" in spec.params:
+            privacy["notes"].append(SEED_NOTE)
+    else:
+        privacy["notes"].append("no noise: the sum is exact and protects no client")
+    return {
+        "protocol": "secure_sum",
+        "sum": decode(total, fractional_bits).tolist(),
+        "sum_encoded": [int(v) for v in total],
+        "fractional_bits": fractional_bits,
+        "clients": clients,
+        "included": list(next(iter(included))),
+        "compute_nodes": nodes,
+        "n_samples": {c: accounts[c]["n_samples"] for c in clients},
+        "privacy": privacy,
+        "seconds": seconds,
+        "job": describe(spec),
+    }

@@ -1,0 +1,61 @@
+"""The secure-sum host's checks: the vectors' length, the noise plan, secrets kept on disk."""
+
+from __future__ import annotations
+
+import stat
+
+import numpy as np
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.secure_sum_host import SecureSumHost, noise_plan
+
+
+def _job(tmp_path, params: str, dim_of_data: int = 3):
+    np.save(tmp_path / "v.npy", np.ones((2, dim_of_data)))
+    parties = "".join(
+        f'[[party]]\nname = "c{i}"\naddress = "127.0.0.1:{6001 + i}"\ndata = "v.npy"\n'
+        f'rows = [{i}, {i + 1}]\ncertificate = "x.pem"\nkey = "x.key"\n\n' for i in range(2)
+    )
+    text = (
+        '[job]\nid = "s"\nprotocol = "secure_sum"\n\n[params]\n' + params + "\n\n"
+        '[tls]\nca = "ca.pem"\n\n[leader]\naddress = "127.0.0.1:6000"\ncertificate = "l.pem"\n'
+        'key = "l.key"\n\n[[party]]\nname = "n0"\naddress = "127.0.0.1:6100"\n'
+        'role = "compute"\ncertificate = "x.pem"\nkey = "x.key"\n\n' + parties
+    )
+    (tmp_path / "job.toml").write_text(text)
+    return load_job(tmp_path / "job.toml")
+
+
+def test_client_rows_must_have_the_jobs_dimension(tmp_path):
+    spec = _job(tmp_path, "dim = 4", dim_of_data=3)
+    with pytest.raises(DpfedInputError, match=r"3 columns.*dim = 4"):
+        SecureSumHost(spec, "c0")
+
+
+def test_dim_is_required(tmp_path):
+    with pytest.raises(DpfedInputError, match="dim"):
+        SecureSumHost(_job(tmp_path, 'mechanism = "none"'), "n0")
+
+
+@pytest.mark.parametrize(
+    ("params", "pattern"),
+    [('mechanism = "gaussian"', "Missing"), ('mechanism = "laplace"', "gaussian"),
+     ('noise_std = 1.0', "need mechanism"), ('mechanism = "gaussian"\nnoise_std = -1.0', "> 0")],
+)
+def test_bad_noise_plans_are_refused(tmp_path, params, pattern):
+    with pytest.raises(DpfedInputError, match=pattern):
+        noise_plan(_job(tmp_path, "dim = 3\n" + params))
+
+
+def test_secrets_are_owner_only_and_kept_across_restarts(tmp_path):
+    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 1.0')
+    first = SecureSumHost(spec, "c0")
+    again = SecureSumHost(spec, "c0")
+    assert first.role.secret == again.role.secret
+    path = spec.party("c0").workdir / "s" / "dca-client.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    node = SecureSumHost(spec, "n0")
+    assert node.role.key.public_bytes == SecureSumHost(spec, "n0").role.key.public_bytes
+    assert not first.exact_release and not node.holds_data
