@@ -14,14 +14,15 @@ PARAMS = {"mechanism": "gaussian", "noise_std": 0.5, "seed": 7, "tolerated": 2,
           "fractional_bits": 24}
 
 
-def _job(netjob, tmp_path, n_clients: int, n_nodes: int, dim: int, params: dict):
+def _job(netjob, tmp_path, n_clients: int, n_nodes: int, dim: int, params: dict,
+         budgets: dict | None = None):
     values = np.random.default_rng(3).normal(scale=4.0, size=(n_clients, dim))
     np.save(tmp_path / "values.npy", values)
     data = str(tmp_path / "values.npy")
     parties = [(f"compute{k}", data, None) for k in range(n_nodes)]
     parties += [(f"client{i}", data, (i, i + 1)) for i in range(n_clients)]
     job = netjob(parties, params={"dim": dim, **params}, protocol="secure_sum",
-                 job={"evaluate": "none"})
+                 job={"evaluate": "none"}, budgets=budgets)
     return job, values
 
 
@@ -67,9 +68,12 @@ def test_three_compute_nodes_and_twenty_clients_match_inprocess(netjob, tmp_path
 def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     params = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "l2_sensitivity": 1.0,
               "tolerated": 1, "seed": 2}
-    job, values = _job(netjob, tmp_path, n_clients=3, n_nodes=2, dim=3, params=params)
+    budgets = {f"client{i}": {"epsilon": 1.5, "delta": 1e-5} for i in range(3)}
+    job, values = _job(netjob, tmp_path, n_clients=3, n_nodes=2, dim=3, params=params,
+                       budgets=budgets)
     result = _run(job, timeout=120)
     from dpfed.privacy.dca import calibrate_dca
+    from dpfed.runtime.budget import BudgetLedger
 
     cal = calibrate_dca(1.0, 1e-5, 1.0, 3, 1)
     assert result["privacy"]["epsilon"] == 1.0
@@ -77,3 +81,12 @@ def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     reference = secure_sum(values, noise_std=cal.client_std, rng=2, compute_nodes=2,
                            tolerated=1)
     assert result["sum_encoded"] == [int(v) for v in reference.total_encoded]
+    # each client's ledger holds its one release, at the calibrated multiplier
+    for i in range(3):
+        dataset = f"{job.folder / 'values.npy'}:{i}-{i + 1}"
+        with BudgetLedger(job.folder / "ledgers" / f"client{i}.sqlite") as ledger:
+            releases = ledger.releases(dataset=dataset, party=f"client{i}")
+            spent = ledger.spent_epsilon(dataset, f"client{i}")
+        assert len(releases) == 1
+        assert spent == pytest.approx(1.0, rel=1e-2)
+

@@ -59,3 +59,14 @@ def test_secrets_are_owner_only_and_kept_across_restarts(tmp_path):
     node = SecureSumHost(spec, "n0")
     assert node.role.key.public_bytes == SecureSumHost(spec, "n0").role.key.public_bytes
     assert not first.exact_release and not node.holds_data
+
+
+def test_only_a_sensitivity_makes_a_share_accountable(tmp_path):
+    bare = SecureSumHost(_job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0'), "c0")
+    assert not bare.ledger_support and bare.plan == []
+    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0')
+    host = SecureSumHost(spec, "c1")
+    # two clients, T = 0: sigma_std = sqrt(2 - 0 - 1) * 2 = 2, multiplier 2 / 4
+    assert host.ledger_support and host.plan == [0.5]
+    assert host.events == []  # nothing has left yet
+

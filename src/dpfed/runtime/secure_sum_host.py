@@ -16,6 +16,7 @@ ephemeral key, nonces and, without a ``seed``, its noise) and a compute node's X
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -153,7 +154,6 @@ class SecureSumHost:
     """A client (its rows' sum) or a compute node of a secure-sum job."""
 
     plan: list[float]
-    ledger_support = False  # the ledger accounts a party's own Gaussian releases only
 
     def __init__(self, spec: JobSpec, name: str) -> None:
         self.spec, self.name = spec, name
@@ -170,6 +170,12 @@ class SecureSumHost:
             )
         self.noise = noise_plan(spec)
         self.plan = []
+        self.release: PrivacyEvent | None = None
+        # the ledger accounts a client's share as the Gaussian release it amounts to while at
+        # most T clients drop or collude: sigma_std = sqrt(N - T - 1) * client_std over
+        # l2_sensitivity; without a sensitivity there is nothing to account, and a client
+        # with a budget refuses the job
+        self.ledger_support = self.noise["client_std"] == 0.0 or "l2_sensitivity" in p
         party = spec.party(name)
         folder = party.workdir / spec.id
         self.dim = int(p.get("dim", 0))
@@ -205,6 +211,18 @@ class SecureSumHost:
             else:
                 own = int.from_bytes(derive_secret(secret, "noise", 16), "little")
                 value = value + client_noise(own, 0, self.dim, std)
+        if std > 0 and "l2_sensitivity" in p:
+            cal = self.noise.get("calibration")
+            sensitivity = float(p["l2_sensitivity"])
+            sigma_std = (cal.sigma_std if cal is not None
+                         else std * math.sqrt(len(clients) - tolerated - 1))
+            z = cal.noise_multiplier if cal is not None else sigma_std / sensitivity
+            self.release = PrivacyEvent(
+                party=name, round=1, mechanism="gaussian",
+                noise_multiplier=z, l2_sensitivity=sensitivity,
+                sigma=sigma_std, label="secure sum share (distributed Gaussian)",
+            )
+            self.plan = [self.release.noise_multiplier]
         self.role = SecureSumClient(
             name, index, value, nodes=nodes, n_clients=len(clients), job_id=spec.id,
             secret=secret, fractional_bits=self.fractional_bits,
@@ -224,7 +242,8 @@ class SecureSumHost:
 
     @property
     def events(self) -> list[PrivacyEvent]:
-        return []
+        """The client's one release once its shares are out (none for a node)."""
+        return [self.release] if self.release is not None and self.role.finished else []
 
     def start(self) -> list[Message]:
         return self.role.start()
