@@ -95,3 +95,6 @@ def test_cache_runs_each_search_once():
     c = cache.get(300, 3, 1.0, repeats=1)
     assert a is b and c is not a
     assert (cache.misses, cache.hits, len(cache)) == (2, 1, 2)
+    # the search itself answers from the cache, explicit defaults included
+    assert search_thresholds(300, 2, 1.0, lam=1.0, repeats=1, seed=0, cache=cache) is a
+    assert (cache.misses, cache.hits, len(cache)) == (2, 2, 2)

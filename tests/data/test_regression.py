@@ -1,4 +1,5 @@
-"""Scaling of the regression sets to a range of length 10, and random splits."""
+"""Scaling of the regression sets to a range of length 10, random splits, and the file checks
+the Wine Quality and Abalone readers share."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.data import RegressionData, random_split, scale_to_range
+from dpfed.data import RegressionData, random_split, read_abalone, read_wine, scale_to_range
 
 
 def _data(seed=0, n=50):
@@ -52,3 +53,19 @@ def test_random_split_is_disjoint_and_seeded():
         random_split(10, 10, np.random.default_rng(0))
     with pytest.raises(DpfedInputError, match="n_train"):
         random_split(10, 5, np.random.default_rng(0), n_train=6)
+
+
+@pytest.mark.parametrize(("read", "label", "separator"), [
+    (read_wine, "Wine Quality file", "semicolon"),
+    (read_abalone, "Abalone file", "comma"),
+])
+def test_readers_refuse_what_is_not_a_readable_text_file(tmp_path, read, label, separator):
+    with pytest.raises(DpfedInputError, match="must be the path of"):
+        read(3)
+    with pytest.raises(DpfedInputError, match=r"not an existing file\. Expected .*UCI"):
+        read(tmp_path / "missing.csv")
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(DpfedInputError, match=f"{label} .* is not UTF-8 text \\(byte 0\\). "
+                                              f"Expected the {separator}-separated UCI file"):
+        read(binary)

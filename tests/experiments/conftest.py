@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dpfed._validation import DpfedInputError
 from dpfed.cli import main
 
 
@@ -40,3 +41,26 @@ def reproduce() -> Callable[..., dict]:
         return json.loads(buffer.getvalue())
 
     return run
+
+
+@pytest.fixture
+def check_missing_data(tmp_path, monkeypatch) -> Callable[..., None]:
+    """Checks that a reproduction refuses a missing data folder (no ``DPFED_DATA``, or an empty
+    folder: the error names ``first_file``, a pattern) before creating its ``out_dir``, and
+    that ``dpfed reproduce COMMAND`` exits with status 2."""
+
+    def check(run: Callable[..., dict], command: str, first_file: str) -> None:
+        out = tmp_path / "out"
+        monkeypatch.delenv("DPFED_DATA", raising=False)
+        with pytest.raises(DpfedInputError, match="DPFED_DATA"):
+            run(out, quick=True)
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        with pytest.raises(DpfedInputError, match=first_file):
+            run(out, data_dir=empty, quick=True)
+        assert not out.exists()
+        code = main(["reproduce", command, "--out", str(out), "--data-dir", str(empty),
+                     "--quick", "--quiet"])
+        assert code == 2
+
+    return check

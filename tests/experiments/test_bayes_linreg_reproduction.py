@@ -5,8 +5,6 @@ Needs the Wine Quality and Abalone files under ``$DPFED_DATA``; skipped otherwis
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -14,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from dpfed._validation import DpfedInputError
-from dpfed.cli import main
 from dpfed.experiments import bayes_linreg as repro
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -33,15 +29,9 @@ def _data_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    base = _data_dir()
+def quick_run(tmp_path_factory, reproduce):
     out = tmp_path_factory.mktemp("repro_bayes")
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = main(["reproduce", "bayes-linreg", "--out", str(out), "--data-dir", str(base),
-                     "--quick", "--quiet"])
-    assert code == 0
-    return out, json.loads(buffer.getvalue())
+    return out, reproduce("bayes-linreg", out, _data_dir())
 
 
 def test_quick_run_writes_every_file(quick_run):
@@ -88,18 +78,9 @@ def test_holm_adjust():
     assert repro.holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
 
 
-def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
-    monkeypatch.delenv("DPFED_DATA", raising=False)
-    with pytest.raises(DpfedInputError, match="DPFED_DATA"):
-        repro.run_bayes_linreg_reproduction(tmp_path / "out", quick=True)
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    with pytest.raises(DpfedInputError, match=r"wine_quality[/\\]winequality-red\.csv"):
-        repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=empty, quick=True)
-    assert not (tmp_path / "out").exists()
-    code = main(["reproduce", "bayes-linreg", "--out", str(tmp_path / "out"), "--data-dir",
-                 str(empty), "--quick", "--quiet"])
-    assert code == 2
+def test_missing_data_is_a_clear_input_error(check_missing_data):
+    check_missing_data(repro.run_bayes_linreg_reproduction, "bayes-linreg",
+                       r"wine_quality[/\\]winequality-red\.csv")
 
 
 def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):

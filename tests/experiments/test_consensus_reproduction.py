@@ -11,8 +11,6 @@ import os
 
 import pytest
 
-from dpfed._validation import DpfedInputError
-from dpfed.cli import main
 from dpfed.experiments import consensus as repro
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -64,18 +62,8 @@ def test_quick_run_json_keys(quick_run):
     assert isinstance(h["target_met_every_seed"], bool)
 
 
-def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
-    monkeypatch.delenv("DPFED_DATA", raising=False)
-    with pytest.raises(DpfedInputError, match="DPFED_DATA"):
-        repro.run_consensus_reproduction(tmp_path / "out", quick=True)
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    with pytest.raises(DpfedInputError, match=r"adult[/\\]adult\.data"):
-        repro.run_consensus_reproduction(tmp_path / "out", data_dir=empty, quick=True)
-    assert not (tmp_path / "out").exists()
-    code = main(["reproduce", "consensus", "--out", str(tmp_path / "out"), "--data-dir",
-                 str(empty), "--quick", "--quiet"])
-    assert code == 2
+def test_missing_data_is_a_clear_input_error(check_missing_data):
+    check_missing_data(repro.run_consensus_reproduction, "consensus", r"adult[/\\]adult\.data")
 
 
 def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):

@@ -294,12 +294,9 @@ def fit_dp_linreg(
             compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
         )
         z_eff = _effective_multiplier(cal.noise_multipliers[1], mode, n, tolerated)
-        search_args = dict(lam=lam, lam0=lam0, repair=repair, grid=threshold_grid,
-                           repeats=threshold_repeats, seed=threshold_seed)
-        thresholds = (
-            threshold_cache.get(n, d, z_eff, **search_args)
-            if threshold_cache is not None
-            else search_thresholds(n, d, z_eff, **search_args)
+        thresholds = search_thresholds(
+            n, d, z_eff, lam=lam, lam0=lam0, repair=repair, grid=threshold_grid,
+            repeats=threshold_repeats, seed=threshold_seed, cache=threshold_cache,
         )
         p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
         bounds = np.minimum(p * stds.stds, np.append(cx, cy))

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -238,6 +239,7 @@ def search_thresholds(
     grid: Sequence[float] = THRESHOLD_GRID,
     repeats: int = 10,
     seed: int = 0,
+    cache: ThresholdCache | None = None,
 ) -> ThresholdChoice:
     r"""Step 3 of Algorithm 2: threshold fractions by grid search on auxiliary data.
 
@@ -258,6 +260,8 @@ def search_thresholds(
     repeats : int, default 10
     seed : int, default 0
         Seed of ``numpy.random.default_rng`` for the auxiliary data and noise.
+    cache : ThresholdCache or None
+        Answers a search it has run before, and stores a new one.
 
     Returns
     -------
@@ -274,6 +278,11 @@ def search_thresholds(
     g = np.asarray(grid, dtype=np.float64)
     if g.ndim != 1 or g.size == 0 or np.any(g <= 0) or not np.all(np.isfinite(g)):
         raise DpfedInputError(f"grid must be a non-empty list of numbers > 0. Found {grid!r}.")
+    key = (n, d, float(f"{z:.12g}"), lam, lam0, repair, tuple(g.tolist()), repeats, seed)
+    if cache is not None:
+        found = cache._lookup(key)
+        if found is not None:
+            return found
     rng = np.random.default_rng(seed)
     m = d * (d + 1) // 2
     rows, cols = np.triu_indices(d)
@@ -302,10 +311,13 @@ def search_thresholds(
         total += np.mean(np.abs(pred - y_test), axis=-1)
     mean_mae = total / repeats
     a, b = np.unravel_index(int(np.argmin(mean_mae)), mean_mae.shape)
-    return ThresholdChoice(
+    choice = ThresholdChoice(
         p_x=float(g[a]), p_y=float(g[b]), grid=g, mean_mae=mean_mae, n=n, d=d,
         noise_multiplier=float(z), repeats=repeats, seed=seed,
     )
+    if cache is not None:
+        cache._remember(key, choice)
+    return choice
 
 
 class ThresholdCache:
@@ -329,32 +341,29 @@ class ThresholdCache:
     def __len__(self) -> int:
         return len(self._store)
 
-    def get(
-        self,
-        n: int,
-        d: int,
-        noise_multiplier: float,
-        *,
-        lam: float = 1.0,
-        lam0: float = 1.0,
-        repair: str = "abs",
-        grid: Sequence[float] = THRESHOLD_GRID,
-        repeats: int = 10,
-        seed: int = 0,
-    ) -> ThresholdChoice:
-        """The cached :func:`search_thresholds` result for these arguments (computed once)."""
-        key = (
-            int(n), int(d), float(f"{float(noise_multiplier):.12g}"), float(lam), float(lam0),
-            repair, tuple(float(v) for v in grid), int(repeats), int(seed),
-        )
+    def get(self, n: int, d: int, noise_multiplier: float, **options: Any) -> ThresholdChoice:
+        """The cached :func:`search_thresholds` result for these arguments (computed once).
+
+        Parameters
+        ----------
+        n, d, noise_multiplier, **options
+            As :func:`search_thresholds` (the keywords ``lam``, ``lam0``, ``repair``,
+            ``grid``, ``repeats``, ``seed``).
+
+        Returns
+        -------
+        ThresholdChoice
+        """
+        return search_thresholds(n, d, noise_multiplier, cache=self, **options)
+
+    def _lookup(self, key: tuple) -> ThresholdChoice | None:
+        """The stored search of ``key``, counted as a hit, or ``None``, counted as a miss."""
         found = self._store.get(key)
-        if found is not None:
+        if found is None:
+            self.misses += 1
+        else:
             self.hits += 1
-            return found
-        self.misses += 1
-        choice = search_thresholds(
-            n, d, noise_multiplier, lam=lam, lam0=lam0, repair=repair, grid=grid,
-            repeats=repeats, seed=seed,
-        )
+        return found
+
+    def _remember(self, key: tuple, choice: ThresholdChoice) -> None:
         self._store[key] = choice
-        return choice

@@ -96,6 +96,20 @@ def _bounds(name: str, value: float | Sequence[float] | np.ndarray, d: int) -> n
     return arr
 
 
+def _feature_bounds(
+    bound_x: float | Sequence[float] | np.ndarray, d: int | None
+) -> np.ndarray:
+    """The feature bounds of a sensitivity, shape (d,): ``d`` is needed (and checked) when
+    ``bound_x`` is a single number, and otherwise is the length of ``bound_x``."""
+    if np.ndim(bound_x) == 0:
+        if d is None:
+            raise DpfedInputError("d must be given when bound_x is a single number.")
+        d = check_int("d", d, minimum=1)
+    else:
+        d = int(np.shape(bound_x)[0])
+    return _bounds("bound_x", bound_x, d)
+
+
 def _check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -239,13 +253,7 @@ def statistics_sensitivity_squared(
     float
         :math:`\Delta_2^2` (an upper bound: see the module docstring).
     """
-    if np.ndim(bound_x) == 0:
-        if d is None:
-            raise DpfedInputError("d must be given when bound_x is a single number.")
-        d = check_int("d", d, minimum=1)
-    else:
-        d = int(np.shape(bound_x)[0])
-    c = _bounds("bound_x", bound_x, d)
+    c = _feature_bounds(bound_x, d)
     cy = check_positive("bound_y", bound_y)
     c2 = c * c
     off_diagonal = (c2.sum() ** 2 - (c2 * c2).sum()) / 2.0  # sum_{j<k} c_j^2 c_k^2
@@ -309,12 +317,6 @@ def moment_sensitivity(
     -------
     float
     """
-    if np.ndim(bound_x) == 0:
-        if d is None:
-            raise DpfedInputError("d must be given when bound_x is a single number.")
-        d = check_int("d", d, minimum=1)
-    else:
-        d = int(np.shape(bound_x)[0])
-    c = np.append(_bounds("bound_x", bound_x, d), check_positive("bound_y", bound_y))
+    c = np.append(_feature_bounds(bound_x, d), check_positive("bound_y", bound_y))
     squared = (c**4).sum() + (4.0 * (c**2).sum() if first else 0.0)
     return float(np.sqrt(squared))

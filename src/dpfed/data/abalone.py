@@ -7,14 +7,11 @@ Format (Nash et al., 1994): no header; one abalone per line, 9 comma-separated f
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
-import numpy as np
-
 from dpfed._validation import DpfedInputError
-from dpfed.data.regression import RegressionData
+from dpfed.data.regression import RegressionData, _finite_value, _from_rows, _read_text
 
 __all__ = ["ABALONE_FEATURES", "ABALONE_MEASUREMENTS", "ABALONE_SEXES", "read_abalone"]
 
@@ -36,10 +33,11 @@ ABALONE_FEATURES: tuple[str, ...] = (
     *ABALONE_MEASUREMENTS,
 )
 _N_FIELDS = 1 + len(ABALONE_MEASUREMENTS) + 1
+_LABEL = "Abalone file"
 
 
 def _where(path: Path, line: int) -> str:
-    return f"Abalone file {str(path)!r}, line {line}"
+    return f"{_LABEL} {str(path)!r}, line {line}"
 
 
 def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> RegressionData:
@@ -72,19 +70,10 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
     Fields are stripped of surrounding spaces; blank lines are skipped; the sex code is
     case-sensitive, as in the UCI description.
     """
-    file = _check_file(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DpfedInputError(
-            f"Abalone file {str(file)!r} is not UTF-8 text (byte {exc.start}). Expected the "
-            "comma-separated UCI file."
-        ) from None
-    except OSError as exc:
-        raise DpfedInputError(
-            f"Abalone file {str(file)!r} cannot be read: {exc.strerror or exc}."
-        ) from None
-
+    file, text = _read_text(
+        path, label=_LABEL, what="the Abalone file", separator="comma",
+        expected="the UCI Abalone file abalone.data",
+    )
     sex_column = {s: k for k, s in enumerate(ABALONE_SEXES)}
     rows: list[list[float]] = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -104,19 +93,9 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
             )
         row = [0.0] * len(ABALONE_SEXES)
         row[sex_column[fields[0]]] = 1.0
-        for column, text_value in zip(
-            (*ABALONE_MEASUREMENTS, "Rings"), fields[1:], strict=True
-        ):
-            try:
-                v = float(text_value)
-            except ValueError:
-                v = math.nan
-            if not math.isfinite(v):
-                raise DpfedInputError(
-                    f"{_where(file, number)}: {column} must be a finite number. "
-                    f"Found {text_value!r}."
-                )
-            row.append(v)
+        row += [_finite_value(text_value, where=_where(file, number), column=column)
+                for column, text_value in zip(
+                    (*ABALONE_MEASUREMENTS, "Rings"), fields[1:], strict=True)]
         if not (row[-1] >= 0 and float(row[-1]).is_integer()):
             raise DpfedInputError(
                 f"{_where(file, number)}: Rings must be a non-negative integer. "
@@ -125,30 +104,16 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
         rows.append(row)
     if not rows:
         raise DpfedInputError(
-            f"Abalone file {str(file)!r} holds no data lines. Expected lines of {_N_FIELDS} "
+            f"{_LABEL} {str(file)!r} holds no data lines. Expected lines of {_N_FIELDS} "
             "comma-separated fields."
         )
-    data = np.asarray(rows, dtype=np.float64)
-    return RegressionData(
+    return _from_rows(
+        rows,
         name=name,
-        X=np.ascontiguousarray(data[:, :-1]),
-        y=np.ascontiguousarray(data[:, -1]),
         feature_names=ABALONE_FEATURES,
         target_name="Rings",
         source=(
-            f"UCI Abalone file {file} ({data.shape[0]} rows; sex one-hot as "
+            f"UCI Abalone file {file} ({len(rows)} rows; sex one-hot as "
             f"{', '.join(ABALONE_FEATURES[:3])}, 7 measurements; target Rings)"
         ),
     )
-
-
-def _check_file(path: str | os.PathLike[str]) -> Path:
-    if not isinstance(path, str | os.PathLike):
-        raise DpfedInputError(f"path must be the path of the Abalone file. Found {path!r}.")
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DpfedInputError(
-            f"path {os.fspath(path)!r} is not an existing file. Expected the UCI Abalone file "
-            "abalone.data."
-        )
-    return file

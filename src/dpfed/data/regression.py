@@ -23,8 +23,11 @@ learning step holds for the scaled data given those constants.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -115,6 +118,89 @@ class RegressionData:
             f"RegressionData(name={self.name!r}, X={self.X.shape}, target={self.target_name!r}, "
             f"source={self.source!r})"
         )
+
+
+def _read_text(
+    path: str | os.PathLike[str], *, label: str, what: str, expected: str, separator: str
+) -> tuple[Path, str]:
+    """Check the path of a UCI text file and read it (the readers of :mod:`dpfed.data.wine`
+    and :mod:`dpfed.data.abalone`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    label : str
+        The kind of file in messages, e.g. ``"Abalone file"``.
+    what, expected : str
+        What ``path`` must be (``"the Abalone file"``) and which file is expected
+        (``"the UCI Abalone file abalone.data"``).
+    separator : str
+        ``"comma"`` or ``"semicolon"``: how the fields are separated.
+
+    Returns
+    -------
+    file : pathlib.Path
+        ``path`` with ``~`` expanded.
+    text : str
+        The file's content.
+
+    Raises
+    ------
+    DpfedInputError
+        If ``path`` is not a path, not an existing file, cannot be read or is not UTF-8.
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise DpfedInputError(f"path must be the path of {what}. Found {path!r}.")
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DpfedInputError(
+            f"path {os.fspath(path)!r} is not an existing file. Expected {expected}."
+        )
+    try:
+        return file, file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DpfedInputError(
+            f"{label} {str(file)!r} is not UTF-8 text (byte {exc.start}). Expected the "
+            f"{separator}-separated UCI file."
+        ) from None
+    except OSError as exc:
+        raise DpfedInputError(
+            f"{label} {str(file)!r} cannot be read: {exc.strerror or exc}."
+        ) from None
+
+
+def _finite_value(text: str, *, where: str, column: str) -> float:
+    """The field ``text`` of column ``column`` as a finite float; ``where`` (file and line)
+    starts the error message."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise DpfedInputError(
+            f"{where}: {column} must be a finite number. Found {text.strip()!r}."
+        )
+    return value
+
+
+def _from_rows(
+    rows: Sequence[Sequence[float]],
+    *,
+    name: str,
+    feature_names: tuple[str, ...],
+    target_name: str,
+    source: str,
+) -> RegressionData:
+    """A :class:`RegressionData` of parsed rows, each the features then the target."""
+    data = np.asarray(rows, dtype=np.float64)
+    return RegressionData(
+        name=name,
+        X=np.ascontiguousarray(data[:, :-1]),
+        y=np.ascontiguousarray(data[:, -1]),
+        feature_names=feature_names,
+        target_name=target_name,
+        source=source,
+    )
 
 
 @dataclass(frozen=True, eq=False)

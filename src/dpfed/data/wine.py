@@ -7,14 +7,11 @@ per line, 12 fields separated by semicolons: the 11 physico-chemical inputs of
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
-import numpy as np
-
 from dpfed._validation import DpfedInputError
-from dpfed.data.regression import RegressionData
+from dpfed.data.regression import RegressionData, _finite_value, _from_rows, _read_text
 
 __all__ = ["WINE_FEATURES", "WINE_TARGET", "read_wine"]
 
@@ -35,10 +32,11 @@ WINE_FEATURES: tuple[str, ...] = (
 #: The target, the 12th column.
 WINE_TARGET = "quality"
 _COLUMNS = (*WINE_FEATURES, WINE_TARGET)
+_LABEL = "Wine Quality file"
 
 
 def _where(path: Path, line: int) -> str:
-    return f"Wine Quality file {str(path)!r}, line {line}"
+    return f"{_LABEL} {str(path)!r}, line {line}"
 
 
 def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> RegressionData:
@@ -71,24 +69,15 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
     Blank lines are skipped. Header names may be quoted with double quotes or not, and are
     compared exactly after removing the quotes and surrounding spaces.
     """
-    file = _check_file(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DpfedInputError(
-            f"Wine Quality file {str(file)!r} is not UTF-8 text (byte {exc.start}). Expected "
-            "the semicolon-separated UCI file."
-        ) from None
-    except OSError as exc:
-        raise DpfedInputError(
-            f"Wine Quality file {str(file)!r} cannot be read: {exc.strerror or exc}."
-        ) from None
-
+    file, text = _read_text(
+        path, label=_LABEL, what="a Wine Quality file", separator="semicolon",
+        expected="a UCI Wine Quality file (winequality-red.csv or winequality-white.csv)",
+    )
     lines = text.splitlines()
     header_at = next((k for k, line in enumerate(lines) if line.strip()), None)
     if header_at is None:
         raise DpfedInputError(
-            f"Wine Quality file {str(file)!r} is empty. Expected a header line of "
+            f"{_LABEL} {str(file)!r} is empty. Expected a header line of "
             f"{len(_COLUMNS)} quoted column names, then data lines."
         )
     header = [field.strip().strip('"').strip() for field in lines[header_at].split(";")]
@@ -114,18 +103,8 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
                 f"{_where(file, k + 1)}: expected {len(_COLUMNS)} semicolon-separated fields "
                 f"(11 inputs, then quality). Found {len(fields)}."
             )
-        values = []
-        for column, text_value in zip(_COLUMNS, fields, strict=True):
-            try:
-                v = float(text_value)
-            except ValueError:
-                v = math.nan
-            if not math.isfinite(v):
-                raise DpfedInputError(
-                    f"{_where(file, k + 1)}: {column} must be a finite number. "
-                    f"Found {text_value.strip()!r}."
-                )
-            values.append(v)
+        values = [_finite_value(text_value, where=_where(file, k + 1), column=column)
+                  for column, text_value in zip(_COLUMNS, fields, strict=True)]
         if not float(values[-1]).is_integer():
             raise DpfedInputError(
                 f"{_where(file, k + 1)}: {WINE_TARGET} must be an integer score. "
@@ -134,28 +113,13 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
         rows.append(values)
     if not rows:
         raise DpfedInputError(
-            f"Wine Quality file {str(file)!r} holds a header but no data lines. Expected "
+            f"{_LABEL} {str(file)!r} holds a header but no data lines. Expected "
             f"lines of {len(_COLUMNS)} semicolon-separated numbers."
         )
-    data = np.asarray(rows, dtype=np.float64)
-    label = name if name is not None else file.name.removesuffix(".csv")
-    return RegressionData(
-        name=label,
-        X=np.ascontiguousarray(data[:, :-1]),
-        y=np.ascontiguousarray(data[:, -1]),
+    return _from_rows(
+        rows,
+        name=name if name is not None else file.name.removesuffix(".csv"),
         feature_names=WINE_FEATURES,
         target_name=WINE_TARGET,
-        source=f"UCI Wine Quality file {file} ({data.shape[0]} rows, 11 inputs, quality)",
+        source=f"UCI Wine Quality file {file} ({len(rows)} rows, 11 inputs, quality)",
     )
-
-
-def _check_file(path: str | os.PathLike[str]) -> Path:
-    if not isinstance(path, str | os.PathLike):
-        raise DpfedInputError(f"path must be the path of a Wine Quality file. Found {path!r}.")
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise DpfedInputError(
-            f"path {os.fspath(path)!r} is not an existing file. Expected a UCI Wine Quality "
-            "file (winequality-red.csv or winequality-white.csv)."
-        )
-    return file

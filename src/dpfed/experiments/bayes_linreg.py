@@ -55,13 +55,19 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
-from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
+from dpfed.experiments.output import (
+    Progress,
+    finish_markdown,
+    fmt,
+    open_output,
+    output_folder,
+    write_summary,
+)
 
 __all__ = [
     "METHODS",
@@ -395,18 +401,6 @@ def _projection_gain(results: dict, plan: BayesLinregPlan) -> dict:
 # report
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "inf"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def _markdown(summary: dict) -> str:
     plan = summary["plan"]
     mode = "quick (few runs; a smoke test, not the experiment)" if summary["quick"] else "full"
@@ -431,15 +425,15 @@ def _markdown(summary: dict) -> str:
     lines.append(
         f"| DDP and TA statistically indistinguishable ({ind['n_tests']} paired Wilcoxon tests, "
         f"Holm, α = {ind['alpha']:g}) | {verdict}: {ind['n_rejected']} rejected; smallest "
-        f"p = {_fmt(ind['smallest_p_raw'], 3)} raw, {_fmt(ind['smallest_p_holm'], 3)} after Holm |"
+        f"p = {fmt(ind['smallest_p_raw'], 3)} raw, {fmt(ind['smallest_p_holm'], 3)} after Holm |"
     )
     gain = summary["projection_at_epsilon1"]
     for row in gain["rows"]:
         lines.append(
             f"| projection beats no projection at ε = 1, {row['dataset']}, {row['setting']} | "
             f"{'**yes**' if row['projection_beats'] else '**no**'}: median MAE "
-            f"{_fmt(row['median_with'])} with vs {_fmt(row['median_without'])} without "
-            f"(paired Wilcoxon p = {_fmt(row['p_value'], 3)}) |"
+            f"{fmt(row['median_with'])} with vs {fmt(row['median_without'])} without "
+            f"(paired Wilcoxon p = {fmt(row['p_value'], 3)}) |"
         )
     for ds in summary["datasets"]:
         info = summary["data"][ds]
@@ -449,9 +443,9 @@ def _markdown(summary: dict) -> str:
             "",
             f"{info['n_rows']} rows, d = {info['d']}, {info['n_train']} training clients, "
             f"{info['n_test']} test rows; non-private MAE "
-            f"{_fmt(summary['medians'][ds]['nonprivate']['median'])} "
-            f"({_fmt(summary['medians'][ds]['nonprivate']['q25'])}–"
-            f"{_fmt(summary['medians'][ds]['nonprivate']['q75'])}).",
+            f"{fmt(summary['medians'][ds]['nonprivate']['median'])} "
+            f"({fmt(summary['medians'][ds]['nonprivate']['q25'])}–"
+            f"{fmt(summary['medians'][ds]['nonprivate']['q75'])}).",
             "",
             "| method | " + " | ".join(f"ε = {e:g}" for e in plan["epsilons"]) + " |",
             "|---|" + "---:|" * len(plan["epsilons"]),
@@ -462,7 +456,7 @@ def _markdown(summary: dict) -> str:
             cells = []
             for e in plan["epsilons"]:
                 s = summary["medians"][ds][key][f"{e:g}"]
-                cells.append(f"{_fmt(s['median'])} ({_fmt(s['q25'], 3)}–{_fmt(s['q75'], 3)})")
+                cells.append(f"{fmt(s['median'])} ({fmt(s['q25'], 3)}–{fmt(s['q75'], 3)})")
             lines.append(f"| {METHODS[key].label} | " + " | ".join(cells) + " |")
     lines += ["", "## DDP vs TA, per test", "",
               "| data set | projection | ε | median TA | median DDP | median rel. diff. | p | "
@@ -470,14 +464,11 @@ def _markdown(summary: dict) -> str:
     for t in ind["tests"]:
         lines.append(
             f"| {t['dataset']} | {'yes' if t['projection'] else 'no'} | {t['epsilon']:g} | "
-            f"{_fmt(t['median_ta'])} | {_fmt(t['median_ddp'])} | "
-            f"{_fmt(100 * t['median_relative_difference'], 3)} % | {_fmt(t['p_value'], 3)} | "
-            f"{_fmt(t['p_holm'], 3)} |"
+            f"{fmt(t['median_ta'])} | {fmt(t['median_ddp'])} | "
+            f"{fmt(100 * t['median_relative_difference'], 3)} % | {fmt(t['p_value'], 3)} | "
+            f"{fmt(t['p_holm'], 3)} |"
         )
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
+    return finish_markdown(lines, summary)
 
 
 def run_bayes_linreg_reproduction(
@@ -532,12 +523,9 @@ def run_bayes_linreg_reproduction(
     unknown = [m for m in plan.methods if m not in METHODS]
     if unknown:
         raise DpfedInputError(f"plan methods must be among {tuple(METHODS)}. Found {unknown}.")
-    out = Path(out_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
+    out = output_folder(out_dir)
     loaded = {ds: load_scaled(ds, data_dir) for ds in plan.datasets}
-    out.mkdir(parents=True, exist_ok=True)
-    writer = ArtifactWriter(out)
+    writer = open_output(out)
     private = [m for m in plan.methods if m != "nonprivate"]
     total = len(plan.datasets) * plan.runs * (
         ("nonprivate" in plan.methods) + len(private) * len(plan.epsilons))
@@ -676,7 +664,6 @@ def run_bayes_linreg_reproduction(
     if plan.quick:
         notes.append("Quick mode: numbers are for a smoke test, not the experiment.")
     summary: dict[str, Any] = {
-        "out_dir": str(out.resolve()),
         "quick": plan.quick,
         "plan": asdict(plan),
         "datasets": list(plan.datasets),
@@ -686,10 +673,5 @@ def run_bayes_linreg_reproduction(
         "projection_at_epsilon1": gain,
         "cache": {"searches": cache.misses, "reused": cache.hits},
         "notes": notes,
-        "files": [*writer.files, "summary.md", "summary.json"],
-        "seconds": 0.0,
     }
-    summary["seconds"] = time.perf_counter() - started
-    writer.write_text("summary.md", _markdown(summary))
-    writer.write_json("summary.json", summary)
-    return jsonable(summary)
+    return write_summary(writer, summary, started=started, markdown=_markdown)

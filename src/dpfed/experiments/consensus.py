@@ -51,12 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from dpfed.experiments.decentralized import (
-    AdultParts,
-    adult_experiment,
-    fmt,
-)
-from dpfed.experiments.output import Progress, jsonable
+from dpfed.experiments.decentralized import AdultParts, adult_experiment
+from dpfed.experiments.output import Progress, finish_markdown, fmt, write_summary
 
 TARGET_ACCURACY = 0.83
 TARGET_EPSILON = 1.0
@@ -243,10 +239,7 @@ def _markdown(summary: dict) -> str:
         f"| centralised scikit-learn (C = {cen['C']:.3g}) | - | - | - | "
         f"{fmt(cen['test_accuracy'])} | | | | {fmt(cen['test_log_loss'])} |",
     ]
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
+    return finish_markdown(lines, summary)
 
 
 def run_consensus_reproduction(
@@ -290,7 +283,7 @@ def run_consensus_reproduction(
     started = time.perf_counter()
     plan = quick_plan() if quick else full_plan()
     with adult_experiment(out_dir, data_dir, "consensus", parties=plan.clients,
-                          plan=plan) as (out, data, writer):
+                          plan=plan) as (data, writer):
         bar = Progress(len(plan.seeds) * (len(plan.epsilons) + 1), progress,
                        "reproduce consensus")
         try:
@@ -410,7 +403,6 @@ def run_consensus_reproduction(
     if plan.quick:
         notes.append("Quick mode: numbers are for a smoke test, not the experiment.")
     summary: dict[str, Any] = {
-        "out_dir": str(out.resolve()),
         "quick": plan.quick,
         "plan": asdict(plan),
         "dataset": data.describe(),
@@ -422,10 +414,5 @@ def run_consensus_reproduction(
                        if k not in ("iterations", "test_accuracy_mean")},
         "centralized": centralized,
         "notes": notes,
-        "files": [*writer.files, "summary.md", "summary.json"],
-        "seconds": 0.0,
     }
-    summary["seconds"] = time.perf_counter() - started
-    writer.write_text("summary.md", _markdown(summary))
-    writer.write_json("summary.json", summary)
-    return jsonable(summary)
+    return write_summary(writer, summary, started=started, markdown=_markdown)

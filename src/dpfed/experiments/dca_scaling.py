@@ -42,11 +42,16 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from dpfed._validation import DpfedInputError, check_int, check_positive
-from dpfed.experiments.output import ArtifactWriter, Progress, jsonable
+from dpfed._validation import check_int, check_positive
+from dpfed.experiments.output import (
+    Progress,
+    finish_markdown,
+    open_output,
+    output_folder,
+    write_summary,
+)
 
 __all__ = [
     "PAPER_CLIENTS",
@@ -331,10 +336,7 @@ def _markdown(summary: dict) -> str:
             f"{speedup} | "
             f"{c['check']['in_noise_stds']:.2g} |"
         )
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
+    return finish_markdown(lines, summary)
 
 
 def _machine() -> str:
@@ -397,11 +399,7 @@ def run_dca_scaling(
     else:
         plan = full_plan(workers=workers) if repeats is None else full_plan(repeats, workers)
     check_int("repeats", plan.repeats, minimum=1)
-    out = Path(out_dir).expanduser()
-    if out.exists() and not out.is_dir():
-        raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
-    out.mkdir(parents=True, exist_ok=True)
-    writer = ArtifactWriter(out)
+    writer = open_output(output_folder(out_dir))
     bar = Progress(len(plan.clients) * len(plan.dims), progress, "reproduce dca-scaling")
     cells = []
     try:
@@ -445,7 +443,6 @@ def run_dca_scaling(
     if plan.quick:
         notes.append("Quick mode: the four smallest cells only.")
     summary: dict[str, Any] = {
-        "out_dir": str(out.resolve()),
         "quick": plan.quick,
         "plan": asdict(plan),
         "machine": _machine(),
@@ -453,10 +450,5 @@ def run_dca_scaling(
         "cells": [{k: v for k, v in c.items() if k != "timing"} for c in cells],
         "headlines": headlines,
         "notes": notes,
-        "files": [*writer.files, "summary.md", "summary.json"],
-        "seconds": 0.0,
     }
-    summary["seconds"] = time.perf_counter() - started
-    writer.write_text("summary.md", _markdown(summary))
-    writer.write_json("summary.json", summary)
-    return jsonable(summary)
+    return write_summary(writer, summary, started=started, markdown=_markdown)

@@ -85,7 +85,15 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.experiments.output import ArtifactWriter, Progress, jsonable, output_folder
+from dpfed.experiments.output import (
+    ArtifactWriter,
+    Progress,
+    finish_markdown,
+    fmt,
+    open_output,
+    output_folder,
+    write_summary,
+)
 
 DATA_ENV_VAR = "DPFED_DATA"
 ADULT_SOURCE = (
@@ -307,7 +315,7 @@ def limit_blas_threads():
 @contextlib.contextmanager
 def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None,
                      command: str, *, parties: int, plan: Any
-                     ) -> Iterator[tuple[Path, AdultParts, ArtifactWriter]]:
+                     ) -> Iterator[tuple[AdultParts, ArtifactWriter]]:
     """The common start of the Adult experiments: matplotlib present, the data folder and
     ``out_dir`` checked, Adult loaded and split into ``parties`` parts as ``plan`` says
     (``max_train_rows``, ``max_test_rows``, ``split_seed``), the output folder created; BLAS
@@ -315,10 +323,9 @@ def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLik
 
     Yields
     ------
-    out : Path
     data : AdultParts
     writer : ArtifactWriter
-        Writes atomically into ``out``.
+        Writes atomically into the output folder (``writer.out_dir``).
     """
     from dpfed.experiments.plotting import require_matplotlib
 
@@ -328,8 +335,7 @@ def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLik
     with limit_blas_threads():
         data = load_adult_parts(base, parties=parties, max_train_rows=plan.max_train_rows,
                                 max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        out.mkdir(parents=True, exist_ok=True)
-        yield out, data, ArtifactWriter(out)
+        yield data, open_output(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -961,18 +967,6 @@ def eta_experiment(ctx: _Context) -> dict:
 # Summary
 
 
-def fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "inf"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def _met(flag: bool | None) -> str:
     return "n/a" if flag is None else ("**met**" if flag else "**not met**")
 
@@ -1170,10 +1164,7 @@ def _summary_markdown(summary: dict) -> str:
             lines.append(f"| {m.upper()} | {e:g}{star} | {fmt(v['train_objective'][k])} | "
                          f"{fmt(v['mean_log_loss'][k])} | "
                          f"{fmt(v['misclassification_rate'][k])} | {v['retries'][k]} |")
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
+    return finish_markdown(lines, summary)
 
 
 def _notes(figs: Mapping[str, dict], headlines: dict, runs: Sequence[dict],
@@ -1279,7 +1270,7 @@ def run_decentralized_reproduction(
             raise DpfedInputError(f"workers must be an integer >= 1. Found {workers!r}.")
         plan = DecentralizedPlan(**{**asdict(plan), "workers": workers})
     with adult_experiment(out_dir, data_dir, "decentralized", parties=plan.nodes,
-                          plan=plan) as (out, data, writer):
+                          plan=plan) as (data, writer):
         specs = _all_specs(plan)
         bar = Progress(len(specs), progress, "reproduce decentralized")
         cache = RunCache(data, plan.workers, bar)
@@ -1299,7 +1290,6 @@ def run_decentralized_reproduction(
     headlines = _headlines(figs, plan)
     runs = cache.all_runs()
     summary: dict[str, Any] = {
-        "out_dir": str(out.resolve()),
         "quick": plan.quick,
         "workers": plan.workers,
         "plan": asdict(plan),
@@ -1309,10 +1299,5 @@ def run_decentralized_reproduction(
         "runs": {"total": len(runs), "retried": sum(1 for r in runs if r.get("attempts")),
                  "failed": [r["key"] for r in runs if r.get("failed")]},
         "notes": _notes(figs, headlines, runs, plan),
-        "files": [*writer.files, "summary.md", "summary.json"],
-        "seconds": 0.0,
     }
-    summary["seconds"] = time.perf_counter() - started
-    writer.write_text("summary.md", _summary_markdown(summary))
-    writer.write_json("summary.json", summary)
-    return jsonable(summary)
+    return write_summary(writer, summary, started=started, markdown=_summary_markdown)

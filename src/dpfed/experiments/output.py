@@ -8,7 +8,8 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,13 @@ def output_folder(out_dir: str | os.PathLike[str]) -> Path:
 
         raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
     return out
+
+
+def open_output(out: Path) -> ArtifactWriter:
+    """A writer into the checked folder ``out`` (:func:`output_folder`), created with its
+    parents if missing."""
+    out.mkdir(parents=True, exist_ok=True)
+    return ArtifactWriter(out)
 
 
 class ArtifactWriter:
@@ -60,6 +68,63 @@ class ArtifactWriter:
 
     def write_text(self, name: str, text: str) -> Path:
         return self.write_bytes(name, text.encode("utf-8"))
+
+
+#: The files :func:`write_summary` writes, last, after every other file of a reproduction.
+SUMMARY_FILES = ("summary.md", "summary.json")
+
+
+def write_summary(writer: ArtifactWriter, summary: Mapping[str, Any], *, started: float,
+                  markdown: Callable[[dict], str]) -> dict:
+    """Complete and write the summary of a reproduction: ``summary.md``, then ``summary.json``.
+
+    Parameters
+    ----------
+    writer : ArtifactWriter
+        The writer of the reproduction's other files.
+    summary : mapping
+        The summary without ``out_dir``, ``files`` and ``seconds``.
+    started : float
+        ``time.perf_counter()`` at the start of the reproduction.
+    markdown : callable
+        Renders the completed summary as ``summary.md``.
+
+    Returns
+    -------
+    dict
+        The completed summary, JSON-safe (:func:`jsonable`): first ``out_dir``, the folder's
+        absolute path; last ``files``, every file written, these two last, and ``seconds``,
+        the wall time so far.
+    """
+    full = {"out_dir": str(writer.out_dir.resolve()), **summary,
+            "files": [*writer.files, *SUMMARY_FILES], "seconds": time.perf_counter() - started}
+    writer.write_text("summary.md", markdown(full))
+    writer.write_json("summary.json", full)
+    return jsonable(full)
+
+
+def finish_markdown(lines: list[str], summary: Mapping[str, Any]) -> str:
+    """The text of a ``summary.md``: ``lines``, then the sections ``## Notes`` (if the
+    summary has notes) and ``## Files``."""
+    lines = list(lines)
+    if summary["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
+    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
+    return "\n".join(lines) + "\n"
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A value for a markdown table: ``n/a`` for None, ``yes``/``no`` for a bool, ``inf`` for a
+    non-finite float, a float to ``digits`` significant digits, anything else as ``str``."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "inf"
+        return f"{value:.{digits}g}"
+    return str(value)
 
 
 def jsonable(obj: Any) -> Any:

@@ -74,7 +74,14 @@ import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.experiments.output import ArtifactWriter as _Writer
-from dpfed.experiments.output import Progress, jsonable, output_folder
+from dpfed.experiments.output import (
+    Progress,
+    finish_markdown,
+    fmt,
+    open_output,
+    output_folder,
+    write_summary,
+)
 
 DATA_ENV_VAR = "DPFED_DATA"
 
@@ -709,16 +716,6 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
 # Summary
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "inf"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def _summary_markdown(summary: dict) -> str:
     lines = ["# Vertical learning by DP ADMM sharing: reproduction of Hu et al. (AAAI 2020)", ""]
     mode = "quick (subsampled, few iterations)" if summary["quick"] else "full"
@@ -729,7 +726,7 @@ def _summary_markdown(summary: dict) -> str:
         split = " \\| ".join(map(str, d["split"]))
         lines.append(
             f"| {d['name']} | {d['n_train']} | {d['n_test']} | {split}"
-            f" | {d['lam']:g} ({d['lam_choice']}) | {_fmt(d['rho']) if d['rho'] else '1/4'} "
+            f" | {d['lam']:g} ({d['lam_choice']}) | {fmt(d['rho']) if d['rho'] else '1/4'} "
             f"| {d['preprocessing']} |"
         )
     if summary["skipped"]:
@@ -745,15 +742,15 @@ def _summary_markdown(summary: dict) -> str:
             for run in fig["runs"].values():
                 f = run["final"]
                 lines.append(
-                    f"| {fig['figure']} | {ds} | {run['label']} | {_fmt(f.get('iteration'))} | "
-                    f"{_fmt(f.get('train_objective'))} | {_fmt(f.get('test_log_loss'))} | "
-                    f"{_fmt(f.get('test_accuracy'))} |"
+                    f"| {fig['figure']} | {ds} | {run['label']} | {fmt(f.get('iteration'))} | "
+                    f"{fmt(f.get('train_objective'))} | {fmt(f.get('test_log_loss'))} | "
+                    f"{fmt(f.get('test_accuracy'))} |"
                 )
             for base in fig["baselines"].values():
                 lines.append(
                     f"| {fig['figure']} | {ds} | {base['label']} (scikit-learn) | - | "
-                    f"{_fmt(base['train_objective'])} | {_fmt(base['test_log_loss'])} | "
-                    f"{_fmt(base['test_accuracy'])} |"
+                    f"{fmt(base['train_objective'])} | {fmt(base['test_log_loss'])} | "
+                    f"{fmt(base['test_accuracy'])} |"
                 )
     noise = summary["figures"].get("noise_levels", [])
     if noise:
@@ -768,21 +765,21 @@ def _summary_markdown(summary: dict) -> str:
             ds = fig["dataset"]["name"]
             lines.append(
                 f"| {ds} | 0 | {fig['iterations']} | - | - | - | - | "
-                f"{_fmt(fig['no_noise']['test_log_loss'])} | "
-                f"{_fmt(fig['no_noise']['test_accuracy'])} |"
+                f"{fmt(fig['no_noise']['test_log_loss'])} | "
+                f"{fmt(fig['no_noise']['test_accuracy'])} |"
             )
             for row in fig["levels"]:
                 lines.append(
                     f"| {ds} | {row['noise_sigma']:g} | {row['iterations']} | "
-                    f"{row['delta_total']:g} | {_fmt(row['epsilon_step_max'])} | "
+                    f"{row['delta_total']:g} | {fmt(row['epsilon_step_max'])} | "
                     f"{_format_log10(row['log10_epsilon_corollary1'])} | "
-                    f"{_fmt(row['epsilon_pld'])} | {_fmt(row['test_log_loss'])} | "
-                    f"{_fmt(row['test_accuracy'])} |"
+                    f"{fmt(row['epsilon_pld'])} | {fmt(row['test_log_loss'])} | "
+                    f"{fmt(row['test_accuracy'])} |"
                 )
             for base in fig["baselines"].values():
                 lines.append(
-                    f"| {ds} | {base['label']} | | | | | | {_fmt(base['test_log_loss'])} | "
-                    f"{_fmt(base['test_accuracy'])} |"
+                    f"| {ds} | {base['label']} | | | | | | {fmt(base['test_log_loss'])} | "
+                    f"{fmt(base['test_accuracy'])} |"
                 )
     for fig in summary["figures"].get("frontier", []):
         ds = fig["dataset"]["name"]
@@ -790,24 +787,21 @@ def _summary_markdown(summary: dict) -> str:
         lines += ["", f"## Frontier: sound mechanism on {ds}", "",
                   f"δ = {fig['delta']:g}, {fig['accountant'].upper()} accountant, seeds "
                   f"{fig['rows'][0]['seeds'] if fig['rows'] else []}. Local-only test log loss "
-                  f"{_fmt(base['local_only']['test_log_loss'])}, centralised "
-                  f"{_fmt(base['centralized']['test_log_loss'])}.", "",
+                  f"{fmt(base['local_only']['test_log_loss'])}, centralised "
+                  f"{fmt(base['centralized']['test_log_loss'])}.", "",
                   "| target ε | spent ε | T | median test log loss | min | max | "
                   "median accuracy | beats local-only |",
                   "|---:|---:|---:|---:|---:|---:|---:|---|"]
         for r in fig["rows"]:
             lines.append(
-                f"| {r['epsilon']:g} | {_fmt(r['epsilon_spent_max'])} | {r['iterations']} | "
-                f"{_fmt(r['median'])} | {_fmt(r['min'])} | {_fmt(r['max'])} | "
-                f"{_fmt(r['test_accuracy_median'])} | {'yes' if r['beats_local_only'] else 'no'} |"
+                f"| {r['epsilon']:g} | {fmt(r['epsilon_spent_max'])} | {r['iterations']} | "
+                f"{fmt(r['median'])} | {fmt(r['min'])} | {fmt(r['max'])} | "
+                f"{fmt(r['test_accuracy_median'])} | {'yes' if r['beats_local_only'] else 'no'} |"
             )
         smallest = fig["smallest_epsilon_beating_local_only"]
         lines += ["", "Smallest ε whose median beats local-only: "
                   + (f"**{smallest:g}**" if smallest is not None else "**none** (null)")]
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
+    return finish_markdown(lines, summary)
 
 
 def _key_numbers(figures: Mapping[str, list[dict]]) -> dict:
@@ -916,8 +910,7 @@ def run_vertical_reproduction(
             f"the data folder {str(base)!r} holds none of {', '.join(wanted)}. Expected e.g. "
             "a9a/a9a and a9a/a9a.t from " + _SOURCES["a9a"] + "."
         )
-    out.mkdir(parents=True, exist_ok=True)
-    writer = _Writer(out)
+    writer = open_output(out)
     bar = Progress(_count_runs(plan, cache), progress, "reproduce vertical")
     ctx = _Context(plan=plan, data=cache, writer=writer, progress=bar)
     figures: dict[str, list[dict]] = {"training_curves": [], "noise_levels": [], "frontier": []}
@@ -938,7 +931,6 @@ def run_vertical_reproduction(
         bar.close()
     notes = _notes(figures, plan)
     summary: dict[str, Any] = {
-        "out_dir": str(out.resolve()),
         "quick": plan.quick,
         "plan": {k: v for k, v in plan.__dict__.items() if k != "noise_levels"}
         | {"noise_levels": {n: list(plan.levels(n)) for n in _dedupe(plan.figure3)}},
@@ -947,15 +939,9 @@ def run_vertical_reproduction(
         "figures": {k: [_without_runs(p) for p in v] for k, v in figures.items()},
         "key_numbers": _key_numbers(figures),
         "notes": notes,
-        "files": [],
-        "seconds": 0.0,
     }
-    summary["files"] = [*writer.files, "summary.md", "summary.json"]
-    summary["seconds"] = time.perf_counter() - started
-    markdown = _summary_markdown({**summary, "figures": figures})
-    writer.write_text("summary.md", markdown)
-    writer.write_json("summary.json", summary)
-    return jsonable(summary)
+    return write_summary(writer, summary, started=started,
+                         markdown=lambda s: _summary_markdown({**s, "figures": figures}))
 
 
 def _without_runs(payload: Mapping[str, Any]) -> dict:
