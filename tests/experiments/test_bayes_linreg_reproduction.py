@@ -104,4 +104,5 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
 def test_full_reproduction(tmp_path):
     summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir())
     assert summary["indistinguishable"]["n_tests"] == 36
+    assert summary["indistinguishable"]["indistinguishable"] is True
     assert summary["projection_at_epsilon1"]["all_beat"] is True
