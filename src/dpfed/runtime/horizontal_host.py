@@ -30,6 +30,7 @@ from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.protocols.decentralized.roles import DecentralizedNode
 from dpfed.protocols.messages import Message
+from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobfile import JobSpec, describe
 from dpfed.runtime.wire import register_message
 
@@ -74,7 +75,7 @@ def _test_set(spec: JobSpec):
     return normalize_rows(data.X_test), check_binary_labels("test labels", data.y_test)
 
 
-class _Host:
+class _Host(RoleDelegate):
     """What both hosts share: the wrapped role's state, status and losses at given models."""
 
     role: Any
@@ -89,28 +90,11 @@ class _Host:
         return not self.plan and self.holds_data
 
     @property
-    def round(self) -> int:
-        return self.role.round
-
-    @property
-    def finished(self) -> bool:
-        return self.role.finished
-
-    @property
     def events(self) -> list[PrivacyEvent]:
         return getattr(self.role, "events", [])
 
     def start(self) -> list[Message]:
         return self.role.start() if hasattr(self.role, "start") else []
-
-    def handle(self, message: Message) -> list[Message]:
-        return self.role.handle(message)
-
-    def state_dict(self):
-        return self.role.state_dict()
-
-    def load_state_dict(self, arrays, meta) -> None:
-        self.role.load_state_dict(arrays, meta)
 
     def describe(self) -> dict[str, Any]:
         return {"n_samples": 0 if self.X is None else int(self.X.shape[0])}

@@ -52,6 +52,33 @@ class HostedProtocol:
     report: type | None
 
 
+class RoleDelegate:
+    """The part of a :class:`ProtocolHost` that only forwards to the wrapped protocol role
+    (``self.role``): its round, status, first messages, message handling and state."""
+
+    role: Any
+
+    @property
+    def round(self) -> int:
+        return self.role.round
+
+    @property
+    def finished(self) -> bool:
+        return self.role.finished
+
+    def start(self) -> list[Message]:
+        return self.role.start()
+
+    def handle(self, message: Message) -> list[Message]:
+        return self.role.handle(message)
+
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        return self.role.state_dict()
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        self.role.load_state_dict(arrays, meta)
+
+
 class ProtocolHost(Protocol):
     """One party's side of a networked job."""
 

@@ -29,9 +29,9 @@ from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.messages import Message
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
 from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient, derive_secret
+from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobfile import JobSpec, describe
 from dpfed.runtime.wire import register_message
 
@@ -150,7 +150,7 @@ def _secret(folder: Path, filename: str, make) -> bytes:
     return raw
 
 
-class SecureSumHost:
+class SecureSumHost(RoleDelegate):
     """A client (its rows' sum) or a compute node of a secure-sum job."""
 
     plan: list[float]
@@ -233,29 +233,9 @@ class SecureSumHost:
         return self.holds_data and self.noise["client_std"] == 0.0
 
     @property
-    def round(self) -> int:
-        return self.role.round
-
-    @property
-    def finished(self) -> bool:
-        return self.role.finished
-
-    @property
     def events(self) -> list[PrivacyEvent]:
         """The client's one release once its shares are out (none for a node)."""
         return [self.release] if self.release is not None and self.role.finished else []
-
-    def start(self) -> list[Message]:
-        return self.role.start()
-
-    def handle(self, message: Message) -> list[Message]:
-        return self.role.handle(message)
-
-    def state_dict(self):
-        return self.role.state_dict()
-
-    def load_state_dict(self, arrays, meta) -> None:
-        self.role.load_state_dict(arrays, meta)
 
     def model(self) -> np.ndarray:
         """A compute node's sum of shares (uniformly random on its own); nothing for a

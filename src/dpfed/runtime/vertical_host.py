@@ -27,6 +27,7 @@ from dpfed.protocols.vertical.evaluation import (
 )
 from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobfile import LEADER, JobSpec, describe
 from dpfed.runtime.vertical import (
     VerticalConfig,
@@ -72,7 +73,7 @@ def column_block(X, first: int, end: int):
     return np.array(np.asarray(X)[:, first:end], order="C", copy=True)
 
 
-class VerticalHost:
+class VerticalHost(RoleDelegate):
     """One party of a networked vertical job.
 
     Parameters
@@ -156,15 +157,6 @@ class VerticalHost:
     def start(self) -> list[Message]:
         """The first messages of the job (the label holder's round-0 broadcast)."""
         return self.role.start() if self.index == 0 else []
-
-    def handle(self, message: Message) -> list[Message]:
-        return self.role.handle(message)
-
-    def state_dict(self):
-        return self.role.state_dict()
-
-    def load_state_dict(self, arrays, meta) -> None:
-        self.role.load_state_dict(arrays, meta)
 
     def model(self) -> np.ndarray:
         return self.role.role.model
