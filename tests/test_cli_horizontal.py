@@ -101,6 +101,17 @@ def test_decentralized_with_dvp_reports_the_honest_total(tmp_path):
     assert [h["epsilon"] for h in result["history"]] == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0])
 
 
+def test_decentralized_with_one_alpha_per_node(tmp_path):
+    code, out = _run(tmp_path, "decentralized", "--graph", "ring", "--perturbation", "pvp",
+                     "--node-alphas", "1,0.5,2,1", "--seed", "0", count=("--nodes", "4"))
+    assert code == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["most_exposed_node"] == "node2"
+    assert privacy["epsilon"] == pytest.approx(10.0)  # 5 releases at alpha 2
+    assert {k: v["epsilon"] for k, v in privacy["per_node"].items()} == pytest.approx(
+        {"node0": 5.0, "node1": 2.5, "node2": 10.0, "node3": 5.0})
+
+
 def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
     rng = np.random.default_rng(0)
     paths = []
@@ -128,6 +139,7 @@ def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
     ("decentralized", ["--perturbation", "dvp"], "needs alpha"),
     ("decentralized", ["--perturbation", "pvp", "--alpha", "-1"], "alpha"),
     ("decentralized", ["--alpha", "1"], "alpha needs perturbation"),
+    ("decentralized", ["--perturbation", "dvp", "--node-alphas", "1,1"], "one alpha per node"),
     ("decentralized", ["--graph", "erdos-renyi", "--p", "0"], "4 connected components"),
     ("decentralized", ["--graph", "ring", "--p", "0.5"], "p is only used"),
     ("decentralized", ["--eta", "0"], "eta"),

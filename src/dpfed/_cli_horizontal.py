@@ -11,6 +11,11 @@ def _float(text: str) -> float:
     return parse(text)
 
 
+def _float_list(text: str) -> tuple[float, ...]:
+    """``"0.5,1,1"`` as numbers (argparse reports a malformed list against the option)."""
+    return tuple(_float(v) for v in text.split(",") if v.strip())
+
+
 def _int(text: str) -> int:
     from dpfed.cli import _int as parse
 
@@ -106,6 +111,10 @@ def add_train_decentralized(sub) -> None:
     p.add_argument("--graph-seed", type=_int, default=0)
     p.add_argument("--perturbation", default="none", choices=["none", "dvp", "pvp"])
     p.add_argument("--alpha", type=_float, help="per-round privacy of every broadcast")
+    p.add_argument(
+        "--node-alphas", type=_float_list, metavar="A1,A2,...",
+        help="instead of --alpha: one per-round privacy per node (nodes in graph order)",
+    )
     p.add_argument("--schedule", default="constant", choices=["constant", "geometric", "linear"])
     p.add_argument("--rate", type=_float, help="ratio of the geometric schedule")
     p.add_argument("--delta", type=_float, help="also bound the total by advanced composition")
@@ -141,7 +150,8 @@ def _cmd_train_decentralized(args) -> int:
         rho=args.rho if args.rho is not None else rho,
         eta=args.eta if args.eta is not None else eta,
         iterations=args.iterations, perturbation=args.perturbation, alpha=args.alpha,
-        schedule=args.schedule, rate=args.rate, delta=args.delta, seed=args.seed,
+        node_alphas=args.node_alphas, schedule=args.schedule, rate=args.rate, delta=args.delta,
+        seed=args.seed,
     ).validated()
     graph = make_graph(args.graph, args.nodes, rng=args.graph_seed, p=args.p, radius=args.radius)
     data, parts, X_test = _parts(args, args.nodes)

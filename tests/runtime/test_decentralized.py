@@ -51,6 +51,10 @@ RING = nx.cycle_graph(len(PARTS))
     (dict(perturbation="pvp"), "needs alpha"),
     (dict(perturbation="dvp", alpha=0.0), "alpha"),
     (dict(perturbation="pvp", alpha=-1.0), "alpha"),
+    (dict(node_alphas=(1.0, 1.0)), "node_alphas needs perturbation"),
+    (dict(perturbation="dvp", alpha=1.0, node_alphas=(1.0, 1.0)), "not both"),
+    (dict(perturbation="dvp", node_alphas=()), "one alpha per node"),
+    (dict(perturbation="dvp", node_alphas=(1.0, 0.0)), r"node_alphas\[1\]"),
     (dict(perturbation="dvp", alpha=1.0, loss="squared"), "logistic"),
     (dict(loss_scale=0.0), "loss_scale"),
     (dict(rho=0.0), "rho"),
@@ -143,6 +147,48 @@ def test_private_runs_are_reproducible_with_a_seed(perturbation):
         assert not np.allclose(a.models[name], plain.models[name])
     strip = [{k: v for k, v in h.items() if k != "seconds"} for h in a.history]
     assert strip == [{k: v for k, v in h.items() if k != "seconds"} for h in b.history]
+
+
+def test_node_alphas_equal_to_alpha_give_the_same_run():
+    common = dict(iterations=6, perturbation="dvp", seed=3, **SETTING)
+    one = train_decentralized(PARTS, RING, DecentralizedConfig(alpha=0.7, **common))
+    each = train_decentralized(
+        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * len(PARTS), **common))
+    other = train_decentralized(
+        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * (len(PARTS) - 1) + (0.2,),
+                                         **common))
+    for name in one.models:
+        assert np.array_equal(one.models[name], each.models[name])
+    assert not all(np.array_equal(one.models[n], other.models[n]) for n in one.models)
+
+
+@pytest.mark.parametrize("delta", [None, 1e-5])
+def test_per_node_alphas_account_the_most_exposed_node(delta):
+    T = 6
+    firsts = [0.5, 1.5] + [1.0] * (len(PARTS) - 2)
+    cfg = DecentralizedConfig(iterations=T, perturbation="pvp", node_alphas=firsts,
+                              schedule="geometric", rate=0.9, delta=delta, seed=1, **SETTING)
+    res = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
+    schedules = [alpha_schedule(a, T, kind="geometric", rate=0.9) for a in firsts]
+    privacy = res.privacy
+    assert privacy["most_exposed_node"] == "node1"
+    assert privacy["epsilon"] == decentralized_total(schedules[1], delta=delta)["epsilon"]
+    assert privacy["alpha_per_release"] == [float(a) for a in schedules[1]]
+    assert privacy["alpha_max"] == 1.5
+    assert set(privacy["per_node"]) == set(res.models)
+    for k, name in enumerate(sorted(res.models, key=lambda n: int(n[4:]))):
+        node = privacy["per_node"][name]
+        assert node["alpha"] == firsts[k]
+        assert node["epsilon"] == decentralized_total(schedules[k], delta=delta)["epsilon"]
+    for t, entry in enumerate(res.history, start=1):
+        assert entry["alpha"] == max(s[t - 1] for s in schedules)
+        assert entry["epsilon"] == decentralized_total(schedules[1][:t], delta=delta)["epsilon"]
+
+
+def test_node_alphas_must_match_the_nodes():
+    cfg = DecentralizedConfig(iterations=3, perturbation="dvp", node_alphas=(1.0, 1.0), **SETTING)
+    with pytest.raises(DpfedInputError, match=rf"one alpha per node \({len(PARTS)}\)\. Found 2"):
+        train_decentralized(PARTS, RING, cfg)
 
 
 @pytest.mark.parametrize("delta", [None, 1e-5])

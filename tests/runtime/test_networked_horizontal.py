@@ -39,12 +39,14 @@ def _same_history(got: list[dict], want: list[dict]) -> None:
                 assert g[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
 
 
-@pytest.mark.parametrize("perturbation", ["dvp", "pvp"])
-def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation):
+@pytest.mark.parametrize("perturbation, privacy", [
+    ("dvp", {"alpha": 1.0}),
+    ("pvp", {"node_alphas": [1.0, 0.5, 1.0, 2.0, 1.0, 0.8], "schedule": "geometric",
+             "rate": 0.9}),
+])
+def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, privacy):
     params = {"iterations": 8, "seed": 4, "graph": "ring", "eta": 0.5, "rho": 0.01,
-              "loss_scale": 50.0, "perturbation": perturbation}
-    if perturbation != "none":
-        params["alpha"] = 1.0
+              "loss_scale": 50.0, "perturbation": perturbation, **privacy}
     nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
     job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"})
     job.start_parties()
@@ -60,6 +62,7 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation):
         np.testing.assert_allclose(_model(job, name), reference.models[name], rtol=1e-12,
                                    atol=1e-12)
     assert result["privacy"]["epsilon"] == pytest.approx(reference.privacy["epsilon"])
+    assert result["privacy"]["per_node"] == reference.privacy["per_node"]
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
 
 

@@ -115,6 +115,11 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
     perturbation : {"none", "dvp", "pvp"}
     alpha : float or None
         Per-round privacy of every broadcast (with a perturbation).
+    node_alphas : sequence of float or None
+        Instead of ``alpha``: one per-round privacy per node.
+    schedule : {"constant", "geometric", "linear"}
+        How each node's :math:`\alpha_p(t)` moves over rounds; ``rate`` for "geometric" and
+        "linear" (see :func:`dpfed.privacy.decentralized.alpha_schedule`).
     loss_scale, rho, eta : float
         :math:`C^R`, the regulariser weight and the ADMM penalty.
     iterations : int
@@ -137,6 +142,9 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         graph: str = "ring",
         perturbation: str = "none",
         alpha: float | None = None,
+        node_alphas: tuple[float, ...] | None = None,
+        schedule: str = "constant",
+        rate: float | None = None,
         loss_scale: float = 1750.0,
         rho: float = 10 ** -2.5,
         eta: float = 1.0,
@@ -147,6 +155,9 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         self.graph = graph
         self.perturbation = perturbation
         self.alpha = alpha
+        self.node_alphas = node_alphas
+        self.schedule = schedule
+        self.rate = rate
         self.loss_scale = loss_scale
         self.rho = rho
         self.eta = eta
@@ -160,7 +171,8 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         y_pm = self._labels(y)
         config = DecentralizedConfig(
             loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, iterations=self.iterations,
-            perturbation=self.perturbation, alpha=self.alpha, seed=self.random_state,
+            perturbation=self.perturbation, alpha=self.alpha, node_alphas=self.node_alphas,
+            schedule=self.schedule, rate=self.rate, seed=self.random_state,
         )
         graph = make_graph(self.graph, self.n_nodes, rng=self.random_state)
         parts = self._parts(X, y_pm, self.n_nodes, self.random_state)

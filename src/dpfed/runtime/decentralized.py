@@ -54,7 +54,10 @@ class DecentralizedConfig:
     iterations : int
     perturbation : {"none", "dvp", "pvp"}
     alpha : float or None
-        Per-release privacy of every round (with a perturbation).
+        Per-release privacy of every node's first round (with a perturbation).
+    node_alphas : sequence of float or None
+        Instead of ``alpha``: one first-round :math:`\alpha_p` per node (nodes in the order of
+        the parts), each moved over rounds by ``schedule``.
     schedule : {"constant", "geometric", "linear"}
         How :math:`\alpha_p(t)` moves over rounds (see
         :func:`dpfed.privacy.decentralized.alpha_schedule`); ``rate`` for "geometric".
@@ -70,10 +73,15 @@ class DecentralizedConfig:
     iterations: int = 100
     perturbation: str = "none"
     alpha: float | None = None
+    node_alphas: tuple[float, ...] | None = None
     schedule: str = "constant"
     rate: float | None = None
     delta: float | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.node_alphas is not None and not isinstance(self.node_alphas, tuple):
+            object.__setattr__(self, "node_alphas", tuple(self.node_alphas))
 
     def validated(self) -> DecentralizedConfig:
         loss = get_loss(self.loss)
@@ -91,15 +99,55 @@ class DecentralizedConfig:
                 f"perturbation must be one of {PERTURBATIONS}. Found {self.perturbation!r}."
             )
         if self.perturbation == "none":
-            if self.alpha is not None:
-                raise DpfedInputError("alpha needs perturbation dvp or pvp. Found 'none'.")
-        elif self.alpha is None:
-            raise DpfedInputError(f"perturbation {self.perturbation!r} needs alpha. Found none.")
-        else:
+            for key in ("alpha", "node_alphas"):
+                if getattr(self, key) is not None:
+                    raise DpfedInputError(f"{key} needs perturbation dvp or pvp. Found 'none'.")
+        elif self.alpha is None and self.node_alphas is None:
+            raise DpfedInputError(
+                f"perturbation {self.perturbation!r} needs alpha (or node_alphas). Found neither."
+            )
+        elif self.alpha is not None and self.node_alphas is not None:
+            raise DpfedInputError("give alpha or node_alphas, not both.")
+        elif self.alpha is not None:
             check_positive("alpha", self.alpha)
+        else:
+            if not self.node_alphas:
+                raise DpfedInputError("node_alphas needs one alpha per node. Found none.")
+            for p, a in enumerate(self.node_alphas):
+                check_positive(f"node_alphas[{p}]", a)
         if self.delta is not None:
             check_open_unit("delta", self.delta)
         return self
+
+    def alpha_schedules(self, n_nodes: int) -> np.ndarray | None:
+        r""":math:`\alpha_p(t)` of every node and round, shape ``(n_nodes, iterations)``
+        (``None`` without a perturbation)."""
+        if self.perturbation == "none":
+            return None
+        firsts = [self.alpha] * n_nodes if self.node_alphas is None else list(self.node_alphas)
+        if len(firsts) != n_nodes:
+            raise DpfedInputError(
+                f"node_alphas needs one alpha per node ({n_nodes}). Found {len(firsts)}."
+            )
+        return np.vstack([
+            alpha_schedule(a, self.iterations, kind=self.schedule, rate=self.rate) for a in firsts
+        ])
+
+
+def most_exposed_total(alphas: np.ndarray, *, delta: float | None) -> tuple[int, dict]:
+    r"""The node whose releases compose to the largest total, and that total.
+
+    Parameters
+    ----------
+    alphas : ndarray of shape (n_nodes, rounds)
+        :math:`\alpha_p(t)` of the rounds released so far.
+    delta : float or None
+        See :func:`dpfed.privacy.decentralized.decentralized_total`.
+    """
+    rows, first = np.unique(alphas, axis=0, return_index=True)
+    totals = [decentralized_total(r, delta=delta) for r in rows]
+    k = max(range(len(totals)), key=lambda i: totals[i]["epsilon"])
+    return int(first[k]), totals[k]
 
 
 @dataclass
@@ -217,16 +265,14 @@ def train_decentralized(
     if X_test is not None:
         X_test = clip_rows(X_test, 1.0)
         y_test = check_binary_labels("test labels", y_test)
-    alphas = None
-    if cfg.perturbation != "none":
-        alphas = alpha_schedule(cfg.alpha, cfg.iterations, kind=cfg.schedule, rate=cfg.rate)
     P = len(prepared)
+    alphas = cfg.alpha_schedules(P)
     nodes = [
         DecentralizedNode(
             names[k], X, y, neighbours=neighbours[names[k]], loss=loss,
             loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
-            perturbation=cfg.perturbation, alphas=alphas, c1=loss.smoothness,
-            rng=party_rng(cfg.seed, k, P),
+            perturbation=cfg.perturbation, alphas=None if alphas is None else alphas[k],
+            c1=loss.smoothness, rng=party_rng(cfg.seed, k, P),
         )
         for k, (X, y) in enumerate(prepared)
     ]
@@ -243,7 +289,7 @@ def train_decentralized(
     for entry in history:
         entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     models = {n.name: n.exact.copy() for n in nodes}
-    privacy = decentralized_privacy(cfg, alphas, P)
+    privacy = decentralized_privacy(cfg, alphas, names)
     position = {node: k for k, node in enumerate(sorted(graph.nodes))}
     edges = sorted([sorted((names[position[a]], names[position[b]])) for a, b in graph.edges])
     return DecentralizedResult(
@@ -255,7 +301,9 @@ def train_decentralized(
 
 def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
     """One history entry from the nodes' primal estimates of round ``t`` and every node's
-    scaled loss at their average (:func:`node_loss`)."""
+    scaled loss at their average (:func:`node_loss`); ``alphas`` is
+    :meth:`DecentralizedConfig.alpha_schedules` (the entry's ``alpha`` is the round's largest,
+    its ``epsilon`` the total of the most exposed node)."""
     mean = np.mean(models, axis=0)
     entry: dict = {
         "iteration": t,
@@ -266,9 +314,9 @@ def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
         "misclassification_rate": None,
         "node_misclassification_rate": None,
         "disagreement": float(max(np.linalg.norm(m - mean) for m in models)),
-        "alpha": None if alphas is None else float(alphas[t - 1]),
-        "epsilon": 0.0 if alphas is None else decentralized_total(
-            alphas[:t], delta=cfg.delta)["epsilon"],
+        "alpha": None if alphas is None else float(np.max(alphas[:, t - 1])),
+        "epsilon": 0.0 if alphas is None else most_exposed_total(
+            alphas[:, :t], delta=cfg.delta)[1]["epsilon"],
     }
     if X_test is not None:
         s = np.asarray(X_test @ mean).reshape(-1)
@@ -283,26 +331,36 @@ def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
     return entry
 
 
-def decentralized_privacy(cfg: DecentralizedConfig, alphas, n_nodes: int) -> dict:
-    """The ``privacy`` block: per-release alpha and the honest total."""
+def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]) -> dict:
+    """The ``privacy`` block: per-release alpha and the honest total of the most exposed node
+    (with ``node_alphas``, also every node's total)."""
     if alphas is None:
         return {"mechanism": "none", "epsilon": 0.0, "delta": None, "accountant": None,
                 "per_party": {}, "notes": ["no perturbation: the broadcasts are exact"]}
-    total = decentralized_total(alphas, delta=cfg.delta)
+    worst, total = most_exposed_total(alphas, delta=cfg.delta)
+    per_node = {}
+    if cfg.node_alphas is not None:
+        per_node = {
+            name: {"alpha": float(row[0]), **decentralized_total(row, delta=cfg.delta)}
+            for name, row in zip(names, alphas, strict=True)
+        }
     return {
         "mechanism": cfg.perturbation,
         "epsilon": total["epsilon"],
         "delta": total["delta"] if total["delta"] is not None else 0.0,
         "accountant": total["method"],
-        "alpha_per_release": [float(a) for a in alphas],
+        "alpha_per_release": [float(a) for a in alphas[worst]],
         "alpha_max": float(np.max(alphas)),
         "total": total,
+        "most_exposed_node": names[worst],
+        "per_node": per_node,
         "notes": [
             f"{cfg.perturbation}: every broadcast of every node is alpha_p(t)-DP for that "
             "node's rows (the paper's dynamic DP); the epsilon above is the honest total over "
-            f"all {len(alphas)} rounds of one node, which the per-round alpha is not.",
+            f"all {alphas.shape[1]} rounds of the most exposed node, which the per-round alpha "
+            "is not.",
             "objective perturbation assumes the exact minimiser; it is computed by Newton's "
             "method to a gradient norm of 1e-10 relative to C^R.",
         ],
-        "nodes": n_nodes,
+        "nodes": len(names),
     }

@@ -267,7 +267,6 @@ class DecentralizedHost(_Host):
     ledger_support = False  # pure alpha-DP releases; the budget ledger accounts Gaussians only
 
     def __init__(self, spec: JobSpec, name: str) -> None:
-        from dpfed.privacy.decentralized import alpha_schedule
         from dpfed.runtime.decentralized import _neighbours
         from dpfed.runtime.vertical import party_rng
 
@@ -279,10 +278,9 @@ class DecentralizedHost(_Host):
         neighbours = _neighbours(_graph(spec), spec.names)
         _, X, y = _rows(spec, name)
         self.X, self.y = clip_rows(X, 1.0), y
-        alphas = None
-        if cfg.perturbation != "none":
-            alphas = alpha_schedule(cfg.alpha, cfg.iterations, kind=cfg.schedule, rate=cfg.rate)
         index = spec.names.index(name)
+        schedules = cfg.alpha_schedules(len(spec.names))
+        alphas = None if schedules is None else schedules[index]
         self.role = DecentralizedNode(
             name, self.X, y, neighbours=neighbours[name], loss=self.loss,
             loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
@@ -308,14 +306,11 @@ class DecentralizedHost(_Host):
 
 def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
-    from dpfed.privacy.decentralized import alpha_schedule
     from dpfed.runtime.decentralized import decentralized_privacy, round_entry
 
     cfg = _decentralized_config(spec.params)
     names = spec.names
-    alphas = None
-    if cfg.perturbation != "none":
-        alphas = alpha_schedule(cfg.alpha, cfg.iterations, kind=cfg.schedule, rate=cfg.rate)
+    alphas = cfg.alpha_schedules(len(names))
     history = []
     if spec.evaluate != "none":
         X_test, y_test = _test_set(spec)
@@ -330,7 +325,7 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
             ))
         for entry in history:
             entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
-    privacy = decentralized_privacy(cfg, alphas, len(names))
+    privacy = decentralized_privacy(cfg, alphas, names)
     if spec.evaluate != "none":
         privacy.setdefault("notes", []).append(
             EVALUATION_NOTE.format(extra=" and its per-round primal estimates")

@@ -251,9 +251,9 @@ CONSENSUS_PARAMS: dict[str, tuple[type, ...]] = {
 #: ``graph_seed``, ``p`` and ``radius`` by every node alike (nodes in party order).
 DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
     "loss": (str,), "loss_scale": _NUMBER, "rho": _NUMBER, "eta": _NUMBER, "iterations": (int,),
-    "perturbation": (str,), "alpha": _NUMBER, "schedule": (str,), "rate": _NUMBER,
-    "delta": _NUMBER, "seed": (int,), "graph": (str,), "graph_seed": (int,), "p": _NUMBER,
-    "radius": _NUMBER,
+    "perturbation": (str,), "alpha": _NUMBER, "node_alphas": (list,), "schedule": (str,),
+    "rate": _NUMBER, "delta": _NUMBER, "seed": (int,), "graph": (str,), "graph_seed": (int,),
+    "p": _NUMBER, "radius": _NUMBER,
 }
 
 #: Keys of ``[params]`` for the DCA secure sum: the length ``dim`` of the vectors, the
