@@ -107,7 +107,8 @@ def _cmd_dca_bench(args) -> int:
             "messages over a network (both without encryption)."
         )
     else:
-        print("paper: this cell is not in the paper's Table 1 (M = 10, N and d in 10^1..10^5)")
+        print("paper: this cell is not in the paper's Table 1 (M = 10; N = 10^2 to 10^5 and "
+              "d = 10 to 10^4, powers of 10)")
     if args.json:
         print(json.dumps(cell, default=str))
     print(f"seconds: {cell['median']:.3f}")
