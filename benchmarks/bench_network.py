@@ -42,7 +42,7 @@ def write_job(folder: Path, data_dir: Path, *, job_id: str, iterations: int, eva
     lines = [
         "[job]", f'id = "{job_id}"', 'protocol = "vertical"', f'evaluate = "{evaluate}"',
         "round_timeout = 120.0", "grace = 10.0", "idle_timeout = 300.0", "",
-        "[params]", f"iterations = {iterations}", "seed = 1", "adaptive_rho = false", "",
+        "[params]", f"iterations = {iterations}", "adaptive_rho = false", "",
         "[tls]", f'ca = "{certs / "ca.pem"}"', "",
         "[leader]", f'address = "127.0.0.1:{ports[0]}"',
         f'certificate = "{certs / "leader.pem"}"', f'key = "{certs / "leader.key"}"',

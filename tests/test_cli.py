@@ -41,6 +41,7 @@ def test_train_vertical_writes_the_result_schema(tmp_path, capsys):
     assert result["final"]["test_accuracy"] > 0.8
     assert {"mechanism", "epsilon", "delta", "accountant"} <= set(result["privacy"])
     assert set(result["baselines"]) == {"local_only", "centralized"}
+    assert result["preprocessing"]["scaling"] == "none"  # a user's file is used as given
     assert "wrote" in capsys.readouterr().out
 
 
@@ -51,6 +52,24 @@ def test_sound_run_reports_its_privacy(tmp_path):
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["mechanism"] == "sound" and privacy["accountant"] == "pld"
     assert 3.9 < privacy["epsilon"] <= 4.0
+
+
+def test_paper_run_prints_no_certified_epsilon(tmp_path, capsys):
+    # party1's block is wide: d_m = 40 > N = 30
+    data = _svm(tmp_path, n=30, d=44)
+    out = tmp_path / "result.json"
+    code = main(["train", "vertical", "--data", str(data), "--split", "4,40", "--iterations", "3",
+                 "--mechanism", "paper", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
+                 "--quiet", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "privacy (paper): epsilon not certified (the paper's formula gives 1 at delta = " \
+        "1e-05; see privacy.paper_epsilon_reason)" in printed
+    assert "epsilon = " not in printed
+    assert "not a guarantee: party1: Lemma 1 assumes" in printed
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["epsilon"] is None and privacy["paper_epsilon"] == pytest.approx(1.0)
+    assert any("lambda_min" in r for r in privacy["paper_epsilon_reason"])
 
 
 @pytest.mark.parametrize("extra, match", [
@@ -112,10 +131,53 @@ def test_privacy_epsilon_equals_dp_accounting_pld(capsys, z, steps):
     acc = PLDAccountant()
     acc.compose(dp_accounting.GaussianDpEvent(z), steps)
     assert abs(printed - acc.get_epsilon(1e-5)) <= 1e-6
+    # these multipliers lie outside the classical bound's range (per-step epsilon above 1), so
+    # the advanced accountant refuses them
     assert main(["privacy", "epsilon", "--noise-multiplier", str(z), "--steps", str(steps),
-                 "--delta", "1e-5", "--accountant", "advanced"]) == 0
+                 "--delta", "1e-5", "--accountant", "advanced"]) == 2
+    captured = capsys.readouterr()
+    assert "proven only for a per-step epsilon <= 1" in captured.err and not captured.out
+
+
+def test_privacy_epsilon_advanced_bounds_pld_inside_its_range(capsys):
+    args = ["privacy", "epsilon", "--noise-multiplier", "20", "--steps", "10", "--delta", "1e-5"]
+    assert main(args) == 0
+    pld = float(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main([*args, "--accountant", "advanced"]) == 0
     corollary = float(capsys.readouterr().out.strip().splitlines()[-1])
-    assert printed <= corollary
+    assert pld <= corollary
+
+
+@pytest.mark.parametrize("epsilon", ["20", "50"])
+def test_privacy_calibrate_basic_refuses_outside_the_classical_range(capsys, epsilon):
+    code = main(["privacy", "calibrate", "--accountant", "basic", "--epsilon", epsilon,
+                 "--delta", "1e-5", "--steps", "1"])
+    captured = capsys.readouterr()
+    assert code == 2 and not captured.out
+    assert captured.err.startswith(
+        "dpfed: error: accountant 'basic' uses the classical Gaussian bound, proven only for a "
+        "per-step epsilon <= 1, i.e. noise multiplier >= 4.84 at per-step delta 1e-05; found "
+        f"target epsilon {epsilon}"
+    )
+    assert "Use accountant 'pld' or 'rdp'." in captured.err
+
+
+def test_privacy_epsilon_basic_refuses_outside_the_classical_range(capsys):
+    code = main(["privacy", "epsilon", "--accountant", "basic", "--noise-multiplier", "0.3",
+                 "--delta", "1e-5", "--steps", "1", "--json"])
+    captured = capsys.readouterr()
+    assert code == 2 and not captured.out
+    assert "found noise multiplier 0.3 (per-step epsilon 16.1)" in captured.err
+
+
+@pytest.mark.parametrize("accountant", ["basic", "advanced"])
+def test_privacy_calibrate_classical_round_trips_inside_its_range(capsys, accountant):
+    assert main(["privacy", "calibrate", "--accountant", accountant, "--epsilon", "0.8",
+                 "--delta", "1e-5", "--steps", "1", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    info = json.loads(lines[0])
+    assert float(lines[-1]) == pytest.approx(info["noise_multiplier"])
+    assert 0.8 * (1 - 1e-9) <= info["epsilon_spent"] <= 0.8
 
 
 def test_privacy_calibrate_round_trips(capsys):

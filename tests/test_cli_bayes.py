@@ -40,8 +40,13 @@ def test_distributed_with_projection_writes_mae_per_run_and_median(tmp_path, dat
     privacy = result["privacy"]
     assert privacy["epsilon"] == 1.0 and privacy["delta"] == 1e-4
     assert privacy["calibration"] == "tight" and privacy["epsilon_accounted"] <= 1.0 + 1e-9
-    assert len(privacy["releases"]) == 2
-    assert any("public knowledge" in n for n in privacy["notes"])
+    assert len(privacy["releases"]) == 2 and privacy["centre"] is True
+    assert "column sums" in privacy["releases"][0]["what"]
+    assert result["config"]["centre"] is True
+    assert all(len(r["centring"]["mean_x"]) == 11 for r in result["runs"])
+    assert any("declared public bounds" in n for n in privacy["notes"])
+    assert result["preprocessing"]["scaling"] == "declared public bounds"
+    assert result["preprocessing"]["target"] == {"quality": [0.0, 10.0]}
     assert result["config"]["compute_nodes"] == 3 and result["config"]["projection"] is True
     assert all(r["thresholds"]["p_x"] in np.round(np.arange(0.1, 2.05, 0.1), 10)
                for r in result["runs"])
@@ -53,9 +58,29 @@ def test_distributed_with_projection_writes_mae_per_run_and_median(tmp_path, dat
     assert json.loads(again.read_text())["mae"] == result["mae"]
 
 
+def test_centring_release_and_no_centre(tmp_path, data_dir):
+    code, out = _train(tmp_path, data_dir, "--epsilon", "1", "--delta", "1e-4",
+                       "--mode", "trusted", "--centre-share", "0.2")
+    assert code == 0
+    result = json.loads(out.read_text())
+    releases = result["privacy"]["releases"]
+    assert [r["what"] for r in releases] == ["column sums (the DP means of the centring)",
+                                             "sufficient statistics"]
+    assert result["privacy"]["first_share"] == 0.2 and result["config"]["centre_share"] == 0.2
+    assert result["privacy"]["epsilon_accounted"] <= 1.0 + 1e-9
+    code, out = _train(tmp_path / "p", data_dir, "--epsilon", "1", "--delta", "1e-4",
+                       "--mode", "trusted", "--no-centre")
+    assert code == 0
+    paper = json.loads(out.read_text())
+    assert paper["privacy"]["centre"] is False and len(paper["privacy"]["releases"]) == 1
+    assert paper["config"]["centre"] is False
+    assert all(r["centring"] is None and r["intercept"] == 0.0 for r in paper["runs"])
+
+
 def test_paper_calibration_notes_epsilon_at_least_one(tmp_path, data_dir):
     code, out = _train(tmp_path, data_dir, "--epsilon", "1", "--delta", "1e-4",
-                       "--mode", "trusted", "--calibration", "paper", data="abalone")
+                       "--mode", "trusted", "--calibration", "paper", "--no-centre",
+                       data="abalone")
     assert code == 0
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["calibration"] == "paper"

@@ -43,7 +43,12 @@ def test_consensus_writes_the_result_schema(tmp_path, capsys):
     assert sum(p["n_samples"] for p in result["parties"]) == 398  # 70 % of 569 rows
     assert result["privacy"]["mechanism"] == "none" and result["privacy"]["epsilon"] == 0.0
     assert result["config"]["lam"] == 1e-5 and result["config"]["rho"] == 0.015
-    assert result["final"]["test_accuracy"] > 0.9
+    # the declared-bounds scaling leaves every column a part of [-1, 1], so the unit-norm rows
+    # share a large common direction and ADMM converges slowly: about 0.81 after these 5
+    # rounds (0.92 after 50), well above the 0.63 of always predicting benign
+    assert result["final"]["test_accuracy"] > 0.75
+    assert result["preprocessing"]["scaling"] == "declared public bounds"
+    assert result["preprocessing"]["before_training"].startswith("every row divided")
     assert "wrote" in capsys.readouterr().out
 
 
@@ -128,6 +133,7 @@ def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
     result = json.loads(out.read_text())
     assert result["graph"]["edges"] == 6
     assert result["final"]["test_accuracy"] > 0.8
+    assert result["preprocessing"]["scaling"] == "none"
 
 
 @pytest.mark.parametrize("protocol, extra, match", [

@@ -56,6 +56,13 @@ def _parts(args, count: int):
     return data, [(X[i], data.y_train[i]) for i in index], X_test
 
 
+def _preprocessing(data) -> dict:
+    """The data set's preprocessing, then the row normalisation of :func:`_parts`."""
+    from dpfed.data.specs import ROW_NOTE
+
+    return data.preprocessing | {"before_training": ROW_NOTE}
+
+
 def add_train_consensus(sub) -> None:
     p = sub.add_parser(
         "consensus",
@@ -88,7 +95,7 @@ def _cmd_train_consensus(args) -> int:
     result = train_consensus(
         parts, config, X_test=X_test, y_test=data.y_test, progress=not args.quiet
     )
-    payload = result.to_json() | {"data": data.name}
+    payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
     _print_result(payload, args.out)
     return 0
@@ -156,7 +163,7 @@ def _cmd_train_decentralized(args) -> int:
     graph = make_graph(args.graph, args.nodes, rng=args.graph_seed, p=args.p, radius=args.radius)
     data, parts, X_test = _parts(args, args.nodes)
     result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test)
-    payload = result.to_json() | {"data": data.name}
+    payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
     _print_result(payload, args.out)
     final = payload["final"]

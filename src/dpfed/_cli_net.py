@@ -6,6 +6,7 @@ import json
 import sys
 
 from dpfed._validation import DpfedInputError
+from dpfed.runtime.disclosure import result_warnings
 
 
 def _need_net() -> None:
@@ -105,8 +106,10 @@ def _print_secure_sum(result: dict, out: str) -> None:
     more = f", ... ({len(result['sum'])} values)" if len(result["sum"]) > 8 else ""
     print(f"secure sum of {len(result['included'])} of {len(result['clients'])} clients over "
           f"{len(result['compute_nodes'])} compute nodes: [{shown}{more}]")
+    for warning in result_warnings(result):
+        print(f"WARNING: {warning}")
     privacy = result["privacy"]
-    if "epsilon" in privacy:
+    if privacy.get("epsilon") is not None:
         print(f"privacy (distributed Gaussian): epsilon = {privacy['epsilon']:.4g} at delta = "
               f"{privacy['delta']:g}; noise std per client {privacy['client_std']:.4g}")
     elif privacy["mechanism"] != "none":

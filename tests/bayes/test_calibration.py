@@ -31,6 +31,25 @@ def test_tight_projection_splits_the_budget_jointly():
     assert "jointly" in cal.composition
 
 
+def test_centring_without_projection_is_a_first_release_of_its_own():
+    z = calibrate_releases(1.0, 1e-4, projection=False).noise_multipliers[0]
+    cal = calibrate_releases(1.0, 1e-4, projection=False, centre=True, centre_share=0.2)
+    z1, z2 = cal.noise_multipliers
+    assert z1 ** -2 == pytest.approx(0.2 * z ** -2) and z2 ** -2 == pytest.approx(0.8 * z ** -2)
+    assert cal.first_share == 0.2 and cal.first_release == "column sums (centring)"
+    assert cal.epsilon_accounted <= 1.0 * (1 + 1e-9)
+    assert gaussian_releases_epsilon([z1, z2], 1e-4) == pytest.approx(1.0, rel=1e-3)
+    assert cal.to_json()["first_release"] == "column sums (centring)"
+    # with projection the sums share the moments release: same multipliers, std_share
+    with_proj = calibrate_releases(1.0, 1e-4, projection=True, centre=True, centre_share=0.2)
+    assert with_proj.noise_multipliers == calibrate_releases(
+        1.0, 1e-4, projection=True).noise_multipliers
+    assert with_proj.first_share == 0.3 and "column sums" in with_proj.first_release
+    paper = calibrate_releases(0.5, 1e-4, projection=False, centre=True, calibration="paper")
+    flat = [v for budget in paper.release_budgets for v in budget]
+    assert flat == pytest.approx([0.15, 0.3e-4, 0.35, 0.7e-4])
+
+
 def test_paper_calibration_is_classical_with_basic_composition():
     cal = calibrate_releases(0.9, 1e-4, projection=False, calibration="paper")
     assert cal.noise_multipliers[0] == pytest.approx(math.sqrt(2 * math.log(1.25e4)) / 0.9)
@@ -52,5 +71,7 @@ def test_bad_arguments():
         calibrate_releases(1.0, 1e-4, projection=False, calibration="classic")
     with pytest.raises(DpfedInputError, match="std_share"):
         calibrate_releases(1.0, 1e-4, projection=True, std_share=1.0)
+    with pytest.raises(DpfedInputError, match="centre_share"):
+        calibrate_releases(1.0, 1e-4, projection=False, centre=True, centre_share=0.0)
     with pytest.raises(DpfedInputError, match="delta"):
         calibrate_releases(1.0, 0.0, projection=False)

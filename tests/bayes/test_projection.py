@@ -12,6 +12,7 @@ from dpfed.bayes import (
     THRESHOLD_GRID,
     ThresholdCache,
     estimate_marginal_stds,
+    moment_pair_sensitivity_squared,
     search_thresholds,
     statistics_sensitivity,
 )
@@ -46,6 +47,36 @@ def test_stds_with_little_noise_are_root_mean_squares(rows):
                                        mode="trusted", rng=np.random.default_rng(1),
                                        first_moments=True)
     np.testing.assert_allclose(with_mean.stds, np.column_stack([Xc, y]).std(axis=0), rtol=1e-4)
+    np.testing.assert_allclose(with_mean.means, np.column_stack([Xc, y]).mean(axis=0),
+                               atol=1e-4)
+    # default weights of the sums: c / sqrt(2), exact sensitivity sqrt(sum_j 2 c_j^4)
+    np.testing.assert_allclose(with_mean.first_scale, np.full(4, 7.5 / np.sqrt(2)))
+    assert with_mean.sensitivity == pytest.approx(np.sqrt(4 * 2 * 7.5**4))
+    assert est.means is None and est.mean_noise_std is None
+
+
+def test_first_moments_noise_and_variance_around_the_dp_mean(rows):
+    X, y = rows
+    spy_calls = []
+
+    def spy(values, *, noise_std, compute_nodes, tolerated, rng):
+        spy_calls.append(np.asarray(noise_std))
+        total = values.sum(axis=0) + rng.normal(size=values.shape[1]) * 1e-9
+        return SimpleNamespace(total=total)
+
+    est = estimate_marginal_stds(X + 1.0, y, bound_x=7.5, bound_y=7.5, noise_multiplier=2.0,
+                                 mode="distributed", rng=np.random.default_rng(0),
+                                 first_moments=True, first_scale=1.0, aggregate=spy)
+    # unit weights: the exact sensitivity G(7.5, 1) per coordinate, below c^4 + 4 c^2
+    per = moment_pair_sensitivity_squared(7.5, 1.0)
+    assert est.sensitivity == pytest.approx(np.sqrt(4 * per))
+    assert est.sensitivity < np.sqrt(4 * (7.5**4 + 4 * 7.5**2))
+    np.testing.assert_allclose(spy_calls[0], 2.0 * est.sensitivity / np.sqrt(1999))
+    np.testing.assert_allclose(est.mean_noise_std,
+                               2.0 * est.sensitivity * np.sqrt(2000 / 1999) / 2000)
+    v = np.column_stack([np.clip(X + 1.0, -7.5, 7.5), y])
+    np.testing.assert_allclose(est.means, v.mean(axis=0), atol=1e-9)
+    np.testing.assert_allclose(est.variances, (v * v).mean(axis=0) - est.means**2, atol=1e-9)
 
 
 def test_non_positive_variance_falls_back_to_half(rows):

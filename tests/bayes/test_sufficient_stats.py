@@ -10,6 +10,7 @@ import pytest
 from dpfed import DpfedInputError
 from dpfed.bayes import (
     clip_to_bounds,
+    moment_pair_sensitivity_squared,
     moment_sensitivity,
     n_statistics,
     pack_statistics,
@@ -17,6 +18,7 @@ from dpfed.bayes import (
     row_statistics,
     statistics_sensitivity,
     statistics_sensitivity_squared,
+    sum_sensitivity,
     unpack_statistics,
 )
 
@@ -86,10 +88,60 @@ def test_random_rows_never_exceed_the_sensitivity():
 def test_moment_sensitivity_matches_brute_force():
     cx, cy = np.array([1.0, 2.0]), 0.5
     rows = _extreme_rows(cx, cy, levels=(-1.0, 0.0, 1.0))
-    for first in (False, True):
-        m = row_moments(rows[:, :2], rows[:, 2], first=first)
-        sq = ((m[:, None, :] - m[None, :, :]) ** 2).max(axis=(0, 1)).sum()
-        assert moment_sensitivity(cx, cy, first=first) == pytest.approx(np.sqrt(sq))
+    m = row_moments(rows[:, :2], rows[:, 2])
+    sq = ((m[:, None, :] - m[None, :, :]) ** 2).max(axis=(0, 1)).sum()
+    assert moment_sensitivity(cx, cy) == pytest.approx(np.sqrt(sq))
+
+
+def _pair_brute_force(c, w, points=2001):
+    v = np.linspace(-c, c, points)
+    a, b = np.meshgrid(v, v)
+    return ((a * a - b * b) ** 2 + w * w * (a - b) ** 2).max()
+
+
+@pytest.mark.parametrize(("c", "w"), [(7.5, 1.0), (7.5, 7.5 / np.sqrt(2)), (2.0, 1.0),
+                                      (1.0, 1.0), (1.45, 1.0), (3.0, 0.1), (0.5, 2.0)])
+def test_moment_pair_sensitivity_is_the_exact_maximum(c, w):
+    # the square and the (weighted) value of one coordinate change together: the exact
+    # maximum over v, v' in [-c, c], not the sum of the separate maxima c^4 + 4 w^2 c^2
+    exact = float(moment_pair_sensitivity_squared(c, w))
+    assert exact == pytest.approx(_pair_brute_force(c, w), rel=1e-6)
+    assert exact <= c**4 + 4 * w * w * c * c
+    if w >= c / np.sqrt(2):
+        assert exact == pytest.approx(4 * w * w * c * c)  # the squares ride along for free
+
+
+def test_moment_sensitivity_with_first_moments_is_exact_and_joint():
+    cx, cy = np.array([1.0, 2.0]), 0.5
+    c = np.append(cx, cy)
+    for scale in (None, 0.7, c / np.sqrt(2)):
+        w = np.ones(3) if scale is None else np.broadcast_to(scale, (3,))
+        expected = sum(_pair_brute_force(cj, wj) for cj, wj in zip(c, w, strict=True))
+        got = moment_sensitivity(cx, cy, first=True, first_scale=scale)
+        assert got == pytest.approx(np.sqrt(expected), rel=1e-6)
+    # the worst rows of every coordinate can be combined: random pairs never exceed it
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, size=(2, 20000, 3)) * c
+    w = c / np.sqrt(2)
+    ma = row_moments(a[:, :2], a[:, 2], first=True, first_scale=w)
+    mb = row_moments(b[:, :2], b[:, 2], first=True, first_scale=w)
+    assert np.sqrt(((ma - mb) ** 2).sum(axis=1)).max() <= moment_sensitivity(
+        cx, cy, first=True, first_scale=w)
+    assert moment_sensitivity(cx, cy, first=True, first_scale=w) == pytest.approx(
+        np.sqrt(2 * (c**4).sum()))
+    np.testing.assert_allclose(ma[:, 3:], a * w)
+    with pytest.raises(DpfedInputError, match="first_scale must hold finite numbers > 0"):
+        row_moments(a[:, :2], a[:, 2], first=True, first_scale=0.0)
+
+
+def test_sum_sensitivity_is_attained():
+    cx, cy = np.array([1.0, 2.0, 0.5]), 3.0
+    c = np.append(cx, cy)
+    assert sum_sensitivity(cx, cy) == pytest.approx(np.linalg.norm(c - (-c)))
+    assert sum_sensitivity(1.5, 2.0, 4) == pytest.approx(2 * np.sqrt(4 * 1.5**2 + 4.0))
+    rows = _extreme_rows(cx, cy, levels=(-1.0, 0.0, 1.0))
+    worst = np.sqrt(((rows[:, None, :] - rows[None, :, :]) ** 2).sum(axis=2)).max()
+    assert worst == pytest.approx(sum_sensitivity(cx, cy))
 
 
 def test_clipping_is_enforced_and_copies():

@@ -10,6 +10,8 @@ import pytest
 
 from dpfed import DpfedInputError
 from dpfed.data import KNOWN_DATASETS, load_dataset, read_adult, row_norms
+from dpfed.data.adult import ADULT_ATTRIBUTES
+from dpfed.data.specs import ADULT_CATEGORIES
 
 # --- tiny hand-written files -----------------------------------------------------------
 
@@ -30,31 +32,33 @@ TEST = (
     "30, ?, 100, Bachelors, 9, ?, ?, ?, ?, ?, 0, 0, 20, ?, <=50K.\n"
 )
 
-# Train categories, sorted: workclass Private, State-gov | education Bachelors, HS-grad |
-# marital Married, Never | occupation Sales | relationship Husband, Own-child |
-# race Black, White | sex Female, Male | country Mexico, US. Columns in attribute order:
-# age, wc(2), fnlwgt, edu(2), edu-num, marital(2), occ(1), rel(2), race(2), sex(2),
-# capital-gain, capital-loss, hours, country(2) = 21.
-# Continuous min/max: age 20..60, fnlwgt 100..300, edu-num 9..13, gain 0..1000,
-# loss 0..10, hours 20..60.
-RAW_TRAIN = np.array(
-    [
-        [0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0.5, 0, 1],
-        [0.5, 0, 0, 1, 1, 0, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0],
-        [1, 0, 1, 0.5, 0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0, 0.5, 0, 1, 1, 0],
-    ]
-)
-RAW_TEST = np.array(
-    [
-        # age 80 -> 1 (clipped), Federal-gov/Masters/Asian unseen -> zeros, fnlwgt 50 -> 0,
-        # edu-num 16 -> 1, gain 2000 -> 1.
-        [1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0.5, 0, 1],
-        # Every continuous value at the train maximum, every category known: norm^2 = 14.
-        [1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1, 0, 1],
-        # '?' in every categorical attribute: all zeros there.
-        [0.25, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    ]
-)
+# Continuous attributes and their declared bounds (dpfed.data.specs), in column order.
+BOUNDS = {
+    "age": (17.0, 90.0),
+    "fnlwgt": (0.0, 1e7),
+    "education-num": (1.0, 16.0),
+    "capital-gain": (0.0, 99999.0),
+    "capital-loss": (0.0, 99999.0),
+    "hours-per-week": (1.0, 99.0),
+}
+
+
+def _expected(line: str) -> np.ndarray:
+    """One row encoded by the documented rules: declared bounds, documented categories."""
+    fields = [f.strip() for f in line.split(",")][:14]
+    out: list[float] = []
+    for attribute, value in zip(ADULT_ATTRIBUTES, fields, strict=True):
+        if attribute in BOUNDS:
+            lo, hi = BOUNDS[attribute]
+            out.append((min(max(float(value), lo), hi) - lo) / (hi - lo))
+        else:
+            known = sorted(ADULT_CATEGORIES[attribute])
+            out.extend(1.0 if value == category else 0.0 for category in known)
+    return np.array(out) / np.sqrt(14.0)
+
+
+def _data_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("|")]
 
 
 def _write(tmp_path: Path, train: str = TRAIN, test: str = TEST) -> tuple[Path, Path]:
@@ -67,28 +71,31 @@ def _write(tmp_path: Path, train: str = TRAIN, test: str = TEST) -> tuple[Path, 
 def test_tiny_files_encode_exactly(tmp_path: Path) -> None:
     ds = read_adult(*_write(tmp_path))
     assert ds.name == "adult"
-    assert ds.X_train.shape == (3, 21) and ds.X_test.shape == (3, 21)
+    assert ds.X_train.shape == (3, 105) and ds.X_test.shape == (3, 105)
     assert ds.X_train.dtype == np.float64 and isinstance(ds.X_train, np.ndarray)
     np.testing.assert_array_equal(ds.y_train, [-1.0, 1.0, -1.0])
     np.testing.assert_array_equal(ds.y_test, [1.0, -1.0, -1.0])
-    largest = np.sqrt(10.5)  # the third training row
-    np.testing.assert_allclose(np.linalg.norm(RAW_TRAIN, axis=1).max(), largest)
-    np.testing.assert_allclose(ds.X_train, RAW_TRAIN / largest, rtol=1e-15, atol=0)
-    expected_test = RAW_TEST / largest
-    expected_test[1] = RAW_TEST[1] / np.sqrt(14.0)  # over the bound: clipped to norm 1
-    np.testing.assert_allclose(ds.X_test, expected_test, rtol=1e-12, atol=0)
+    expected_train = np.array([_expected(ln) for ln in _data_lines(TRAIN)])
+    expected_test = np.array([_expected(ln) for ln in _data_lines(TEST)])
+    np.testing.assert_allclose(ds.X_train, expected_train, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(ds.X_test, expected_test, rtol=1e-15, atol=0)
+    # test row 1: age 80 -> (80 - 17) / 73, edu-num 16 -> 1; Federal-gov and Masters are
+    # documented categories (indicators set although no training row has them); "Married",
+    # "Asian" and "US" are not (the files spell them Married-civ-spouse, Asian-Pac-Islander,
+    # United-States): zeros. Its capital-loss is 0.
+    assert ds.X_test[0, 0] * np.sqrt(14.0) == pytest.approx(63 / 73)
+    assert int(np.count_nonzero(ds.X_test[0])) == (6 - 1) + (8 - 3)
     assert np.all(row_norms(ds.X_train) <= 1.0) and np.all(row_norms(ds.X_test) <= 1.0)
-    assert row_norms(ds.X_test)[1] == pytest.approx(1.0, abs=1e-15)
-    assert "21 columns" in ds.source
+    assert "105 columns" in ds.source and "sqrt(14)" in ds.source
+    assert ds.preprocessing["scaling"] == "declared public bounds"
 
 
-def test_constant_training_column_is_zero(tmp_path: Path) -> None:
+def test_constant_training_column_keeps_its_declared_scale(tmp_path: Path) -> None:
     rows = TRAIN.replace("0, 0, 40", "0, 7, 40").replace("1000, 10, 20", "1000, 7, 20")
     rows = rows.replace("500,0,60", "500,7,60")
-    test = TEST.replace("2000, 0, 40", "2000, 9, 40")
-    ds = read_adult(*_write(tmp_path, rows, test))
-    loss = 17  # capital-loss column
-    assert np.all(ds.X_train[:, loss] == 0) and np.all(ds.X_test[:, loss] == 0)
+    ds = read_adult(*_write(tmp_path, rows, TEST))
+    loss = 62  # capital-loss column
+    np.testing.assert_allclose(ds.X_train[:, loss] * np.sqrt(14.0), 7 / 99999, rtol=1e-12)
 
 
 def test_crlf_and_spaces(tmp_path: Path) -> None:
@@ -149,7 +156,7 @@ def test_registry_entry(tmp_path: Path) -> None:
     folder.mkdir()
     _write(folder)
     ds = load_dataset("adult", tmp_path)
-    assert ds.name == "adult" and ds.X_train.shape == (3, 21)
+    assert ds.name == "adult" and ds.X_train.shape == (3, 105)
     (folder / "adult.test").unlink()
     with pytest.raises(DpfedInputError, match=r"needs the file .*adult\.test.*adult/adult\.data"):
         load_dataset("adult", tmp_path)
@@ -186,8 +193,10 @@ def test_real_rows_in_unit_ball(adult) -> None:
     for X in (adult.X_train, adult.X_test):
         assert np.all(np.isfinite(X))
         assert X.min() >= 0.0
-        assert np.all(row_norms(X) <= 1.0)
-    assert row_norms(adult.X_train).max() == pytest.approx(1.0, abs=1e-12)
+        assert np.all(row_norms(X) <= 1.0) and X.max() <= 1.0
+    # rows divided by the public bound sqrt(14), not by their largest norm: none reaches 1
+    assert 0.5 < row_norms(adult.X_train).max() < 1.0
+    assert adult.preprocessing["scaling"] == "declared public bounds"
 
 
 def test_real_first_rows(adult) -> None:

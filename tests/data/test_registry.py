@@ -47,9 +47,12 @@ def test_breast_cancer_needs_no_data_dir(monkeypatch: pytest.MonkeyPatch) -> Non
     assert set(np.unique(ds.y_train)) == {-1.0, 1.0} == set(np.unique(ds.y_test))
     # Stratified: 212 malignant (-1) / 357 benign (+1) overall.
     assert int((ds.y_test == -1).sum()) == 64 and int((ds.y_train == -1).sum()) == 148
-    np.testing.assert_allclose(ds.X_train.mean(axis=0), 0.0, atol=1e-10)
-    np.testing.assert_allclose(ds.X_train.std(axis=0), 1.0, rtol=1e-10)
-    assert "load_breast_cancer" in ds.source
+    # scaled by declared public bounds into [-1, 1], not standardised with train statistics
+    for X in (ds.X_train, ds.X_test):
+        assert X.min() >= -1.0 and X.max() <= 1.0
+    assert ds.preprocessing["scaling"] == "declared public bounds"
+    assert ds.preprocessing["output_range"] == [-1.0, 1.0]
+    assert "load_breast_cancer" in ds.source and "declared public bounds" in ds.source
 
 
 def test_breast_cancer_split_is_deterministic_and_leaves_global_state_alone() -> None:

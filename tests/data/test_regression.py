@@ -1,7 +1,9 @@
-"""Scaling of the regression sets to a range of length 10, random splits, and the file checks
-the Wine Quality and Abalone readers share."""
+"""Scaling of the regression sets to a range of length 10 by declared public bounds, random
+splits, and the file checks the Wine Quality and Abalone readers share."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -17,28 +19,52 @@ def _data(seed=0, n=50):
                           "synthetic")
 
 
-def test_mean_centred_range_of_length_ten():
-    scaled, scaling = scale_to_range(_data())
-    full = np.column_stack([scaled.X, scaled.y])
-    span = full.max(axis=0) - full.min(axis=0)
-    np.testing.assert_allclose(span, [10, 10, 0, 10])  # the constant column maps to 0
-    np.testing.assert_allclose(full.mean(axis=0), 0, atol=1e-12)
-    assert scaling.factor_X[2] == 0 and np.all(scaled.X[:, 2] == 0)
-    assert "public knowledge" in scaling.notes[0] and "public knowledge" in scaled.source
+BOUNDS = [(0.0, 10.0), (-10.0, 20.0), (0.0, 8.0)]
+TARGET = (0.0, 10.0)
+
+
+def test_declared_bounds_centre_at_midpoint_and_scale_to_length_ten():
     raw = _data()
-    np.testing.assert_allclose((raw.y - scaling.offset_y) * scaling.factor_y, scaled.y)
-    assert scaling.target_to_raw_scale(10.0) == pytest.approx(raw.y.max() - raw.y.min())
+    scaled, scaling = scale_to_range(raw, bounds=BOUNDS, target_bounds=TARGET)
+    lower = np.array([b[0] for b in (*BOUNDS, TARGET)])
+    upper = np.array([b[1] for b in (*BOUNDS, TARGET)])
+    full = np.column_stack([raw.X, raw.y])
+    expected = (np.clip(full, lower, upper) - (lower + upper) / 2) * 10 / (upper - lower)
+    np.testing.assert_allclose(np.column_stack([scaled.X, scaled.y]), expected, atol=1e-12)
+    assert np.all(np.abs(expected) <= 5.0)
+    np.testing.assert_allclose(scaled.X[:, 2], 0.0, atol=1e-12)  # 4 is the midpoint of [0, 8]
+    np.testing.assert_allclose(scaling.offset_X, [5.0, 5.0, 4.0])
+    np.testing.assert_allclose(scaling.factor_X, [1.0, 1 / 3, 1.25])
+    assert scaling.offset_y == 5.0 and scaling.factor_y == 1.0
+    assert scaling.target_to_raw_scale(10.0) == pytest.approx(10.0)
+    assert "declared public bounds" in scaling.notes[0] and "declared public" in scaled.source
+    assert scaled.preprocessing["scaling"] == "declared public bounds"
+    assert scaled.preprocessing["columns"]["b"] == [-10.0, 20.0]
+    assert raw.preprocessing["scaling"] == "none"
+    # the constants do not depend on the rows: any subset scales the same way
+    half = RegressionData("toy", raw.X[:10], raw.y[:10], raw.feature_names, "t", "synthetic")
+    np.testing.assert_array_equal(
+        scale_to_range(half, bounds=BOUNDS, target_bounds=TARGET)[0].X, scaled.X[:10]
+    )
 
 
-def test_midrange_lies_in_plus_minus_five():
-    scaled, _ = scale_to_range(_data(), center="midrange")
-    full = np.column_stack([scaled.X[:, :2], scaled.y])
-    np.testing.assert_allclose(full.min(axis=0), -5)
-    np.testing.assert_allclose(full.max(axis=0), 5)
-    with pytest.raises(DpfedInputError, match="center must be"):
-        scale_to_range(_data(), center="median")
+def test_scale_to_range_refuses_missing_or_bad_bounds():
+    with pytest.raises(DpfedInputError, match=r"no public bounds are declared for data set "
+                                              r"'toy'.*never from the data"):
+        scale_to_range(_data())
+    with pytest.raises(DpfedInputError, match="bounds and target_bounds go together"):
+        scale_to_range(_data(), bounds=BOUNDS)
+    with pytest.raises(DpfedInputError, match=r"one \(lo, hi\) pair per feature column \(3\)"):
+        scale_to_range(_data(), bounds=BOUNDS[:2], target_bounds=TARGET)
+    with pytest.raises(DpfedInputError, match="lower < upper"):
+        scale_to_range(_data(), bounds=[(0.0, 1.0), (1.0, 0.0), (0.0, 1.0)],
+                       target_bounds=TARGET)
     with pytest.raises(DpfedInputError, match="length"):
-        scale_to_range(_data(), length=0)
+        scale_to_range(_data(), length=0, bounds=BOUNDS, target_bounds=TARGET)
+    renamed = dataclasses.replace(_data(), name="wine-red")
+    with pytest.raises(DpfedInputError, match=r"declared bounds of 'wine-red' are for the "
+                                              r"columns .*fixed acidity"):
+        scale_to_range(renamed)
 
 
 def test_random_split_is_disjoint_and_seeded():

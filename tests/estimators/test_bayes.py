@@ -39,12 +39,39 @@ def test_get_params_and_clone():
 
 def test_nonprivate_equals_ridge(data):
     X, y = data
-    model = DPBayesianLinearRegression(mode="nonprivate", lam=2.0, lam0=4.0).fit(X, y)
+    X, y = X + 2.0, y - 1.0
+    # the paper's algorithm: no intercept
+    model = DPBayesianLinearRegression(mode="nonprivate", lam=2.0, lam0=4.0,
+                                       centre=False).fit(X, y)
     ridge = Ridge(alpha=2.0, fit_intercept=False).fit(X, y)
     np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-9)
     np.testing.assert_allclose(model.predict(X), ridge.predict(X), rtol=1e-9)
-    assert model.score(X, y) > 0.8 and model.intercept_ == 0.0
+    assert model.intercept_ == 0.0 and model.means_ is None
     assert model.privacy_["epsilon"] == 0.0
+    # centred by the exact means: ridge with an unpenalised intercept
+    model = DPBayesianLinearRegression(mode="nonprivate", lam=2.0, lam0=4.0).fit(X, y)
+    ridge = Ridge(alpha=2.0, fit_intercept=True).fit(X, y)
+    np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-9)
+    assert model.intercept_ == pytest.approx(ridge.intercept_, rel=1e-9)
+    np.testing.assert_allclose(model.predict(X), ridge.predict(X), rtol=1e-9)
+    assert model.score(X, y) > 0.8
+
+
+def test_predictions_centre_by_the_dp_means(data):
+    X, y = data
+    X, y = X + np.array([1.0, -1.0, 2.0, 0.0]), y + 1.5
+    model = DPBayesianLinearRegression(3.0, mode="distributed", projection=True,
+                                       threshold_repeats=1, aggregate=_fake_secure_sum,
+                                       random_state=2).fit(X, y)
+    m = model.means_
+    assert m.shape == (5,) and not np.allclose(m, np.append(X.mean(0), y.mean()))
+    np.testing.assert_allclose(m, model.fit_result_.centring.means)
+    assert model.intercept_ == pytest.approx(m[4] - m[:4] @ model.coef_)
+    np.testing.assert_allclose(model.predict(X), (X - m[:4]) @ model.coef_ + m[4], rtol=1e-9)
+    np.testing.assert_allclose(model.predict(X), model.fit_result_.predict(X), rtol=1e-9)
+    assert model.privacy_["centre"] is True
+    assert "column sums" in model.privacy_["releases"][0]["what"]
+    assert model.get_params()["centre"] is True and model.get_params()["centre_share"] == 0.3
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,19 @@ def test_estimator_reports_privacy_spent():
     assert set(spent["per_party"]) == {"label", "party1", "party2"}
 
 
+def test_estimator_with_the_paper_mechanism_spends_no_certified_epsilon():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 43))  # party1 holds 40 columns of 30 rows: d_m > N
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    clf = VerticalLogisticRegression(split=[3, 40], lam=1e-2, iterations=3, mechanism="paper",
+                                     epsilon=1.0, delta=1e-5, random_state=0).fit(X, y)
+    spent = clf.privacy_spent_
+    assert spent["epsilon"] is None and spent["paper_epsilon"] == pytest.approx(1.0)
+    assert any(r.startswith("party1:") and "lambda_min" in r
+               for r in spent["paper_epsilon_reason"])
+    assert all(h["epsilon"] is None for h in clf.history_)
+
+
 def test_estimator_rejects_a_wrong_split_and_width():
     X, y = _data()
     with pytest.raises(DpfedInputError, match="summing to the 7 features"):

@@ -5,11 +5,13 @@ Needs the Wine Quality and Abalone files under ``$DPFED_DATA``; skipped otherwis
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpfed.experiments import bayes_linreg as repro
@@ -45,7 +47,8 @@ def test_quick_run_writes_every_file(quick_run):
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
     text = (out / "summary.md").read_text()
     assert "indistinguishable" in text and "projection beats no projection at ε = 1" in text
-    assert "public knowledge" in text
+    assert "declared public range" in text
+    assert "Centring by DP column means" in text
 
 
 def test_quick_run_results(quick_run):
@@ -67,6 +70,14 @@ def test_quick_run_results(quick_run):
     assert ind["n_tests"] == 2 * len(plan.datasets) * len(plan.epsilons)
     assert isinstance(ind["indistinguishable"], bool)
     assert all(0 <= t["p_value"] <= t["p_holm"] <= 1 for t in ind["tests"])
+    assert summary["plan"]["centre"] is True
+    for key in ("trusted", "distributed", "input"):
+        report = fig["privacy"]["wine-red"][key]["1"]
+        assert report["centre"] is True and len(report["releases"]) == 2
+        assert report["releases"][0]["what"] == "column sums (the DP means of the centring)"
+    report = fig["privacy"]["abalone"]["distributed_proj"]["1"]
+    assert "column sums" in report["releases"][0]["what"]
+    assert report["epsilon_accounted"] <= 1.0 + 1e-9
     gain = summary["projection_at_epsilon1"]
     assert len(gain["rows"]) == 2 * len(plan.datasets)
     assert all(isinstance(r["projection_beats"], bool) for r in gain["rows"])
@@ -81,6 +92,19 @@ def test_holm_adjust():
 def test_missing_data_is_a_clear_input_error(check_missing_data):
     check_missing_data(repro.run_bayes_linreg_reproduction, "bayes-linreg",
                        r"wine_quality[/\\]winequality-red\.csv")
+
+
+def test_no_centre_runs_the_papers_algorithm(tmp_path):
+    plan = repro.BayesLinregPlan(quick=True, datasets=("wine-red",), epsilons=(1.0,), runs=2,
+                                 methods=("nonprivate", "trusted"), threshold_repeats=1,
+                                 centre=False)
+    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(),
+                                                  plan=plan)
+    assert summary["plan"]["centre"] is False
+    fig = json.loads((tmp_path / "out" / "bayes_linreg.json").read_text())
+    report = fig["privacy"]["wine-red"]["trusted"]["1"]
+    assert report["centre"] is False and len(report["releases"]) == 1
+    assert "No centring" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
@@ -100,9 +124,58 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("DPFED_SLOW"),
-                    reason="the full experiment takes a few minutes; set DPFED_SLOW=1")
+                    reason="all budgets on one data set take a minute or two; set DPFED_SLOW=1")
+def test_full_plan_on_red_wine(tmp_path):
+    plan = dataclasses.replace(repro.full_plan(), datasets=("wine-red",))
+    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(),
+                                                  plan=plan)
+    assert summary["indistinguishable"]["n_tests"] == 12
+    assert summary["indistinguishable"]["indistinguishable"] is True
+    assert summary["projection_at_epsilon1"]["all_beat"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
+                    reason="the full experiment takes about 5 minutes on 2 cores; set "
+                           "DPFED_REPRODUCE=1")
 def test_full_reproduction(tmp_path):
     summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir())
     assert summary["indistinguishable"]["n_tests"] == 36
     assert summary["indistinguishable"]["indistinguishable"] is True
     assert summary["projection_at_epsilon1"]["all_beat"] is True
+
+
+def _indist_with_one_rejection() -> dict:
+    tests = [
+        {"dataset": "wine-red", "projection": True, "epsilon": 31.6, "reject": True},
+        {"dataset": "abalone", "projection": False, "epsilon": 1.0, "reject": False},
+    ]
+    return {"tests": tests, "n_rejected": 1, "indistinguishable": False}
+
+
+def test_a_rejection_that_does_not_replicate_on_fresh_runs_does_not_decide():
+    plan = repro.quick_plan()
+    calls = []
+
+    def same(ds, projection, eps):
+        calls.append((ds, projection, eps))
+        rng = np.random.default_rng(1)
+        ta = rng.normal(0.5, 0.01, 40)
+        return list(ta), list(ta + rng.normal(0.0, 0.01, 40))
+
+    out = repro._replicate(_indist_with_one_rejection(), plan, same)
+    assert calls == [("wine-red", True, 31.6)]  # only the rejected cell is run again
+    assert out["n_replicated"] == 0 and out["indistinguishable"] is True
+    assert out["replications"][0]["runs"] == 40
+
+
+def test_a_rejection_that_replicates_decides():
+    plan = repro.quick_plan()
+
+    def worse(ds, projection, eps):
+        rng = np.random.default_rng(1)
+        ta = rng.normal(0.5, 0.01, 40)
+        return list(ta), list(ta + 0.05 + rng.normal(0.0, 0.001, 40))
+
+    out = repro._replicate(_indist_with_one_rejection(), plan, worse)
+    assert out["n_replicated"] == 1 and out["indistinguishable"] is False

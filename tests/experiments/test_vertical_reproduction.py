@@ -124,15 +124,22 @@ def test_quick_run_json_has_finite_key_numbers(quick_run):
 
     fig3 = json.loads((out / "figure3_a9a.json").read_text())
     assert fig3["levels"], "figure 3 needs noise levels"
+    assert "not privacy guarantees" in fig3["paper_epsilon_note"]
     for row in fig3["levels"]:
-        assert _finite(row["noise_sigma"]) and _finite(row["epsilon_step_max"])
-        assert _finite(row["log10_epsilon_corollary1"]) and _finite(row["test_log_loss"])
-        if row["epsilon_corollary1"] is not None:
-            assert row["log10_epsilon_corollary1"] == pytest.approx(
-                math.log10(row["epsilon_corollary1"]), rel=1e-9)
+        assert _finite(row["noise_sigma"]) and _finite(row["paper_epsilon_step_max"])
+        assert _finite(row["log10_paper_epsilon"]) and _finite(row["test_log_loss"])
+        assert row["certified"] is False and row["paper_epsilon_reason"]
+        if row["paper_epsilon"] is not None:
+            assert row["log10_paper_epsilon"] == pytest.approx(
+                math.log10(row["paper_epsilon"]), rel=1e-9)
+    for run in fig3["runs"].values():
+        if run["privacy"]["mechanism"] == "paper":
+            assert run["privacy"]["epsilon"] is None and "not a guarantee" in run["label"]
     # more noise, smaller per-iteration epsilon
-    steps = [r["epsilon_step_max"] for r in sorted(fig3["levels"], key=lambda r: r["noise_sigma"])]
+    steps = [r["paper_epsilon_step_max"]
+             for r in sorted(fig3["levels"], key=lambda r: r["noise_sigma"])]
     assert steps == sorted(steps, reverse=True)
+    assert "not privacy guarantees" in (out / "summary.md").read_text()
 
     frontier = json.loads((out / "frontier_a9a.json").read_text())
     assert "smallest_epsilon_beating_local_only" in frontier

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 
 import dp_accounting
 import numpy as np
@@ -18,19 +17,15 @@ from dpfed.privacy.accounting import (
     advanced_composition,
     basic_composition,
     calibrate_noise_multiplier,
+    check_classic_range,
     classic_gaussian_epsilon,
     classic_gaussian_sigma,
     corollary1_epsilon,
     gaussian_epsilon,
     gaussian_epsilon_heterogeneous,
+    gaussian_releases_epsilon,
     moments_accountant_epsilon,
 )
-
-RUN_SLOW = os.environ.get("DPFED_SLOW", "") not in ("", "0")
-slow = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not RUN_SLOW, reason="slow PLD point; set DPFED_SLOW=1"),
-]
 
 # --------------------------------------------------------------------------------------------
 # dp-accounting front ends equal dp-accounting called directly
@@ -67,7 +62,7 @@ GRID = [(z, t) for z in (0.5, 1.0, 2.0, 5.0, 10.0, 50.0) for t in (1, 5, 20, 100
 
 def _eps_step(z: float, t: int) -> float:
     """Per-step classic epsilon used by the "advanced" accountant (delta_step = delta / 2T)."""
-    return classic_gaussian_epsilon(z, GRID_DELTA / (2 * t))
+    return math.sqrt(2 * math.log(1.25 / (GRID_DELTA / (2 * t)))) / z
 
 
 INSIDE = [(z, t) for z, t in GRID if _eps_step(z, t) <= 1.0]
@@ -90,43 +85,33 @@ def test_pld_below_corollary1_inside_theorem1_range(z: float, steps: int) -> Non
     assert eps_adv > 4.0 * eps_pld
 
 
-def _outside_param(z: float, t: int):
-    # PLD cost grows as z / sqrt(T) shrinks (11 s at z=0.5, T=100); those points are slow.
-    marks = slow if z / math.sqrt(t) < 0.5 else []
-    return pytest.param(z, t, marks=marks, id=f"z={z}-T={t}")
-
-
-@pytest.mark.parametrize(("z", "steps"), [_outside_param(z, t) for z, t in OUTSIDE])
-def test_pld_below_corollary1_outside_theorem1_range(z: float, steps: int) -> None:
-    # Outside eps_step <= 1 Theorem 1 is not proved, yet on this grid the Corollary 1 figure
-    # still exceeds the tight PLD epsilon (the T (e^eps - 1) eps term explodes).
-    eps_pld = gaussian_epsilon(z, steps, GRID_DELTA, accountant="pld")
-    eps_adv = gaussian_epsilon(z, steps, GRID_DELTA, accountant="advanced")
-    assert eps_pld < eps_adv
-
-
 @pytest.mark.parametrize(("z", "steps"), OUTSIDE)
-def test_corollary1_above_exact_gaussian_outside_range(z: float, steps: int) -> None:
-    # Cheap check over the whole outside region: T Gaussian releases with multiplier z are
-    # exactly one Gaussian release with multiplier z / sqrt(T) (analytic Gaussian epsilon).
-    exact = dp_accounting.get_epsilon_gaussian(z / math.sqrt(steps), GRID_DELTA)
-    assert gaussian_epsilon(z, steps, GRID_DELTA, accountant="advanced") > exact
+def test_advanced_refuses_outside_theorem1_range(z: float, steps: int) -> None:
+    # Outside eps_step <= 1 Theorem 1 is not proved: no Corollary 1 figure is given.
+    with pytest.raises(DpfedInputError, match=r"accountant 'advanced'.*per-step epsilon <= 1"):
+        gaussian_epsilon(z, steps, GRID_DELTA, accountant="advanced")
 
 
 def test_classic_theorem1_understates_epsilon_for_tiny_noise() -> None:
-    # Outside Theorem 1's range the classic formula stops being a DP guarantee: at z = 0.5 and
-    # delta = 1e-5 it claims eps = 9.69, while the mechanism's true epsilon is about 10.0.
-    # So the "basic" accountant (T = 1: just Theorem 1) is below the tight PLD value there.
+    # Why the classical accountants refuse outside Theorem 1's range: at z = 0.5 and
+    # delta = 1e-5 the formula would claim eps = 9.69, while the mechanism's true epsilon is
+    # about 10.0 (PLD and the exact analytic Gaussian agree), so a "basic" figure (T = 1: just
+    # Theorem 1) there would be smaller than the truth.
+    formula = math.sqrt(2 * math.log(1.25 / GRID_DELTA)) / 0.5
     eps_pld = gaussian_epsilon(0.5, 1, GRID_DELTA, accountant="pld")
-    eps_classic = classic_gaussian_epsilon(0.5, GRID_DELTA)
-    assert eps_classic == pytest.approx(9.6896, abs=1e-4)
+    assert formula == pytest.approx(9.6896, abs=1e-4)
     assert eps_pld == pytest.approx(9.997, abs=1e-2)
-    assert gaussian_epsilon(0.5, 1, GRID_DELTA, accountant="basic") < eps_pld
-    # The exact analytic Gaussian agrees; the crossover is near eps_classic = 8.4 (z = 0.574).
-    assert eps_classic < dp_accounting.get_epsilon_gaussian(0.5, GRID_DELTA)
-    assert classic_gaussian_epsilon(0.6, GRID_DELTA) > dp_accounting.get_epsilon_gaussian(
+    assert formula < dp_accounting.get_epsilon_gaussian(0.5, GRID_DELTA)
+    # the crossover is near eps_classic = 8.4 (z = 0.574)
+    assert math.sqrt(2 * math.log(1.25 / GRID_DELTA)) / 0.6 > dp_accounting.get_epsilon_gaussian(
         0.6, GRID_DELTA
     )
+    for call in (
+        lambda: gaussian_epsilon(0.5, 1, GRID_DELTA, accountant="basic"),
+        lambda: classic_gaussian_epsilon(0.5, GRID_DELTA),
+    ):
+        with pytest.raises(DpfedInputError, match=r"epsilon <= 1.*found noise multiplier 0\.5 "):
+            call()
     # Within the theorem's range (eps <= 1) the classic bound holds.
     for z in (4.9, 5.0, 10.0, 50.0):
         assert classic_gaussian_epsilon(z, GRID_DELTA) > dp_accounting.get_epsilon_gaussian(
@@ -140,11 +125,11 @@ def test_classic_theorem1_understates_epsilon_for_tiny_noise() -> None:
 
 
 def test_classic_gaussian_epsilon_by_hand() -> None:
-    # ln(1.25 / 1e-5) = ln(125000) = 11.736069016284437; sqrt(2 * that) / 2
-    assert classic_gaussian_epsilon(2.0, 1e-5) == pytest.approx(
-        math.sqrt(2 * 11.736069016284437) / 2, rel=1e-14
+    # ln(1.25 / 1e-5) = ln(125000) = 11.736069016284437; sqrt(2 * that) / 6
+    assert classic_gaussian_epsilon(6.0, 1e-5) == pytest.approx(
+        math.sqrt(2 * 11.736069016284437) / 6, rel=1e-14
     )
-    assert classic_gaussian_epsilon(2.0, 1e-5) == pytest.approx(2.4224026313026945, rel=1e-14)
+    assert classic_gaussian_epsilon(6.0, 1e-5) == pytest.approx(0.8074675437675648, rel=1e-14)
 
 
 def test_classic_gaussian_sigma_inverts_theorem1() -> None:
@@ -195,9 +180,9 @@ def test_basic_composition_by_hand() -> None:
 
 
 def test_gaussian_epsilon_basic_and_advanced_by_hand() -> None:
-    # basic: T = 4, delta_step = 1e-5 / 4, eps = 4 sqrt(2 ln(1.25 * 4 / 1e-5)) / 3
-    assert gaussian_epsilon(3.0, 4, 1e-5, accountant="basic") == pytest.approx(
-        4 * math.sqrt(2 * math.log(5e5)) / 3, rel=1e-14
+    # basic: T = 4, delta_step = 1e-5 / 4, eps = 4 sqrt(2 ln(1.25 * 4 / 1e-5)) / 6
+    assert gaussian_epsilon(6.0, 4, 1e-5, accountant="basic") == pytest.approx(
+        4 * math.sqrt(2 * math.log(5e5)) / 6, rel=1e-14
     )
     # advanced: T = 10, delta_step = 1e-5 / 20, delta' = 5e-6
     e = math.sqrt(2 * math.log(1.25 * 20 / 1e-5)) / 20.0
@@ -255,7 +240,8 @@ def test_epsilon_increasing_in_steps(accountant: str) -> None:
 
 @pytest.mark.parametrize("accountant", ACCOUNTANTS)
 def test_epsilon_decreasing_in_noise(accountant: str) -> None:
-    eps = [gaussian_epsilon(z, 10, 1e-5, accountant=accountant) for z in (4.0, 6.0, 9.0, 20.0)]
+    # (z >= 5.5: inside the classical range of "basic" and "advanced" at T = 10)
+    eps = [gaussian_epsilon(z, 10, 1e-5, accountant=accountant) for z in (6.0, 9.0, 20.0, 40.0)]
     assert all(a > b for a, b in itertools.pairwise(eps)), eps
 
 
@@ -269,6 +255,7 @@ CALIBRATION_CASES = [
     for acc in ACCOUNTANTS
     for target, steps in [(1.0, 10), (0.5, 2), (4.0, 3)]
     if not (acc == "pld" and target == 4.0)  # small-noise PLD is slow (~1 s per evaluation)
+    and not (acc == "basic" and target / steps > 1)  # refused: per-step epsilon above 1
 ]
 
 
@@ -330,7 +317,7 @@ def test_heterogeneous_gaussians_compose_to_one_gaussian() -> None:
 
 
 def test_heterogeneous_closed_forms_by_hand() -> None:
-    zs, delta = [2.0, 4.0, 8.0], 1e-5
+    zs, delta = [6.0, 8.0, 12.0], 1e-5  # inside the classical range (per-step epsilon < 0.9)
     t = len(zs)
     eps_adv = [math.sqrt(2 * math.log(1.25 * 2 * t / delta)) / z for z in zs]
     expected_adv = math.sqrt(2 * math.log(2 / delta) * sum(e * e for e in eps_adv)) + sum(
@@ -343,6 +330,174 @@ def test_heterogeneous_closed_forms_by_hand() -> None:
     assert gaussian_epsilon_heterogeneous(zs, delta, accountant="basic") == pytest.approx(
         expected_basic, rel=1e-12
     )
+
+
+# --------------------------------------------------------------------------------------------
+# the classical Gaussian bound's proven range (per-step epsilon <= 1)
+# --------------------------------------------------------------------------------------------
+
+CLASSIC = ("basic", "advanced")
+
+
+def _delta_step(accountant: str, steps: int, delta: float) -> float:
+    return delta / steps if accountant == "basic" else delta / (2 * steps)
+
+
+def _z_min(accountant: str, steps: int, delta: float) -> float:
+    """Smallest multiplier inside the range: per-step epsilon sqrt(2 ln(1.25/d_s)) / z = 1."""
+    return math.sqrt(2 * math.log(1.25 / _delta_step(accountant, steps, delta)))
+
+
+def _limit(accountant: str, steps: int, delta: float) -> float:
+    """The accountant's figure at per-step epsilon 1, the largest it can certify."""
+    if accountant == "basic":
+        return float(steps)
+    return math.sqrt(2 * steps * math.log(2 / delta)) + steps * (math.e - 1)
+
+
+def test_basic_refuses_noise_outside_the_range_and_names_it() -> None:
+    with pytest.raises(DpfedInputError) as info:
+        gaussian_epsilon(0.3, 1, 1e-5, accountant="basic")
+    assert str(info.value) == (
+        "accountant 'basic' uses the classical Gaussian bound, proven only for a per-step "
+        "epsilon <= 1, i.e. noise multiplier >= 4.84 at per-step delta 1e-05; found noise "
+        "multiplier 0.3 (per-step epsilon 16.1). Use accountant 'pld' or 'rdp'."
+    )
+
+
+@pytest.mark.parametrize("accountant", CLASSIC)
+@pytest.mark.parametrize(("steps", "delta"), [(1, 1e-5), (7, 1e-3), (100, 1e-8)])
+def test_the_range_ends_at_per_step_epsilon_one(accountant: str, steps: int, delta: float):
+    z_min = _z_min(accountant, steps, delta)
+    at_edge = gaussian_epsilon(z_min, steps, delta, accountant=accountant)
+    assert at_edge == pytest.approx(_limit(accountant, steps, delta), rel=1e-12)
+    zs = [z_min] * steps
+    assert gaussian_epsilon_heterogeneous(zs, delta, accountant=accountant) == pytest.approx(
+        at_edge, rel=1e-12
+    )
+    assert gaussian_releases_epsilon(zs, delta, accountant) == pytest.approx(at_edge, rel=1e-12)
+    check_classic_range(zs, delta, accountant=accountant)
+    below = z_min * (1 - 1e-6)
+    pattern = (
+        rf"accountant '{accountant}' uses the classical Gaussian bound, proven only for a "
+        rf"per-step epsilon <= 1, i\.e\. noise multiplier >= {z_min:.3g} at per-step delta "
+        rf"{_delta_step(accountant, steps, delta):g}; found noise multiplier"
+    )
+    with pytest.raises(DpfedInputError, match=pattern):
+        gaussian_epsilon(below, steps, delta, accountant=accountant)
+    # one release below the range is enough, wherever it is in the sequence
+    mixed = [10 * z_min] * (steps - 1) + [below]
+    for call in (
+        lambda: gaussian_epsilon_heterogeneous(mixed, delta, accountant=accountant),
+        lambda: gaussian_releases_epsilon(mixed, delta, accountant),
+        lambda: check_classic_range(mixed, delta, accountant=accountant),
+    ):
+        with pytest.raises(DpfedInputError, match=pattern) as info:
+            call()
+        assert ("smallest of the" in str(info.value)) == (steps > 1)
+    # the numerical accountants have no such range
+    check_classic_range([0.01], delta, accountant="pld")
+
+
+PROPERTY_GRID = [
+    (z, t, d)
+    for z in (0.3, 1.0, 3.0, 4.9, 5.5, 8.0, 20.0, 100.0, 1000.0)
+    for t in (1, 3, 20, 100, 1000)
+    for d in (1e-2, 1e-5, 1e-9)
+]
+
+
+@pytest.mark.parametrize("accountant", CLASSIC)
+def test_classic_figures_are_upper_bounds_or_refused(accountant: str) -> None:
+    # T Gaussian releases with multiplier z are exactly one with multiplier z / sqrt(T), so the
+    # analytic Gaussian epsilon of z / sqrt(T) at the same total delta is the true epsilon of
+    # the releases: a lower bound for every valid accountant.
+    given = refused = 0
+    for z, t, d in PROPERTY_GRID:
+        if z >= _z_min(accountant, t, d):
+            eps = gaussian_epsilon(z, t, d, accountant=accountant)
+            exact = dp_accounting.get_epsilon_gaussian(z / math.sqrt(t), d)
+            assert eps >= exact, (z, t, d, eps, exact)
+            assert gaussian_epsilon_heterogeneous([z] * t, d, accountant=accountant) == (
+                pytest.approx(eps, rel=1e-12)
+            )
+            given += 1
+        else:
+            with pytest.raises(DpfedInputError, match="proven only for a per-step epsilon <= 1"):
+                gaussian_epsilon(z, t, d, accountant=accountant)
+            refused += 1
+    assert given > 20 and refused > 20  # the grid straddles the range
+
+
+@pytest.mark.parametrize("accountant", CLASSIC)
+def test_heterogeneous_classic_figures_are_upper_bounds(accountant: str) -> None:
+    rng = np.random.default_rng(7)
+    for t, d in [(2, 1e-5), (10, 1e-3), (50, 1e-7)]:
+        zs = (_z_min(accountant, t, d) * rng.uniform(1.0, 6.0, size=t)).tolist()
+        eps = gaussian_epsilon_heterogeneous(zs, d, accountant=accountant)
+        # Gaussian releases compose exactly to one with z^-2 = sum z_t^-2
+        z_eff = math.fsum(z**-2 for z in zs) ** -0.5
+        assert eps >= dp_accounting.get_epsilon_gaussian(z_eff, d)
+
+
+@pytest.mark.parametrize("accountant", CLASSIC)
+@pytest.mark.parametrize(("steps", "delta"), [(1, 1e-5), (5, 1e-3), (50, 1e-6), (1000, 1e-9)])
+@pytest.mark.parametrize("fraction", [0.01, 0.3, 1.0])
+def test_classic_calibration_round_trips_inside_the_range(
+    accountant: str, steps: int, delta: float, fraction: float
+) -> None:
+    target = fraction * _limit(accountant, steps, delta)
+    z = calibrate_noise_multiplier(target, delta, steps, accountant=accountant)
+    z_min = _z_min(accountant, steps, delta)
+    assert z >= z_min * (1 - 1e-9)
+    eps = gaussian_epsilon(z, steps, delta, accountant=accountant)
+    assert target * (1 - 1e-9) <= eps <= target
+    assert eps >= dp_accounting.get_epsilon_gaussian(z / math.sqrt(steps), delta)
+    # smallest: 0.1% less noise certifies more than the target, or nothing at all
+    if 0.999 * z >= z_min:
+        assert gaussian_epsilon(0.999 * z, steps, delta, accountant=accountant) > target
+    else:
+        with pytest.raises(DpfedInputError, match="proven only"):
+            gaussian_epsilon(0.999 * z, steps, delta, accountant=accountant)
+
+
+@pytest.mark.parametrize(
+    ("accountant", "target", "steps"),
+    [("basic", 20.0, 1), ("basic", 50.0, 1), ("basic", 10.5, 10), ("advanced", 7.0, 1),
+     ("advanced", 60.0, 20)],
+)
+def test_classic_calibration_refuses_a_target_outside_the_range(
+    accountant: str, target: float, steps: int
+) -> None:
+    limit = _limit(accountant, steps, 1e-5)
+    assert target > limit
+    with pytest.raises(DpfedInputError) as info:
+        calibrate_noise_multiplier(target, 1e-5, steps, accountant=accountant)
+    msg = str(info.value)
+    assert msg.startswith(f"accountant '{accountant}' uses the classical Gaussian bound, proven "
+                          "only for a per-step epsilon <= 1, i.e. noise multiplier >= ")
+    assert f"found target epsilon {target:g}, above the {limit:.4g} it certifies" in msg
+    assert msg.endswith("Use accountant 'pld' or 'rdp'.")
+
+
+def test_the_refused_classic_calibration_would_have_been_false() -> None:
+    # what "basic" used to return for epsilon 20 (50), delta 1e-5, one step: the formula's noise,
+    # whose exact epsilon is 25.4 (96.4)
+    for target, exact in [(20.0, 25.44), (50.0, 96.43)]:
+        z = math.sqrt(2 * math.log(1.25 / 1e-5)) / target
+        assert dp_accounting.get_epsilon_gaussian(z, 1e-5) == pytest.approx(exact, abs=0.01)
+
+
+def test_classic_sigma_refuses_epsilon_above_one() -> None:
+    assert classic_gaussian_sigma(1.0, 1e-5, 2.0) == pytest.approx(
+        2.0 * math.sqrt(2 * math.log(1.25e5)), rel=1e-14
+    )
+    with pytest.raises(
+        DpfedInputError,
+        match=r"per-release epsilon <= 1, i\.e\. noise multiplier >= 4\.84 at per-release delta "
+        r"1e-05; found epsilon 1\.5\. Use accountant 'pld' or 'rdp'",
+    ):
+        classic_gaussian_sigma(1.5, 1e-5, 2.0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -138,7 +138,9 @@ def test_epsilon_monotone_in_steps_and_noise(accountant: str) -> None:
     by_steps = [consensus_epsilon(0.5, 1e-5, t, 1e-4, accountant) for t in (1, 5, 20, 100)]
     assert np.all(np.diff(by_steps) > 0)
     # smaller per-step epsilon = more noise = smaller total
-    by_noise = [consensus_epsilon(e, 1e-5, 10, 1e-4, accountant) for e in (1.0, 0.5, 0.2, 0.05)]
+    # per-round epsilon 1 at delta_step 1e-5 is outside the classical range at advanced's
+    # per-step delta 5e-6 (it refuses there, see below), so the largest here is 0.9
+    by_noise = [consensus_epsilon(e, 1e-5, 10, 1e-4, accountant) for e in (0.9, 0.5, 0.2, 0.05)]
     assert np.all(np.diff(by_noise) < 0)
 
 
@@ -242,3 +244,56 @@ def test_other_errors() -> None:
         calibrate_consensus(0.0, 1e-5, 10)
     with pytest.raises(DpfedInputError, match="delta"):
         consensus_sigma(c1=1, lam=1, n_clients=1, rho=1, m_i=1, epsilon=1, delta=0)
+
+
+# --------------------------------------------------------------------------------------------
+# the classic Gaussian theorem's proven range (per-round epsilon <= 1)
+# --------------------------------------------------------------------------------------------
+
+
+def test_paper_sigma_refuses_a_per_round_epsilon_above_one() -> None:
+    kwargs = {"c1": 1.0, "lam": 0.5, "n_clients": 5, "rho": 0.9, "m_i": 100, "delta": 1e-5}
+    # at the edge of the range: sigma = Delta_2 sqrt(2 ln(1.25e5)) = 0.02 * 4.8448052
+    assert consensus_sigma(**kwargs, epsilon=1.0) == pytest.approx(
+        0.02 * math.sqrt(2 * math.log(1.25e5)), rel=1e-12
+    )
+    with pytest.raises(
+        DpfedInputError,
+        match=r"per-round epsilon <= 1, i\.e\. noise multiplier >= 4\.84 .*found epsilon 2\. "
+        r"Use calibrate_consensus with accountant 'pld' or 'rdp'",
+    ):
+        consensus_sigma(**kwargs, epsilon=2.0)
+
+
+def test_classic_accountants_refuse_outside_their_range() -> None:
+    # eps_s = 1 at delta_s = 1e-5 is z = 4.845; advanced reads it at delta / (2T) = 5e-6, where
+    # the per-step epsilon is sqrt(2 ln(2.5e5)) / 4.845 = 1.03 > 1
+    with pytest.raises(DpfedInputError, match=r"accountant 'advanced'.*per-step epsilon 1\.03"):
+        consensus_epsilon(1.0, 1e-5, 10, 1e-4, "advanced")
+    # the same noise has a valid total by the accountants that read z directly
+    assert consensus_epsilon(1.0, 1e-5, 10, 1e-4, "moments") > 0
+    # basic certifies at most T per-step epsilons of 1
+    with pytest.raises(DpfedInputError, match=r"accountant 'basic'.*found target epsilon 30"):
+        calibrate_consensus(30.0, 1e-5, 20, accountant="basic")
+
+
+def test_calibration_at_the_edge_of_the_classic_range_feeds_the_paper_sigma() -> None:
+    # basic's split is delta_step = delta / T, the calibration's default per-round reading, so a
+    # target of T (per-step epsilon 1) reads back as epsilon_step = 1 and is accepted
+    cal = calibrate_consensus(20.0, 1e-5, 20, accountant="basic")
+    assert cal.epsilon <= 20.0 and cal.classic_valid
+    assert cal.epsilon_step == pytest.approx(1.0, rel=1e-9)
+    kwargs = {"c1": 1.0, "lam": 0.1, "n_clients": 10, "rho": 1.0, "m_i": 500}
+    sigma = consensus_sigma(**kwargs, epsilon=cal.epsilon_step, delta=cal.delta_step)
+    assert sigma == pytest.approx(cal.sigma(consensus_sensitivity(**kwargs)), rel=1e-9)
+
+
+def test_classic_reading_beside_a_valid_total_is_only_reported() -> None:
+    # moments at epsilon 50 needs little noise: its total is valid, the per-round classic reading
+    # (about 10) is not, which classic_valid says; the paper's sigma refuses that reading
+    cal = calibrate_consensus(50.0, 1e-5, 10, accountant="moments")
+    assert cal.epsilon <= 50.0
+    assert cal.epsilon_step > 1 and not cal.classic_valid
+    with pytest.raises(DpfedInputError, match="per-round epsilon <= 1"):
+        consensus_sigma(c1=1.0, lam=0.1, n_clients=10, rho=1.0, m_i=500,
+                        epsilon=cal.epsilon_step, delta=cal.delta_step)

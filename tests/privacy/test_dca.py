@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import dp_accounting
 import numpy as np
 import pytest
 
@@ -29,10 +30,46 @@ def test_classic_calibration_is_the_papers_formula():
     assert cal.classic_valid and cal.noise_multiplier == pytest.approx(sigma / 2.0)
 
 
-def test_classic_above_epsilon_one_is_flagged():
-    cal = calibrate_dca(2.0, 1e-5, 1.0, n_clients=50, method="classic")
-    assert not cal.classic_valid
-    assert any("proved for epsilon < 1 only" in note for note in cal.notes)
+@pytest.mark.parametrize("epsilon", [1.0001, 2.0, 20.0])
+def test_classic_above_epsilon_one_is_refused(epsilon):
+    # the paper's Eq. 1 is a theorem only for epsilon <= 1; at epsilon 20 its noise has exact
+    # epsilon 25.4, so it must not be offered as a calibration
+    with pytest.raises(
+        DpfedInputError,
+        match=r"method 'classic'.*proven only for a per-release epsilon <= 1, i\.e\. noise "
+        r"multiplier >= 4\.84 at per-release delta 1e-05; found epsilon "
+        + f"{epsilon:g}" + r"\. Use method 'pld' or 'rdp'",
+    ):
+        calibrate_dca(epsilon, 1e-5, 1.0, n_clients=50, method="classic")
+    if epsilon < 10:  # (PLD calibration at tiny noise takes seconds)
+        # pld calibrates the same target, and reports the classic formula as outside its range
+        cal = calibrate_dca(epsilon, 1e-5, 1.0, n_clients=50, method="pld")
+        assert not cal.classic_valid
+
+
+def test_classic_at_epsilon_one_is_inside_the_range():
+    cal = calibrate_dca(1.0, 1e-5, 1.0, n_clients=50, method="classic")
+    assert cal.classic_valid
+    assert cal.noise_multiplier == pytest.approx(math.sqrt(2 * math.log(1.25e5)), rel=1e-12)
+    assert not any("epsilon" in note for note in cal.notes)
+
+
+CLASSIC_GRID = [(eps, delta) for eps in (0.01, 0.1, 0.5, 0.9, 1.0)
+                for delta in (1e-2, 1e-5, 1e-9)]
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), CLASSIC_GRID)
+def test_classic_calibration_is_a_guarantee_and_round_trips(epsilon, delta):
+    cal = calibrate_dca(epsilon, delta, 2.0, n_clients=20, tolerated=3, method="classic")
+    # the honest clients' noise is one Gaussian release with multiplier z: its exact epsilon
+    # (analytic Gaussian mechanism) must not exceed the target
+    z = math.sqrt(20 - 3 - 1) * cal.client_std / 2.0
+    assert z == pytest.approx(cal.noise_multiplier, rel=1e-12)
+    assert dp_accounting.get_epsilon_gaussian(z, delta) <= epsilon
+    # and reading the noise back through the classic formula gives the target
+    assert dca_epsilon(cal.client_std, 2.0, 20, 3, delta, accountant="basic") == pytest.approx(
+        epsilon, rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 2.0])

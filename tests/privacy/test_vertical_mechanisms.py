@@ -133,7 +133,8 @@ def test_paper_noise_sigma_reports_theorem1_and_corollary1_however_large():
     eps_step = theorem1_epsilon(l2_bound=c, sigma=0.01, delta=1e-5 / 6)
     assert party["epsilon_step"] == pytest.approx(eps_step)
     assert party["epsilon_step"] > 1000
-    assert party["epsilon_corollary1"] == math.inf or party["epsilon_corollary1"] > 1e6
+    assert party["paper_epsilon"] == math.inf or party["paper_epsilon"] > 1e6
+    assert party["epsilon"] is None and res.privacy["epsilon"] is None
     assert any("outside Theorem 1" in note for note in res.privacy["notes"])
 
 
@@ -143,8 +144,11 @@ def test_paper_target_epsilon_is_met_by_corollary1():
         mechanism="paper", epsilon=1.0, delta=1e-5, iterations=4, seed=0, lam=1e-2))
     party = res.privacy["per_party"]["party1"]
     assert corollary1_epsilon(party["epsilon_step"], 4, 0.5e-5) == pytest.approx(1.0, rel=1e-6)
-    assert party["delta_corollary1"] == pytest.approx(1e-5)
-    assert party["epsilon_pld"] <= party["epsilon_corollary1"]
+    assert party["paper_delta"] == pytest.approx(1e-5)
+    assert party["paper_epsilon_pld"] <= party["paper_epsilon"]
+    # the formula is met, but it is the paper's, not a certified epsilon
+    assert res.privacy["epsilon"] is None
+    assert res.privacy["paper_epsilon"] == pytest.approx(1.0, rel=1e-6)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -9,6 +9,8 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
+from dpfed.privacy.decentralized import pvp_zeta
+from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.protocols.decentralized import DecentralizedNode, NodeModel
 from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
@@ -332,6 +334,111 @@ def test_pvp_perturbs_every_broadcast_but_the_last_which_is_a_dvp_step():
         assert np.array_equal(n.broadcast, n.exact)
         np.testing.assert_array_equal(n.noise, 0.0)
         assert n.spent == [1.0] * rounds
+
+
+def _pvp_node(X, y, rounds):
+    return DecentralizedNode(
+        "n1", X, y, neighbours=["n0", "n2"], loss=LOSS, max_rounds=rounds, perturbation="pvp",
+        alphas=np.full(rounds, 1.0), rng=np.random.default_rng(11), **SETTING,
+    )
+
+
+def _pause(node, at_round, seed=7):
+    """Run ``node`` to round ``at_round`` against fixed neighbour broadcasts; return the
+    neighbours' round-``at_round`` messages, not yet delivered."""
+    rng = np.random.default_rng(seed)
+
+    def box(r):
+        return [NodeModel(j, node.name, r, 0.3 * rng.normal(size=node.n_features))
+                for j in node.neighbours]
+
+    node.start()
+    for r in range(1, at_round):
+        for m in box(r):
+            node.handle(m)
+    assert node.round == at_round and not node.finished
+    return box(at_round)
+
+
+def _twin(node, X, y, *, exact, noise):
+    """A node on rows ``X, y`` holding ``node``'s state (its broadcasts, dual, neighbours'
+    values, generator state) except the unreleased ``exact`` and ``noise``."""
+    twin = _pvp_node(X, y, node.max_rounds)
+    arrays, meta = snapshot(node)
+    arrays["exact"], arrays["noise"] = exact, noise
+    twin.load_state_dict(arrays, meta)
+    return twin
+
+
+def _deliver(node, messages):
+    out = []
+    for m in messages:
+        out += node.handle(m)
+    assert [m.recipient for m in out] == node.neighbours
+    return out[0].model
+
+
+@pytest.mark.parametrize("at_round", [3, 5], ids=["pvp_round", "final_dvp_round"])
+def test_pvp_broadcast_reads_only_released_values(at_round):
+    """Changing only the node's unreleased state (its exact iterate and its last noise, keeping
+    their sum, the broadcast V_p(t)) leaves its next broadcast unchanged: round 4 is
+    output-perturbed, round 6 the final DVP step."""
+    rounds = 6
+    X, y = make_parts()[1]
+    node = _pvp_node(X, y, rounds)
+    pending = _pause(node, at_round)
+    assert not np.allclose(node.noise, 0.0)  # round at_round was output-perturbed
+    shift = np.random.default_rng(5).normal(size=node.n_features)
+    twin = _twin(node, X, y, exact=node.exact + shift, noise=node.noise - shift)
+    assert np.array_equal(twin.broadcast, node.broadcast)
+    assert np.array_equal(twin.dual, node.dual)
+    sent, sent_twin = _deliver(node, pending), _deliver(twin, pending)
+    assert node.round == twin.round == at_round + 1
+    assert np.array_equal(sent, sent_twin)
+    assert np.array_equal(node.broadcast, twin.broadcast)
+    assert np.array_equal(node.dual, twin.dual)
+    if at_round + 1 == rounds:  # the final DVP step broadcasts its exact minimiser
+        assert np.array_equal(sent, node.exact)
+    else:
+        assert not np.allclose(sent, node.exact)
+
+
+def test_pvp_minimiser_moves_at_most_the_sensitivity_given_public_inputs():
+    """Replacing one record of the node moves its exact minimiser by at most
+    2 C^R / (rho B_p) (Theorem 2), whatever its unreleased state, given the same released
+    inputs; the local objective is even (rho + 2 eta N_p)-strongly convex, so the tighter
+    2 C^R / ((rho + 2 eta N_p) B_p) holds too."""
+    rounds = 6
+    X, y = make_parts()[1]
+    B, d = X.shape
+    CR, rho, eta = SETTING["loss_scale"], SETTING["rho"], SETTING["eta"]
+    bound = 2.0 * CR / (rho * B)
+    tight = 2.0 * CR / ((rho + 2.0 * eta * 2) * B)
+    slack = 1e-8  # the solver stops at a gradient norm of 1e-10 C^R
+    rng = np.random.default_rng(3)
+    largest = 0.0
+    for at_round in (1, 2, 4):
+        for _ in range(6):
+            node = _pvp_node(X, y, rounds)
+            pending = _pause(node, at_round, seed=int(rng.integers(1000)))
+            k = int(rng.integers(B))
+            X2, y2 = X.copy(), y.copy()
+            row = rng.normal(size=d)
+            X2[k], y2[k] = row / np.linalg.norm(row), -y[k]
+            # another split of the same broadcast into iterate and noise, the noise drawn from
+            # the node's own noise law
+            noise = sample_l2_laplace(pvp_zeta(1.0, rho=rho, B=B, CR=CR), d, rng)
+            other = _twin(node, X2, y2, exact=node.broadcast - noise, noise=noise)
+            _deliver(node, pending)
+            _deliver(other, pending)
+            moved = float(np.linalg.norm(node.exact - other.exact))
+            assert moved <= bound  # Theorem 2's sensitivity
+            assert moved <= tight + slack
+            # the same fresh noise: the broadcasts differ by what the minimisers do
+            np.testing.assert_allclose(node.broadcast - other.broadcast,
+                                       node.exact - other.exact, atol=1e-12)
+            largest = max(largest, moved)
+    assert largest > 0.05 * tight  # the replaced records do move the minimiser
 
 
 # -- checkpoints ------------------------------------------------------------------------------

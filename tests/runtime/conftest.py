@@ -50,6 +50,7 @@ class NetJob:
         vertical job and a row range otherwise, and None marks a consensus server or a
         secure-sum compute node."""
         self.folder = folder
+        self.job_id = job_id
         self.names = [name for name, _, _ in parties]
         self.procs: dict[str, subprocess.Popen] = {}
         folder.mkdir(parents=True, exist_ok=True)
@@ -118,6 +119,21 @@ class NetJob:
             except subprocess.TimeoutExpired:
                 codes[name] = None
         return codes
+
+    def workdir(self, name: str) -> Path:
+        """Party ``name``'s job folder (its secret, journal, snapshot and model)."""
+        return self.folder / "work" / name / self.job_id
+
+    def secret_rngs(self, names=None) -> list:
+        """The noise generators of the parties' own secrets (to reproduce a deployment run in
+        one process)."""
+        from dpfed.privacy.noise_source import secret_generator
+        from dpfed.runtime.hosting import NOISE_SECRET_FILE
+
+        return [
+            secret_generator((self.workdir(n) / NOISE_SECRET_FILE).read_bytes())
+            for n in (names or self.names)
+        ]
 
     def kill(self, name: str) -> None:
         proc = self.procs[name]

@@ -222,7 +222,10 @@ def _changed(mutate) -> dict:
     "mutate",
     [
         pytest.param(lambda d: d["params"].__setitem__("iterations", 21), id="params-value"),
-        pytest.param(lambda d: d["params"].__setitem__("seed", 1), id="params-new-key"),
+        pytest.param(lambda d: d["params"].__setitem__("inner_iterations", 50),
+                     id="params-new-key"),
+        pytest.param(lambda d: (d["job"].__setitem__("simulation", True),
+                                d["params"].__setitem__("seed", 1)), id="simulation"),
         pytest.param(lambda d: d["params"].pop("tol"), id="params-removed-key"),
         pytest.param(lambda d: d["job"].__setitem__("id", "other"), id="job-id"),
         pytest.param(lambda d: d["job"].__setitem__("evaluate", "none"), id="evaluate"),
@@ -430,7 +433,6 @@ def test_missing_party_strings_are_refused(tmp_path, key):
         ("mechanism", 3),
         ("adaptive_rho", 1),
         ("protect_label_holder", "yes"),
-        ("seed", 1.5),
         ("tol", 1e-3),
     ],
 )
@@ -558,3 +560,39 @@ def test_a_compute_role_outside_a_secure_sum_is_refused(tmp_path):
     doc = _doc()
     doc["party"][1]["role"] = "compute"
     _refused(tmp_path, doc, "may only be", "compute")
+
+
+# -- noise: a seed only in a declared simulation ---------------------------------------------
+def test_a_seed_is_refused_outside_a_simulation(tmp_path):
+    doc = _doc()
+    doc["params"]["seed"] = 3
+    with pytest.raises(DpfedInputError, match=r"\[params\]\.seed = 3 .*simulation = true"):
+        _load(tmp_path, doc)
+
+
+def test_a_simulation_needs_a_seed_and_a_boolean(tmp_path):
+    doc = _doc()
+    doc["job"]["simulation"] = True
+    with pytest.raises(DpfedInputError, match=r"needs \[params\]\.seed"):
+        _load(tmp_path, doc)
+    doc["job"]["simulation"] = "yes"
+    doc["params"]["seed"] = 3
+    with pytest.raises(DpfedInputError, match="simulation must be true or false"):
+        _load(tmp_path, doc)
+
+
+def test_a_declared_simulation_keeps_its_seed(tmp_path):
+    doc = _doc()
+    doc["job"]["simulation"] = True
+    doc["params"]["seed"] = 3
+    spec = _load(tmp_path, doc)
+    assert spec.simulation and spec.params["seed"] == 3
+    assert describe(spec)["simulation"] is True
+    assert not _load(tmp_path, _doc()).simulation
+
+
+def test_a_seed_of_the_wrong_type_is_refused_in_a_simulation(tmp_path):
+    doc = _doc()
+    doc["job"]["simulation"] = True
+    doc["params"]["seed"] = 1.5
+    _refused(tmp_path, doc, "[params].seed", "1.5")

@@ -45,7 +45,7 @@ def _same_history(got: list[dict], want: list[dict]) -> None:
              "rate": 0.9}),
 ])
 def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, privacy):
-    params = {"iterations": 8, "seed": 4, "graph": "ring", "eta": 0.5, "rho": 0.01,
+    params = {"iterations": 8, "graph": "ring", "eta": 0.5, "rho": 0.01,
               "loss_scale": 50.0, "perturbation": perturbation, **privacy}
     nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
     job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"})
@@ -55,19 +55,22 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, priv
     result = json.loads(job.out.read_text())
     parts, X_test, y_test = _parts(ROWS)
     config = DecentralizedConfig(**{k: v for k, v in params.items() if k != "graph"})
+    # the same job in one process with the nodes' own secrets
     reference = train_decentralized(parts, make_graph("ring", 6, rng=0), config,
-                                    names=job.names, X_test=X_test, y_test=y_test)
+                                    names=job.names, X_test=X_test, y_test=y_test,
+                                    rngs=job.secret_rngs())
     _same_history(result["history"], reference.history)
     for name in job.names:
         np.testing.assert_allclose(_model(job, name), reference.models[name], rtol=1e-12,
                                    atol=1e-12)
     assert result["privacy"]["epsilon"] == pytest.approx(reference.privacy["epsilon"])
     assert result["privacy"]["per_node"] == reference.privacy["per_node"]
+    assert result["preprocessing"]["scaling"] == "declared public bounds"
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
 
 
 def test_consensus_job_with_a_server_process_matches_inprocess(netjob):
-    params = {"iterations": 6, "seed": 1, "lam": 1e-3, "rho": 0.1, "mechanism": "gaussian",
+    params = {"iterations": 6, "lam": 1e-3, "rho": 0.1, "mechanism": "gaussian",
               "epsilon": 2.0, "delta": 1e-5, "accountant": "rdp"}
     spans = ROWS[:3]
     clients = [(n, "breast_cancer", span) for n, span in zip(("label", "bank", "shop"), spans,
@@ -82,7 +85,29 @@ def test_consensus_job_with_a_server_process_matches_inprocess(netjob):
     result = json.loads(job.out.read_text())
     parts, X_test, y_test = _parts(spans)
     reference = train_consensus(parts, ConsensusConfig(**params), names=["label", "bank", "shop"],
-                                X_test=X_test, y_test=y_test)
+                                X_test=X_test, y_test=y_test,
+                                rngs=job.secret_rngs(["label", "bank", "shop"]))
     _same_history(result["history"], reference.history)
     np.testing.assert_allclose(_model(job, "server"), reference.model, rtol=1e-12, atol=1e-12)
+    assert result["preprocessing"]["table"] == "dpfed.data.specs.DATASET_SPECS['breast_cancer']"
     assert result["privacy"]["epsilon"] == pytest.approx(reference.privacy["epsilon"])
+
+
+def test_a_decentralized_simulation_equals_the_seeded_inprocess_run(netjob):
+    params = {"iterations": 4, "seed": 4, "graph": "ring", "eta": 0.5, "rho": 0.01,
+              "loss_scale": 50.0, "perturbation": "dvp", "alpha": 1.0}
+    spans = ROWS[:4]
+    nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(spans)]
+    job = netjob(nodes, params=params, protocol="decentralized",
+                 job={"evaluate": "full", "simulation": True})
+    job.start_parties()
+    done = job.run(timeout=180)
+    assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+    result = json.loads(job.out.read_text())
+    parts, X_test, y_test = _parts(spans)
+    config = DecentralizedConfig(**{k: v for k, v in params.items() if k != "graph"})
+    reference = train_decentralized(parts, make_graph("ring", 4, rng=0), config,
+                                    names=job.names, X_test=X_test, y_test=y_test)
+    _same_history(result["history"], reference.history)
+    assert result["privacy_guarantee"].startswith("none")
+    assert result["exact_values"]["left_parties"] is True

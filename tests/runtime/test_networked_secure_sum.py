@@ -16,13 +16,14 @@ PARAMS = {"mechanism": "gaussian", "noise_std": 0.5, "seed": 7, "tolerated": 2,
 
 def _job(netjob, tmp_path, n_clients: int, n_nodes: int, dim: int, params: dict,
          budgets: dict | None = None):
+    """A secure-sum job; a ``seed`` in ``params`` makes it a declared simulation."""
     values = np.random.default_rng(3).normal(scale=4.0, size=(n_clients, dim))
     np.save(tmp_path / "values.npy", values)
     data = str(tmp_path / "values.npy")
     parties = [(f"compute{k}", data, None) for k in range(n_nodes)]
     parties += [(f"client{i}", data, (i, i + 1)) for i in range(n_clients)]
     job = netjob(parties, params={"dim": dim, **params}, protocol="secure_sum",
-                 job={"evaluate": "none"}, budgets=budgets)
+                 job={"evaluate": "none", "simulation": "seed" in params}, budgets=budgets)
     return job, values
 
 
@@ -49,7 +50,8 @@ def test_small_secure_sum_matches_inprocess(netjob, tmp_path):
     job, values = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=6, params=PARAMS)
     result = _run(job, timeout=120)
     _check_equal(result, values, 2, PARAMS)
-    assert any("seed" in note for note in result["privacy"]["notes"])
+    assert result["privacy"]["notes"][0].startswith("no privacy: noise is shared")
+    assert result["privacy_guarantee"].startswith("none")
     # a compute node's own sum is a uniformly random mask, not the data
     node_sum = np.array(json.loads((job.folder / "work" / "compute0" / "job" / "model.json")
                                    .read_text())["coef"], dtype=np.uint64)
@@ -67,7 +69,7 @@ def test_three_compute_nodes_and_twenty_clients_match_inprocess(netjob, tmp_path
 
 def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     params = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "l2_sensitivity": 1.0,
-              "tolerated": 1, "seed": 2}
+              "tolerated": 1}
     budgets = {f"client{i}": {"epsilon": 1.5, "delta": 1e-5} for i in range(3)}
     job, values = _job(netjob, tmp_path, n_clients=3, n_nodes=2, dim=3, params=params,
                        budgets=budgets)
@@ -78,9 +80,18 @@ def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     cal = calibrate_dca(1.0, 1e-5, 1.0, 3, 1)
     assert result["privacy"]["epsilon"] == 1.0
     assert result["privacy"]["client_std"] == pytest.approx(cal.client_std)
-    reference = secure_sum(values, noise_std=cal.client_std, rng=2, compute_nodes=2,
-                           tolerated=1)
-    assert result["sum_encoded"] == [int(v) for v in reference.total_encoded]
+    # each client's noise comes from its own secret: the sum is that of the encoded
+    # value + noise of every client, which only the clients themselves could compute
+    from dpfed.dca.fixedpoint import encode
+    from dpfed.privacy.noise_source import secret_generator
+
+    total = np.zeros(3, dtype=np.uint64)
+    for i in range(3):
+        secret = (job.workdir(f"client{i}") / "dca-client.key").read_bytes()
+        noise = cal.client_std * secret_generator(secret, "dca noise").standard_normal(3)
+        total += encode((values[i] + noise).reshape(1, -1), 3)[0]
+    assert result["sum_encoded"] == [int(v) for v in total]
+    assert "privacy_guarantee" not in result
     # each client's ledger holds its one release, at the calibrated multiplier
     for i in range(3):
         dataset = f"{job.folder / 'values.npy'}:{i}-{i + 1}"

@@ -16,9 +16,7 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
-SOUND = {
-    "iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5, "seed": 11,
-}
+SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
 
 
@@ -60,13 +58,14 @@ BREAST_CANCER_3 = [
 ]
 
 
-def _inprocess(data: str, split, params: dict, data_dir=None):
+def _inprocess(data: str, split, params: dict, data_dir=None, rngs=None):
+    """The same job in one process; ``rngs``: the networked parties' secret generators."""
     dataset = load_dataset(data, data_dir)
     blocks = vertical_split(dataset.X_train, split)
     test_blocks = vertical_split(dataset.X_test, split)
     return train_vertical(
         blocks, dataset.y_train, VerticalConfig(**params), names=["label", "bank", "shop"],
-        test_blocks=test_blocks, test_labels=dataset.y_test,
+        test_blocks=test_blocks, test_labels=dataset.y_test, rngs=rngs,
     )
 
 
@@ -105,8 +104,9 @@ def test_three_processes_match_inprocess_bit_for_bit(netjob):
     done = job.run()
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
-    reference = _inprocess("breast_cancer", (10, 10, 10), SOUND)
+    reference = _inprocess("breast_cancer", (10, 10, 10), SOUND, rngs=job.secret_rngs())
     _assert_same(result, reference, _models(job), tol=0.0)
+    assert result["preprocessing"]["scaling"] == "declared public bounds"
     assert job.wait_parties() == {"label": 0, "bank": 0, "shop": 0}
     # the ledgers hold exactly the releases of the in-process run, and nothing for the
     # (unprotected) label holder
@@ -123,7 +123,7 @@ def test_a9a_40_43_40_matches_inprocess(netjob):
     if not (data_dir / "a9a" / "a9a.t").is_file():
         pytest.skip("a9a not found under $DPFED_DATA")
     parties = [("label", "a9a", (0, 40)), ("bank", "a9a", (40, 83)), ("shop", "a9a", (83, 123))]
-    params = {"iterations": 20, "seed": 5}
+    params = {"iterations": 20}
     job = netjob(parties, params=params)
     text = job.config.read_text().replace('data = "a9a"', f'data = "a9a"\ndata_dir = "{data_dir}"')
     job.config.write_text(text)
@@ -155,7 +155,7 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     done = job.run("--resume")
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
-    reference = _inprocess("breast_cancer", (10, 10, 10), params)
+    reference = _inprocess("breast_cancer", (10, 10, 10), params, rngs=job.secret_rngs())
     _assert_same(result, reference, _models(job), tol=0.0)
     for name in ("bank", "shop"):
         want = sorted(
@@ -206,14 +206,14 @@ def test_party_back_within_grace_continues_the_round(netjob):
     job.start_party("bank")
     assert leader.wait(timeout=120) == 0, "".join(lines)
     result = json.loads(job.out.read_text())
-    reference = _inprocess("breast_cancer", (10, 10, 10), params)
+    reference = _inprocess("breast_cancer", (10, 10, 10), params, rngs=job.secret_rngs())
     _assert_same(result, reference, _models(job), tol=0.0)
     assert "restored at round" in job.log("bank")
 
 
 def test_killed_leader_resumes(netjob):
-    params = {"iterations": 80, "seed": 2}
-    job = netjob(BREAST_CANCER_3, params=params)
+    params = {"iterations": 30, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5, "seed": 2}
+    job = netjob(BREAST_CANCER_3, params=params, job={"simulation": True, "evaluate": "full"})
     job.start_parties()
     leader, _ = _lead_until_round(job, 3)
     leader.kill()
@@ -224,5 +224,11 @@ def test_killed_leader_resumes(netjob):
     done = job.run("--resume")
     assert done.returncode == 0, done.stderr
     reference = _inprocess("breast_cancer", (10, 10, 10), params)
-    _assert_same(json.loads(job.out.read_text()), reference, _models(job), tol=0.0)
+    result = json.loads(job.out.read_text())
+    _assert_same(result, reference, _models(job), tol=0.0)
     assert job.wait_parties() == {"label": 0, "bank": 0, "shop": 0}
+    # a simulation says, at the top and in every party's log, that it protects nothing
+    assert list(result)[1] == "privacy_guarantee"
+    assert result["privacy_guarantee"].startswith("none: noise is shared")
+    assert result["privacy"]["notes"][0].startswith("no privacy: noise is shared")
+    assert all("SIMULATION, seed 2" in job.log(name) for name in job.names)

@@ -8,6 +8,7 @@ One concept per module:
 * :mod:`~dpfed.bayes.aggregation` -- non-private, trusted, distributed (secure sum) and
   input-perturbation sums;
 * :mod:`~dpfed.bayes.projection` -- Algorithm 2: private standard deviations and thresholds;
+* :mod:`~dpfed.bayes.centring` -- centring by DP column means;
 * :mod:`~dpfed.bayes.linreg` -- the whole method, :func:`fit_dp_linreg`.
 """
 
@@ -15,6 +16,14 @@ from __future__ import annotations
 
 from dpfed.bayes.aggregation import MODES, NoisySum, distributed_client_std, noisy_sum
 from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
+from dpfed.bayes.centring import (
+    PrivateMeans,
+    centre_rows,
+    estimate_means,
+    exact_means,
+    first_moment_scale,
+    sum_sensitivity,
+)
 from dpfed.bayes.linreg import DEFAULT_BOUND, LinRegFit, fit_dp_linreg
 from dpfed.bayes.posterior import (
     REPAIRS,
@@ -36,6 +45,7 @@ from dpfed.bayes.projection import (
 )
 from dpfed.bayes.sufficient_stats import (
     clip_to_bounds,
+    moment_pair_sensitivity_squared,
     moment_sensitivity,
     n_statistics,
     pack_statistics,
@@ -57,15 +67,21 @@ __all__ = [
     "MarginalStds",
     "NoisySum",
     "Posterior",
+    "PrivateMeans",
     "ReleaseCalibration",
     "ThresholdCache",
     "ThresholdChoice",
     "calibrate_releases",
+    "centre_rows",
     "clip_to_bounds",
     "distributed_client_std",
     "estimate_marginal_stds",
+    "estimate_means",
+    "exact_means",
+    "first_moment_scale",
     "fit_dp_linreg",
     "mean_absolute_error",
+    "moment_pair_sensitivity_squared",
     "moment_sensitivity",
     "n_statistics",
     "noisy_sum",
@@ -79,5 +95,6 @@ __all__ = [
     "search_thresholds",
     "statistics_sensitivity",
     "statistics_sensitivity_squared",
+    "sum_sensitivity",
     "unpack_statistics",
 ]

@@ -1,9 +1,15 @@
 r"""Noise calibration of the one or two Gaussian releases of DP Bayesian linear regression.
 
-Without projection there is one release (the sufficient statistics); with projection
-(Algorithm 2) there are two on the same data: the marginal moments (for the standard
-deviations) with a share :math:`s` of the budget, then the sufficient statistics of the
-projected data with the rest. Each release :math:`t` adds Gaussian noise of standard deviation
+The last release is always the sufficient statistics. Before it, on the same data, comes at
+most one more release with a share :math:`s` of the budget:
+
+* with projection (Algorithm 2): the marginal moments for the standard deviations, which with
+  centring also carry the column sums for the DP means (:mod:`dpfed.bayes.centring`), share
+  ``std_share``;
+* without projection but with centring: the column sums alone, share ``centre_share``;
+* neither (the paper's algorithm without projection): no first release.
+
+Each release :math:`t` adds Gaussian noise of standard deviation
 :math:`\sigma_t = z_t \Delta_t` (its *noise multiplier* :math:`z_t` times its :math:`\ell_2`
 sensitivity; for the distributed and input-perturbation modes this is the noise that protects
 a row, see :mod:`dpfed.bayes.aggregation`). Two calibrations:
@@ -25,7 +31,7 @@ a row, see :mod:`dpfed.bayes.aggregation`). Two calibrations:
     The exact Gaussian mechanism: :math:`z` from
     :func:`dpfed.privacy.accounting.calibrate_noise_multiplier` (PLD accountant, one step),
     the smallest multiplier whose privacy loss distribution gives :math:`(\varepsilon,
-    \delta)`. With projection both releases are calibrated **jointly**: the adaptive
+    \delta)`. With two releases both are calibrated **jointly**: the adaptive
     composition of Gaussian mechanisms with multipliers :math:`z_1, z_2` is exactly a Gaussian
     mechanism with :math:`z^{-2} = z_1^{-2} + z_2^{-2}` (Gaussian differential privacy, Dong,
     Roth & Su 2019, Cor. 3.3), so the budget is split in :math:`z^{-2}`:
@@ -64,11 +70,11 @@ class ReleaseCalibration:
         ``"tight"`` or ``"paper"``.
     epsilon, delta : float
         The total budget.
-    std_share : float or None
-        Share :math:`s` of the budget for the standard-deviation release (``None``: no
-        projection, one release).
+    first_share : float or None
+        Share :math:`s` of the budget for the first release (``None``: one release).
     noise_multipliers : tuple of float
-        :math:`z_t = \\sigma_t / \\Delta_t`, in release order (moments first with projection).
+        :math:`z_t = \\sigma_t / \\Delta_t`, in release order (the first release, if any, then
+        the sufficient statistics).
     release_budgets : tuple of (float, float) or None
         ``"paper"``: each release's :math:`(\\varepsilon_t, \\delta_t)`. ``"tight"``: ``None``
         (the releases are not given separate budgets; their composition is exact).
@@ -77,17 +83,20 @@ class ReleaseCalibration:
     epsilon_accounted : float
         Exact epsilon at the total delta of the noise added (:func:`exact_epsilon`).
     notes : tuple of str
+    first_release : str or None
+        What the first release holds (``None``: one release).
     """
 
     calibration: str
     epsilon: float
     delta: float
-    std_share: float | None
+    first_share: float | None
     noise_multipliers: tuple[float, ...]
     release_budgets: tuple[tuple[float, float], ...] | None
     composition: str
     epsilon_accounted: float
     notes: tuple[str, ...] = field(default=())
+    first_release: str | None = None
 
     def to_json(self) -> dict:
         """A JSON-ready dict of the fields."""
@@ -95,7 +104,8 @@ class ReleaseCalibration:
             "calibration": self.calibration,
             "epsilon": self.epsilon,
             "delta": self.delta,
-            "std_share": self.std_share,
+            "first_release": self.first_release,
+            "first_share": self.first_share,
             "noise_multipliers": list(self.noise_multipliers),
             "release_budgets": None
             if self.release_budgets is None
@@ -113,8 +123,10 @@ def calibrate_releases(
     projection: bool,
     std_share: float = 0.3,
     calibration: str = "tight",
+    centre: bool = False,
+    centre_share: float = 0.3,
 ) -> ReleaseCalibration:
-    r"""Noise multipliers of the one (no projection) or two (projection) Gaussian releases.
+    r"""Noise multipliers of the one or two Gaussian releases (see the module docstring).
 
     Parameters
     ----------
@@ -128,6 +140,11 @@ def calibrate_releases(
         Share :math:`s \in (0, 1)` of the budget for the moments release (projection only).
     calibration : {"tight", "paper"}, default "tight"
         See the module docstring.
+    centre : bool, default False
+        Centre by DP means (:mod:`dpfed.bayes.centring`). With projection the sums ride in the
+        moments release (no extra release); without, they are a first release of their own.
+    centre_share : float, default 0.3
+        Share :math:`s \in (0, 1)` of the budget for the sums (centring without projection).
 
     Returns
     -------
@@ -138,8 +155,16 @@ def calibrate_releases(
     dlt = check_open_unit("delta", delta)
     if calibration not in CALIBRATIONS:
         raise DpfedInputError(f"calibration must be one of {CALIBRATIONS}. Found {calibration!r}.")
-    share = check_open_unit("std_share", std_share) if projection else None
-    return _calibrate(eps, dlt, share, calibration)
+    if projection:
+        share: float | None = check_open_unit("std_share", std_share)
+        first = ("marginal moments and column sums (projection and centring)" if centre
+                 else "marginal moments (projection)")
+    elif centre:
+        share = check_open_unit("centre_share", centre_share)
+        first = "column sums (centring)"
+    else:
+        share = first = None
+    return _calibrate(eps, dlt, share, calibration, first)
 
 
 @lru_cache(maxsize=256)
@@ -174,7 +199,9 @@ def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
 
 
 @lru_cache(maxsize=256)
-def _calibrate(eps: float, dlt: float, share: float | None, calibration: str) -> ReleaseCalibration:
+def _calibrate(
+    eps: float, dlt: float, share: float | None, calibration: str, first: str | None
+) -> ReleaseCalibration:
     notes: list[str] = []
     if calibration == "tight":
         z = _tight_multiplier(eps, dlt)
@@ -184,9 +211,10 @@ def _calibrate(eps: float, dlt: float, share: float | None, calibration: str) ->
         else:
             zs = (z / math.sqrt(share), z / math.sqrt(1.0 - share))
             composition = (
-                "two Gaussian releases calibrated jointly: z1^-2 + z2^-2 = z^-2 with z the exact "
-                f"one-release multiplier for the total budget, split {share:g} : {1 - share:g} "
-                "in z^-2 (Gaussian composition is exact)"
+                f"two Gaussian releases ({first}, then the sufficient statistics) calibrated "
+                "jointly: z1^-2 + z2^-2 = z^-2 with z the exact one-release multiplier for the "
+                f"total budget, split {share:g} : {1 - share:g} in z^-2 (Gaussian composition "
+                "is exact)"
             )
         budgets = None
     else:
@@ -196,8 +224,9 @@ def _calibrate(eps: float, dlt: float, share: float | None, calibration: str) ->
         else:
             budgets = ((share * eps, share * dlt), ((1 - share) * eps, (1 - share) * dlt))
             composition = (
-                f"two releases, classical Gaussian mechanism each, basic composition of "
-                f"{share:g} and {1 - share:g} of both epsilon and delta"
+                f"two releases ({first}, then the sufficient statistics), classical Gaussian "
+                f"mechanism each, basic composition of {share:g} and {1 - share:g} of both "
+                "epsilon and delta"
             )
         zs = tuple(math.sqrt(2.0 * math.log(1.25 / d_t)) / e_t for e_t, d_t in budgets)
         big = [e_t for e_t, _ in budgets if e_t >= 1.0]
@@ -219,10 +248,11 @@ def _calibrate(eps: float, dlt: float, share: float | None, calibration: str) ->
         calibration=calibration,
         epsilon=eps,
         delta=dlt,
-        std_share=share,
+        first_share=share,
         noise_multipliers=tuple(float(z) for z in zs),
         release_budgets=budgets,
         composition=composition,
         epsilon_accounted=float(accounted),
         notes=tuple(notes),
+        first_release=first,
     )

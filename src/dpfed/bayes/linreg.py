@@ -1,6 +1,15 @@
 r"""DP Bayesian linear regression by sufficient-statistics perturbation (Heikkilä et al. 2017).
 
-:func:`fit_dp_linreg` runs the whole method on the training rows, one row per client:
+:func:`fit_dp_linreg` runs the whole method on the training rows, one row per client. By
+default (``centre=True``) the rows are first centred by DP column means
+(:mod:`dpfed.bayes.centring`): every client clips its row to the assumed bounds, the noisy
+column sums of features and target are released (in the same aggregation mode as the other
+releases; with projection inside the moments release, without it as a release of its own with
+a share ``centre_share`` of the budget), and every client subtracts the means
+:math:`m = \tilde L / N` from its clipped row; what follows then works on centred rows and
+is clipped again to the assumed bounds, and prediction is
+:math:`\hat y = (x - m_x)^\top \mu + m_y`. ``centre=False`` is the paper's algorithm
+exactly (no first moments, no intercept):
 
 without projection
     clip every value to the assumed bounds :math:`(-c_x, c_x)`, :math:`(-c_y, c_y)` (the
@@ -9,14 +18,16 @@ without projection
     :math:`\Delta_2^2 = d(2d-1) c_x^4 + 4 d c_x^2 c_y^2`; compute the posterior.
 with projection (Algorithm 2, :mod:`dpfed.bayes.projection`)
     clip to the assumed bounds; release noisy moments with multiplier :math:`z_1` and estimate
-    the marginal standard deviations :math:`\hat\sigma_j`; look up the fractions
+    the marginal standard deviations :math:`\hat\sigma_j` (with centring: around the DP
+    means released in the same sum); look up the fractions
     :math:`(p_x, p_y)` found on auxiliary data for this :math:`(N, d)` and noise level;
     clip to :math:`b_j = \min(p_j \hat\sigma_j, c_j)`; release the statistics with
     :math:`z_2` and the sensitivity of the per-feature bounds :math:`b`.
 
 The releases are aggregated by one of :data:`dpfed.bayes.aggregation.MODES` and calibrated by
 :func:`dpfed.bayes.calibration.calibrate_releases`. The non-private mode sums the exact
-statistics of the unclipped rows (no bounds, no noise).
+statistics of the unclipped rows (no bounds, no noise), centred by their exact means with
+``centre=True``.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.bayes.aggregation import MODES, Aggregate, noisy_sum
 from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
+from dpfed.bayes.centring import PrivateMeans, centre_rows, estimate_means, exact_means
 from dpfed.bayes.posterior import Posterior, _check_repair, posterior_from_statistics
 from dpfed.bayes.projection import (
     FALLBACK_STD,
@@ -77,6 +89,9 @@ class LinRegFit:
     thresholds : ThresholdChoice or None
         The projection's fractions.
     notes : tuple of str
+    centring : PrivateMeans or None
+        The column means the rows were centred by (DP means, or exact ones for
+        ``nonprivate``); ``None`` without centring.
     """
 
     posterior: Posterior
@@ -91,28 +106,58 @@ class LinRegFit:
     stds: MarginalStds | None = None
     thresholds: ThresholdChoice | None = None
     notes: tuple[str, ...] = field(default=())
+    centring: PrivateMeans | None = None
 
     @property
     def coef(self) -> np.ndarray:
         """The posterior mean, shape (d,)."""
         return self.posterior.mean
 
+    @property
+    def intercept(self) -> float:
+        r""":math:`m_y - m_x^\top \mu` with centring, else 0."""
+        if self.centring is None:
+            return 0.0
+        return float(self.centring.mean_y - self.centring.mean_x @ self.coef)
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Predictions ``X @ coef``, shape (n,)."""
-        return self.posterior.predict(X)
+        r"""Predictions, shape (n,): :math:`(x - m_x)^\top \mu + m_y` with centring (the DP
+        means :math:`m`), else :math:`x^\top \mu`."""
+        if self.centring is None:
+            return self.posterior.predict(X)
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.d:
+            raise DpfedInputError(f"X must be (n, {self.d}). Found shape {X.shape}.")
+        return self.posterior.predict(X - self.centring.mean_x) + self.centring.mean_y
 
     def privacy(self) -> dict:
         """JSON-ready privacy report: mode, epsilon, delta, calibration, releases, notes."""
+        centred = self.centring is not None
         if self.calibration is None:
             return {"mode": self.mode, "epsilon": 0.0, "delta": 0.0, "calibration": None,
-                    "releases": [], "notes": list(self.notes)}
+                    "centre": centred, "releases": [], "notes": list(self.notes)}
         cal = self.calibration
         releases = []
         if self.stds is not None:
-            releases.append({
+            entry = {
                 "what": "marginal moments (projection step 2)",
                 "noise_multiplier": cal.noise_multipliers[0],
                 "l2_sensitivity": self.stds.sensitivity, "sigma_std": self.stds.sigma_std,
+            }
+            if self.stds.first_moments:
+                entry["what"] = ("marginal moments and column sums (projection step 2; "
+                                 "the DP means of the centring)" if centred else
+                                 "marginal moments with first moments (projection step 2)")
+                entry["first_moment_scale"] = self.stds.first_scale.tolist()
+                entry["mean_noise_std"] = self.stds.mean_noise_std.tolist()
+            releases.append(entry)
+        elif centred:
+            releases.append({
+                "what": "column sums (the DP means of the centring)",
+                "noise_multiplier": cal.noise_multipliers[0],
+                "l2_sensitivity": self.centring.sensitivity,
+                "sigma_std": self.centring.sigma_std,
+                "mean_noise_std": self.centring.mean_noise_std.tolist(),
             })
         releases.append({
             "what": "sufficient statistics",
@@ -124,7 +169,9 @@ class LinRegFit:
             "epsilon": cal.epsilon,
             "delta": cal.delta,
             "calibration": cal.calibration,
+            "centre": centred,
             "composition": cal.composition,
+            "first_share": cal.first_share,
             "epsilon_accounted": cal.epsilon_accounted,
             "release_budgets": cal.to_json()["release_budgets"],
             "releases": releases,
@@ -149,6 +196,8 @@ class LinRegFit:
             out["marginal_std_fallback"] = self.stds.fallback.tolist()
         if self.thresholds is not None:
             out["thresholds"] = self.thresholds.to_json()
+        out["intercept"] = self.intercept
+        out["centring"] = None if self.centring is None else self.centring.to_json()
         return out
 
 
@@ -173,6 +222,8 @@ def fit_dp_linreg(
     bound_y: float = DEFAULT_BOUND,
     calibration: str = "tight",
     std_share: float = 0.3,
+    centre: bool = True,
+    centre_share: float = 0.3,
     lam: float = 1.0,
     lam0: float = 1.0,
     repair: str = "abs",
@@ -210,7 +261,16 @@ def fit_dp_linreg(
     calibration : {"tight", "paper"}, default "tight"
         See :mod:`dpfed.bayes.calibration`.
     std_share : float, default 0.3
-        Share of the budget for the projection's standard deviations.
+        Share of the budget for the projection's standard deviations (and, with centring, the
+        column sums released with them).
+    centre : bool, default True
+        Centre the rows by DP column means (:mod:`dpfed.bayes.centring`) and predict
+        :math:`(x - m_x)^\top \mu + m_y`. ``False``: the paper's algorithm exactly, which
+        assumes zero-centred data and fits no intercept. ``nonprivate`` centres by the exact
+        means.
+    centre_share : float, default 0.3
+        Share of the budget for the column sums when centring without projection (with
+        projection they share the moments release and ``std_share``).
     lam, lam0 : float, default 1.0
         Likelihood and prior precisions.
     repair : {"abs", "floor"}, default "abs"
@@ -221,7 +281,8 @@ def fit_dp_linreg(
     tolerated : int, default 0
         :math:`T`, colluding or dropped clients tolerated (``distributed``).
     first_moments : bool, default False
-        Projection: also release first moments (see :mod:`dpfed.bayes.projection`).
+        Projection: also release first moments (see :mod:`dpfed.bayes.projection`); implied
+        by ``centre=True``.
     fallback_std : float, default 0.5
         Projection: standard deviation used for a non-positive variance estimate.
     threshold_grid : sequence of float, default :data:`dpfed.bayes.projection.THRESHOLD_GRID`
@@ -259,9 +320,11 @@ def fit_dp_linreg(
                 "projection estimates standard deviations privately and needs a private mode. "
                 "Found mode='nonprivate' with projection=True."
             )
-        S_xx, S_xy = unpack_statistics(row_statistics(X, y).sum(axis=0), d)
+        exact = exact_means(X, y) if centre else None
+        Xn, yn = (X, y) if exact is None else centre_rows(X, y, exact)
+        S_xx, S_xy = unpack_statistics(row_statistics(Xn, yn).sum(axis=0), d)
         post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
-        return LinRegFit(post, mode, False, n, d, None, None, None, None)
+        return LinRegFit(post, mode, False, n, d, None, None, None, None, centring=exact)
 
     if epsilon is None or delta is None:
         raise DpfedInputError(
@@ -280,19 +343,33 @@ def fit_dp_linreg(
         )
     generator = as_generator(rng)
     cal = calibrate_releases(
-        epsilon, delta, projection=projection, std_share=std_share, calibration=calibration
+        epsilon, delta, projection=projection, std_share=std_share, calibration=calibration,
+        centre=centre, centre_share=centre_share,
     )
     Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
     cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
     cy = float(bound_y)
     notes = list(cal.notes)
-    stds = thresholds = None
+    stds = thresholds = centring = None
     if projection:
         stds = estimate_marginal_stds(
             Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=cal.noise_multipliers[0],
-            mode=mode, rng=generator, first_moments=first_moments, fallback_std=fallback_std,
-            compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+            mode=mode, rng=generator, first_moments=first_moments or centre,
+            fallback_std=fallback_std, compute_nodes=compute_nodes, tolerated=tolerated,
+            aggregate=aggregate,
         )
+        if centre:
+            centring = PrivateMeans(stds.means, "marginal moments", stds.sensitivity,
+                                    stds.sigma_std, stds.mean_noise_std)
+    elif centre:
+        centring = estimate_means(
+            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=cal.noise_multipliers[0],
+            mode=mode, rng=generator, compute_nodes=compute_nodes, tolerated=tolerated,
+            aggregate=aggregate,
+        )
+    if centring is not None:
+        Xc, yc = centre_rows(Xc, yc, centring)
+    if projection:
         z_eff = _effective_multiplier(cal.noise_multipliers[1], mode, n, tolerated)
         thresholds = search_thresholds(
             n, d, z_eff, lam=lam, lam0=lam0, repair=repair, grid=threshold_grid,
@@ -300,7 +377,6 @@ def fit_dp_linreg(
         )
         p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
         bounds = np.minimum(p * stds.stds, np.append(cx, cy))
-        Xc, yc = clip_to_bounds(Xc, yc, bounds[:-1], bounds[-1])
         if stds.fallback.any():
             notes.append(
                 f"{int(stds.fallback.sum())} noisy variance estimate(s) were not positive; "
@@ -308,6 +384,7 @@ def fit_dp_linreg(
             )
     else:
         bounds = np.append(cx, cy)
+    Xc, yc = clip_to_bounds(Xc, yc, bounds[:-1], bounds[-1])
     sens = statistics_sensitivity(bounds[:-1], bounds[-1])
     sigma = cal.noise_multipliers[-1] * sens
     released = noisy_sum(
@@ -324,5 +401,5 @@ def fit_dp_linreg(
     return LinRegFit(
         posterior=post, mode=mode, projection=projection, n_train=n, d=d, bounds=bounds,
         sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
-        thresholds=thresholds, notes=tuple(notes),
+        thresholds=thresholds, notes=tuple(notes), centring=centring,
     )

@@ -24,13 +24,18 @@ noisy mean of squares. :func:`estimate_marginal_stds` releases :math:`Q_j = \sum
 
 .. math:: \hat\sigma_j^2 = \tilde Q_j / N ,
 
-or, with ``first_moments=True``, also releases :math:`L_j = \sum_i v_{ij}` and uses
-:math:`\hat\sigma_j^2 = \tilde Q_j / N - (\tilde L_j / N)^2`. :math:`N` is public. A
+or, with ``first_moments=True``, also releases the sums :math:`L_j = \sum_i v_{ij}` (sent
+as :math:`w_j v_{ij}` with public weights, by default :math:`w_j = c_j/\sqrt 2`, and divided
+by :math:`w_j` afterwards; :mod:`dpfed.bayes.centring`), takes the DP means
+:math:`m_j = \tilde L_j / N` and the variance around them,
+:math:`\hat\sigma_j^2 = \tilde Q_j / N - m_j^2`. :math:`N` is public. A
 variance estimate that is not positive (noise can make it so) gives the standard deviation
-0.5, the paper's constant. The sensitivity is that of the squares (and values) of coordinates
-bounded by :math:`c_j`, :math:`\Delta^2 = \sum_j c_j^4` (plus :math:`\sum_j 4 c_j^2`), see
-:func:`dpfed.bayes.sufficient_stats.moment_sensitivity`. (The paper's released code uses
-:math:`\sqrt{d c_x^2 + c_y^2}`, the sensitivity of the values rather than of their squares.)
+0.5, the paper's constant. The sensitivity is the exact one of the squares (and weighted
+values) of coordinates bounded by :math:`c_j`, :math:`\Delta^2 = \sum_j c_j^4`, or
+:math:`\sum_j G(c_j, w_j)` with first moments (:math:`= \sum_j 2 c_j^4` at the default
+weights), see :func:`dpfed.bayes.sufficient_stats.moment_sensitivity`. (The paper's released
+code uses :math:`\sqrt{d c_x^2 + c_y^2}`, the sensitivity of the values rather than of their
+squares.)
 
 Threshold search on auxiliary data
 ----------------------------------
@@ -64,8 +69,10 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_positive
 from dpfed.bayes.aggregation import Aggregate, noisy_sum
+from dpfed.bayes.centring import first_moment_scale
 from dpfed.bayes.posterior import _check_repair, posterior_means
 from dpfed.bayes.sufficient_stats import (
+    _first_scales,
     clip_to_bounds,
     moment_sensitivity,
     n_statistics,
@@ -105,6 +112,12 @@ class MarginalStds:
     sigma_std : float
         The Gaussian mechanism's standard deviation of that release.
     first_moments : bool
+    means : numpy.ndarray or None, shape (d + 1,)
+        With first moments: the DP means :math:`m_j = \tilde L_j / N` (features then target).
+    mean_noise_std : numpy.ndarray or None, shape (d + 1,)
+        With first moments: the standard deviation of the noise in each mean.
+    first_scale : numpy.ndarray or None, shape (d + 1,)
+        With first moments: the weights :math:`w_j` the sums were released with.
     """
 
     stds: np.ndarray
@@ -113,6 +126,9 @@ class MarginalStds:
     sensitivity: float
     sigma_std: float
     first_moments: bool
+    means: np.ndarray | None = None
+    mean_noise_std: np.ndarray | None = None
+    first_scale: np.ndarray | None = None
 
 
 def estimate_marginal_stds(
@@ -125,6 +141,7 @@ def estimate_marginal_stds(
     mode: str,
     rng: np.random.Generator,
     first_moments: bool = False,
+    first_scale: float | Sequence[float] | np.ndarray | None = None,
     fallback_std: float = FALLBACK_STD,
     compute_nodes: int = 10,
     tolerated: int = 0,
@@ -147,8 +164,11 @@ def estimate_marginal_stds(
         Aggregation setting (:func:`dpfed.bayes.aggregation.noisy_sum`).
     rng : numpy.random.Generator
     first_moments : bool, default False
-        Also release the sums of values and subtract the squared mean (see the module
-        docstring); default: zero-centred data as in the paper.
+        Also release the sums of values, return the DP means and compute the variance around
+        them (see the module docstring); default: zero-centred data as in the paper.
+    first_scale : float or array of shape (d + 1,) or None, default None
+        Weights :math:`w_j` of the sums in the release (``None``: :math:`c_j / \sqrt 2`,
+        :func:`dpfed.bayes.centring.first_moment_scale`); first moments only.
     fallback_std : float, default 0.5
         Standard deviation used where the variance estimate is not positive.
     compute_nodes, tolerated : int
@@ -169,17 +189,29 @@ def estimate_marginal_stds(
     fb = check_positive("fallback_std", fallback_std)
     Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
     n, d = Xc.shape
-    sens = moment_sensitivity(bound_x, bound_y, d, first=first_moments)
+    w = None
+    if first_moments:
+        w = (first_moment_scale(bound_x, bound_y, d) if first_scale is None
+             else _first_scales(first_scale, d + 1))
+    sens = moment_sensitivity(bound_x, bound_y, d, first=first_moments, first_scale=w)
     sigma = z1 * sens
-    released = noisy_sum(
-        row_moments(Xc, yc, first=first_moments), mode=mode, sigma_std=sigma, rng=rng,
-        compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
-    ).total
+    result = noisy_sum(
+        row_moments(Xc, yc, first=first_moments, first_scale=w), mode=mode, sigma_std=sigma,
+        rng=rng, compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+    )
+    released = result.total
     second = released[: d + 1] / n
-    variances = second - (released[d + 1 :] / n) ** 2 if first_moments else second
+    means = mean_noise = None
+    if first_moments:
+        means = released[d + 1 :] / w / n
+        mean_noise = result.total_std[d + 1 :] / w / n
+        variances = second - means**2
+    else:
+        variances = second
     fallback = ~(variances > 0)
     stds = np.where(fallback, fb, np.sqrt(np.where(fallback, 1.0, variances)))
-    return MarginalStds(stds, variances, fallback, sens, float(sigma), first_moments)
+    return MarginalStds(stds, variances, fallback, sens, float(sigma), first_moments, means,
+                        mean_noise, w)
 
 
 @dataclass(frozen=True, eq=False)

@@ -55,7 +55,7 @@ class GramSpectrum:
         """Smallest eigenvalue of :math:`D^\\top D` (0 when ``d > N`` or rank deficient)."""
         if self.mode == "dual" or self.rank < self.block.shape[1]:
             return 0.0
-        return float(self.s2.min(initial=0.0))
+        return float(self.s2.min())
 
     def pinv_sqrt_apply(self, standard_normal: np.ndarray) -> np.ndarray:
         r"""Map :math:`g \sim N(0, I_r)` to :math:`\xi` with covariance :math:`(D^\top D)^{+}`.

@@ -1,6 +1,8 @@
 """Data layer: readers (LIBSVM, NIPS 2003, UCI Adult, Wine Quality, Abalone), the
-named-data-set registry, vertical and horizontal partitioning among parties, communication
-graphs, row-wise preprocessing, and the scaling and splits of the regression sets."""
+named-data-set registry, the declared public bounds every named set is scaled by (no
+constant is computed from the rows), vertical and horizontal partitioning among parties,
+communication graphs, row-wise preprocessing, and the scaling and splits of the regression
+sets."""
 
 from __future__ import annotations
 
@@ -26,9 +28,11 @@ from dpfed.data.regression import (
     random_split,
     scale_to_range,
 )
+from dpfed.data.specs import DATASET_SPECS, preprocessing_of, scale_columns
 from dpfed.data.wine import read_wine
 
 __all__ = [
+    "DATASET_SPECS",
     "GRAPHS",
     "KNOWN_DATASETS",
     "REGRESSION_DATASETS",
@@ -45,6 +49,7 @@ __all__ = [
     "neighbours",
     "normalize_rows",
     "parse_split",
+    "preprocessing_of",
     "random_split",
     "read_abalone",
     "read_adult",
@@ -52,6 +57,7 @@ __all__ = [
     "read_nips2003",
     "read_wine",
     "row_norms",
+    "scale_columns",
     "scale_to_range",
     "standardize_apply",
     "standardize_fit",

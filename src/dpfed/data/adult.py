@@ -1,9 +1,13 @@
 """Reader for the UCI Adult (Census Income) files ``adult.data`` and ``adult.test``.
 
-The preprocessing follows Chaudhuri, Monteleoni and Sarwate (JMLR 2011), as used by the
+The encoding follows Chaudhuri, Monteleoni and Sarwate (JMLR 2011), as used by the
 decentralized-learning experiments of Zhang and Zhu: categorical attributes one-hot encoded,
 continuous attributes scaled to [0, 1], every row scaled to Euclidean norm at most 1, labels
-in {-1, 1}. See :func:`read_adult` for the exact rules.
+in {-1, 1}. Every constant of that encoding is public and declared in
+:data:`dpfed.data.specs.DATASET_SPECS` (the category lists of ``adult.names``, a range per
+continuous attribute from its documented coding or census top-code, and a bound on the row
+norm), so each row is encoded on its own: changing one record changes no other row's
+features. See :func:`read_adult` for the exact rules.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.core.rows import clip_rows, row_norms
+from dpfed.core.rows import clip_rows
 from dpfed.data.registry import Dataset
+from dpfed.data.specs import DATASET_SPECS, scale_columns
 
 #: The 14 attributes of a row, in file order (the 15th field is the income label).
 ADULT_ATTRIBUTES: tuple[str, ...] = (
@@ -51,6 +56,10 @@ _N_FIELDS = len(ADULT_ATTRIBUTES) + 1
 _LABELS = {">50K": 1.0, ">50K.": 1.0, "<=50K": -1.0, "<=50K.": -1.0}
 _CONTINUOUS_IDX = tuple(ADULT_ATTRIBUTES.index(a) for a in ADULT_CONTINUOUS)
 _CATEGORICAL_IDX = tuple(i for i in range(len(ADULT_ATTRIBUTES)) if i not in _CONTINUOUS_IDX)
+_SPEC = DATASET_SPECS["adult"]
+#: Attribute -> its documented categories in sorted (string) order, one indicator column each.
+_KNOWN = {attribute: sorted(values) for attribute, values in _SPEC.categories.items()}
+_N_COLUMNS = len(ADULT_CONTINUOUS) + sum(len(v) for v in _KNOWN.values())
 
 
 @dataclass(frozen=True)
@@ -97,54 +106,36 @@ def read_adult(train_path: str | os.PathLike[str], test_path: str | os.PathLike[
     ``|1x3 Cross validator``) are skipped; a trailing period on a label is ignored (in
     either file). Line numbers in messages count every line of the file from 1.
 
-    Encoding, with every statistic taken from the training file only:
+    Encoding, with constants declared in :data:`dpfed.data.specs.DATASET_SPECS` and none
+    computed from the rows (train and test rows are encoded alike, each on its own):
 
     1. Columns follow the attribute order of :data:`ADULT_ATTRIBUTES`: a continuous
        attribute gives one column, a categorical one gives one indicator column per category
-       seen in the training file, in sorted (string) order.
+       listed for it in ``adult.names``, in sorted (string) order.
     2. Missing values ``?`` (in workclass, occupation and native-country) are not a
        category: a missing categorical value encodes to all zeros in that attribute's
-       columns, in train and test alike. Rows with missing values are kept. A test category
-       never seen in training also encodes to all zeros. ``?`` in a continuous attribute is
-       an error.
-    3. Each continuous column is mapped to [0, 1] by ``(x - min) / (max - min)`` with the
-       training min and max; test values are then clipped into [0, 1]. A column that is
-       constant in training becomes all zeros.
-    4. Every row, train and test, is divided by the largest training row norm (one common
-       factor, so the geometry of the data is kept), then clipped exactly with
-       :func:`dpfed.core.rows.clip_rows` to norm at most 1 (which only touches test rows
-       that exceed the training maximum, and rounding by an ulp).
+       columns. Rows with missing values are kept. A value not in the documented list also
+       encodes to all zeros. ``?`` in a continuous attribute is an error.
+    3. Each continuous value is clipped to its attribute's declared range ``[lo, hi]`` and
+       mapped to [0, 1] by ``(x - lo) / (hi - lo)``: age [17, 90], fnlwgt [0, 10^7],
+       education-num [1, 16], capital-gain and capital-loss [0, 99999], hours-per-week
+       [1, 99] (the sources are in the table).
+    4. Every row is divided by ``sqrt(14)``, a public bound on its norm (6 continuous
+       columns in [0, 1] and 8 categorical attributes with at most one indicator each),
+       then clipped exactly with :func:`dpfed.core.rows.clip_rows` to norm at most 1 (which
+       only corrects rounding by an ulp).
 
     On the official files there are 6 continuous columns and 99 indicator columns
     (workclass 8, education 16, marital-status 7, occupation 14, relationship 6, race 5,
     sex 2, native-country 41): 105 columns, the dimension reported by Chaudhuri et al.
-    The largest training row norm is about 3.29.
     """
     train = _check_file("train_path", train_path)
     test = _check_file("test_path", test_path)
     tr = _parse_file(train)
     te = _parse_file(test)
 
-    known = {j: sorted(set(tr.categories[j]) - {MISSING}) for j in _CATEGORICAL_IDX}
-    widths = [len(known[j]) if j in known else 1 for j in range(len(ADULT_ATTRIBUTES))]
-    X_train = np.zeros((tr.y.size, sum(widths)))
-    X_test = np.zeros((te.y.size, sum(widths)))
-    start = 0
-    for j, width in enumerate(widths):
-        cols = slice(start, start + width)
-        if j in known:
-            _one_hot(X_train[:, cols], tr.categories[j], known[j])
-            _one_hot(X_test[:, cols], te.categories[j], known[j])
-        else:
-            _scale_continuous(X_train[:, start], X_test[:, start], tr.numbers[j], te.numbers[j])
-        start += width
-
-    largest = float(row_norms(X_train).max())
-    if largest > 0:
-        X_train /= largest
-        X_test /= largest
-    X_train = clip_rows(X_train, 1.0)
-    X_test = clip_rows(X_test, 1.0)
+    X_train = _encode(tr)
+    X_test = _encode(te)
     return Dataset(
         name="adult",
         X_train=X_train,
@@ -153,11 +144,32 @@ def read_adult(train_path: str | os.PathLike[str], test_path: str | os.PathLike[
         y_test=te.y,
         source=(
             f"UCI Adult: train {train}, test {test}; {X_train.shape[1]} columns (continuous "
-            "scaled to [0, 1] by the train min/max, categorical one-hot on the train "
-            f"categories, '?' and unseen categories all zeros); rows divided by the largest "
-            f"train row norm {largest:.6g}, then clipped to norm <= 1"
+            "clipped to declared public bounds and scaled to [0, 1], categorical one-hot on "
+            "the categories of adult.names, '?' and unlisted values all zeros); rows divided "
+            f"by the public row-norm bound sqrt(14) = {_SPEC.row_norm:.6g}, then clipped to "
+            "norm <= 1"
         ),
+        preprocessing=_SPEC.record(),
     )
+
+
+def _encode(parsed: _Parsed) -> np.ndarray:
+    """The encoded rows of one file: each row from its own values and declared constants."""
+    X = np.zeros((parsed.y.size, _N_COLUMNS))
+    start = 0
+    for j, attribute in enumerate(ADULT_ATTRIBUTES):
+        if j in _CATEGORICAL_IDX:
+            known = _KNOWN[attribute]
+            _one_hot(X[:, start : start + len(known)], parsed.categories[j], known)
+            start += len(known)
+        else:
+            k = _SPEC.column_names.index(attribute)
+            X[:, start] = scale_columns(
+                parsed.numbers[j][:, None], _SPEC.lower[k : k + 1], _SPEC.upper[k : k + 1]
+            )[:, 0]
+            start += 1
+    X /= _SPEC.row_norm
+    return clip_rows(X, 1.0)
 
 
 def _check_file(name: str, path: str | os.PathLike[str]) -> Path:
@@ -270,20 +282,6 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _scale_continuous(
-    out_train: np.ndarray, out_test: np.ndarray, train: np.ndarray, test: np.ndarray
-) -> None:
-    """Write the [0, 1]-scaled columns (training min/max, test clipped) into the outputs.
-
-    A column that is constant in training is left at zero.
-    """
-    lo, hi = float(train.min()), float(train.max())
-    span = hi - lo
-    if span > 0:
-        np.clip((train - lo) / span, 0.0, 1.0, out=out_train)
-        np.clip((test - lo) / span, 0.0, 1.0, out=out_test)
 
 
 def _one_hot(out: np.ndarray, values: list[str], known: list[str]) -> None:

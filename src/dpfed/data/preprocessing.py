@@ -27,6 +27,12 @@ def standardize_fit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Column means.
     scale : numpy.ndarray, shape (n_features,)
         Column standard deviations (``ddof=0``); constant columns get 1.
+
+    Notes
+    -----
+    Both statistics read every row of ``X``: features standardised with them depend on every
+    record, and a differential privacy guarantee on such features assumes the statistics
+    public. dpfed's loaders use declared public bounds instead (:mod:`dpfed.data.specs`).
     """
     if sp.issparse(X):
         raise DpfedInputError(

@@ -8,8 +8,9 @@ environment variable, laid out as ``{data_dir}/{name}/...`` (see :data:`KNOWN_DA
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,7 +18,7 @@ import scipy.sparse as sp
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.data.libsvm import read_libsvm
 from dpfed.data.nips2003 import read_nips2003
-from dpfed.data.preprocessing import standardize_apply, standardize_fit
+from dpfed.data.specs import DATASET_SPECS, preprocessing_of
 
 ENV_VAR = "DPFED_DATA"
 
@@ -26,12 +27,12 @@ KNOWN_DATASETS: dict[str, str] = {
     "a9a": "UCI Adult as LIBSVM a9a: 32,561 train / 16,281 test rows, 123 binary features "
     "(files a9a/a9a, a9a/a9a.t)",
     "adult": "UCI Adult (Census Income): 32,561 train / 16,281 test rows, 105 dense columns "
-    "(6 continuous scaled to [0, 1], 8 categorical one-hot), rows of norm <= 1 "
-    "(files adult/adult.data, adult/adult.test)",
+    "(6 continuous scaled to [0, 1] by declared public bounds, 8 categorical one-hot on the "
+    "documented categories), rows of norm <= 1 (files adult/adult.data, adult/adult.test)",
     "arcene": "NIPS 2003 Arcene, mass spectrometry: 100 train / 100 valid rows, 10,000 "
     "features (files arcene/arcene_{train,valid}.{data,labels})",
     "breast_cancer": "scikit-learn's Wisconsin breast cancer: 569 rows, 30 features, "
-    "stratified 70/30 split, standardised (no files needed)",
+    "stratified 70/30 split, scaled to [-1, 1] by declared public bounds (no files needed)",
     "dexter": "NIPS 2003 Dexter, bag of words: 300 train rows split 200/100, 20,000 sparse "
     "features (files dexter/dexter_train.{data,labels})",
     "gisette": "NIPS 2003 Gisette, digits 4 vs 9: 6,000 train / 1,000 valid rows, 5,000 "
@@ -76,6 +77,11 @@ class Dataset:
         Test labels; ``None`` if there is no test part.
     source : str
         Where the data came from (files, or the scikit-learn loader) and how it was split.
+    preprocessing : dict
+        JSON-able description of the scaling applied (:func:`dpfed.data.specs.preprocessing_of`):
+        ``scaling`` is ``"declared public bounds"`` (with where they are documented),
+        ``"as published"`` or ``"none"`` (rows used as given); ``"not recorded"`` if the
+        constructor was not told.
 
     Notes
     -----
@@ -88,6 +94,7 @@ class Dataset:
     X_test: np.ndarray | sp.csr_matrix | None
     y_test: np.ndarray | None
     source: str
+    preprocessing: dict[str, Any] = field(default_factory=lambda: {"scaling": "not recorded"})
 
     @property
     def n_features(self) -> int:
@@ -126,15 +133,17 @@ def load_dataset(
     -------
     Dataset
         * ``a9a``: both official files, 123 columns each (CSR), labels in {-1, 1}.
-        * ``adult``: both official UCI files, 105 dense columns, every row of norm <= 1,
-          labels in {-1, 1} (see :func:`dpfed.data.adult.read_adult`).
+        * ``adult``: both official UCI files, 105 dense columns scaled by declared public
+          bounds, every row of norm <= 1, labels in {-1, 1} (see
+          :func:`dpfed.data.adult.read_adult`).
         * ``arcene``, ``gisette``, ``madelon``: ``train`` as train and ``valid`` as test
           (dense).
         * ``dexter``: its 300 training rows, split stratified 200 train / 100 test with
           ``numpy.random.default_rng(0)`` (CSR, 20,000 columns).
         * ``breast_cancer``: stratified 70/30 split with ``numpy.random.default_rng(0)``,
-          standardised with the train mean and standard deviation, labels in {-1, 1}
-          (malignant -1, benign 1).
+          every column clipped to its declared public bounds and mapped to [-1, 1]
+          (:data:`dpfed.data.specs.DATASET_SPECS`), labels in {-1, 1} (malignant -1,
+          benign 1).
         * ``wine-red``, ``wine-white``, ``abalone``: regression sets, every row as
           ``X_train`` (dense, raw values) and the real target as ``y_train``; no test part.
           They are split per run and scaled by :mod:`dpfed.data.regression`
@@ -142,6 +151,9 @@ def load_dataset(
           :class:`~dpfed.data.regression.RegressionData`).
         * a LIBSVM file: CSR, train and test padded to the larger column count of the two,
           labels as written.
+
+        Every result's ``preprocessing`` says which scaling it had (no constant of any of
+        them is computed from the rows: each row is preprocessed on its own).
 
     Raises
     ------
@@ -242,6 +254,7 @@ def _load_a9a(base: Path) -> Dataset:
         X_test=X_test,
         y_test=y_test,
         source=f"LIBSVM a9a: train {train}, test {test}",
+        preprocessing=preprocessing_of("a9a"),
     )
 
 
@@ -264,6 +277,7 @@ def _load_regression(name: str, base: Path) -> Dataset:
         X_test=None,
         y_test=None,
         source=f"{data.source}; unscaled, no test part (see dpfed.data.regression)",
+        preprocessing=preprocessing_of(name),
     )
 
 
@@ -289,6 +303,7 @@ def _load_nips_train_valid(name: str, base: Path) -> Dataset:
         X_test=X_test,
         y_test=y_test,
         source=f"NIPS 2003 {name}: train and valid splits from {folder}",
+        preprocessing=preprocessing_of(name),
     )
 
 
@@ -312,6 +327,7 @@ def _load_dexter(base: Path) -> Dataset:
             f"NIPS 2003 dexter: train split from {folder}, divided stratified into "
             f"{train_idx.size} train / {test_idx.size} test rows (default_rng({_SEED}))"
         ),
+        preprocessing=preprocessing_of("dexter"),
     )
 
 
@@ -323,18 +339,24 @@ def _load_breast_cancer() -> Dataset:
     y = check_binary_labels("breast_cancer target", bunch.target)
     n_test = round(_BREAST_CANCER_TEST_FRACTION * y.size)
     train_idx, test_idx = stratified_split(y, n_test, np.random.default_rng(_SEED))
-    mean, scale = standardize_fit(X[train_idx])
+    spec = DATASET_SPECS["breast_cancer"]
+    if tuple(bunch.feature_names) != spec.column_names:
+        raise DpfedInputError(
+            "scikit-learn's breast cancer features must be the 30 columns of the declared "
+            f"bounds {spec.column_names}. Found {tuple(bunch.feature_names)}."
+        )
     return Dataset(
         name="breast_cancer",
-        X_train=standardize_apply(X[train_idx], mean, scale),
+        X_train=spec.scale(X[train_idx]),
         y_train=y[train_idx],
-        X_test=standardize_apply(X[test_idx], mean, scale),
+        X_test=spec.scale(X[test_idx]),
         y_test=y[test_idx],
         source=(
             "sklearn.datasets.load_breast_cancer: stratified "
             f"{train_idx.size} train / {test_idx.size} test rows (default_rng({_SEED})), "
-            "standardised with the train mean and standard deviation"
+            "every column clipped to its declared public bounds and mapped to [-1, 1]"
         ),
+        preprocessing=spec.record(),
     )
 
 
@@ -359,6 +381,7 @@ def _load_libsvm_pair(train: Path, test: str | os.PathLike[str] | None) -> Datas
         X_test=X_test,
         y_test=y_test,
         source=source,
+        preprocessing=preprocessing_of(train),
     )
 
 

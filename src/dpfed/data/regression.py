@@ -2,7 +2,8 @@ r"""Regression data sets (Wine Quality red and white, Abalone), their scaling an
 
 The DP Bayesian linear regression experiments of Heikkilä et al. (NeurIPS 2017) use three UCI
 regression sets. Each is read into a :class:`RegressionData` (raw values), scaled with
-:func:`scale_to_range` the way the paper does, and split per run with :func:`random_split`:
+:func:`scale_to_range` to the paper's range of length 10 by declared public bounds, and split
+per run with :func:`random_split`:
 
 * ``wine-red``: ``wine_quality/winequality-red.csv``, 1,599 rows, 11 features, 500 test rows;
 * ``wine-white``: ``wine_quality/winequality-white.csv``, 4,898 rows, 11 features, 1,000 test
@@ -10,15 +11,23 @@ regression sets. Each is read into a :class:`RegressionData` (raw values), scale
 * ``abalone``: ``abalone/abalone.data``, 4,177 rows, 10 features (sex one-hot), 1,000 test
   rows.
 
-Scaling is a public-knowledge assumption
------------------------------------------
+Scaling by declared public bounds
+---------------------------------
 The paper scales "each data dimension to have a range of length 10" and assumes the data to
 be zero-centred; its released code subtracts the column mean and divides by the column range
-(max - min) of the **whole** data set before any split. :func:`scale_to_range` does the same.
-Both the mean and the min/max are computed from every row, so they are not protected by the
-differentially private algorithm: using them treats the location and range of each column as
-public knowledge. No client-side protocol can enforce that assumption; the DP guarantee of the
-learning step holds for the scaled data given those constants.
+(max - min) of the whole data set, constants computed from every row, which the differentially
+private algorithm does not protect (changing one record would change every other record's
+scaled values). :func:`scale_to_range` uses constants that read no row instead: every column
+(features and target) has a declared public range ``[lo, hi]`` in
+:data:`dpfed.data.specs.DATASET_SPECS`, taken from the data set's documentation and domain
+limits (e.g. wine quality on its 0-10 scale; abalone lengths in mm / 200). Values are clipped
+to the range, centred at its midpoint and scaled to length 10, so every scaled value lies in
+[-5, 5] and the bounds +-7.5 the DP algorithm assumes hold by construction. Each row is scaled
+on its own, so the DP guarantee of the learning step is a guarantee about the raw records.
+Because the declared ranges are wider than the data, a scaled column spans less than 10 and is
+not zero-centred (the model has no intercept); :func:`dpfed.bayes.fit_dp_linreg` therefore
+centres the rows by differentially private column means by default, released and accounted
+with the rest of its budget (:mod:`dpfed.bayes.centring`).
 """
 
 from __future__ import annotations
@@ -28,10 +37,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_positive
+from dpfed.data.specs import DATASET_SPECS, scale_columns
 
 __all__ = [
     "REGRESSION_DATASETS",
@@ -90,6 +101,9 @@ class RegressionData:
     target_name : str
     source : str
         Files read and how the columns were encoded.
+    preprocessing : dict
+        JSON-able description of the scaling applied: ``{"scaling": "none", ...}`` for raw
+        values, the declared bounds after :func:`scale_to_range`.
 
     Notes
     -----
@@ -102,6 +116,9 @@ class RegressionData:
     feature_names: tuple[str, ...]
     target_name: str
     source: str
+    preprocessing: dict[str, Any] = field(
+        default_factory=lambda: {"scaling": "none", "note": "raw values as read"}
+    )
 
     @property
     def n_samples(self) -> int:
@@ -205,21 +222,24 @@ def _from_rows(
 
 @dataclass(frozen=True, eq=False)
 class Scaling:
-    r"""The affine map of :func:`scale_to_range`: ``scaled = (raw - offset) * factor``.
+    r"""The affine map of :func:`scale_to_range`: ``scaled = (clip(raw) - offset) * factor``.
 
     Attributes
     ----------
     offset_X : numpy.ndarray, shape (n_features,)
+        Midpoints of the declared feature ranges.
     factor_X : numpy.ndarray, shape (n_features,)
-        ``length / (max - min)`` per column (0 for a constant column, which maps to 0).
+        ``length / (hi - lo)`` per column.
     offset_y, factor_y : float
         The same for the target.
     length : float
-        Length of every scaled column's range (10 in the paper).
+        Length of every declared range after scaling (10 in the paper).
     center : str
-        ``"mean"`` or ``"midrange"``: what ``offset`` is.
+        What ``offset`` is: ``"midpoint of the declared bounds"``.
     notes : tuple of str
-        What the scaling assumes (whole-data statistics are public knowledge).
+        How the constants were chosen (declared public bounds, no statistic of the rows).
+    lower, upper : numpy.ndarray or None, shape (n_features + 1,)
+        The declared bounds of the features, then the target (values are clipped to them).
     """
 
     offset_X: np.ndarray
@@ -229,6 +249,8 @@ class Scaling:
     length: float
     center: str
     notes: tuple[str, ...] = field(default=())
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
 
     def target_to_raw_scale(self, value: float) -> float:
         """A distance on the scaled target (e.g. an MAE) in the target's original units."""
@@ -236,23 +258,25 @@ class Scaling:
 
 
 def scale_to_range(
-    data: RegressionData, *, length: float = 10.0, center: str = "mean"
+    data: RegressionData,
+    *,
+    length: float = 10.0,
+    bounds: Sequence[tuple[float, float]] | None = None,
+    target_bounds: tuple[float, float] | None = None,
 ) -> tuple[RegressionData, Scaling]:
-    r"""Scale every column (features and target) to a range of length ``length``, centred.
+    r"""Scale every column (features and target) by declared public bounds to a range of
+    length ``length``, centred at the bounds' midpoint.
 
-    For a column :math:`v` with whole-data mean :math:`\bar v`, minimum :math:`m` and
-    maximum :math:`M`,
+    For a column :math:`v` with declared range :math:`[l, u]`,
 
     .. math::
 
-        v' = (v - o) \frac{L}{M - m}, \qquad o = \bar v \ (\text{"mean"}) \text{ or }
-        o = \tfrac12 (m + M) \ (\text{"midrange"}),
+        v' = (\mathrm{clip}(v, l, u) - \tfrac12 (l + u)) \frac{L}{u - l},
 
-    so every scaled column spans exactly :math:`L`. With ``"midrange"`` the values lie in
-    :math:`[-L/2, L/2]`; with ``"mean"`` (the paper's released code, and the paper's
-    "data are assumed to be zero-centred", which matters because the model has no intercept)
-    they lie in an interval of length :math:`L` that contains 0, e.g. :math:`[-3.1, 6.9]` for a
-    skewed column. A constant column maps to 0.
+    so every scaled value lies in :math:`[-L/2, L/2]` whatever the data. The constants do not
+    depend on the rows: each row is scaled on its own, and changing one record changes no
+    other row. This replaces the paper's whole-data mean and range, which a differentially
+    private algorithm does not protect.
 
     Parameters
     ----------
@@ -260,46 +284,92 @@ def scale_to_range(
         Raw data, shapes ``X`` (n, d) and ``y`` (n,).
     length : float, default 10.0
         :math:`L > 0`.
-    center : {"mean", "midrange"}, default "mean"
+    bounds : sequence of (float, float) or None, default None
+        Declared ``(lo, hi)`` of every feature column. ``None`` with ``target_bounds=None``:
+        the table :data:`dpfed.data.specs.DATASET_SPECS` entry named ``data.name`` (whose
+        column names must match ``data.feature_names``).
+    target_bounds : (float, float) or None, default None
+        Declared ``(lo, hi)`` of the target; given together with ``bounds``.
 
     Returns
     -------
     scaled : RegressionData
-        The same rows, scaled; ``source`` says how.
+        The same rows, scaled; ``source`` and ``preprocessing`` say how.
     scaling : Scaling
-        The offsets and factors used, and a note that they are whole-data statistics
-        (treated as public knowledge; they are not protected by differential privacy).
+        The offsets and factors used, and the declared bounds.
 
     Raises
     ------
     DpfedInputError
-        If ``length`` is not positive, ``center`` is unknown or the data are empty.
+        If ``length`` is not positive, the data are empty, only one of ``bounds`` and
+        ``target_bounds`` is given, no bounds are declared for ``data.name``, or the bounds
+        do not fit the columns (one ``lo < hi`` pair per column).
     """
     length = check_positive("length", length)
-    if center not in ("mean", "midrange"):
-        raise DpfedInputError(f"center must be 'mean' or 'midrange'. Found {center!r}.")
     if data.n_samples == 0:
         raise DpfedInputError(f"data set {data.name!r} holds no rows. Expected at least one.")
+    if (bounds is None) != (target_bounds is None):
+        raise DpfedInputError(
+            "bounds and target_bounds go together: give both (declared ranges of every "
+            "feature and of the target) or neither (the declared bounds of the named data "
+            f"set). Found bounds={bounds!r}, target_bounds={target_bounds!r}."
+        )
+    if bounds is None:
+        spec = DATASET_SPECS.get(data.name)
+        if spec is None or spec.target is None:
+            known = ", ".join(k for k, v in DATASET_SPECS.items() if v.target is not None)
+            raise DpfedInputError(
+                f"no public bounds are declared for data set {data.name!r} (declared: "
+                f"{known}). Pass bounds=[(lo, hi), ...] and target_bounds=(lo, hi) from the "
+                "data's documentation or domain knowledge, never from the data themselves."
+            )
+        if spec.column_names != tuple(data.feature_names):
+            raise DpfedInputError(
+                f"the declared bounds of {data.name!r} are for the columns "
+                f"{spec.column_names}. Found columns {tuple(data.feature_names)}."
+            )
+        pairs = [(b.lo, b.hi) for b in (*spec.columns, spec.target)]
+        where = f"the declared public bounds of dpfed.data.specs.DATASET_SPECS[{data.name!r}]"
+        record = spec.record()
+    else:
+        pairs = [*(tuple(b) for b in bounds), tuple(target_bounds)]
+        where = "declared public bounds given by the caller"
+        record = None
+    if any(len(p) != 2 for p in pairs) or len(pairs) != data.n_features + 1:
+        raise DpfedInputError(
+            f"bounds must give one (lo, hi) pair per feature column ({data.n_features}) and "
+            f"target_bounds one for the target. Found {len(pairs) - 1} feature bounds."
+        )
+    lower = np.array([p[0] for p in pairs], dtype=np.float64)
+    upper = np.array([p[1] for p in pairs], dtype=np.float64)
+    half = length / 2.0
     full = np.column_stack([data.X, data.y])
-    lo, hi = full.min(axis=0), full.max(axis=0)
-    span = hi - lo
-    offset = full.mean(axis=0) if center == "mean" else 0.5 * (lo + hi)
-    factor = np.divide(length, span, out=np.zeros_like(span), where=span > 0)
-    scaled = (full - offset) * factor
+    scaled = scale_columns(full, lower, upper, (-half, half))
+    offset = 0.5 * (lower + upper)
+    factor = length / (upper - lower)
     note = (
-        f"every column is scaled to a range of length {length:g} and centred "
-        f"({center}) using the mean, min and max of all {data.n_samples} rows, as the paper "
-        "does: these whole-data statistics are treated as public knowledge and are not "
-        "protected by the differentially private algorithm"
+        f"every column is clipped to {where}, centred at the bounds' midpoint and scaled to a "
+        f"range of length {length:g} (values in [{-half:g}, {half:g}]); no constant is "
+        "computed from the rows, so each row is scaled on its own"
     )
+    if record is None:
+        record = {
+            "scaling": "declared public bounds", "bounds": "given by the caller",
+            "columns": dict(zip((*data.feature_names, data.target_name),
+                                ([lo, hi] for lo, hi in zip(lower.tolist(), upper.tolist(),
+                                                            strict=True)), strict=True)),
+        }
+    record = record | {"output_range": [-half, half], "center": "midpoint of the declared bounds"}
     scaling = Scaling(
         offset_X=offset[:-1].copy(),
         factor_X=factor[:-1].copy(),
         offset_y=float(offset[-1]),
         factor_y=float(factor[-1]),
         length=length,
-        center=center,
+        center="midpoint of the declared bounds",
         notes=(note,),
+        lower=lower,
+        upper=upper,
     )
     out = RegressionData(
         name=data.name,
@@ -308,6 +378,7 @@ def scale_to_range(
         feature_names=data.feature_names,
         target_name=data.target_name,
         source=f"{data.source}; {note}",
+        preprocessing=record,
     )
     return out, scaling
 

@@ -1,9 +1,12 @@
 """scikit-learn style front end of DP Bayesian linear regression (:mod:`dpfed.bayes`).
 
 Every training row is one client's data. ``fit`` runs :func:`dpfed.bayes.fit_dp_linreg`
-(clipping to the assumed bounds, optional projection, the chosen aggregation and calibration)
-and keeps the posterior mean as ``coef_``; ``predict`` is :math:`X \\mu` (the model has no
-intercept: centre the data first, e.g. with :func:`dpfed.data.regression.scale_to_range`).
+(clipping to the assumed bounds, centring by DP column means, optional projection, the chosen
+aggregation and calibration) and keeps the posterior mean as ``coef_``; ``predict`` is
+:math:`(x - m_x)^\\top \\mu + m_y = x^\\top \\mu + b` with the DP means :math:`m` and the
+intercept :math:`b = m_y - m_x^\\top \\mu` (:mod:`dpfed.bayes.centring`). With
+``centre=False`` (the paper's algorithm) there is no intercept and the data must already be
+zero-centred.
 """
 
 from __future__ import annotations
@@ -33,7 +36,13 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
     calibration : {"tight", "paper"}, default "tight"
         Noise calibration (:mod:`dpfed.bayes.calibration`).
     std_share : float, default 0.3
-        Share of the budget for the projection's standard deviations.
+        Share of the budget for the projection's standard deviations (and the column sums
+        released with them when centring).
+    centre : bool, default True
+        Centre by DP column means released with part of the budget; ``False``: the paper's
+        algorithm (no intercept).
+    centre_share : float, default 0.3
+        Share of the budget for the column sums when centring without projection.
     lam, lam0 : float, default 1.0
         Likelihood (noise) precision and prior precision.
     repair : {"abs", "floor"}, default "abs"
@@ -54,7 +63,10 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
     coef_ : numpy.ndarray, shape (n_features,)
         Posterior mean of the weights.
     intercept_ : float
-        Always 0.0 (the model has no intercept).
+        :math:`m_y - m_x^\\top \\mu` with centring (the DP means), else 0.0.
+    means_ : numpy.ndarray or None, shape (n_features + 1,)
+        The means the rows were centred by (features, then target), ``None`` without
+        centring.
     precision_ : numpy.ndarray, shape (n_features, n_features)
         Posterior precision.
     bounds_ : numpy.ndarray or None, shape (n_features + 1,)
@@ -76,6 +88,8 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         bound_y: float = 7.5,
         calibration: str = "tight",
         std_share: float = 0.3,
+        centre: bool = True,
+        centre_share: float = 0.3,
         lam: float = 1.0,
         lam0: float = 1.0,
         repair: str = "abs",
@@ -93,6 +107,8 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.bound_y = bound_y
         self.calibration = calibration
         self.std_share = std_share
+        self.centre = centre
+        self.centre_share = centre_share
         self.lam = lam
         self.lam0 = lam0
         self.repair = repair
@@ -115,13 +131,15 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
             delta=self.delta if private else None,
             mode=self.mode, projection=self.projection, bound_x=self.bound_x,
             bound_y=self.bound_y, calibration=self.calibration, std_share=self.std_share,
-            lam=self.lam, lam0=self.lam0, repair=self.repair, compute_nodes=self.compute_nodes,
-            tolerated=self.tolerated, threshold_repeats=self.threshold_repeats,
-            rng=self.random_state, aggregate=self.aggregate,
+            centre=self.centre, centre_share=self.centre_share, lam=self.lam, lam0=self.lam0,
+            repair=self.repair, compute_nodes=self.compute_nodes, tolerated=self.tolerated,
+            threshold_repeats=self.threshold_repeats, rng=self.random_state,
+            aggregate=self.aggregate,
         )
         self.fit_result_ = result
         self.coef_ = result.coef.copy()
-        self.intercept_ = 0.0
+        self.intercept_ = result.intercept
+        self.means_ = None if result.centring is None else result.centring.means.copy()
         self.precision_ = result.posterior.precision.copy()
         self.bounds_ = None if result.bounds is None else result.bounds.copy()
         self.privacy_ = result.privacy()
@@ -129,11 +147,11 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Posterior predictive means ``X @ coef_``, shape (n,)."""
+        """Posterior predictive means ``X @ coef_ + intercept_``, shape (n,)."""
         check_is_fitted(self, "coef_")
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise DpfedInputError(
                 f"X must be 2-D with {self.n_features_in_} columns. Found shape {X.shape}."
             )
-        return X @ self.coef_
+        return X @ self.coef_ + self.intercept_

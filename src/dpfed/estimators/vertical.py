@@ -63,9 +63,13 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         All parties' models side by side (only a simulation sees them together).
     party_models_ : dict of str to ndarray
     history_ : list of dict
-        Per-round objective, test metrics (none here) and epsilon spent.
+        Per-round objective, test metrics (none here) and epsilon spent (None under the
+        paper mechanism).
     privacy_spent_ : dict
         ``mechanism``, ``epsilon``, ``delta``, ``accountant`` and per-party figures.
+        ``epsilon`` is the certified total; under ``mechanism="paper"`` it is None and the
+        paper's Theorem 1 / Corollary 1 formula is in ``paper_epsilon``, with
+        ``paper_epsilon_reason`` saying why it is not a guarantee.
     """
 
     def __init__(

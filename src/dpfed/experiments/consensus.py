@@ -306,8 +306,11 @@ def run_consensus_reproduction(
                     "epsilon": eps,
                     "label": f"ε = {eps:g}",
                     "noise_multiplier": z,
+                    # epsilon_step is the classic per-round reading of the noise, a guarantee
+                    # only where classic_valid; the certified figure is epsilon
                     "calibration": {k: v for k, v in asdict(cal).items()
-                                    if isinstance(v, int | float | str | type(None))},
+                                    if isinstance(v, int | float | str | type(None))}
+                    | {"classic_valid": cal.classic_valid},
                     "sigma_client1": first["privacy"]["sigma_client1"] if first else None,
                     "l2_sensitivity_client1": first["privacy"]["l2_sensitivity_client1"]
                     if first else None,

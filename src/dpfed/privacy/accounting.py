@@ -14,13 +14,26 @@ the noise standard deviation to the :math:`\ell_2` sensitivity of the released q
 
 Notes
 -----
-Theorem 1 (the "classic" Gaussian mechanism) is only proved for a per-step
-:math:`\varepsilon \in (0, 1]`. :func:`classic_gaussian_epsilon` evaluates the formula for any
-noise multiplier, so the ``"advanced"`` and ``"basic"`` accountants inherit that caveat: when the
-per-step epsilon exceeds 1 they are outside the theorem's hypothesis. Measured at
-:math:`\delta = 10^{-5}` the classic formula under-states the exact Gaussian epsilon once the
-per-step epsilon exceeds about 8.4 (noise multiplier below about 0.57), which can make the
-``"basic"`` figure smaller than the tight ``"pld"`` one for a single step.
+Theorem 1 (the classical Gaussian mechanism; Dwork & Roth, Theorem A.1 / 3.22) is proved only
+for a per-step :math:`\varepsilon \le 1`, i.e. for a noise multiplier
+
+.. math::
+
+    z \ge z_{min}(\delta_{step}) = \sqrt{2 \ln(1.25 / \delta_{step})}
+
+(Dwork & Roth state :math:`\varepsilon < 1`; the boundary follows by continuity of the Gaussian
+mechanism's privacy profile in :math:`\sigma` and :math:`\varepsilon`). Outside that range the
+formula is not a guarantee, and it is false for small noise: at :math:`\delta = 10^{-5}` it
+under-states the exact Gaussian epsilon once the per-step epsilon exceeds about 8.4 (noise
+multiplier below about 0.57); calibrating ``"basic"`` to epsilon 20 for one step would give
+noise whose exact epsilon is 25.4. Hence every function here that rests on the classical bound
+(:func:`classic_gaussian_epsilon`, :func:`classic_gaussian_sigma`, the ``"advanced"`` and
+``"basic"`` accountants of :func:`gaussian_epsilon`, :func:`gaussian_epsilon_heterogeneous`,
+:func:`gaussian_releases_epsilon` and :func:`calibrate_noise_multiplier`) raises
+:class:`~dpfed._validation.DpfedInputError` when a release's per-step epsilon would exceed 1,
+naming the range; the numerical accountants ``"pld"`` and ``"rdp"`` hold for every noise
+multiplier. :func:`check_classic_range` performs the check for a planned sequence of releases.
+Inside the range the figures are those of the formulas below, unchanged.
 """
 
 from __future__ import annotations
@@ -40,10 +53,13 @@ from dpfed._validation import DpfedInputError, check_int, check_open_unit, check
 
 __all__ = [
     "ACCOUNTANTS",
+    "CLASSIC_ACCOUNTANTS",
+    "CLASSIC_MAX_EPSILON",
     "advanced_composition",
     "basic_composition",
     "calibrate_noise_multiplier",
     "check_accountant",
+    "check_classic_range",
     "classic_gaussian_epsilon",
     "classic_gaussian_sigma",
     "corollary1_epsilon",
@@ -54,6 +70,19 @@ __all__ = [
 ]
 
 ACCOUNTANTS = ("pld", "rdp", "advanced", "basic", "moments")
+
+#: The accountants built on the classical Gaussian bound (Theorem 1 per step).
+CLASSIC_ACCOUNTANTS = ("advanced", "basic")
+
+#: Largest per-release epsilon for which the classical Gaussian bound is proved.
+CLASSIC_MAX_EPSILON = 1.0
+
+# Relative slack of the range check, for rounding only: a per-step epsilon of exactly 1 read back
+# through z = sqrt(2 ln(1.25/delta)) / 1 may come out a few ulps above 1.
+_CLASSIC_RTOL = 1e-9
+
+# What to use instead, in every refusal.
+_CLASSIC_ADVICE = "Use accountant 'pld' or 'rdp'."
 
 # Real orders tau >= 1 searched by the moments accountant (the analytic minimiser is added).
 _MOMENT_ORDERS = np.concatenate(
@@ -120,6 +149,102 @@ def _check_multipliers(noise_multipliers: Sequence[float]) -> list[float]:
 
 
 # --------------------------------------------------------------------------------------------
+# the classical Gaussian bound's proven range
+# --------------------------------------------------------------------------------------------
+
+
+def _classic_step_epsilon(z: float, delta_step: float) -> float:
+    r"""The classical per-step epsilon :math:`\sqrt{2 \ln(1.25/\delta_{step})} / z`, unchecked."""
+    return math.sqrt(2.0 * math.log(1.25 / delta_step)) / z
+
+
+def _in_classic_range(eps_step: float) -> bool:
+    """Whether a classical per-step epsilon is inside the proved range (up to rounding)."""
+    return eps_step <= CLASSIC_MAX_EPSILON * (1.0 + _CLASSIC_RTOL)
+
+
+def _classic_delta_step(accountant: str, steps: int, delta: float) -> float:
+    r"""Per-step delta of a classical accountant: :math:`\delta/T` (basic), :math:`\delta/(2T)`
+    (advanced)."""
+    return delta / (2.0 * steps) if accountant == "advanced" else delta / steps
+
+
+def _format_epsilon(eps: float) -> str:
+    """An epsilon above 1 with enough digits not to read as 1."""
+    return f"{eps:.3g}" if eps >= 1.0005 else f"{eps:.10g}"
+
+
+def _classic_range_message(
+    subject: str, delta_step: float, found: str, *, unit: str = "step",
+    advice: str = _CLASSIC_ADVICE,
+) -> str:
+    """The refusal of a figure or noise outside the classical Gaussian bound's proved range."""
+    z_min = math.sqrt(2.0 * math.log(1.25 / delta_step))
+    return (
+        f"{subject} the classical Gaussian bound, proven only for a per-{unit} epsilon <= "
+        f"{CLASSIC_MAX_EPSILON:g}, i.e. noise multiplier >= {z_min:.3g} at per-{unit} delta "
+        f"{delta_step:g}; found {found}. {advice}"
+    )
+
+
+def _check_classic(z_min: float, steps: int, delta: float, accountant: str, *,
+                   heterogeneous: bool = False) -> None:
+    """Raise if ``steps`` releases whose smallest multiplier is ``z_min`` leave the range."""
+    if accountant not in CLASSIC_ACCOUNTANTS:
+        return
+    d_step = _classic_delta_step(accountant, steps, delta)
+    eps_step = _classic_step_epsilon(z_min, d_step)
+    if _in_classic_range(eps_step):
+        return
+    which = f", the smallest of the {steps} releases' multipliers" if heterogeneous else ""
+    raise DpfedInputError(
+        _classic_range_message(
+            f"accountant {accountant!r} uses", d_step,
+            f"noise multiplier {z_min:.6g} (per-step epsilon {_format_epsilon(eps_step)}){which}",
+        )
+    )
+
+
+def check_classic_range(
+    noise_multipliers: Sequence[float], delta: float, *, accountant: str
+) -> None:
+    r"""Refuse Gaussian releases that a classical accountant cannot account for.
+
+    The ``"basic"`` and ``"advanced"`` accountants read each of the :math:`T` releases through
+    the classical Gaussian bound at :math:`\delta_{step} = \delta/T` (basic) or
+    :math:`\delta/(2T)` (advanced), which is proved only for
+
+    .. math::
+
+        \varepsilon_t = \frac{\sqrt{2 \ln(1.25/\delta_{step})}}{z_t} \le 1
+        \quad\Longleftrightarrow\quad
+        \min_t z_t \ge \sqrt{2 \ln(1.25/\delta_{step})} .
+
+    Every other accountant (and an empty sequence) passes.
+
+    Parameters
+    ----------
+    noise_multipliers : sequence of float
+        One multiplier :math:`z_t > 0` per release.
+    delta : float
+        Total delta in (0, 1).
+    accountant : str
+        One of :data:`ACCOUNTANTS`.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or if a release's classical per-step epsilon exceeds 1 (the message
+        names the range and the release found outside it).
+    """
+    zs = _check_multipliers(noise_multipliers)
+    d = check_open_unit("delta", delta)
+    acc = check_accountant(accountant)
+    if zs:
+        _check_classic(min(zs), len(zs), d, acc, heterogeneous=len(set(zs)) > 1)
+
+
+# --------------------------------------------------------------------------------------------
 # closed forms
 # --------------------------------------------------------------------------------------------
 
@@ -132,7 +257,9 @@ def classic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
 
     .. math::
 
-        \varepsilon = \frac{\sqrt{2 \ln(1.25 / \delta)}}{z}, \qquad z = \sigma / C .
+        \varepsilon = \frac{\sqrt{2 \ln(1.25 / \delta)}}{z}, \qquad z = \sigma / C ,
+
+    proved for :math:`\varepsilon \le 1`, i.e. :math:`z \ge \sqrt{2 \ln(1.25/\delta)}`.
 
     Parameters
     ----------
@@ -144,12 +271,25 @@ def classic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     Returns
     -------
     float
-        The per-release epsilon. The theorem only covers results in (0, 1]; larger values are
-        returned as computed and are not a proved guarantee.
+        The per-release epsilon, at most 1.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or if the formula's epsilon exceeds 1 (outside the proved range the
+        formula is no guarantee; use the ``"pld"`` or ``"rdp"`` accountant).
     """
     z = check_positive("noise_multiplier", noise_multiplier)
     d = check_open_unit("delta", delta)
-    return math.sqrt(2.0 * math.log(1.25 / d)) / z
+    eps = _classic_step_epsilon(z, d)
+    if not _in_classic_range(eps):
+        raise DpfedInputError(
+            _classic_range_message(
+                "classic_gaussian_epsilon evaluates", d,
+                f"noise multiplier {z:.6g} (epsilon {_format_epsilon(eps)})", unit="release",
+            )
+        )
+    return eps
 
 
 def classic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
@@ -157,12 +297,13 @@ def classic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) 
 
     .. math::
 
-        \sigma = \frac{\sqrt{2 \ln(1.25 / \delta)}\, C}{\varepsilon} .
+        \sigma = \frac{\sqrt{2 \ln(1.25 / \delta)}\, C}{\varepsilon},
+        \qquad 0 < \varepsilon \le 1 .
 
     Parameters
     ----------
     epsilon : float
-        Per-release epsilon > 0 (Theorem 1 is proved for :math:`\varepsilon \le 1`).
+        Per-release epsilon in (0, 1] (Theorem 1 is proved for :math:`\varepsilon \le 1`).
     delta : float
         Per-release delta in (0, 1).
     l2_sensitivity : float
@@ -172,10 +313,22 @@ def classic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) 
     -------
     float
         The standard deviation :math:`\sigma`.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or for ``epsilon > 1`` (calibrate with
+        :func:`calibrate_noise_multiplier` and ``"pld"`` or ``"rdp"`` instead).
     """
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
     c = check_positive("l2_sensitivity", l2_sensitivity)
+    if not _in_classic_range(eps):
+        raise DpfedInputError(
+            _classic_range_message(
+                "classic_gaussian_sigma uses", d, f"epsilon {eps:g}", unit="release",
+            )
+        )
     return math.sqrt(2.0 * math.log(1.25 / d)) * c / eps
 
 
@@ -369,16 +522,23 @@ def _homogeneous_event(noise_multiplier: float, steps: int) -> dp_event.DpEvent:
 
 
 def _gaussian_epsilon(z: float, t: int, d: float, accountant: str) -> float:
-    """gaussian_epsilon without validation."""
+    """gaussian_epsilon without validation; ``inf`` (no guarantee) outside the classical range.
+
+    ``inf`` is what a bisection over the noise multiplier needs: the classical accountants
+    certify nothing below :math:`z_{min}`, so the map stays decreasing and never reaches a
+    finite target there.
+    """
     if accountant in ("pld", "rdp"):
         acc = _make_dpa_accountant(accountant)
         acc.compose(_homogeneous_event(z, t))
         return float(acc.get_epsilon(d))
-    if accountant == "advanced":
-        eps_step = classic_gaussian_epsilon(z, d / (2.0 * t))
-        return corollary1_epsilon(eps_step, t, d / 2.0)
-    if accountant == "basic":
-        return t * classic_gaussian_epsilon(z, d / t)
+    if accountant in CLASSIC_ACCOUNTANTS:
+        eps_step = _classic_step_epsilon(z, _classic_delta_step(accountant, t, d))
+        if not _in_classic_range(eps_step):
+            return math.inf
+        if accountant == "advanced":
+            return corollary1_epsilon(eps_step, t, d / 2.0)
+        return t * eps_step
     return _moments_epsilon(t / (z * z), d)
 
 
@@ -410,6 +570,9 @@ def gaussian_epsilon(
     ``"moments"``
         :func:`moments_accountant_epsilon`.
 
+    ``"advanced"`` and ``"basic"`` need :math:`\varepsilon_{step} \le 1`, i.e.
+    :math:`z \ge \sqrt{2 \ln(1.25/\delta_{step})}` (:func:`check_classic_range`).
+
     Parameters
     ----------
     noise_multiplier : float
@@ -425,11 +588,18 @@ def gaussian_epsilon(
     -------
     float
         The epsilon.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or with ``"advanced"``/``"basic"`` when the classical per-step
+        epsilon exceeds 1.
     """
     z = check_positive("noise_multiplier", noise_multiplier)
     t = check_int("steps", steps, minimum=1)
     d = check_open_unit("delta", delta)
     acc = check_accountant(accountant)
+    _check_classic(z, t, d, acc)
     return _gaussian_epsilon(z, t, d, acc)
 
 
@@ -475,6 +645,18 @@ def calibrate_noise_multiplier(
     forms it bisects the monotone map :math:`z \mapsto \varepsilon` to relative precision
     :math:`10^{-12}`.
 
+    The classical accountants certify at most their figure at the edge of the proved range,
+    per-step epsilon 1 (:func:`check_classic_range`):
+
+    .. math::
+
+        \varepsilon_{max} = T \ (\texttt{"basic"}), \qquad
+        \varepsilon_{max} = \sqrt{2 T \ln(2/\delta)} + T (e - 1) \ (\texttt{"advanced"},
+        \text{Corollary 1 at } \varepsilon_{step} = 1);
+
+    a larger target is refused, and the bisection treats multipliers below the range as
+    certifying nothing (epsilon :math:`+\infty`).
+
     Parameters
     ----------
     epsilon : float
@@ -491,12 +673,31 @@ def calibrate_noise_multiplier(
     float
         A noise multiplier :math:`z` with ``gaussian_epsilon(z, steps, delta,
         accountant=accountant) <= epsilon``.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or with ``"advanced"``/``"basic"`` for a target above
+        :math:`\varepsilon_{max}` (it would need a per-step epsilon above 1).
     """
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
     t = check_int("steps", steps, minimum=1)
     acc = check_accountant(accountant)
 
+    if acc in CLASSIC_ACCOUNTANTS:
+        limit = (
+            corollary1_epsilon(CLASSIC_MAX_EPSILON, t, d / 2.0) if acc == "advanced"
+            else t * CLASSIC_MAX_EPSILON
+        )
+        if eps > limit * (1.0 + _CLASSIC_RTOL):
+            raise DpfedInputError(
+                _classic_range_message(
+                    f"accountant {acc!r} uses", _classic_delta_step(acc, t, d),
+                    f"target epsilon {eps:g}, above the {limit:.4g} it certifies there over "
+                    f"{t} step{'s' if t > 1 else ''} at delta {d:g}",
+                )
+            )
     if acc not in ("pld", "rdp"):
         return _bisect_decreasing(lambda z: _gaussian_epsilon(z, t, d, acc), eps)
 
@@ -542,7 +743,8 @@ def gaussian_epsilon_heterogeneous(
         \alpha(\tau) = \frac{\tau(\tau+1)}{2} \sum_t z_t^{-2}, \qquad
         \varepsilon = \min_{\tau \ge 1} \frac{\alpha(\tau) + \ln(1/\delta)}{\tau}.
 
-    With all multipliers equal each accountant gives :func:`gaussian_epsilon`.
+    With all multipliers equal each accountant gives :func:`gaussian_epsilon`. ``"advanced"``
+    and ``"basic"`` need every :math:`\varepsilon_t \le 1` (:func:`check_classic_range`).
 
     Parameters
     ----------
@@ -557,6 +759,12 @@ def gaussian_epsilon_heterogeneous(
     -------
     float
         The epsilon; 0.0 for no releases.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or with ``"advanced"``/``"basic"`` when a release's classical
+        per-step epsilon exceeds 1.
     """
     zs = _check_multipliers(noise_multipliers)
     d = check_open_unit("delta", delta)
@@ -564,6 +772,7 @@ def gaussian_epsilon_heterogeneous(
     t = len(zs)
     if t == 0:
         return 0.0
+    _check_classic(min(zs), t, d, acc, heterogeneous=len(set(zs)) > 1)
     if acc in ("pld", "rdp"):
         groups = sorted(Counter(zs).items())
         event = dp_event.ComposedDpEvent([_homogeneous_event(z, n) for z, n in groups])
@@ -572,10 +781,10 @@ def gaussian_epsilon_heterogeneous(
         return float(accountant_obj.get_epsilon(d))
     if acc == "advanced":
         delta_step = d / (2.0 * t)
-        eps = [classic_gaussian_epsilon(z, delta_step) for z in zs]
+        eps = [_classic_step_epsilon(z, delta_step) for z in zs]
         return advanced_composition(eps, delta_step, d / 2.0)[0]
     if acc == "basic":
-        return math.fsum(classic_gaussian_epsilon(z, d / t) for z in zs)
+        return math.fsum(_classic_step_epsilon(z, d / t) for z in zs)
     return _moments_epsilon(math.fsum(1.0 / (z * z) for z in zs), d)
 
 
@@ -609,6 +818,12 @@ def gaussian_releases_epsilon(
     -------
     float
         The epsilon; 0.0 for no releases.
+
+    Raises
+    ------
+    DpfedInputError
+        As :func:`gaussian_epsilon_heterogeneous`: with ``"advanced"``/``"basic"`` when a
+        release's classical per-step epsilon exceeds 1.
     """
     if len(noise_multipliers) == 0:
         return 0.0

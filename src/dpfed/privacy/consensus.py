@@ -36,7 +36,10 @@ classic Gaussian mechanism then gives the paper's per-round noise
     \sigma_{i,k} = \frac{2 c_1 \sqrt{2 \ln(1.25/\delta)}}{(\lambda/n + \rho)\, m_i\, \varepsilon},
 
 :math:`(\varepsilon, \delta)`-DP per round **for** :math:`\varepsilon \le 1` (the classic
-theorem's hypothesis; larger values are the formula, not a proof).
+theorem's hypothesis). :func:`consensus_sigma` refuses a larger :math:`\varepsilon`: there the
+formula is no guarantee (at :math:`\delta = 10^{-5}` and :math:`\varepsilon = 20` the exact
+epsilon of that noise is 25.4); :func:`calibrate_consensus` with ``"pld"`` or ``"rdp"`` sets
+the noise for any target instead.
 
 Assumptions and who must enforce them
 -------------------------------------
@@ -72,6 +75,8 @@ from dataclasses import dataclass
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
+    _classic_range_message,
+    _in_classic_range,
     calibrate_noise_multiplier,
     check_accountant,
     classic_gaussian_sigma,
@@ -158,15 +163,15 @@ def consensus_sigma(
 
     the classic Gaussian mechanism on :func:`consensus_sensitivity`. It certifies
     :math:`(\varepsilon, \delta)`-DP per round only for :math:`\varepsilon \le 1` (the classic
-    theorem's hypothesis); larger ``epsilon`` is accepted and evaluated, but is then the paper's
-    formula, not a proved guarantee (use :func:`calibrate_consensus` with ``"pld"`` instead).
+    theorem's hypothesis), so a larger ``epsilon`` is refused; :func:`calibrate_consensus` with
+    ``"pld"`` or ``"rdp"`` calibrates the noise for any target.
 
     Parameters
     ----------
     c1, lam, n_clients, rho, m_i, mu
         As in :func:`consensus_sensitivity`.
     epsilon : float
-        Per-round :math:`\varepsilon > 0`.
+        Per-round :math:`\varepsilon \in (0, 1]`.
     delta : float
         Per-round :math:`\delta \in (0, 1)`.
 
@@ -174,13 +179,34 @@ def consensus_sigma(
     -------
     float
         :math:`\sigma_{i,k}`.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or for ``epsilon > 1`` (the message names the proved range).
     """
     sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu)
-    return classic_gaussian_sigma(epsilon, delta, sens)
+    eps = check_positive("epsilon", epsilon)
+    d = check_open_unit("delta", delta)
+    if not _in_classic_range(eps):
+        raise DpfedInputError(
+            _classic_range_message(
+                "consensus_sigma uses", d, f"epsilon {eps:g}", unit="round",
+                advice="Use calibrate_consensus with accountant 'pld' or 'rdp', which sets the "
+                "noise for a total epsilon without this restriction.",
+            )
+        )
+    return classic_gaussian_sigma(eps, d, sens)
 
 
 def consensus_noise_multiplier(epsilon_step: float, delta_step: float) -> float:
     r"""Noise multiplier :math:`z = \sigma/\Delta_2 = \sqrt{2\ln(1.25/\delta_s)}/\varepsilon_s`.
+
+    Every :math:`\varepsilon_s > 0` is accepted: this only names the noise by the paper's
+    per-round parameters, and the accountants that read :math:`z` directly (``"pld"``,
+    ``"rdp"``, ``"moments"``) hold for any :math:`z`. The per-round reading
+    :math:`(\varepsilon_s, \delta_s)` itself is a guarantee only for :math:`\varepsilon_s \le 1`
+    (:func:`consensus_sigma` refuses beyond).
 
     Parameters
     ----------
@@ -305,8 +331,10 @@ def consensus_epsilon(
     ``"advanced"``
         advanced composition with :math:`\delta/(2T)` per round and :math:`\delta' = \delta/2`.
 
-    The closed forms inherit the classic Gaussian theorem's hypothesis (per-round epsilon at
-    most 1); see :mod:`dpfed.privacy.accounting`.
+    ``"basic"`` and ``"advanced"`` read every round through the classic Gaussian theorem at
+    their own per-round delta (:math:`\delta/T`, :math:`\delta/(2T)`), proved only for a
+    per-round epsilon at most 1; outside that range they raise
+    (:func:`dpfed.privacy.accounting.check_classic_range`).
 
     Parameters
     ----------
@@ -325,6 +353,11 @@ def consensus_epsilon(
     -------
     float
         The total epsilon.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or with ``"basic"``/``"advanced"`` outside the classic range.
     """
     z = consensus_noise_multiplier(epsilon_step, delta_step)
     acc = check_accountant(accountant)
@@ -366,8 +399,9 @@ class ConsensusCalibration:
 
     @property
     def classic_valid(self) -> bool:
-        """Whether the per-round reading is inside the classic theorem (``epsilon_step <= 1``)."""
-        return self.epsilon_step <= 1.0
+        """Whether the per-round reading is inside the classic theorem (``epsilon_step <= 1``,
+        up to rounding), so that :func:`consensus_sigma` accepts it."""
+        return _in_classic_range(self.epsilon_step)
 
     def sigma(self, l2_sensitivity: float) -> float:
         r"""Noise standard deviation :math:`z\, \Delta_2` for a client's sensitivity."""
@@ -421,9 +455,11 @@ def calibrate_consensus(
         z = \sqrt{T / (\varepsilon - L)} \quad (\varepsilon > 3L), \qquad L = \ln(1/\delta);
 
     every other accountant uses :func:`dpfed.privacy.accounting.calibrate_noise_multiplier`
-    (the smallest :math:`z` whose epsilon is at most the target). The per-round reading
+    (the smallest :math:`z` whose epsilon is at most the target; ``"basic"`` and ``"advanced"``
+    refuse a target that would need a per-round epsilon above 1). The per-round reading
     :math:`(\varepsilon_s, \delta_s)` of the same noise is reported for the paper's formula
-    :func:`consensus_sigma`.
+    :func:`consensus_sigma`, beside the certified total; it is a guarantee only where
+    :attr:`ConsensusCalibration.classic_valid`.
 
     Parameters
     ----------
@@ -442,6 +478,12 @@ def calibrate_consensus(
     -------
     ConsensusCalibration
         The multiplier, its per-round reading and the certified total.
+
+    Raises
+    ------
+    DpfedInputError
+        For bad arguments, or with ``"basic"``/``"advanced"`` for a target outside the classic
+        range.
     """
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)

@@ -23,8 +23,9 @@ Two calibrations of :math:`\sigma_{std}`:
 ``"classic"``
     the paper's Eq. (1), :math:`\sigma_{std} = \sqrt{2 \ln(1.25/\delta)}\, \Delta_2 /
     \varepsilon` (Dwork & Roth 2014, Thm 3.22). **A DP guarantee only for**
-    :math:`\varepsilon < 1`; for larger :math:`\varepsilon` it is the formula, not a theorem
-    (:attr:`DcaCalibration.classic_valid` says which).
+    :math:`\varepsilon \le 1`, so a larger :math:`\varepsilon` is refused: there the formula
+    is no theorem, and for small noise it is false (at :math:`\delta = 10^{-5}`, the noise it
+    gives for :math:`\varepsilon = 20` has exact epsilon 25.4). Use ``"pld"`` there.
 ``"pld"`` (default), ``"rdp"``
     the smallest :math:`\sigma_{std} = z \Delta_2` whose single Gaussian release is
     :math:`(\varepsilon, \delta)`-DP by the numerical accountant
@@ -46,6 +47,8 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
+    _classic_range_message,
+    _in_classic_range,
     calibrate_noise_multiplier,
     classic_gaussian_sigma,
     gaussian_epsilon,
@@ -93,8 +96,9 @@ class DcaCalibration:
         :math:`N / (N - T - 1)`, the variance of the released noise relative to
         :math:`\sigma_{std}^2`.
     classic_valid : bool
-        :math:`\varepsilon < 1`: the classic formula is a theorem there. For ``"pld"`` /
-        ``"rdp"`` it is informative only (their guarantee needs no such condition).
+        :math:`\varepsilon \le 1`: the classic formula is a theorem there (always true for
+        ``"classic"``, which refuses anything else). For ``"pld"`` / ``"rdp"`` it is
+        informative only (their guarantee needs no such condition).
     notes : tuple of str
     """
 
@@ -222,7 +226,8 @@ def calibrate_dca(
     Raises
     ------
     DpfedInputError
-        On bad arguments or :math:`N - T - 1 < 1`.
+        On bad arguments, :math:`N - T - 1 < 1`, or ``method="classic"`` with
+        :math:`\varepsilon > 1` (outside the classic theorem; the message names the range).
 
     Examples
     --------
@@ -239,14 +244,16 @@ def calibrate_dca(
         raise DpfedInputError(f"method must be one of {DCA_METHODS}. Found {method!r}.")
     notes: list[str] = []
     if method == "classic":
+        if not _in_classic_range(eps):
+            raise DpfedInputError(
+                _classic_range_message(
+                    "method 'classic' (the paper's Eq. 1) uses", dlt, f"epsilon {eps:g}",
+                    unit="release",
+                    advice="Use method 'pld' or 'rdp', valid for every epsilon.",
+                )
+            )
         sigma = classic_gaussian_sigma(eps, dlt, sens)
         z = sigma / sens
-        if eps >= 1.0:
-            notes.append(
-                f"epsilon = {eps:g} >= 1: the classic Gaussian mechanism (the paper's Eq. 1) is "
-                "proved for epsilon < 1 only, so this noise is the paper's formula, not a "
-                "guarantee; use method 'pld' for a valid calibration."
-            )
     else:
         z = calibrate_noise_multiplier(eps, dlt, 1, accountant=method)
         sigma = z * sens
@@ -258,7 +265,8 @@ def calibrate_dca(
     return DcaCalibration(
         epsilon=eps, delta=dlt, l2_sensitivity=sens, n_clients=n, tolerated=t, method=method,
         noise_multiplier=z, sigma_std=sigma, client_std=client,
-        total_std=client * math.sqrt(n), scale_factor=n / h, classic_valid=eps < 1.0,
+        total_std=client * math.sqrt(n), scale_factor=n / h,
+        classic_valid=_in_classic_range(eps),
         notes=tuple(notes),
     )
 
@@ -291,7 +299,7 @@ def dca_epsilon(
         :math:`\delta \in (0, 1)`.
     accountant : str, default "pld"
         Any accountant of :mod:`dpfed.privacy.accounting` (``"basic"`` gives the classic
-        formula's epsilon, a guarantee only when below 1).
+        formula's epsilon, and refuses noise for which it would exceed 1).
 
     Returns
     -------

@@ -35,12 +35,21 @@ a per-iteration ("dynamic") guarantee, **not** a guarantee for the run: every it
 released to the neighbours, so the adversary of the paper (who sees all iterates) learns the
 composition of all of them. :func:`decentralized_total` reports that total.
 
-For DVP everything the update reads other than the data (:math:`f_p(t)`, :math:`\lambda_p(t)`,
-the neighbours' :math:`f_i(t)`) is released or computed from released values, so iteration
-``t`` is an :math:`\alpha_p(t)`-DP mechanism given the past releases and adaptive composition
-applies. PVP's update reads the node's *unreleased* :math:`f_p(t)` and :math:`e_p(t)`; the
-paper's per-iteration bound holds conditionally on them, and the composed total is then the
-paper's per-iteration figures composed, not a proved bound.
+That composition is a proof when every iteration is an :math:`\alpha_p(t)`-DP mechanism
+*given everything released before* (adaptive composition), i.e. when the update reads,
+besides the node's rows and fresh noise, only released values. For DVP these are
+:math:`f_p(t)` (its broadcast), the neighbours' :math:`f_i(t)` and :math:`\lambda_p(t)`
+(computed from broadcasts only). For PVP, the node
+(:class:`~dpfed.protocols.decentralized.DecentralizedNode`) puts its own last broadcast
+:math:`V_p(t) = f_p(t) + e_p(t)` in the proximal centre, :math:`\tfrac12(V_p(t) + V_i(t))`,
+in every output-perturbed round and in the final DVP step, and updates its dual from
+broadcasts only; each round is then Theorem 2's output perturbation (sensitivity
+:math:`2C^R/(\rho B_p)`) or, the last, Theorem 1's objective perturbation, given public
+inputs. **This departs from the paper's eq. 18**, whose centre
+:math:`\tfrac12(f_p(t) + V_i(t) - e_p(t))` (and the final step's exact :math:`f_p(t_s - 1)`)
+reads the node's *unreleased* exact iterate and noise: given the past broadcasts those are
+still functions of the data, so the paper's per-iteration bound holds only conditionally on
+them and its figures do not compose into a proved total.
 """
 
 from __future__ import annotations
@@ -214,9 +223,10 @@ def pvp_zeta(alpha: float, *, rho: float, B: int, CR: float) -> float:
     gradient by at most :math:`2C^R/B_p` (:math:`|\mathcal{L}'| \le 1`, :math:`\|x\| \le 1`), so
     the exact minimiser moves by at most :math:`\Delta = 2C^R/(\rho B_p)` (33), and l2-Laplace
     noise of rate :math:`\zeta = \alpha/\Delta` makes :math:`V_p(t+1)` :math:`\alpha`-DP for
-    fixed values of what the update reads. That includes the node's unreleased
-    :math:`f_p(t)` and :math:`e_p(t)` (eq. 18), so the per-iteration figures of PVP do not
-    compose into a proved total the way DVP's do (see the module docstring).
+    fixed values of what the update reads. dpfed's update reads only released values (its
+    own last broadcast :math:`V_p(t)` in place of eq. 18's unreleased
+    :math:`f_p(t) - e_p(t)`, the neighbours' :math:`V_i(t)`, :math:`\lambda_p(t)`), so the
+    per-iteration figures compose into a proved total (see the module docstring).
 
     Needs :math:`\|x\| \le 1`, :math:`|\mathcal{L}'| \le 1`, :math:`\mathcal{L}` convex,
     :math:`R` 1-strongly convex, the exact minimiser. No bound on :math:`\mathcal{L}''` is used.
@@ -321,10 +331,11 @@ def decentralized_total(
       :math:`\varepsilon' = \sqrt{2\ln(1/\delta)\sum_t\alpha_t^2}
       + \sum_t \alpha_t(e^{\alpha_t} - 1)` at :math:`\delta`.
 
-    The smaller is reported as ``"epsilon"`` (with its ``"delta"`` and ``"method"``). The
-    composition is a proved bound for DVP (each iteration reads the data only through the
-    exact minimisation and otherwise released values); for PVP it composes the paper's
-    conditional per-iteration figures (see the module docstring).
+    The smaller is reported as ``"epsilon"`` (with its ``"delta"`` and ``"method"``). Both
+    compositions hold for adaptively chosen mechanisms, so the total is a proved bound for DVP
+    and PVP alike: each iteration reads the data only through the minimisation and otherwise
+    released values plus fresh noise (for PVP this needs dpfed's departure from eq. 18; see
+    the module docstring), under the exact-minimisation assumption.
 
     Parameters
     ----------

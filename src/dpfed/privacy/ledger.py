@@ -230,8 +230,9 @@ class PrivacyLedger:
         Raises
         ------
         DpfedInputError
-            For a bad delta or accountant, an unknown party, or a party with a release whose
-            mechanism is not Gaussian.
+            For a bad delta or accountant, an unknown party, a party with a release whose
+            mechanism is not Gaussian, or with ``"basic"``/``"advanced"`` a release outside the
+            classical Gaussian bound's proved range (per-step epsilon above 1).
         """
         check_open_unit("delta", delta)
         check_accountant(accountant)

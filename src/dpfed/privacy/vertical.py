@@ -10,7 +10,11 @@ Two mechanisms; the derivations are in ``docs/privacy.md``.
     :math:`C = \frac{3}{d_m \rho}(\lambda c_1 + (1 + M\rho) b_1)` under Assumption 1 and
     Theorem 1 sets :math:`\sigma = \sqrt{2\ln(1.25/\delta)}\, C / \varepsilon` for
     :math:`\varepsilon \in (0, 1]`. ``lambda`` here is the weight of the summed-loss form of
-    the objective (``N`` times that of the averaged form).
+    the objective (``N`` times that of the averaged form). The resulting figure is the paper's
+    formula, not a guarantee: Lemma 1's proof needs the noisy models in the ball of radius
+    :math:`b_1` (unbounded Gaussian noise breaks it) and :math:`\lambda_{\min}(D_m^\top
+    D_m) \ge d_m` (:class:`EigenvaluePremise`), so dpfed reports it as ``paper_epsilon`` and
+    certifies no epsilon for this mechanism.
 
 ``sound``
     A calibration that holds for sample-level adjacency (one row of one party's block, or one
@@ -46,6 +50,7 @@ Two mechanisms; the derivations are in ``docs/privacy.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from dpfed._validation import DpfedInputError, check_positive
@@ -60,6 +65,113 @@ def lemma1_bound(
     3.6
     """
     return 3.0 / (d_m * rho) * (lam * c1 + (1.0 + n_parties * rho) * b1)
+
+
+@dataclass(frozen=True)
+class EigenvaluePremise:
+    r"""Lemma 1's eigenvalue premise on one party's block: :math:`\lambda_{\min}(D_m^\top
+    D_m) \ge d_m`.
+
+    The proof of Lemma 1 bounds :math:`\|(D_m^\top D_m)^{-1}\|` by :math:`1/d_m`, i.e. it
+    assumes :math:`\lambda_{\min}(D_m^\top D_m) \ge d_m`. That is a property of the data, not
+    something a mechanism can enforce. The shapes alone rule it out in two cases: with rows of
+    l2 norm at most 1 (Assumption 1.3, enforced), :math:`\operatorname{tr}(D_m^\top D_m) =
+    \sum_i \|d_i\|^2 \le N`, so
+
+    .. math::
+
+        \lambda_{\min}(D_m^\top D_m) \le \frac{N}{d_m} < d_m
+        \quad\text{whenever}\quad d_m^2 > N,
+
+    and :math:`D_m^\top D_m` (rank at most :math:`N`) is singular whenever :math:`d_m > N`.
+
+    Parameters
+    ----------
+    n_samples : int
+        :math:`N`, rows of the block.
+    n_features : int
+        :math:`d_m`, columns of the block.
+    min_eigenvalue : float or None
+        :math:`\lambda_{\min}(D_m^\top D_m)` of the prepared (row-normalised) block; None when
+        only the shapes are known (a party's spectrum is a fact about its private rows).
+    """
+
+    n_samples: int
+    n_features: int
+    min_eigenvalue: float | None = None
+
+    @property
+    def excluded_by_shape(self) -> bool:
+        """Whether the shapes alone prove the premise false (:math:`d_m^2 > N`)."""
+        return self.n_features * self.n_features > self.n_samples
+
+    @property
+    def holds(self) -> bool | None:
+        """True or False when decided (by the shapes or the spectrum), None otherwise."""
+        if self.excluded_by_shape:
+            return False
+        if self.min_eigenvalue is None:
+            return None
+        return self.min_eigenvalue >= self.n_features
+
+    def reason(self, party: str) -> str | None:
+        """Why the premise fails or is unchecked for ``party``; None when it holds."""
+        n, d = self.n_samples, self.n_features
+        need = (
+            f"{party}: Lemma 1 assumes ||(D_m^T D_m)^-1|| <= 1/d_m, i.e. lambda_min(D_m^T D_m) "
+            f">= d_m = {d}"
+        )
+        if d > n:
+            return f"{need}; with d_m = {d} > N = {n} rows, D_m^T D_m is singular (lambda_min = 0)."
+        if self.excluded_by_shape:
+            return (
+                f"{need}; with unit-norm rows trace(D_m^T D_m) <= N = {n}, so lambda_min <= "
+                f"N/d_m = {n / d:.4g} < d_m (d_m^2 = {d * d} > N)."
+            )
+        if self.min_eigenvalue is None:
+            return (
+                f"{need}; the shapes (d_m^2 = {d * d} <= N = {n}) do not rule it out, and the "
+                f"spectrum is a fact about {party}'s private rows, which {party} checks and keeps "
+                "to itself: not checked across parties."
+            )
+        if self.min_eigenvalue < d:
+            return f"{need}; found lambda_min = {self.min_eigenvalue:.4g} < {d}."
+        return None
+
+
+def paper_epsilon_reasons(
+    b1: float | None, premises: Mapping[str, EigenvaluePremise]
+) -> list[str]:
+    r"""Why the paper mechanism's Theorem 1 / Corollary 1 figure is not a guarantee.
+
+    Always: Lemma 1 bounds the noisy models :math:`\|\tilde x_k\| \le b_1`, which unbounded
+    Gaussian noise breaks with positive probability. Then, per party, the eigenvalue premise
+    (:class:`EigenvaluePremise`) where it fails or is unchecked.
+
+    Parameters
+    ----------
+    b1 : float or None
+        The radius :math:`b_1` (None: not known here).
+    premises : mapping of str to EigenvaluePremise
+        Per party, what is known of its eigenvalue premise.
+
+    Returns
+    -------
+    list of str
+        The unbounded-noise reason first, then one line per party whose premise fails or is
+        unchecked (none for a party whose premise holds).
+    """
+    radius = "b1" if b1 is None else f"b1 = {b1:.4g}"
+    reasons = [
+        f"Lemma 1 bounds the sensitivity assuming the released models x~_k = x_k + xi_k stay in "
+        f"the l2 ball of radius {radius} (Assumption 1.1); xi_k is unbounded Gaussian noise, "
+        "so no run can enforce it."
+    ]
+    for party, premise in premises.items():
+        reason = premise.reason(party)
+        if reason is not None:
+            reasons.append(reason)
+    return reasons
 
 
 def theorem1_sigma(*, l2_bound: float, epsilon: float, delta: float) -> float:

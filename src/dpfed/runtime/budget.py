@@ -68,6 +68,7 @@ from typing import Any
 from dpfed._validation import DpfedInputError, check_open_unit, check_positive
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.runtime.private_files import private_file, private_folder
 
 __all__ = [
     "LEDGER_ACCOUNTANTS",
@@ -304,7 +305,8 @@ class BudgetLedger:
             raise DpfedInputError(f"path must be a file, not a folder. Found {str(self._path)!r}.")
         self._lock = threading.RLock()
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(self._path.parent, narrow_existing=False)
+            private_file(self._path)  # owner-only; SQLite gives its WAL files the same mode
         except OSError as err:
             raise DpfedInputError(
                 f"path must be in a folder that exists or can be created. "

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
+from dpfed.runtime.private_files import private_folder
 
 _META = "__meta__"
 
@@ -30,9 +31,10 @@ def save_checkpoint(
     *,
     fsync: bool = False,
 ) -> Path:
-    """Write ``arrays`` and ``meta`` to ``path`` atomically."""
+    """Write ``arrays`` and ``meta`` to ``path`` atomically, readable by its owner only (in a
+    ``0700`` folder)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(target.parent)
     if _META in arrays:
         raise DpfedInputError(f"array name {_META!r} is reserved.")
     # prefixed names: np.savez's own keywords ("file", "allow_pickle") cannot collide

@@ -30,6 +30,7 @@ from dpfed.privacy.consensus import calibrate_consensus, consensus_sensitivity
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer, ServerRecord
+from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.vertical import _progress_bar, party_rng
 
@@ -125,13 +126,14 @@ class ConsensusResult:
     rounds: list[ServerRecord]
     seconds: float
     client_sizes: dict[str, int] = field(default_factory=dict)
+    exact: dict | None = None  # history figures computed from exact private values
 
     @property
     def final(self) -> dict:
         return dict(self.history[-1]) if self.history else {}
 
     def to_json(self) -> dict:
-        return {
+        return with_exact_values({
             "protocol": "consensus",
             "config": asdict(self.config),
             "parties": [{"name": k, "n_samples": v} for k, v in self.client_sizes.items()],
@@ -139,7 +141,7 @@ class ConsensusResult:
             "final": self.final,
             "privacy": self.privacy,
             "seconds": self.seconds,
-        }
+        }, self.exact)
 
 
 def client_names(n: int) -> list[str]:
@@ -231,6 +233,7 @@ def train_consensus(
     X_test=None,
     y_test: np.ndarray | None = None,
     progress: bool = False,
+    rngs: Sequence[np.random.Generator] | None = None,
 ) -> ConsensusResult:
     """Train by (DP) consensus ADMM over clients holding ``parts = [(X_i, y_i), ...]``.
 
@@ -244,6 +247,11 @@ def train_consensus(
     X_test, y_test : optional
         Held-out rows for the per-round test figures.
     progress : bool
+    rngs : sequence of numpy.random.Generator, optional
+        One noise generator per client (default: the streams of ``config.seed``).
+
+    The history's ``train_objective`` is computed from the clients' exact rows, which this one
+    process holds; the result says so in ``exact_values``.
     """
     cfg = (config or ConsensusConfig()).validated()
     _check_clients(parts, "training")
@@ -262,10 +270,14 @@ def train_consensus(
         X_test = clip_rows(X_test, 1.0) if private else X_test
     d = prepared[0][0].shape[1]
     z = noise_multiplier_of(cfg)
+    if rngs is None:
+        rngs = [party_rng(cfg.seed, i, n) for i in range(n)]
+    elif len(rngs) != n:
+        raise DpfedInputError(f"rngs must hold one generator per client ({n}). Found {len(rngs)}.")
     clients = [
         ConsensusClient(
             names[i], X, y, server=SERVER, loss=loss, lam=cfg.lam, n_clients=n, rho=cfg.rho,
-            release=client_release(cfg, z, n, X.shape[0]), rng=party_rng(cfg.seed, i, n),
+            release=client_release(cfg, z, n, X.shape[0]), rng=rngs[i],
         )
         for i, (X, y) in enumerate(prepared)
     ]
@@ -297,9 +309,12 @@ def train_consensus(
         for e in c.events:
             ledger.record(e)
     privacy = consensus_privacy(cfg, clients, z)
+    if private:
+        privacy["notes"] += in_process_seed_note(cfg.seed)
     return ConsensusResult(
         server.model.copy(), history, privacy, ledger, replace(cfg), server.history,
         clock["train"], {c.name: c.n_samples for c in clients},
+        exact_values(["train_objective"] if private else [], left_parties=False),
     )
 
 

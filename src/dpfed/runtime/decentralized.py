@@ -35,6 +35,7 @@ from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.privacy.decentralized import alpha_schedule, decentralized_total
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
+from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.vertical import party_rng
 
@@ -161,6 +162,7 @@ class DecentralizedResult:
     graph: dict
     seconds: float
     node_sizes: dict[str, int] = field(default_factory=dict)
+    exact: dict | None = None  # history figures computed from exact private values
 
     @property
     def final(self) -> dict:
@@ -171,7 +173,7 @@ class DecentralizedResult:
         return np.mean(list(self.models.values()), axis=0)
 
     def to_json(self) -> dict:
-        return {
+        return with_exact_values({
             "protocol": "decentralized",
             "config": asdict(self.config),
             "graph": self.graph,
@@ -180,7 +182,7 @@ class DecentralizedResult:
             "final": self.final,
             "privacy": self.privacy,
             "seconds": self.seconds,
-        }
+        }, self.exact)
 
 
 def node_names(n: int) -> list[str]:
@@ -195,6 +197,14 @@ def node_objective_weights(parts, loss_scale: float) -> np.ndarray:
 def node_loss(f: np.ndarray, X, y, *, loss, loss_scale: float) -> float:
     r"""One node's scaled loss :math:`\frac{C^R}{B_p}\sum_i \mathcal L(y_i f^\top x_i)`."""
     return loss_scale * float(np.mean(loss.value(np.asarray(X @ f).reshape(-1), y)))
+
+
+#: History figures computed from the nodes' per-round iterates: exact values under PVP, whose
+#: broadcasts are the iterates plus noise.
+ITERATE_FIGURES = (
+    "test_log_loss", "test_accuracy", "misclassification_rate", "node_misclassification_rate",
+    "disagreement",
+)
 
 
 def combine_objective(node_losses, f: np.ndarray, *, rho: float) -> float:
@@ -247,9 +257,16 @@ def train_decentralized(
     names: Sequence[str] | None = None,
     X_test=None,
     y_test: np.ndarray | None = None,
+    rngs: Sequence[np.random.Generator] | None = None,
 ) -> DecentralizedResult:
     """Train by decentralized ADMM over ``graph``; node ``k`` (sorted graph order) holds
-    ``parts[k] = (X_k, y_k)``."""
+    ``parts[k] = (X_k, y_k)``.
+
+    ``rngs`` holds one noise generator per node (default: the streams of ``config.seed``).
+    The history is computed from every node's exact iterates and rows, which this one process
+    holds: its ``train_objective`` always, and under PVP (whose iterates are never broadcast)
+    the figures of :data:`ITERATE_FIGURES` too; the result says so in ``exact_values``.
+    """
     cfg = (config or DecentralizedConfig()).validated()
     if len(parts) < 2:
         raise DpfedInputError(f"a network needs at least two nodes. Found {len(parts)}.")
@@ -267,12 +284,16 @@ def train_decentralized(
         y_test = check_binary_labels("test labels", y_test)
     P = len(prepared)
     alphas = cfg.alpha_schedules(P)
+    if rngs is None:
+        rngs = [party_rng(cfg.seed, k, P) for k in range(P)]
+    elif len(rngs) != P:
+        raise DpfedInputError(f"rngs must hold one generator per node ({P}). Found {len(rngs)}.")
     nodes = [
         DecentralizedNode(
             names[k], X, y, neighbours=neighbours[names[k]], loss=loss,
             loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
             perturbation=cfg.perturbation, alphas=None if alphas is None else alphas[k],
-            c1=loss.smoothness, rng=party_rng(cfg.seed, k, P),
+            c1=loss.smoothness, rng=rngs[k],
         )
         for k, (X, y) in enumerate(prepared)
     ]
@@ -290,25 +311,34 @@ def train_decentralized(
         entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     models = {n.name: n.exact.copy() for n in nodes}
     privacy = decentralized_privacy(cfg, alphas, names)
+    exact = None
+    if alphas is not None:
+        privacy["notes"] += in_process_seed_note(cfg.seed)
+        exact = exact_values(
+            ["train_objective", *(ITERATE_FIGURES if cfg.perturbation == "pvp" else ())],
+            left_parties=False,
+        )
     position = {node: k for k, node in enumerate(sorted(graph.nodes))}
     edges = sorted([sorted((names[position[a]], names[position[b]])) for a, b in graph.edges])
     return DecentralizedResult(
         models, history, privacy, cfg,
         {"nodes": P, "edges": len(edges), "edge_list": edges}, seconds,
-        {n.name: n.n_samples for n in nodes},
+        {n.name: n.n_samples for n in nodes}, exact,
     )
 
 
 def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
     """One history entry from the nodes' primal estimates of round ``t`` and every node's
-    scaled loss at their average (:func:`node_loss`); ``alphas`` is
+    scaled loss at their average (:func:`node_loss`; None: no training objective); ``alphas`` is
     :meth:`DecentralizedConfig.alpha_schedules` (the entry's ``alpha`` is the round's largest,
     its ``epsilon`` the total of the most exposed node)."""
     mean = np.mean(models, axis=0)
     entry: dict = {
         "iteration": t,
         "seconds": None,
-        "train_objective": combine_objective(node_losses, mean, rho=cfg.rho),
+        "train_objective": (
+            None if node_losses is None else combine_objective(node_losses, mean, rho=cfg.rho)
+        ),
         "test_log_loss": None,
         "test_accuracy": None,
         "misclassification_rate": None,
@@ -358,9 +388,13 @@ def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]
             f"{cfg.perturbation}: every broadcast of every node is alpha_p(t)-DP for that "
             "node's rows (the paper's dynamic DP); the epsilon above is the honest total over "
             f"all {alphas.shape[1]} rounds of the most exposed node, which the per-round alpha "
-            "is not.",
-            "objective perturbation assumes the exact minimiser; it is computed by Newton's "
-            "method to a gradient norm of 1e-10 relative to C^R.",
+            "is not. It is a bound by adaptive composition: besides the node's rows and fresh "
+            "noise every round reads only broadcast values and the dual computed from them"
+            + (" (PVP: the node's own last broadcast V_p(t) replaces the paper's unreleased "
+               "f_p(t) - e_p(t) of eq. 18, also in the final DVP step)."
+               if cfg.perturbation == "pvp" else "."),
+            "objective perturbation (DVP, PVP's final round) assumes the exact minimiser; it is "
+            "computed by Newton's method to a gradient norm of 1e-10 relative to C^R.",
         ],
         "nodes": len(names),
     }

@@ -8,10 +8,13 @@ the leader what it needs to compute the history: the per-round models (the serve
 models, or every node's primal estimates) and, on request, its loss at given models. The leader
 then evaluates the per-round figures exactly as the in-process runner does.
 
-Per-round figures therefore travel only once, after training, and only when ``[job].evaluate``
-is not ``"none"``: each party then reports its mean training loss at the models it is sent,
-and a decentralized node reports its per-round primal estimates (which, under PVP, were never
-broadcast); ``privacy.notes`` says so.
+Per-round figures therefore travel only once, after training. With ``[job].evaluate = "test"``
+(the default under a mechanism) only released values reach the leader: the server's global
+models (computed from the noisy uploads) or every node's broadcasts, at which the leader
+computes test figures on its own held-out rows; there is no training objective. Only
+``evaluate = "full"`` asks the parties for exact values (each party's mean training loss at
+the per-round models, once, and a decentralized node's exact per-round iterates, which under
+PVP are never broadcast); the result then says so at its top (``exact_values``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.protocols.decentralized.roles import DecentralizedNode
 from dpfed.protocols.messages import Message
-from dpfed.runtime.hosting import RoleDelegate
+from dpfed.runtime.disclosure import exact_values, with_exact_values
+from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobfile import JobSpec, describe
 from dpfed.runtime.wire import register_message
 
@@ -40,7 +44,11 @@ for _kind in (GlobalModel, LocalModel, NodeModel):
 EVALUATION_NOTE = (
     "evaluation: after training every party reported its mean training loss at the per-round "
     "models the leader sent it{extra}; those figures are not covered by the epsilon above. "
-    "Set [job].evaluate = \"none\" to keep them home."
+    "Set [job].evaluate = \"test\" or \"none\" to keep them home."
+)
+TEST_EVALUATION_NOTE = (
+    "evaluation: the leader computed test figures at the released models{extra} on the test "
+    "rows of the first party's data set; no training losses left the parties."
 )
 
 
@@ -124,7 +132,6 @@ class ConsensusHost(_Host):
             client_release,
             noise_multiplier_of,
         )
-        from dpfed.runtime.vertical import party_rng
 
         self.spec, self.name = spec, name
         cfg = ConsensusConfig(**spec.params).validated()
@@ -150,7 +157,8 @@ class ConsensusHost(_Host):
         release = client_release(cfg, z, len(clients), X.shape[0])
         self.role = ConsensusClient(
             name, X, y, server=server, loss=self.loss, lam=cfg.lam, n_clients=len(clients),
-            rho=cfg.rho, release=release, rng=party_rng(cfg.seed, index, len(clients)),
+            rho=cfg.rho, release=release,
+            rng=noise_generator(spec, name, index=index, n_parties=len(clients)),
         )
         self.plan = [] if release is None else [release.noise_multiplier] * cfg.iterations
 
@@ -172,6 +180,7 @@ class ConsensusHost(_Host):
 
 def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a consensus job (the keys of ``dpfed train``'s)."""
+    from dpfed.data.specs import ROW_NOTE, parties_preprocessing
     from dpfed.runtime.consensus import (
         ConsensusConfig,
         client_epsilon,
@@ -184,24 +193,23 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
     server = next(p.name for p in spec.parties if p.role == "server")
     clients = [p.name for p in spec.parties if p.role != "server"]
     rounds = accounts[server]["rounds"]
-    models = [r["model"] for r in rounds]
+    models = [r["model"] for r in rounds]  # released: averages of the noisy uploads
     X_test, y_test = _test_set(spec)
-    losses = (
-        {c: evaluate(c, models) for c in clients} if spec.evaluate != "none" else None
-    )
+    losses = {c: evaluate(c, models) for c in clients} if spec.evaluate == "full" else None
     events = {c: [PrivacyEvent(**e) for e in accounts[c]["events"]] for c in clients}
     n = len(clients)
     history = []
     for t, r in enumerate(rounds, start=1):
         w = np.asarray(r["model"], dtype=float)
-        entry: dict[str, Any] = {"iteration": t, "seconds": None}
+        entry: dict[str, Any] = {"iteration": t, "seconds": None, "train_objective": None}
         if losses is not None:
             entry["train_objective"] = consensus_objective(
                 [losses[c][t - 1] for c in clients], w, lam=cfg.lam
             )
+        if spec.evaluate != "none":
             entry |= test_metrics(w, X_test, y_test)
         else:
-            entry |= {"train_objective": None, "test_log_loss": None, "test_accuracy": None}
+            entry |= {"test_log_loss": None, "test_accuracy": None}
         entry["epsilon"] = (
             max(client_epsilon([e for e in events[c] if e.round <= t], cfg) for c in clients)
             if cfg.mechanism != "none" else 0.0
@@ -227,16 +235,27 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
     )
     if losses is not None:
         privacy.setdefault("notes", []).append(EVALUATION_NOTE.format(extra=""))
-    return {
+    elif spec.evaluate == "test":
+        privacy.setdefault("notes", []).append(
+            TEST_EVALUATION_NOTE.format(extra=" (the server's global models)")
+        )
+    exact = None
+    if losses is not None and cfg.mechanism != "none":
+        exact = exact_values(
+            ["train_objective"], left_parties=True,
+            what="every client's mean training loss at every round's global model",
+        )
+    return with_exact_values({
         "protocol": "consensus",
         "config": asdict(cfg),
         "parties": [{"name": c, "n_samples": accounts[c]["n_samples"]} for c in clients],
         "history": history,
         "final": dict(history[-1]) if history else {},
         "privacy": privacy,
+        "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
         "seconds": seconds,
         "job": describe(spec),
-    }
+    }, exact)
 
 
 # -- decentralized -----------------------------------------------------------------------------
@@ -265,10 +284,13 @@ class DecentralizedHost(_Host):
     """A node of a decentralized job: its rows, its neighbours in the job's graph."""
 
     ledger_support = False  # pure alpha-DP releases; the budget ledger accounts Gaussians only
+    ledger_refusal = (
+        "DVP and PVP broadcasts are pure alpha-DP releases, which the budget ledger (Gaussian "
+        "releases only) cannot account"
+    )
 
     def __init__(self, spec: JobSpec, name: str) -> None:
         from dpfed.runtime.decentralized import _neighbours
-        from dpfed.runtime.vertical import party_rng
 
         self.spec, self.name = spec, name
         cfg = _decentralized_config(spec.params)
@@ -285,7 +307,7 @@ class DecentralizedHost(_Host):
             name, self.X, y, neighbours=neighbours[name], loss=self.loss,
             loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
             perturbation=cfg.perturbation, alphas=alphas, c1=self.loss.smoothness,
-            rng=party_rng(cfg.seed, index, len(spec.parties)),
+            rng=noise_generator(spec, name, index=index, n_parties=len(spec.parties)),
         )
         self.plan = []
         self.private = alphas is not None
@@ -298,15 +320,21 @@ class DecentralizedHost(_Host):
         return self.role.exact
 
     def final(self) -> dict[str, Any]:
+        """Its public account: the rows it holds, the alphas it spent and, for evaluation, its
+        per-round broadcasts (released) or, only with ``evaluate = "full"``, its exact
+        per-round iterates (under PVP never broadcast)."""
         out: dict[str, Any] = {"n_samples": int(self.X.shape[0]), "spent": self.role.spent}
-        if self.spec.evaluate != "none":
+        if self.spec.evaluate == "full":
             out["models"] = [m.tolist() for m in self.role.models[1:]]
+        elif self.spec.evaluate == "test":
+            out["models"] = [m.tolist() for m in self.role.released_models]
         return out
 
 
 def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
-    from dpfed.runtime.decentralized import decentralized_privacy, round_entry
+    from dpfed.data.specs import ROW_NOTE, parties_preprocessing
+    from dpfed.runtime.decentralized import ITERATE_FIGURES, decentralized_privacy, round_entry
 
     cfg = _decentralized_config(spec.params)
     names = spec.names
@@ -317,22 +345,38 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
         per_node = {n: np.asarray(accounts[n]["models"], dtype=float) for n in names}
         means = [np.mean([per_node[n][t] for n in names], axis=0)
                  for t in range(cfg.iterations)]
-        losses = {n: evaluate(n, [m.tolist() for m in means]) for n in names}
+        losses = (
+            {n: evaluate(n, [m.tolist() for m in means]) for n in names}
+            if spec.evaluate == "full" else None
+        )
         for t in range(1, cfg.iterations + 1):
             history.append(round_entry(
-                t, [per_node[n][t - 1] for n in names], [losses[n][t - 1] for n in names],
+                t, [per_node[n][t - 1] for n in names],
+                None if losses is None else [losses[n][t - 1] for n in names],
                 cfg, X_test, y_test, alphas,
             ))
         for entry in history:
             entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     privacy = decentralized_privacy(cfg, alphas, names)
-    if spec.evaluate != "none":
+    exact = None
+    if spec.evaluate == "full":
         privacy.setdefault("notes", []).append(
-            EVALUATION_NOTE.format(extra=" and its per-round primal estimates")
+            EVALUATION_NOTE.format(extra=" and its exact per-round iterates")
+        )
+        if cfg.perturbation != "none":
+            exact = exact_values(
+                ["train_objective", *(ITERATE_FIGURES if cfg.perturbation == "pvp" else ())],
+                left_parties=True,
+                what="every node's exact per-round iterates and its mean training loss at "
+                     "their averages",
+            )
+    elif spec.evaluate == "test":
+        privacy.setdefault("notes", []).append(
+            TEST_EVALUATION_NOTE.format(extra=" (every node's broadcasts, averaged)")
         )
     graph = _graph(spec)
     edges = sorted([sorted((names[a], names[b])) for a, b in graph.edges])
-    return {
+    return with_exact_values({
         "protocol": "decentralized",
         "config": asdict(cfg),
         "graph": {"nodes": len(names), "edges": len(edges), "edge_list": edges},
@@ -340,6 +384,7 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
         "history": history,
         "final": dict(history[-1]) if history else {},
         "privacy": privacy,
+        "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
         "seconds": seconds,
         "job": describe(spec),
-    }
+    }, exact)

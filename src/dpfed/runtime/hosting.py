@@ -30,7 +30,9 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
 from dpfed.protocols.messages import Message
+from dpfed.runtime.private_files import load_or_create_secret
 
 #: Protocol name -> (module, host class, result function, report class or None).
 HOSTED_PROTOCOLS = {
@@ -112,6 +114,25 @@ class ProtocolHost(Protocol):
 
     # optional: holds_data (False: no budget ledger at all), ledger_support (False: releases
     # the ledger cannot account, refused where a budget is set), losses(models) (evaluation)
+
+
+#: The file in a party's job folder that holds its noise secret.
+NOISE_SECRET_FILE = "noise.key"
+
+
+def noise_generator(spec, name: str, *, index: int, n_parties: int) -> np.random.Generator:
+    """Party ``name``'s noise generator for job ``spec``.
+
+    In a simulation (``[job].simulation = true``) it is stream ``index`` of ``n_parties`` from
+    ``[params].seed``, as in the in-process runners. Otherwise it is keyed by the party's own
+    secret (:func:`dpfed.privacy.noise_source.secret_generator`), which is created from the
+    operating system's CSPRNG in the party's job folder the first time and read back on every
+    restart, so a restarted party draws the same noise again and replays its releases.
+    """
+    if spec.simulation:
+        return simulation_generator(int(spec.params["seed"]), index, n_parties)
+    folder = spec.party(name).workdir / spec.id
+    return secret_generator(load_or_create_secret(folder, NOISE_SECRET_FILE, new_secret))
 
 
 def hosted_protocol(protocol: str) -> HostedProtocol:

@@ -9,6 +9,8 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
     grace = 10.0               # seconds a disconnected party has to come back
     evaluate = "test"          # full | test | none; default full without a privacy mechanism,
                                # test with one (see dpfed.protocols.vertical.evaluation)
+    # simulation = true        # allows [params].seed: every party's noise from one seed that
+                               # every party holds, so NO privacy between the parties
 
     [params]                   # the options of `dpfed train vertical`
     iterations = 20
@@ -37,6 +39,16 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
 Every party reads the same file (or a copy whose shared parts agree: the leader and each party
 compare :attr:`JobSpec.digest`, which covers the job, the parameters and every party's name,
 address and columns, but not the local paths).
+
+Noise
+-----
+Every process reads the job file, so nothing in it may determine a party's noise. Each party
+draws its noise from a secret of its own (:mod:`dpfed.privacy.noise_source`), created in its
+work folder when it first serves the job. ``[params].seed`` is refused unless the job declares
+``[job].simulation = true``: then every party's noise comes from that seed, the run equals the
+in-process run with the same seed bit for bit, any party can subtract any other party's noise,
+and the result says that the run has no privacy. A party with a privacy budget refuses a
+simulation.
 """
 
 from __future__ import annotations
@@ -145,6 +157,7 @@ class JobSpec:
     evaluate: str = "full"
     checkpoint: Path = Path("checkpoint")
     fsync: bool = False
+    simulation: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -168,6 +181,7 @@ class JobSpec:
             "protocol": self.protocol,
             "params": self.params,
             "evaluate": self.evaluate,
+            "simulation": self.simulation,
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
             "parties": [
@@ -390,8 +404,36 @@ def _party(table: dict, index: int, base: Path, protocol: str = "vertical") -> P
 
 _JOB_KEYS = {
     "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
-    "checkpoint", "fsync",
+    "checkpoint", "fsync", "simulation",
 }
+
+#: What a simulation's result and every party's log say about it.
+SIMULATION_WARNING = (
+    "no privacy: noise is shared. [job].simulation = true: every party's noise comes from "
+    "[params].seed, which every party holds, so any party can regenerate and subtract the "
+    "others' noise; the epsilon figures are those a deployment (no seed: each party draws its "
+    "noise from its own secret) would have."
+)
+
+
+def _simulation(job: dict, params: dict[str, Any]) -> bool:
+    """``[job].simulation``, checked against ``[params].seed``."""
+    simulation = job.get("simulation", False)
+    if not isinstance(simulation, bool):
+        raise DpfedInputError(f"[job].simulation must be true or false. Found {simulation!r}.")
+    if "seed" in params and not simulation:
+        raise DpfedInputError(
+            f"[params].seed = {params['seed']!r} would let every party, which all hold this job "
+            "file, regenerate and subtract the others' noise. Leave it out (each party then "
+            "draws its noise from its own secret), or declare a run without privacy with "
+            "[job].simulation = true."
+        )
+    if simulation and "seed" not in params:
+        raise DpfedInputError(
+            "[job].simulation = true needs [params].seed, the seed every party's noise is "
+            "drawn from. Found none."
+        )
+    return simulation
 
 
 def load_job(path: str | Path) -> JobSpec:
@@ -425,6 +467,7 @@ def load_job(path: str | Path) -> JobSpec:
     evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
     if evaluate not in EVALUATE:
         raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
+    simulation = _simulation(job, params)
     fsync = job.get("fsync", False)
     if not isinstance(fsync, bool):
         raise DpfedInputError(f"[job].fsync must be true or false. Found {fsync!r}.")
@@ -479,6 +522,7 @@ def load_job(path: str | Path) -> JobSpec:
         evaluate=evaluate,
         checkpoint=_path(base, _text(job, "checkpoint", "[job]", default=f"checkpoint/{job_id}")),
         fsync=fsync,
+        simulation=simulation,
     )
 
 
@@ -496,6 +540,7 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         "params": dict(spec.params),
         "round_timeout": spec.round_timeout,
         "grace": spec.grace,
+        "simulation": spec.simulation,
     }
 
 
@@ -503,6 +548,7 @@ __all__ = [
     "EVALUATE",
     "LEADER",
     "PROTOCOLS",
+    "SIMULATION_WARNING",
     "Budget",
     "Endpoint",
     "JobSpec",

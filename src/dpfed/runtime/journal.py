@@ -24,6 +24,8 @@ import os
 import struct
 from pathlib import Path
 
+from dpfed.runtime.private_files import private_file, private_folder
+
 _HEAD = struct.Struct("<ccQQ")
 _MAGIC = b"J"
 
@@ -33,9 +35,9 @@ class Journal:
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(self.path.parent)
         self.fsync = fsync
-        self._file = open(self.path, "ab")
+        self._file = open(private_file(self.path), "ab")  # owner-only: it holds peers' messages
 
     def append(
         self, kind: bytes, counter: int, payload: bytes | memoryview, *, sha256: bytes | None = None

@@ -34,8 +34,9 @@ from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.disclosure import with_simulation
 from dpfed.runtime.hosting import hosted_protocol
-from dpfed.runtime.jobfile import LEADER, JobSpec
+from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
 
@@ -227,6 +228,8 @@ class Leader:
                 )
                 for name in self.spec.names:
                     self._control(name, "finish")
+            if self.spec.simulation:
+                result = with_simulation(result, SIMULATION_WARNING)
             with self.lock:
                 self.finished = True
                 self._checkpoint()

@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 import grpc
+import numpy as np
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
@@ -41,9 +42,10 @@ from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.hosting import build_host
-from dpfed.runtime.jobfile import LEADER, JobSpec
+from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
+from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.transport import Connection, Refused, serve
 
 #: Exit statuses of ``dpfed party``.
@@ -75,6 +77,9 @@ class PartyNode:
                 f"the certificate {str(self.party.certificate)!r} is issued to "
                 f"{self.identity.name!r}, not to party {name!r}."
             )
+        # the work folder holds the party's noise secret, journal and state: owner-only
+        private_folder(self.party.workdir)
+        private_folder(self.party.workdir / spec.id)
         self.host = build_host(spec, name)
         self.lock = threading.RLock()
         self.inbound = InboundLinks()
@@ -118,6 +123,8 @@ class PartyNode:
         )
         what = f"restored at round {self.host.round}" if self.restored else "ready"
         _log(self.name, f"serving job {self.spec.id} on {self.party.address} ({what})")
+        if self.spec.simulation:
+            _log(self.name, f"SIMULATION, seed {self.spec.params['seed']}: {SIMULATION_WARNING}")
         for link in self.links.values():
             link.start()
         try:
@@ -207,7 +214,7 @@ class PartyNode:
             encoded.append((link, seq, wire.encode(m, job=self.spec.id, seq=seq,
                                                    max_bytes=self.spec.max_message_bytes)))
         new_events = self.host.events[n_events:]
-        if new_events:
+        if new_events and not self.spec.simulation:  # a simulation has nothing to account
             if self.ledger is None:
                 raise RuntimeError("a release before the job was opened in the ledger")
             digest = hashlib.sha256(b"".join(p for _, _, p in encoded)).hexdigest()
@@ -261,7 +268,7 @@ class PartyNode:
                 link.load(state["links"][peer], [])
             self.begun = bool(state["begun"])
             self.counter = self.snapshot_counter = int(state["counter"])
-        if not self.host.exact_release:
+        if not self.host.exact_release and not self.spec.simulation:
             # the job was opened in the ledger before anything was journaled
             self.ledger = BudgetLedger(self.party.ledger)
         for kind, counter, payload in self.journal.records(after=self.counter):
@@ -347,12 +354,24 @@ class PartyNode:
         party, host = self.party, self.host
         if not getattr(host, "holds_data", True):
             return  # e.g. a consensus server: nothing of its own to protect
-        if not getattr(host, "ledger_support", True) and not host.exact_release:
+        if self.spec.simulation:
             if party.budget is not None or self._stored_budget() is not None:
                 raise DpfedInputError(
-                    f"job {self.spec.id} releases pure alpha-DP broadcasts on "
-                    f"{party.dataset!r}, which the budget ledger (Gaussian releases only) cannot "
-                    "account; refusing to run against a data set with a budget."
+                    f"job {self.spec.id} is a simulation ([job].simulation = true): every "
+                    "party's noise comes from [params].seed, which every party holds, so it "
+                    f"protects nothing; {self.name} has a privacy budget on {party.dataset!r} "
+                    "and refuses to run it. Leave the seed out to run a private job."
+                )
+            return  # no privacy to account: nothing enters the ledger
+        if not getattr(host, "ledger_support", True) and not host.exact_release:
+            if party.budget is not None or self._stored_budget() is not None:
+                reason = getattr(
+                    host, "ledger_refusal",
+                    "its releases are not Gaussian releases the budget ledger can account",
+                )
+                raise DpfedInputError(
+                    f"job {self.spec.id}: {reason}; {self.name} refuses to run it against "
+                    f"{party.dataset!r}, which has a privacy budget."
                 )
             return
         if host.exact_release:
@@ -427,13 +446,53 @@ class PartyNode:
         return self.host.final()
 
     def _evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The party's mean training loss at each model it is sent (evaluation after training)."""
-        if self.spec.evaluate == "none":
-            raise DpfedInputError(f"job {self.spec.id} has evaluation switched off.")
+        """The party's mean training loss at each model it is sent (evaluation after training).
+
+        These losses are exact functions of the party's rows, covered by no epsilon, so they
+        are answered only when the job file asks for them (``[job].evaluate = "full"``), only
+        after training, and only once: the answer is recorded in the job folder and a repeat
+        of the same request (a resumed leader) gets the same answer; any other is refused.
+        """
+        if self.spec.evaluate != "full":
+            raise DpfedInputError(
+                f"job {self.spec.id} has [job].evaluate = {self.spec.evaluate!r}: {self.name} "
+                "sends no losses computed from its training rows (exact values that no epsilon "
+                'covers); the job file must ask for them with evaluate = "full".'
+            )
+        if not self.host.finished:
+            raise DpfedInputError(
+                f"{self.name} evaluates only after training. It is at round {self.host.round}."
+            )
         models = request.get("models")
-        if not isinstance(models, list):
-            raise DpfedInputError(f"evaluate needs a list of models. Found {type(models)}.")
-        return {"losses": self.host.losses(models)}
+        try:
+            array = np.asarray(models, dtype=float)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.ndim != 2 or not np.all(np.isfinite(array)):
+            raise DpfedInputError(
+                f"evaluate needs a list of models (finite vectors of one length). Found "
+                f"{type(models).__name__}."
+            )
+        digest = hashlib.sha256(array.tobytes() + repr(array.shape).encode()).hexdigest()
+        record_path = self.folder / "evaluation.json"
+        if record_path.exists():
+            record = json.loads(record_path.read_text())
+            if record.get("models") != digest:
+                raise DpfedInputError(
+                    f"{self.name} has already disclosed its training losses of job "
+                    f"{self.spec.id} once (recorded in {record_path}); it answers no other "
+                    "evaluation."
+                )
+            return {"losses": record["losses"]}
+        try:
+            losses = self.host.losses(array.tolist())
+        except ValueError as exc:
+            raise DpfedInputError(f"evaluate: {exc}") from None
+        write_json_atomic(record_path, {"job": self.spec.id, "models": digest,
+                                        "n_models": int(array.shape[0]), "losses": losses})
+        _log(self.name, f"disclosed its exact mean training loss at {array.shape[0]} models to "
+                        'the leader ([job].evaluate = "full"); recorded in ' + str(record_path))
+        return {"losses": losses}
 
     def _finish(self, request: dict[str, Any]) -> dict[str, Any]:
         if not self.host.finished:

@@ -10,15 +10,13 @@ adds modulo :math:`2^{64}` and decodes: :math:`\sum_{i \in I}(z_i + \eta_i)`.
 
 Secrets are kept in the party's work folder (``<workdir>/<job id>/``, owner-only files) so a
 restarted party sends the very same envelopes again: a client's 32-byte secret (its masks,
-ephemeral key, nonces and, without a ``seed``, its noise) and a compute node's X25519 key.
+ephemeral key, nonces and, outside a simulation, its noise: a ChaCha20 stream keyed from it,
+:func:`dpfed.privacy.noise_source.secret_generator`) and a compute node's X25519 key.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +27,16 @@ from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.privacy.noise_source import new_secret, secret_generator
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
-from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient, derive_secret
+from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient
 from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobfile import JobSpec, describe
+from dpfed.runtime.private_files import load_or_create_secret
 from dpfed.runtime.wire import register_message
 
 for _kind in (NodeKey, SealedShare, ReceivedReport):
     register_message(_kind)
-
-SEED_NOTE = (
-    "the noise was drawn from the job's shared simulation seed: whoever knows it can subtract "
-    "the noise. Leave [params].seed out in a deployment; every client then draws its noise from "
-    "its own secret."
-)
-
 
 def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
     """The clients and the compute nodes, each in the job file's order."""
@@ -128,28 +121,6 @@ def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
     return rows
 
 
-def _secret(folder: Path, filename: str, make) -> bytes:
-    """The bytes in ``folder/filename``, created (owner-only, atomically) by ``make()``."""
-    path = folder / filename
-    if path.exists():
-        return path.read_bytes()
-    folder.mkdir(parents=True, exist_ok=True)
-    raw = make()
-    fd, tmp = tempfile.mkstemp(prefix=f".{filename}.", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return raw
-
-
 class SecureSumHost(RoleDelegate):
     """A client (its rows' sum) or a compute node of a secure-sum job."""
 
@@ -187,7 +158,9 @@ class SecureSumHost(RoleDelegate):
         if party.role == "compute":
             self.holds_data = False
             self.n_rows = 0
-            raw = _secret(folder, "dca-node.key", lambda: NodeKeyPair.generate().private_bytes())
+            raw = load_or_create_secret(
+                folder, "dca-node.key", lambda: NodeKeyPair.generate().private_bytes()
+            )
             self.role: Any = ComputeNode(
                 name, clients=clients, nodes=nodes, dim=self.dim, job_id=spec.id,
                 key=NodeKeyPair.from_private_bytes(raw), tolerated=tolerated,
@@ -201,16 +174,17 @@ class SecureSumHost(RoleDelegate):
                 f"job sums vectors of [params].dim = {self.dim}."
             )
         self.n_rows = rows.shape[0]
-        secret = _secret(folder, "dca-client.key", lambda: os.urandom(32))
+        secret = load_or_create_secret(folder, "dca-client.key", new_secret)
         index = clients.index(name)
         value = rows.sum(axis=0)
         std = self.noise["client_std"]
         if std > 0:
-            if "seed" in p:
+            if spec.simulation:
                 value = value + client_noise(int(p["seed"]), index, self.dim, std)
             else:
-                own = int.from_bytes(derive_secret(secret, "noise", 16), "little")
-                value = value + client_noise(own, 0, self.dim, std)
+                value = value + std * secret_generator(secret, "dca noise").standard_normal(
+                    self.dim
+                )
         if std > 0 and "l2_sensitivity" in p:
             cal = self.noise.get("calibration")
             sensitivity = float(p["l2_sensitivity"])
@@ -284,8 +258,6 @@ def secure_sum_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, 
             f"the guarantee holds while at most {plan['tolerated']} clients drop out or collude "
             "and at least one compute node is honest"
         )
-        if "seed" in spec.params:
-            privacy["notes"].append(SEED_NOTE)
     else:
         privacy["notes"].append("no noise: the sum is exact and protects no client")
     return {

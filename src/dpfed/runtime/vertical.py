@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
@@ -29,7 +29,14 @@ from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
-from dpfed.privacy.vertical import SoundBounds, sound_defaults, split_noise_multiplier
+from dpfed.privacy.noise_source import simulation_generator
+from dpfed.privacy.vertical import (
+    EigenvaluePremise,
+    SoundBounds,
+    paper_epsilon_reasons,
+    sound_defaults,
+    split_noise_multiplier,
+)
 from dpfed.protocols.vertical.evaluation import round_metrics
 from dpfed.protocols.vertical.mechanisms import (
     MECHANISMS,
@@ -41,6 +48,7 @@ from dpfed.protocols.vertical.mechanisms import (
     corollary1_step_epsilon,
 )
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
+from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
 
 VERTICAL_ACCOUNTANTS = ("pld", "rdp")
@@ -70,7 +78,8 @@ class VerticalConfig:
         Instead of a target epsilon: the paper mechanism's sigma, or the sound mechanism's
         per-round noise multiplier.
     accountant : {"pld", "rdp"}
-        Accountant of the sound mechanism (the paper mechanism reports Corollary 1 and PLD).
+        Accountant of the sound mechanism (the paper mechanism certifies no epsilon; it reports
+        the paper's Corollary 1 formula and a PLD figure as ``paper_epsilon*``).
     seed : int or None
         Seeds every party's noise generator (one spawned stream per party).
     adaptive_rho : bool or None
@@ -209,6 +218,7 @@ class VerticalResult:
     rounds: list[RoundRecord]
     seconds: float
     mechanisms: list[PartyMechanism] = field(default_factory=list)
+    exact: dict | None = None  # history figures computed from exact private values
 
     @property
     def final(self) -> dict:
@@ -216,7 +226,7 @@ class VerticalResult:
 
     def to_json(self) -> dict:
         cfg = asdict(self.config)
-        return {
+        return with_exact_values({
             "protocol": "vertical",
             "config": cfg,
             "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in self.models.items()],
@@ -224,7 +234,7 @@ class VerticalResult:
             "final": self.final,
             "privacy": self.privacy,
             "seconds": self.seconds,
-        }
+        }, self.exact)
 
 
 def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
@@ -277,6 +287,12 @@ def _calibrate_sound(cfg: VerticalConfig) -> float:
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
 
 
+def paper_radius(cfg: VerticalConfig, n_samples: int) -> float:
+    r"""The paper mechanism's radius :math:`b_1` for x, y and z: ``cfg.b1`` or
+    :math:`5\sqrt N`."""
+    return float(cfg.b1) if cfg.b1 is not None else 5.0 * math.sqrt(n_samples)
+
+
 def build_mechanisms(
     cfg: VerticalConfig, n_features: Sequence[int], n_samples: int
 ) -> tuple[list[PartyMechanism], DualRelease | None, list[str]]:
@@ -293,7 +309,7 @@ def build_mechanisms(
             corollary1_step_epsilon(cfg.epsilon, steps, delta_prime)
             if cfg.epsilon is not None else None
         )
-        b1 = cfg.b1 if cfg.b1 is not None else 5.0 * math.sqrt(n_samples)
+        b1 = paper_radius(cfg, n_samples)
         c1 = reg.curvature_bound if reg.curvature_bound is not None else 0.0
         mechs: list[PartyMechanism] = [
             PaperMechanism(
@@ -304,9 +320,11 @@ def build_mechanisms(
             for d in n_features
         ]
         notes.append(
-            "paper mechanism: the epsilon is the paper's Theorem 1 / Corollary 1 figure. Its "
-            "Lemma 1 also assumes ||(D_m^T D_m)^-1|| <= 1/d_m and that the noisy models stay in "
-            "the radius-b1 ball; neither can be enforced, so it is not a proven guarantee."
+            "paper mechanism: no epsilon is certified (privacy.epsilon is null). "
+            "privacy.paper_epsilon is the paper's Theorem 1 / Corollary 1 formula, which rests "
+            "on Lemma 1; privacy.paper_epsilon_reason says why that is not a guarantee. "
+            "privacy.paper_epsilon_pld accounts the same noise with Lemma 1's C as the "
+            "sensitivity; C is not a proven sensitivity, so that is not a guarantee either."
         )
         return mechs, None, notes
     if cfg.bounds is None:
@@ -361,7 +379,7 @@ def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: in
 def party_rng(seed: int | None, index: int, n_parties: int) -> np.random.Generator:
     """Party ``index``'s noise generator: stream ``index`` of ``SeedSequence(seed).spawn``
     (fresh OS entropy when ``seed`` is None), the same in every runtime."""
-    return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_parties)[index])
+    return simulation_generator(seed, index, n_parties)
 
 
 def make_vertical_role(
@@ -438,6 +456,7 @@ def train_vertical(
     test_blocks: Sequence | None = None,
     test_labels: np.ndarray | None = None,
     progress: bool = False,
+    rngs: Sequence[np.random.Generator] | None = None,
 ) -> VerticalResult:
     """Train a vertically partitioned model by (DP) ADMM sharing.
 
@@ -454,6 +473,14 @@ def train_vertical(
         Held-out rows, evaluated every round by the prediction protocol.
     progress : bool
         Show a progress bar when standard error is a terminal.
+    rngs : sequence of numpy.random.Generator, optional
+        One noise generator per party (label holder first), e.g. the generators of a networked
+        job's party secrets (:func:`dpfed.privacy.noise_source.secret_generator`). Default:
+        the streams of ``config.seed`` (:func:`party_rng`).
+
+    The history's ``train_objective`` (and, with a protected label holder, its residuals) is
+    computed from exact private values, which this one process holds; the result says so in
+    ``exact_values``.
     """
     cfg = (config or VerticalConfig()).validated()
     names = _party_names(len(blocks), names)
@@ -478,7 +505,11 @@ def train_vertical(
 
     setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
     cfg, mechanisms = setup.config, setup.mechanisms
-    rngs = [party_rng(cfg.seed, m, len(blocks)) for m in range(len(blocks))]
+    if rngs is None:
+        rngs = [party_rng(cfg.seed, m, len(blocks)) for m in range(len(blocks))]
+    elif len(rngs) != len(blocks):
+        raise DpfedInputError(f"rngs must hold one generator per party ({len(blocks)}). "
+                              f"Found {len(rngs)}.")
     passive = [
         make_vertical_role(setup, m, names, blocks[m], rng=rngs[m])
         for m in range(1, len(blocks))
@@ -510,9 +541,22 @@ def train_vertical(
     for event in _all_events(holder, passive):
         ledger.record(event)
     models = {holder.name: holder.model.copy()} | {p.name: p.model.copy() for p in passive}
-    privacy = _privacy_summary(cfg, ledger, names, setup.notes)
+    private = cfg.mechanism != "none"
+    notes = setup.notes + (in_process_seed_note(cfg.seed) if private else [])
+    premises = (
+        {r.name: r.mechanism.eigenvalue_premise(r.solver.spectrum) for r in [holder, *passive]}
+        if cfg.mechanism == "paper" else None
+    )
+    privacy = _privacy_summary(cfg, ledger, names, notes, premises=premises)
+    protected = setup.dual_release is not None
+    exact = exact_values(
+        ["train_objective", *(("primal_residual", "dual_residual") if protected else ())]
+        if private else [],
+        left_parties=False,
+    )
     return VerticalResult(
-        models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms
+        models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms,
+        exact,
     )
 
 
@@ -531,21 +575,18 @@ def _progress_bar(total: int, enabled: bool):
     return tqdm(total=total, desc="ADMM rounds", unit="round", leave=False)
 
 
-def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float:
-    """Epsilon one party has spent so far, as the history reports it.
+def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float | None:
+    """Certified epsilon one party has spent so far, as the history reports it.
 
     Sound mechanism: the configured accountant over the party's Gaussian releases. Paper
-    mechanism: advanced composition of the per-step (epsilon, delta) with delta' = delta / 2
-    (Corollary 1's form). No mechanism: 0.
+    mechanism: None once it has released anything (its only figure, Theorem 1 / Corollary 1,
+    rests on Lemma 1, whose premises do not hold; see :func:`_privacy_summary`). No
+    mechanism: 0.
     """
     if cfg.mechanism == "sound":
         return _events_epsilon(events, cfg.delta, cfg.accountant)
     if cfg.mechanism == "paper" and events:
-        from dpfed.privacy.accounting import advanced_composition
-
-        return advanced_composition(
-            [e.epsilon for e in events], [e.delta for e in events], cfg.delta / 2
-        )[0]
+        return None
     return 0.0
 
 
@@ -564,7 +605,25 @@ def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
     )
 
 
-def _privacy_summary(cfg, ledger: PrivacyLedger, names, notes) -> dict:
+def _privacy_summary(
+    cfg,
+    ledger: PrivacyLedger,
+    names,
+    notes,
+    *,
+    premises: Mapping[str, EigenvaluePremise] | None = None,
+) -> dict:
+    r"""The result's ``privacy`` entry.
+
+    ``epsilon`` is the certified total (max over parties; 0 without a mechanism). The paper
+    mechanism certifies none: ``epsilon`` is None, ``paper_epsilon`` is the paper's
+    Corollary 1 total :math:`\varepsilon' = \sqrt{2T\ln(1/\delta')}\,\varepsilon +
+    T\varepsilon(e^\varepsilon - 1)` at :math:`(\varepsilon', T\delta_s + \delta')`,
+    ``paper_epsilon_pld`` the PLD figure of the same noise with Lemma 1's :math:`C` as the
+    sensitivity, and ``paper_epsilon_reason`` lists why neither is a guarantee (the unbounded
+    noise, and per party the eigenvalue premise of ``premises``: measured in-process, only
+    what the shapes prove in the networked runtime).
+    """
     summary: dict = {
         "mechanism": cfg.mechanism,
         "epsilon": 0.0,
@@ -582,31 +641,48 @@ def _privacy_summary(cfg, ledger: PrivacyLedger, names, notes) -> dict:
         if not events:
             per_party[name] = {"releases": 0, "epsilon": 0.0}
             continue
-        entry = {
-            "releases": len(events),
-            "epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
-            "epsilon_rdp": _events_epsilon(events, cfg.delta, "rdp"),
-        }
         if cfg.mechanism == "paper":
             eps, delta_total = ledger.paper_epsilon(name, cfg.delta / 2)
-            entry["epsilon_step"] = events[-1].epsilon
-            entry["delta_step"] = events[-1].delta
-            entry["sigma"] = events[-1].sigma
-            entry["epsilon_corollary1"] = eps
-            entry["delta_corollary1"] = delta_total
-            entry["epsilon"] = eps
+            premise = (premises or {}).get(name)
+            entry = {
+                "releases": len(events),
+                "epsilon": None,
+                "paper_epsilon": eps,
+                "paper_delta": delta_total,
+                "paper_epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
+                "epsilon_step": events[-1].epsilon,
+                "delta_step": events[-1].delta,
+                "sigma": events[-1].sigma,
+                "eigenvalue_premise": None if premise is None else premise.holds,
+            }
             if events[-1].epsilon > 1:
                 notes.append(
                     f"{name}: per-iteration epsilon {events[-1].epsilon:.4g} > 1 lies outside "
                     "Theorem 1's hypothesis (epsilon in (0, 1]); the figure is the formula's value."
                 )
         else:
+            entry = {
+                "releases": len(events),
+                "epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
+                "epsilon_rdp": _events_epsilon(events, cfg.delta, "rdp"),
+            }
             entry["epsilon"] = entry[f"epsilon_{cfg.accountant}"]
             entry["noise_multipliers"] = sorted({round(e.noise_multiplier, 12) for e in events})
         per_party[name] = entry
     summary["per_party"] = per_party
-    summary["epsilon"] = max(p["epsilon"] for p in per_party.values())
-    summary["accountant"] = "corollary1" if cfg.mechanism == "paper" else cfg.accountant
-    if cfg.mechanism == "paper":
-        summary["epsilon_pld"] = max(p.get("epsilon_pld", 0.0) for p in per_party.values())
+    if cfg.mechanism != "paper":
+        summary["epsilon"] = max(p["epsilon"] for p in per_party.values())
+        summary["accountant"] = cfg.accountant
+        return summary
+    premises = dict(premises or {})
+    n_samples = next((p.n_samples for p in premises.values()), None)
+    b1 = paper_radius(cfg, n_samples) if n_samples is not None else cfg.b1
+    summary["epsilon"] = None
+    summary["paper_epsilon"] = max(p.get("paper_epsilon", 0.0) for p in per_party.values())
+    summary["paper_delta"] = max(p.get("paper_delta", 0.0) for p in per_party.values())
+    summary["paper_accountant"] = "corollary1"
+    summary["paper_epsilon_pld"] = max(
+        p.get("paper_epsilon_pld", 0.0) for p in per_party.values()
+    )
+    summary["paper_epsilon_reason"] = paper_epsilon_reasons(b1, premises)
     return summary

@@ -27,14 +27,14 @@ from dpfed.protocols.vertical.evaluation import (
 )
 from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
-from dpfed.runtime.hosting import RoleDelegate
+from dpfed.runtime.disclosure import exact_values, with_exact_values
+from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobfile import LEADER, JobSpec, describe
 from dpfed.runtime.vertical import (
     VerticalConfig,
     _privacy_summary,
     make_vertical_role,
     party_epsilon,
-    party_rng,
     planned_multipliers,
     vertical_setup,
 )
@@ -109,7 +109,7 @@ class VerticalHost(RoleDelegate):
             test_block = column_block(dataset.X_test, first, end)
         self.n_samples, self.n_features = block.shape
         self.setup = vertical_setup(cfg, [p.n_features for p in spec.parties], self.n_samples)
-        rng = party_rng(cfg.seed, self.index, len(spec.parties))
+        rng = noise_generator(spec, name, index=self.index, n_parties=len(spec.parties))
         eps = self._epsilon
         if self.index == 0:
             loss = get_loss(cfg.loss)
@@ -121,9 +121,12 @@ class VerticalHost(RoleDelegate):
             test_labels = (
                 None if test_block is None else check_binary_labels("test labels", dataset.y_test)
             )
+            # a protected label holder's residuals are exact functions of its rows and labels
+            protected = self.setup.dual_release is not None
             self.role = EvaluatedLabelHolder(
                 holder, leader=LEADER, lam=cfg.lam, test_block=test_block,
                 test_labels=test_labels, epsilon_of=eps, train=spec.evaluate == "full",
+                exact_residuals=spec.evaluate == "full" or not protected,
             )
         else:
             party_role = make_vertical_role(self.setup, self.index, spec.names, block, rng=rng)
@@ -132,8 +135,31 @@ class VerticalHost(RoleDelegate):
                 train=spec.evaluate == "full",
             )
         self.plan = planned_multipliers(self.setup, self.index)
+        self.eigenvalue_premise = None
+        if cfg.mechanism == "paper":
+            own = self.role.role
+            self.eigenvalue_premise = own.mechanism.eigenvalue_premise(own.solver.spectrum)
+            self._log_premise()
 
-    def _epsilon(self, events: Sequence[PrivacyEvent]) -> float:
+    def _log_premise(self) -> None:
+        """Log Lemma 1's eigenvalue premise on this party's own standard error.
+
+        Its outcome is a fact about this party's private rows: it never goes into a message,
+        :meth:`describe` or :meth:`final`.
+        """
+        import sys
+
+        p = self.eigenvalue_premise
+        verdict = "holds" if p.holds else "fails"
+        print(
+            f"[{self.name}] paper mechanism: Lemma 1's premise lambda_min(D^T D) >= d_m on this "
+            f"party's block {verdict} (lambda_min = {p.min_eigenvalue:.4g}, d_m = {p.n_features}, "
+            f"N = {p.n_samples}); kept on this party, not sent. The paper's epsilon is not a "
+            "guarantee either way (the noise is unbounded).",
+            file=sys.stderr, flush=True,
+        )
+
+    def _epsilon(self, events: Sequence[PrivacyEvent]) -> float | None:
         return party_epsilon(events, self.setup.config)
 
     # -- what the runtime asks of a hosted protocol -----------------------------------------
@@ -141,6 +167,21 @@ class VerticalHost(RoleDelegate):
     def exact_release(self) -> bool:
         """Whether this party's data leave it without noise under this job."""
         return isinstance(self.setup.mechanisms[self.index], NoPrivacy)
+
+    @property
+    def ledger_support(self) -> bool:
+        """Whether the budget ledger can account this job's releases.
+
+        False under the paper mechanism: its only epsilon is the paper's Theorem 1 /
+        Corollary 1 formula, which is not a certified figure, so the party refuses the job
+        when it holds a budget on the data set.
+        """
+        return self.setup.config.mechanism != "paper"
+
+    ledger_refusal = (
+        "the paper mechanism's epsilon is the paper's formula, not a certified figure, so the "
+        "budget ledger cannot account its releases"
+    )
 
     @property
     def round(self) -> int:
@@ -178,6 +219,8 @@ def vertical_result(
     seconds: float,
 ) -> dict[str, Any]:
     """The ``result.json`` of a networked vertical job (the keys of ``dpfed train``'s)."""
+    from dpfed.data.specs import parties_preprocessing
+
     cfg = vertical_config(spec.params)
     setup = vertical_setup(cfg, [p.n_features for p in spec.parties], n_samples)
     ledger = PrivacyLedger()
@@ -189,14 +232,33 @@ def vertical_result(
         notes.append(EVALUATION_NOTE)
     elif spec.evaluate == "test" and setup.config.mechanism != "none":
         notes.append(TEST_EVALUATION_NOTE)
-    privacy = _privacy_summary(setup.config, ledger, spec.names, notes)
-    return {
+    premises = None
+    if cfg.mechanism == "paper":
+        from dpfed.privacy.vertical import EigenvaluePremise
+
+        # only what the public shapes prove: each party's spectrum stays with the party
+        premises = {
+            name: EigenvaluePremise(n_samples, int(finals[name]["n_features"]))
+            for name in spec.names
+        }
+    privacy = _privacy_summary(setup.config, ledger, spec.names, notes, premises=premises)
+    exact = None
+    if spec.evaluate == "full" and cfg.mechanism != "none":
+        protected = setup.dual_release is not None
+        exact = exact_values(
+            ["train_objective", *(("primal_residual", "dual_residual") if protected else ())],
+            left_parties=True,
+            what="every party's exact scores on the training rows, every round"
+            + (", and the protected label holder's residuals" if protected else ""),
+        )
+    return with_exact_values({
         "protocol": "vertical",
         "config": asdict(setup.config),
         "parties": [{"name": n, "n_features": int(finals[n]["n_features"])} for n in spec.names],
         "history": history,
         "final": dict(history[-1]) if history else {},
         "privacy": privacy,
+        "preprocessing": parties_preprocessing(spec.parties),
         "seconds": seconds,
         "job": describe(spec),
-    }
+    }, exact)

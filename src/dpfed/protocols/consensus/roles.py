@@ -30,6 +30,7 @@ from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
 from dpfed.protocols.messages import ProtocolError
 
@@ -128,7 +129,7 @@ class ConsensusClient:
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays = {"gamma": self.gamma, "exact": self.exact, "released": self.released}
         meta = {
-            "rng": self.rng.bit_generator.state,
+            "rng": generator_state(self.rng),
             "events": [asdict(e) for e in self.events],
             "round": self.round,
             "finished": self.finished,
@@ -139,7 +140,7 @@ class ConsensusClient:
         self.gamma = np.array(arrays["gamma"], dtype=float)
         self.exact = np.array(arrays["exact"], dtype=float)
         self.released = np.array(arrays["released"], dtype=float)
-        self.rng.bit_generator.state = meta["rng"]
+        restore_generator_state(self.rng, meta["rng"])
         self.events = [PrivacyEvent(**e) for e in meta["events"]]
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
 

@@ -14,11 +14,24 @@ x_i) + \rho R(f)`, :math:`R(f) = \|f\|^2/2`, and penalty :math:`\eta`, round :ma
   :math:`\propto e^{-\zeta\|\epsilon\|}` and :math:`(\zeta, \Phi)` come from
   :func:`dpfed.privacy.decentralized.dvp_noise`; the dual update is unchanged.
 * **PVP** (Algorithm 3): :math:`f_p(t+1) = \arg\min_f Z_p(f) + 2\lambda_p(t)^\top f + \eta
-  \sum_i \|f - \tfrac12(f_p(t) + V_i(t) - \epsilon_p(t))\|^2` (eq. 18, with the node's own
-  last noise :math:`\epsilon_p(t)`), broadcast :math:`V_p(t+1) = f_p(t+1) + \epsilon_p(t+1)`
-  with :math:`\zeta` from :func:`dpfed.privacy.decentralized.pvp_zeta`, and
-  :math:`\lambda_p(t+1) = \lambda_p(t) + \tfrac\eta2\sum_j (V_p(t+1) - V_j(t+1))`; the last
-  round is one DVP step (eqs. 21-23) whose broadcast is the exact minimiser.
+  \sum_i \|f - \tfrac12(V_p(t) + V_i(t))\|^2` with the node's own last *broadcast*
+  :math:`V_p(t)`, broadcast :math:`V_p(t+1) = f_p(t+1) + \epsilon_p(t+1)` with :math:`\zeta`
+  from :func:`dpfed.privacy.decentralized.pvp_zeta`, and :math:`\lambda_p(t+1) = \lambda_p(t)
+  + \tfrac\eta2\sum_j (V_p(t+1) - V_j(t+1))`; the last round is one DVP step (eqs. 21-23),
+  its centre :math:`\tfrac12(V_p(T-1) + V_i(T-1))` likewise, and broadcasts the exact
+  minimiser.
+
+**Departure from the paper's eq. 18.** Its centre is :math:`\tfrac12(f_p(t) + V_i(t) -
+\epsilon_p(t))` and its final DVP step uses the exact :math:`f_p(T-1)`: both read the node's
+unreleased iterate and noise, which are functions of the data even given every past
+broadcast, so Theorem 2's per-round bound would hold only conditionally on them and the
+rounds would not compose. Here every round reads, besides the node's rows and fresh noise,
+only released values (its own and its neighbours' broadcasts and the dual, which is computed
+from broadcasts only), and the solver is warm-started from :math:`V_p(t)`: each round is then
+:math:`\alpha_p(t)`-DP given everything released before (output perturbation with sensitivity
+:math:`2C^R/(\rho B_p)`; Theorem 1 for the last), and adaptive composition makes
+:func:`dpfed.privacy.decentralized.decentralized_total` a bound for the run. The unreleased
+:math:`f_p(t)` is kept (``exact``, ``models``) for evaluation only.
 
 Every node starts at :math:`f_p(0) = \lambda_p(0) = 0` and runs ``max_rounds`` rounds; each
 broadcast of round :math:`t` is :math:`\alpha_p(t)`-DP (the schedule ``alphas``).
@@ -36,6 +49,7 @@ from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
 from dpfed.privacy.decentralized import dvp_noise, pvp_zeta
 from dpfed.privacy.l2_laplace import sample_l2_laplace
+from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.protocols.messages import ProtocolError
 
@@ -108,7 +122,7 @@ class DecentralizedNode:
         self.rng = rng
         d = self.n_features
         self.exact = np.zeros(d)  # f_p(t)
-        self.noise = np.zeros(d)  # epsilon_p(t) of the last PVP broadcast
+        self.noise = np.zeros(d)  # epsilon_p(t) of the last PVP broadcast (never read)
         self.broadcast = np.zeros(d)  # what it sent for round t
         self.dual = np.zeros(d)  # lambda_p(t)
         self.round = 0
@@ -116,6 +130,7 @@ class DecentralizedNode:
         self.received: dict[int, dict[str, np.ndarray]] = {}
         self.neighbour_last = {j: np.zeros(d) for j in self.neighbours}  # their round-t values
         self.models: list[np.ndarray] = [self.exact.copy()]  # f_p(0..t), for evaluation
+        self.released_models: list[np.ndarray] = []  # its broadcasts of rounds 1..t
         self.spent: list[float] = []  # alpha_p(t) of every broadcast made
 
     # -- the protocol ---------------------------------------------------------------------
@@ -171,9 +186,10 @@ class DecentralizedNode:
         t = self.round  # computing f(t+1)
         last = t + 1 == self.max_rounds
         n_p = len(self.neighbours)
-        own = self.exact
-        if self.perturbation == "pvp" and not last:
-            own = self.exact - self.noise  # eq. 18: f_p(t) - epsilon_p(t)
+        # Only released values besides the rows: the node's own last broadcast (f_p(t) under
+        # none/DVP, V_p(t) = f_p(t) + epsilon_p(t) under PVP, also in PVP's final DVP step; not
+        # eq. 18's unreleased f_p(t) - epsilon_p(t)), the neighbours' broadcasts, the dual.
+        own = self.broadcast
         center = sum(0.5 * (own + self.neighbour_last[j]) for j in self.neighbours) / n_p
         linear, extra_l2 = 2.0 * self.dual, 0.0
         noise_out = None
@@ -190,7 +206,9 @@ class DecentralizedNode:
             loss_weight=self.loss_scale / self.n_samples, l2=self.rho + extra_l2,
             linear=linear, prox=2.0 * self.eta * n_p, center=center,
         )
-        self.exact = solve_local(self.X, self.y, self.loss, problem, x0=self.exact).x
+        # warm start from the released value too, so the computed iterate (not only the exact
+        # minimiser) is a function of the rows and released values alone
+        self.exact = solve_local(self.X, self.y, self.loss, problem, x0=own).x
         broadcast = self.exact
         if self.perturbation == "pvp" and not last:
             zeta = pvp_zeta(alpha, rho=self.rho, B=self.n_samples, CR=self.loss_scale)
@@ -200,6 +218,7 @@ class DecentralizedNode:
         self.broadcast = broadcast
         self.round = t + 1
         self.models.append(self.exact.copy())
+        self.released_models.append(np.array(broadcast, copy=True))
         if alpha is not None:
             self.spent.append(alpha)
         return [NodeModel(self.name, j, self.round, broadcast) for j in self.neighbours]
@@ -209,12 +228,13 @@ class DecentralizedNode:
         arrays = {
             "exact": self.exact, "noise": self.noise, "broadcast": self.broadcast,
             "dual": self.dual, "models": np.array(self.models),
+            "released_models": np.array(self.released_models).reshape(-1, self.n_features),
         }
         arrays |= {f"last/{j}": v for j, v in self.neighbour_last.items()}
         for rnd, box in self.received.items():
             arrays |= {f"received/{rnd}/{j}": v for j, v in box.items()}
         meta = {
-            "rng": self.rng.bit_generator.state, "round": self.round,
+            "rng": generator_state(self.rng), "round": self.round,
             "finished": self.finished, "spent": self.spent,
         }
         return arrays, meta
@@ -223,12 +243,13 @@ class DecentralizedNode:
         for key in ("exact", "noise", "broadcast", "dual"):
             setattr(self, key, np.array(arrays[key], dtype=float))
         self.models = [np.array(m) for m in arrays["models"]]
+        self.released_models = [np.array(m) for m in arrays["released_models"]]
         self.neighbour_last = {j: np.array(arrays[f"last/{j}"]) for j in self.neighbours}
         self.received = {}
         for key, value in arrays.items():
             if key.startswith("received/"):
                 _, rnd, j = key.split("/", 2)
                 self.received.setdefault(int(rnd), {})[j] = np.array(value)
-        self.rng.bit_generator.state = meta["rng"]
+        restore_generator_state(self.rng, meta["rng"])
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
         self.spent = [float(a) for a in meta["spent"]]

@@ -9,8 +9,11 @@ to the job's leader.
 
 The partial scores on training rows are exact functions of a party's rows and are **not**
 covered by the privacy accounting; a deployment that must keep every message private evaluates
-on test rows only (``train=False``) or not at all. The in-process runtime computes the same
-figures with the same function, so both give identical histories.
+on test rows only (``train=False``) or not at all. Test scores are computed from the parties'
+released (noisy) models. A protected label holder's primal and dual residuals are exact
+functions of its rows and labels: they reach the leader only with ``exact_residuals=True``.
+The in-process runtime computes the same figures with the same function, so both give
+identical histories.
 
 Each passive party sends its share *before* its scores: links deliver in order, so when the
 last scores of a round complete it at the label holder, every share of that round is there.
@@ -30,7 +33,7 @@ from dpfed.protocols.messages import Message
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, ProtocolError, RoundRecord
 
-EpsilonOf = Callable[[Sequence[PrivacyEvent]], float]
+EpsilonOf = Callable[[Sequence[PrivacyEvent]], float | None]  # None: no certified figure
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,14 @@ class EvalShare(Message):
     """Passive party -> label holder: what the label holder needs to evaluate round ``round``.
 
     ``train_scores`` has shape ``(N,)`` (or ``(0,)`` when training rows are not evaluated),
-    ``test_scores`` shape ``(N_test,)`` (or ``(0,)``).
+    ``test_scores`` shape ``(N_test,)`` (or ``(0,)``). ``epsilon`` is None under a
+    mechanism that certifies none (the paper mechanism).
     """
 
     train_scores: np.ndarray
     test_scores: np.ndarray
     regularization: float
-    epsilon: float
+    epsilon: float | None
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,10 @@ class RoundReport(Message):
     train_objective: float | None
     test_log_loss: float | None
     test_accuracy: float | None
-    epsilon: float
+    epsilon: float | None
     rho: float
-    primal_residual: float
-    dual_residual: float
+    primal_residual: float | None
+    dual_residual: float | None
     finished: bool
 
     def entry(self) -> dict[str, Any]:
@@ -85,7 +89,7 @@ def round_metrics(
     regularization: Sequence[float],
     test_scores: Sequence[np.ndarray] | None,
     test_labels: np.ndarray | None,
-    epsilons: Sequence[float],
+    epsilons: Sequence[float | None],
 ) -> dict[str, Any]:
     r"""One history entry from every party's partial scores (label holder first).
 
@@ -95,15 +99,17 @@ def round_metrics(
         + \lambda \sum_m R(\tilde x_m),
 
     the test log loss and accuracy of :math:`\sum_m D^{test}_m \tilde x_m`, and the largest
-    epsilon any party has spent.
+    epsilon any party has spent (None when some party's spending has no certified figure).
     """
+    certified = [e for e in epsilons if e is not None]
+    epsilon = None if len(certified) < len(epsilons) else max(certified, default=0.0)
     entry: dict[str, Any] = {
         "iteration": record.round,
         "seconds": None,
         "train_objective": None,
         "test_log_loss": None,
         "test_accuracy": None,
-        "epsilon": max(epsilons) if epsilons else 0.0,
+        "epsilon": epsilon,
         "rho": record.rho,
         "primal_residual": record.residuals.primal,
         "dual_residual": record.residuals.dual,
@@ -180,8 +186,10 @@ class EvaluatedLabelHolder(_Evaluated):
         test_labels: np.ndarray | None = None,
         epsilon_of: EpsilonOf,
         train: bool = True,
+        exact_residuals: bool = True,
     ) -> None:
         super().__init__(holder, test_block=test_block, epsilon_of=epsilon_of, train=train)
+        self.exact_residuals = exact_residuals
         self.leader = leader
         self.lam = lam
         self.test_labels = test_labels
@@ -245,11 +253,13 @@ class EvaluatedLabelHolder(_Evaluated):
             test_labels=self.test_labels,
             epsilons=[eps, *(s.epsilon for s in shares)],
         )
+        residuals = (entry["primal_residual"], entry["dual_residual"])
+        if not self.exact_residuals:
+            residuals = (None, None)
         return RoundReport(
             self.name, self.leader, record.round,
             entry["train_objective"], entry["test_log_loss"], entry["test_accuracy"],
-            entry["epsilon"], entry["rho"], entry["primal_residual"], entry["dual_residual"],
-            record.finished,
+            entry["epsilon"], entry["rho"], *residuals, record.finished,
         )
 
     def state_dict(self):
@@ -265,7 +275,8 @@ class EvaluatedLabelHolder(_Evaluated):
         self.shares = {
             name: EvalShare(
                 name, self.name, int(rnd), np.array(arrays[f"share/{name}/train"]),
-                np.array(arrays[f"share/{name}/test"]), float(reg), float(eps),
+                np.array(arrays[f"share/{name}/test"]), float(reg),
+                None if eps is None else float(eps),
             )
             for name, (rnd, reg, eps) in meta.get("shares", {}).items()
         }

@@ -24,6 +24,7 @@ from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.vertical import (
+    EigenvaluePremise,
     SoundBounds,
     lemma1_bound,
     theorem1_epsilon,
@@ -96,8 +97,10 @@ class PaperMechanism(PartyMechanism):
     Assumption 1 is enforced where it can be: rows are normalised to norm 1, the local model
     is constrained to the ball of radius ``b1`` (the central node projects ``z`` and ``y``),
     and the regulariser must be twice differentiable (``c1`` from it). Not enforceable, and
-    reported: Lemma 1 also uses :math:`\|(D^\top D)^{-1}\| \le 1/d_m` and bounds the noisy
-    models :math:`\|\tilde x_k\| \le b_1`, which unbounded Gaussian noise can break.
+    reported: Lemma 1 also uses :math:`\|(D^\top D)^{-1}\| \le 1/d_m` (checked on the data by
+    :meth:`eigenvalue_premise`; false whenever :math:`d_m^2 > N`) and bounds the noisy
+    models :math:`\|\tilde x_k\| \le b_1`, which unbounded Gaussian noise can break. So the
+    Theorem 1 / Corollary 1 epsilon is the paper's formula, never a certified figure.
 
     Exactly one of ``epsilon_step`` (noise from Theorem 1) or ``sigma`` (noise fixed, epsilon
     from Theorem 1 read backwards) is given.
@@ -142,6 +145,29 @@ class PaperMechanism(PartyMechanism):
         return lemma1_bound(
             d_m=self.d_m, rho=rho, lam=self.reg_weight, c1=self.c1, b1=self.b1,
             n_parties=self.n_parties,
+        )
+
+    def eigenvalue_premise(self, spectrum: GramSpectrum) -> EigenvaluePremise:
+        r"""Lemma 1's premise :math:`\lambda_{\min}(D^\top D) \ge d_m` on the prepared block.
+
+        Parameters
+        ----------
+        spectrum : GramSpectrum
+            The spectrum of the party's prepared (row-normalised) block, shape ``(N, d_m)``.
+
+        Returns
+        -------
+        EigenvaluePremise
+            With the measured :math:`\lambda_{\min}` (0 when ``d_m > N`` or rank deficient).
+            A fact about the party's private rows: it stays with the party.
+        """
+        n, d = spectrum.block.shape
+        if d != self.d_m:
+            raise DpfedInputError(
+                f"the spectrum must be of a block with d_m = {self.d_m} columns. Found {d}."
+            )
+        return EigenvaluePremise(
+            n_samples=int(n), n_features=int(d), min_eigenvalue=spectrum.min_eigenvalue
         )
 
     def noise(self, rho: float) -> tuple[float, float, float]:

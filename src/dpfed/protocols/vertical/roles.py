@@ -22,6 +22,7 @@ from dpfed.core.losses import Loss
 from dpfed.core.regularizers import Regularizer
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.messages import ProtocolError
 from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
@@ -90,7 +91,7 @@ class _BlockOwner:
         """
         arrays = {"model": self.model, "released_scores": self.released_scores}
         meta = {
-            "rng": self.rng.bit_generator.state,
+            "rng": generator_state(self.rng),
             "events": [asdict(e) for e in self.events],
         }
         return arrays, meta
@@ -99,7 +100,7 @@ class _BlockOwner:
         """Restore what :meth:`state_dict` returned."""
         self.model = _restored(arrays, "model", (self.n_features,))
         self.released_scores = _restored(arrays, "released_scores", (self.n_samples,))
-        self.rng.bit_generator.state = meta["rng"]
+        restore_generator_state(self.rng, meta["rng"])
         self.events = [PrivacyEvent(**e) for e in meta["events"]]
 
 

@@ -1,0 +1,117 @@
+"""One party's side of a networked vertical job (VerticalHost) and the leader's result.
+
+Under the paper mechanism: a party with a privacy budget refuses the job (``ledger_support``
+is False, the runtime's party refuses such a host when it holds a budget), Lemma 1's
+eigenvalue premise is checked on the party's own block and stays with the party (its own
+standard error, never a message or its final account), and the result certifies no epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dpfed.protocols.vertical.evaluation import RoundReport
+from dpfed.runtime.inprocess import InProcessTransport
+from dpfed.runtime.jobfile import LEADER, load_job
+from dpfed.runtime.vertical_host import VerticalHost, vertical_result
+from dpfed.runtime.wire import decode, encode
+
+#: breast_cancer (30 columns, 398 training rows): label 25 columns (25^2 > 398, so the shapes
+#: rule Lemma 1's premise out), bank 5 (the shapes do not).
+SPLIT = (("label", 0, 25), ("bank", 25, 30))
+
+
+def _job(tmp_path, params: dict):
+    parties = "".join(
+        f"""
+[[party]]
+name = "{name}"
+address = "127.0.0.1:{port}"
+data = "breast_cancer"
+columns = [{a}, {b}]
+certificate = "c.pem"
+key = "c.key"
+"""
+        for port, (name, a, b) in enumerate(SPLIT, start=1)
+    )
+    values = "\n".join(
+        f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in params.items()
+    )
+    (tmp_path / "job.toml").write_text(
+        f"""[job]
+id = "j"
+protocol = "vertical"
+[params]
+{values}
+[tls]
+ca = "ca.pem"
+[leader]
+address = "127.0.0.1:9"
+certificate = "l.pem"
+key = "l.key"
+""" + parties
+    )
+    return load_job(tmp_path / "job.toml")
+
+
+PAPER = {"mechanism": "paper", "epsilon": 1.0, "delta": 1e-5, "iterations": 2, "lam": 1e-2}
+SOUND = {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 2}
+
+
+@pytest.mark.parametrize(
+    ("params", "supported"), [(PAPER, False), (SOUND, True), ({"iterations": 2}, True)]
+)
+def test_only_the_paper_mechanism_is_refused_by_the_budget_ledger(tmp_path, params, supported):
+    spec = _job(tmp_path, params)
+    assert VerticalHost(spec, "bank").ledger_support is supported
+
+
+class _Leader:
+    """Collects the round reports, each one through the wire format."""
+
+    name = LEADER
+
+    def __init__(self) -> None:
+        self.history: list[dict] = []
+
+    def handle(self, message):
+        assert isinstance(message, RoundReport)
+        self.history.append(decode(encode(message, job="j", seq=0)).message.entry())
+        return []
+
+
+def test_paper_premise_stays_with_the_party_and_the_result_certifies_no_epsilon(
+    tmp_path, capsys
+):
+    spec = _job(tmp_path, PAPER)
+    hosts = {name: VerticalHost(spec, name) for name, _, _ in SPLIT}
+    logged = capsys.readouterr().err
+    for name, host in hosts.items():
+        assert f"[{name}] paper mechanism: Lemma 1's premise" in logged
+        assert host.eigenvalue_premise is not None
+    assert hosts["label"].eigenvalue_premise.holds is False  # d_m^2 = 625 > N = 398
+    assert hosts["bank"].eigenvalue_premise.min_eigenvalue is not None
+
+    leader = _Leader()
+    InProcessTransport({**hosts, LEADER: leader}).run(hosts["label"].start())
+    assert len(leader.history) == 2
+    assert all(entry["epsilon"] is None for entry in leader.history)
+    finals = {name: host.final() for name, host in hosts.items()}
+    for name, host in hosts.items():  # nothing about the spectrum leaves the party
+        shared = repr(finals[name]) + repr(host.describe())
+        assert "eigen" not in shared and "lambda" not in shared
+
+    n = hosts["label"].n_samples
+    result = vertical_result(spec, leader.history, finals, n_samples=n, seconds=0.0)
+    privacy = result["privacy"]
+    assert privacy["epsilon"] is None and result["final"]["epsilon"] is None
+    assert math.isfinite(privacy["paper_epsilon"])
+    assert privacy["paper_epsilon"] == pytest.approx(1.0, rel=1e-6)
+    reasons = privacy["paper_epsilon_reason"]
+    assert len(reasons) == 3 and "unbounded Gaussian noise" in reasons[0]
+    assert reasons[1].startswith("label:") and "d_m^2 = 625 > N" in reasons[1]
+    assert reasons[2].startswith("bank:") and "not checked across parties" in reasons[2]
+    assert privacy["per_party"]["label"]["eigenvalue_premise"] is False
+    assert privacy["per_party"]["bank"]["eigenvalue_premise"] is None
