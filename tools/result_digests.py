@@ -67,7 +67,7 @@ COMMANDS: dict[str, list[str]] = {
 #: Keys whose values are measured (time, environment), not computed from the seed.
 VOLATILE = {"seconds", "elapsed", "elapsed_seconds", "timing", "timings", "wall_seconds",
             "version", "dpfed_version", "created", "started", "finished", "path", "data_dir",
-            "out", "command", "python", "platform", "per_iteration_seconds", "runtime",
+            "out", "out_dir", "command", "python", "platform", "per_iteration_seconds", "runtime",
             "accounting_seconds", "fit_seconds"}
 
 
@@ -107,7 +107,7 @@ def main(names: list[str]) -> int:
                 digests[name] = f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
                 continue
             if "{out}" not in args:
-                out.write_text(done.stdout)
+                out.write_text(done.stdout.splitlines()[0])  # the JSON line
             digests[name] = _digest_output(out)
     for name, digest in digests.items():
         print(f"{name}: {digest[:16]}", file=sys.stderr)
