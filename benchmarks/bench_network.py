@@ -1,7 +1,7 @@
 """Per-round overhead of the networked runtime over the in-process one, a9a split 40 | 43 | 40.
 
 Run ``python benchmarks/bench_network.py --help``; see ``benchmarks/README.md``. Both sides run
-the very same party roles (:class:`dpfed.runtime.vertical_host.VerticalHost`, built from the
+the very same party roles (:class:`dpfed.protocols.vertical.host.VerticalHost`, built from the
 same job file): in-process over the FIFO transport, networked as three ``dpfed party``
 processes and a leader over gRPC with mutual TLS on loopback, with checkpoints, the exactly-
 once links and per-round evaluation. The difference per round is what the runtime costs.
@@ -73,7 +73,7 @@ def time_inprocess(config: Path) -> float:
     """Seconds of all rounds with the job's roles over the in-process transport."""
     from dpfed.runtime.inprocess import InProcessTransport
     from dpfed.runtime.jobfile import load_job
-    from dpfed.runtime.vertical_host import VerticalHost
+    from dpfed.protocols.vertical.host import VerticalHost
 
     spec = load_job(config)
     hosts = {name: VerticalHost(spec, name) for name in spec.names}

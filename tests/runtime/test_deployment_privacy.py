@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 
-import dpfed.runtime.vertical_host  # noqa: F401  (registers the vertical messages)
+import dpfed.protocols.vertical.host  # noqa: F401  (registers the vertical messages)
 from dpfed.data import load_dataset, vertical_split
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.vertical.messages import Scores

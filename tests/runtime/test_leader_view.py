@@ -13,14 +13,20 @@ import json
 import numpy as np
 import pytest
 
-import dpfed.runtime.horizontal_host
-import dpfed.runtime.vertical_host  # noqa: F401
 from dpfed.core.rows import clip_rows
 from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.consensus.messages import LocalModel
 from dpfed.protocols.consensus.roles import ConsensusServer
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.runtime import wire
+from dpfed.runtime.control import (
+    AccountRequest,
+    BeginJob,
+    EvaluateRequest,
+    FinishJob,
+    OpenJob,
+    StatusRequest,
+)
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.leader import Leader
@@ -29,11 +35,11 @@ from dpfed.runtime.vertical import VerticalConfig, train_vertical
 BUDGET = {"epsilon": 8.0, "delta": 1e-5}
 #: What the leader may learn in the replies to its control requests, by request.
 PUBLIC_REPLIES = {
-    "open": {"n_samples", "n_features", "round", "begun", "planned_releases", "dim"},
-    "begin": {"round"},
-    "status": {"round", "finished", "refusals", "links"},
-    "finish": {"events", "n_features", "n_samples", "model", "spent", "rounds", "models"},
-    "account": {"events", "n_features", "n_samples", "spent", "rounds", "models"},
+    OpenJob: {"n_samples", "n_features", "round", "begun", "planned_releases", "dim"},
+    BeginJob: {"round"},
+    StatusRequest: {"round", "finished", "refusals", "links"},
+    FinishJob: {"events", "n_features", "n_samples", "model", "spent", "rounds", "models"},
+    AccountRequest: {"events", "n_features", "n_samples", "spent", "rounds", "models"},
 }
 
 
@@ -41,7 +47,7 @@ class RecordingLeader(Leader):
     """A leader that keeps every control reply it receives."""
 
     def __init__(self, *args, **kwargs) -> None:
-        self.replies: list[tuple[str, str, dict]] = []
+        self.replies: list[tuple[str, type, dict]] = []
         super().__init__(*args, **kwargs)
 
     def _control(self, name, op, *, timeout=None, **fields):
@@ -60,7 +66,7 @@ def _lead(job) -> tuple[RecordingLeader, dict]:
 
 def _check_replies(leader: RecordingLeader) -> None:
     ops = {op for _, op, _ in leader.replies}
-    assert "evaluate" not in ops  # no training losses were asked for, let alone answered
+    assert EvaluateRequest not in ops  # no training losses were asked for, let alone answered
     for name, op, reply in leader.replies:
         assert set(reply) <= PUBLIC_REPLIES[op], (name, op, sorted(reply))
 
@@ -124,7 +130,7 @@ def test_consensus(netjob):
     server = ConsensusServer("server", ["bank", "shop"], n_features=30, rho=0.1, max_rounds=4)
     for message in sorted(uploads, key=lambda m: (m.round, m.sender != "bank")):
         server.handle(message)
-    rounds = next(r for n, op, r in leader.replies if n == "server" and op == "account")["rounds"]
+    rounds = next(r for n, op, r in leader.replies if n == "server" and op is AccountRequest)["rounds"]
     for got, want in zip(rounds, server.history, strict=True):
         np.testing.assert_array_equal(np.array(got["model"]), want.model)
 
@@ -143,7 +149,7 @@ def test_decentralized_pvp(netjob):
     for name in job.names:
         for message in _journal_messages(job, name, NodeModel):
             received[(message.sender, message.round)] = np.array(message.model)
-    accounts = {n: r for n, op, r in leader.replies if op == "account"}
+    accounts = {n: r for n, op, r in leader.replies if op is AccountRequest}
     for name in job.names:
         models = accounts[name]["models"]
         assert len(models) == params["iterations"]

@@ -12,10 +12,19 @@ import grpc
 import numpy as np
 import pytest
 
-import dpfed.runtime.vertical_host  # noqa: F401  (registers the vertical messages)
+from dpfed import __version__
+from dpfed.protocols.vertical.host import VERTICAL_MESSAGES
 from dpfed.protocols.vertical.messages import Broadcast
 from dpfed.runtime import wire
 from dpfed.runtime.certs import TlsIdentity, load_identity
+from dpfed.runtime.control import (
+    AbortJob,
+    BeginJob,
+    OpenJob,
+    StatusRequest,
+    control_request,
+    kinds_fingerprint,
+)
 from dpfed.runtime.transport import Connection, RemoteError
 
 PARTIES = [
@@ -27,6 +36,17 @@ PARTIES = [
 
 def _identity(certs, name: str) -> TlsIdentity:
     return load_identity(certs / f"{name}.pem", certs / f"{name}.key", certs / "ca.pem")
+
+
+def _request(op, *, job: str = "job", **fields) -> bytes:
+    """The leader's control request ``op`` to the bank, as a frame."""
+    return wire.encode(control_request(op, party="bank", **fields), job=job, seq=0)
+
+
+def _open(digest: str, **fields) -> bytes:
+    fields = {"resume": False, "version": __version__,
+              "kinds": kinds_fingerprint(VERTICAL_MESSAGES)} | fields
+    return _request(OpenJob, digest=digest, **fields)
 
 
 def _code(call) -> tuple[grpc.StatusCode, str]:
@@ -44,7 +64,7 @@ def bank(netjob, job_certs):
     deadline = time.monotonic() + 30
     while True:
         try:
-            leader.control({"op": "status", "job": "job"}, timeout=2)
+            leader.control(_request(StatusRequest), timeout=2)
             break
         except RemoteError:
             assert time.monotonic() < deadline, job.log("bank")
@@ -59,12 +79,17 @@ def bank(netjob, job_certs):
 def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs, foreign_certs):
     job, proc, leader, address, spec = bank
     # a leader whose job file differs is refused
-    code, why = _code(lambda: leader.control(
-        {"op": "open", "job": "job", "digest": "0" * 64}, timeout=10))
+    code, why = _code(lambda: leader.control(_open("0" * 64), timeout=10))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "job file differs" in why
-    info = leader.control({"op": "open", "job": "job", "digest": spec.digest}, timeout=30)
+    # so is a leader of another version, or one that speaks other message kinds
+    code, why = _code(lambda: leader.control(_open(spec.digest, version="0.0.1"), timeout=10))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"the leader runs dpfed 0.0.1 and bank runs dpfed {__version__}" in why
+    code, why = _code(lambda: leader.control(_open(spec.digest, kinds="0" * 64), timeout=10))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "message kinds" in why
+    info = leader.control(_open(spec.digest), timeout=30)
     n = info["n_samples"]
-    leader.control({"op": "begin", "job": "job"}, timeout=10)
+    leader.control(_request(BeginJob), timeout=10)
 
     label = Connection(_identity(job_certs, "label"), "bank", address, max_bytes=2**21)
     zeros = np.zeros(n)
@@ -93,9 +118,19 @@ def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs,
                       grpc.StatusCode.INVALID_ARGUMENT, "job"),
         "oversized": (lambda: label.deliver(b"\0" * (2**20 + 1), timeout=10),
                       grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
-        "control from a party": (lambda: label.control({"op": "status", "job": "job"},
-                                                       timeout=10),
+        "control from a party": (lambda: label.control(_request(StatusRequest), timeout=10),
                                  grpc.StatusCode.PERMISSION_DENIED, "only the leader"),
+        "control request as a message": (
+            lambda: label.deliver(_request(StatusRequest), timeout=10),
+            grpc.StatusCode.INVALID_ARGUMENT, "control request"),
+        "control for another job": (
+            lambda: leader.control(_request(StatusRequest, job="other"), timeout=10),
+            grpc.StatusCode.FAILED_PRECONDITION, "serves job 'job'. Found 'other'"),
+        "not a control request": (lambda: leader.control(b'{"op": "status"}', timeout=10),
+                                  grpc.StatusCode.INVALID_ARGUMENT, "not a control request"),
+        "a protocol message as control": (lambda: leader.control(frame(1, 2), timeout=10),
+                                          grpc.StatusCode.INVALID_ARGUMENT,
+                                          "expected a control request"),
     }
     marker = 1.2345
     nan_frame = frame(1, 2, residual=np.full(n, marker)).replace(
@@ -129,13 +164,13 @@ def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs,
         assert proc.poll() is None, what  # the party is still serving
 
     # nothing above changed the party: the real round-1 message is still the next one
-    status = leader.control({"op": "status", "job": "job"}, timeout=10)
+    status = leader.control(_request(StatusRequest), timeout=10)
     assert status["round"] == 1
     assert label.deliver(frame(1, 2), timeout=10) == b"ok"
-    assert leader.control({"op": "status", "job": "job"}, timeout=10)["round"] == 2
+    assert leader.control(_request(StatusRequest), timeout=10)["round"] == 2
     log = job.log("bank")
     assert "refused a message from label" in log and "refused a message from mallory" in log
-    leader.control({"op": "abort", "job": "job", "reason": "test over"}, timeout=10)
+    leader.control(_request(AbortJob, reason="test over"), timeout=10)
     assert proc.wait(timeout=20) == 1
     for c in (label, mallory, outsider):
         c.close()

@@ -29,7 +29,7 @@ def problem():
 
 
 def _host_plan(config: VerticalConfig, blocks, y, index: int) -> list[float]:
-    """Party ``index``'s plan, derived as dpfed.runtime.vertical_host.VerticalHost does: its own
+    """Party ``index``'s plan, derived as dpfed.protocols.vertical.host.VerticalHost does: its own
     setup from the configuration and the shapes, its role built, then the plan."""
     cfg = config.validated()
     setup = vertical_setup(cfg, [b.shape[1] for b in blocks], blocks[index].shape[0])
@@ -129,8 +129,8 @@ def test_adaptive_rho_moves_rho_in_the_paper_case(problem):
 def test_networked_host_refuses_paper_with_adaptive_rho(tmp_path):
     """The paper mechanism's multiplier follows rho, so its releases cannot be planned."""
     from dpfed._validation import DpfedInputError
+    from dpfed.protocols.vertical.host import VerticalHost
     from dpfed.runtime.jobfile import load_job
-    from dpfed.runtime.vertical_host import VerticalHost
 
     parties = "".join(
         f"""

@@ -19,6 +19,7 @@ PVP are never broadcast); the result then says so at its top (``exact_values``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -35,7 +36,8 @@ from dpfed.protocols.decentralized.roles import DecentralizedNode
 from dpfed.protocols.messages import Message
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
-from dpfed.runtime.jobfile import JobSpec, describe
+from dpfed.runtime.jobfile import JobSpec, PartySpec, describe
+from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message
 
 for _kind in (GlobalModel, LocalModel, NodeModel):
@@ -388,3 +390,81 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
         "seconds": seconds,
         "job": describe(spec),
     }, exact)
+
+
+#: Keys of ``[params]`` for consensus ADMM (the options of ``dpfed train consensus``).
+CONSENSUS_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,), "lam": (int, float), "rho": (int, float), "iterations": (int,),
+    "mechanism": (str,), "epsilon": (int, float), "delta": (int, float),
+    "noise_multiplier": (int, float), "accountant": (str,), "seed": (int,),
+}
+
+#: Keys of ``[params]`` for decentralized ADMM; the graph is built from ``graph``,
+#: ``graph_seed``, ``p`` and ``radius`` by every node alike (nodes in party order).
+DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,), "loss_scale": (int, float), "rho": (int, float), "eta": (int, float),
+    "iterations": (int,), "perturbation": (str,), "alpha": (int, float), "node_alphas": (list,),
+    "schedule": (str,), "rate": (int, float), "delta": (int, float), "seed": (int,),
+    "graph": (str,), "graph_seed": (int,), "p": (int, float), "radius": (int, float),
+}
+
+
+class ConsensusProtocol(Protocol):
+    """Consensus ADMM with a server: clients hold row ranges, one ``role = "server"`` party
+    holds no data and averages the clients' released models."""
+
+    name = "consensus"
+    params = CONSENSUS_PARAMS
+    holds = "rows"
+    dataless_role = "server"
+    same_rows = False
+    messages = (GlobalModel, LocalModel)
+    report = None
+
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        servers = [p.name for p in parties if p.role == "server"]
+        if len(servers) != 1:
+            raise DpfedInputError(
+                f'a consensus job needs exactly one party with role = "server". Found {servers}.'
+            )
+
+    def private(self, params: Mapping[str, Any]) -> bool:
+        return params.get("mechanism", "none") != "none"
+
+    def host(self, spec: JobSpec, name: str) -> ConsensusHost:
+        return ConsensusHost(spec, name)
+
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        return consensus_result(spec, record.accounts, evaluate=record.evaluate,
+                                seconds=record.seconds)
+
+
+class DecentralizedProtocol(Protocol):
+    """Decentralized ADMM over a graph: every party is a node holding a row range and talks
+    to its neighbours only."""
+
+    name = "decentralized"
+    params = DECENTRALIZED_PARAMS
+    holds = "rows"
+    dataless_role = None
+    same_rows = False
+    messages = (NodeModel,)
+    report = None
+
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        """Any two or more nodes (the job file checks the count)."""
+
+    def private(self, params: Mapping[str, Any]) -> bool:
+        return params.get("perturbation", "none") != "none"
+
+    def host(self, spec: JobSpec, name: str) -> DecentralizedHost:
+        return DecentralizedHost(spec, name)
+
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        return decentralized_result(spec, record.accounts, evaluate=record.evaluate,
+                                    seconds=record.seconds)
+
+
+#: The two horizontal protocols, as registered in :data:`dpfed.runtime.registry`.
+CONSENSUS = ConsensusProtocol()
+DECENTRALIZED = DecentralizedProtocol()

@@ -1,57 +1,23 @@
-"""How a protocol plugs into the networked runtime.
+"""What a party process needs from a protocol: one party's side of a job.
 
-A protocol is hosted by a :class:`HostedProtocol`:
-
-``host``
-    ``host(spec, name)`` builds party ``name``'s side of the job: it reads that party's own data
-    (``spec.party(name)``), builds its transport-free role and states its budget plan. It offers
-    what :class:`ProtocolHost` lists.
-``report``
-    the message class a reporting party sends the leader once per round (with ``round``,
-    ``finished`` and ``entry()``, the history entry), or None: the leader then follows the job
-    through the parties' status and builds the history after training.
-``result``
-    the leader's ``result.json``: ``result(spec, history, finals, *, n_samples, seconds)`` with a
-    report, else ``result(spec, accounts, *, evaluate, seconds)``, where ``evaluate(name,
-    models)`` asks a party for its losses at the given models.
-
-The party process (:mod:`dpfed.runtime.party`) and the leader (:mod:`dpfed.runtime.leader`)
-know nothing else about a protocol.
+A protocol (:class:`dpfed.runtime.registry.Protocol`) builds, for each party, a
+:class:`ProtocolHost`: it reads that party's own data (``spec.party(name)``), builds its
+transport-free role, states its budget plan and offers what :class:`ProtocolHost` lists. The
+party process (:mod:`dpfed.runtime.party`) and the leader (:mod:`dpfed.runtime.leader`) know
+nothing else about a protocol.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from dpfed._validation import DpfedInputError
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
 from dpfed.protocols.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
-
-#: Protocol name -> (module, host class, result function, report class or None).
-HOSTED_PROTOCOLS = {
-    "vertical": ("dpfed.runtime.vertical_host", "VerticalHost", "vertical_result", "RoundReport"),
-    "consensus": ("dpfed.runtime.horizontal_host", "ConsensusHost", "consensus_result", None),
-    "decentralized": (
-        "dpfed.runtime.horizontal_host", "DecentralizedHost", "decentralized_result", None,
-    ),
-    "secure_sum": ("dpfed.runtime.secure_sum_host", "SecureSumHost", "secure_sum_result", None),
-}
-
-
-@dataclass(frozen=True)
-class HostedProtocol:
-    """How the runtime runs one protocol (see the module docstring)."""
-
-    host: Callable[..., Any]
-    result: Callable[..., dict[str, Any]]
-    report: type | None
+from dpfed.runtime.registry import get_protocol
 
 
 class RoleDelegate:
@@ -135,21 +101,6 @@ def noise_generator(spec, name: str, *, index: int, n_parties: int) -> np.random
     return secret_generator(load_or_create_secret(folder, NOISE_SECRET_FILE, new_secret))
 
 
-def hosted_protocol(protocol: str) -> HostedProtocol:
-    """How ``protocol`` is hosted (importing it registers the protocol's messages)."""
-    if protocol not in HOSTED_PROTOCOLS:
-        raise DpfedInputError(
-            f"protocol {protocol!r} has no networked runtime. Expected one of "
-            f"{sorted(HOSTED_PROTOCOLS)}."
-        )
-    module_name, host, result, report = HOSTED_PROTOCOLS[protocol]
-    module = importlib.import_module(module_name)
-    return HostedProtocol(
-        getattr(module, host), getattr(module, result),
-        None if report is None else getattr(module, report),
-    )
-
-
 def build_host(spec, name: str) -> ProtocolHost:
     """Party ``name``'s host for ``spec``'s protocol."""
-    return hosted_protocol(spec.protocol).host(spec, name)
+    return get_protocol(spec.protocol).host(spec, name)

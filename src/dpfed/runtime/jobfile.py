@@ -63,36 +63,12 @@ from pathlib import Path
 from typing import Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.runtime.registry import Protocol, get_protocol
 
-PROTOCOLS = ("vertical", "consensus", "decentralized", "secure_sum")
 EVALUATE = ("full", "test", "none")
 LEADER = "leader"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-
-#: Keys of ``[params]`` and the types they take (the options of ``dpfed train vertical``).
-VERTICAL_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,),
-    "regularizer": (str,),
-    "lam": (int, float),
-    "rho": (int, float),
-    "iterations": (int,),
-    "mechanism": (str,),
-    "epsilon": (int, float),
-    "delta": (int, float),
-    "noise_sigma": (int, float),
-    "accountant": (str,),
-    "seed": (int,),
-    "adaptive_rho": (bool,),
-    "tol": (list,),
-    "protect_label_holder": (bool,),
-    "model_fraction": (int, float),
-    "score_rounds": (int,),
-    "b1": (int, float),
-    "warm_start_rounds": (int,),
-    "inner_iterations": (int,),
-}
-
 
 @dataclass(frozen=True)
 class Budget:
@@ -252,48 +228,10 @@ def _reject_unknown(table: dict, allowed: set[str], where: str) -> None:
                               f"{sorted(allowed)}.")
 
 
-_NUMBER = (int, float)
-
-#: Keys of ``[params]`` for consensus ADMM (the options of ``dpfed train consensus``).
-CONSENSUS_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,), "lam": _NUMBER, "rho": _NUMBER, "iterations": (int,), "mechanism": (str,),
-    "epsilon": _NUMBER, "delta": _NUMBER, "noise_multiplier": _NUMBER, "accountant": (str,),
-    "seed": (int,),
-}
-
-#: Keys of ``[params]`` for decentralized ADMM; the graph is built from ``graph``,
-#: ``graph_seed``, ``p`` and ``radius`` by every node alike (nodes in party order).
-DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,), "loss_scale": _NUMBER, "rho": _NUMBER, "eta": _NUMBER, "iterations": (int,),
-    "perturbation": (str,), "alpha": _NUMBER, "node_alphas": (list,), "schedule": (str,),
-    "rate": _NUMBER, "delta": _NUMBER, "seed": (int,), "graph": (str,), "graph_seed": (int,),
-    "p": _NUMBER, "radius": _NUMBER,
-}
-
-#: Keys of ``[params]`` for the DCA secure sum: the length ``dim`` of the vectors, the
-#: per-client noise either as ``noise_std``
-#: or calibrated from ``epsilon``, ``delta`` and ``l2_sensitivity`` (``calibration`` pld, rdp or
-#: classic), ``tolerated`` dropped or colluding clients, the fixed-point ``fractional_bits`` and
-#: an optional simulation ``seed`` of the noise (without one every client draws its noise from
-#: its own secret).
-SECURE_SUM_PARAMS: dict[str, tuple[type, ...]] = {
-    "mechanism": (str,), "noise_std": _NUMBER, "epsilon": _NUMBER, "delta": _NUMBER,
-    "l2_sensitivity": _NUMBER, "calibration": (str,), "tolerated": (int,),
-    "fractional_bits": (int,), "seed": (int,), "dim": (int,),
-}
-
-PARAMS = {
-    "vertical": VERTICAL_PARAMS,
-    "consensus": CONSENSUS_PARAMS,
-    "decentralized": DECENTRALIZED_PARAMS,
-    "secure_sum": SECURE_SUM_PARAMS,
-}
-
-
-def _params(table: Any, protocol: str = "vertical") -> dict[str, Any]:
+def _params(table: Any, protocol: Protocol) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise DpfedInputError(f"[params] must be a table. Found {table!r}.")
-    allowed = PARAMS[protocol]
+    allowed = protocol.params
     _reject_unknown(table, set(allowed), "[params]")
     out: dict[str, Any] = {}
     for key, value in table.items():
@@ -335,15 +273,6 @@ _PARTY_KEYS = {
     "role", "workdir", "ledger", "dataset", "budget",
 }
 
-#: What each protocol's parties hold: vertical parties a column range, consensus clients,
-#: decentralized nodes and secure-sum clients a row range; a consensus job has one
-#: ``role = "server"`` party and a secure sum ``role = "compute"`` parties holding no data.
-_HOLDS = {"vertical": "columns", "consensus": "rows", "decentralized": "rows",
-          "secure_sum": "rows"}
-#: The roles of data-less parties, by protocol.
-_ROLES = {"consensus": "server", "secure_sum": "compute"}
-
-
 def _span(table: dict, key: str, where: str) -> tuple[int, int]:
     span = table.get(key)
     if (
@@ -357,7 +286,7 @@ def _span(table: dict, key: str, where: str) -> tuple[int, int]:
     return span[0], span[1]
 
 
-def _party(table: dict, index: int, base: Path, protocol: str = "vertical") -> PartySpec:
+def _party(table: dict, index: int, base: Path, protocol: Protocol) -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
         raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
@@ -367,14 +296,17 @@ def _party(table: dict, index: int, base: Path, protocol: str = "vertical") -> P
     if name == LEADER:
         raise DpfedInputError(f"{where}: the name {LEADER!r} is reserved for the job's leader.")
     role = table.get("role", "")
-    if role not in ("", _ROLES.get(protocol)):
-        allowed = "; ".join(f'"{r}" in a {p} job' for p, r in _ROLES.items())
-        raise DpfedInputError(f"{where}.role may only be {allowed}. Found {role!r}.")
-    holds = None if role else _HOLDS[protocol]
+    if role not in ("", protocol.dataless_role):
+        allowed = (f'"{protocol.dataless_role}"' if protocol.dataless_role
+                   else "absent (every party holds data)")
+        raise DpfedInputError(
+            f"{where}.role may only be {allowed} in a {protocol.name} job. Found {role!r}."
+        )
+    holds = None if role else protocol.holds
     other = ({"columns", "rows"} - {holds}) & set(table)
     if other:
         raise DpfedInputError(
-            f"{where}: a {protocol} {role or 'party'} has no {sorted(other)[0]}."
+            f"{where}: a {protocol.name} {role or 'party'} has no {sorted(other)[0]}."
         )
     span = _span(table, holds, where) if holds else None
     data = _text(table, "data", where, default="none" if role == "compute" else None)
@@ -457,13 +389,10 @@ def load_job(path: str | Path) -> JobSpec:
     job = _table(doc, "job", str(path))
     _reject_unknown(job, _JOB_KEYS, "[job]")
     job_id = _name(_text(job, "id", "[job]"), "[job].id")
-    protocol = _text(job, "protocol", "[job]")
-    if protocol not in PROTOCOLS:
-        raise DpfedInputError(f"[job].protocol must be one of {PROTOCOLS}. Found {protocol!r}.")
+    protocol = get_protocol(_text(job, "protocol", "[job]"))
     params = _params(doc.get("params", {}), protocol)
     # exact training scores are a diagnostic: on by default only when nothing is private
-    private = params.get("mechanism", params.get("perturbation", "none")) != "none"
-    default_evaluate = "test" if private else "full"
+    default_evaluate = "test" if protocol.private(params) else "full"
     evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
     if evaluate not in EVALUATE:
         raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
@@ -486,18 +415,7 @@ def load_job(path: str | Path) -> JobSpec:
     if not isinstance(tables, list) or len(tables) < 2:
         raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
     parties = tuple(_party(t, k, base, protocol) for k, t in enumerate(tables))
-    servers = [p.name for p in parties if p.role == "server"]
-    if protocol == "consensus" and len(servers) != 1:
-        raise DpfedInputError(
-            f"a consensus job needs exactly one party with role = \"server\". Found {servers}."
-        )
-    if protocol == "secure_sum" and not (
-        any(p.role == "compute" for p in parties) and any(not p.role for p in parties)
-    ):
-        raise DpfedInputError(
-            "a secure_sum job needs at least one party with role = \"compute\" and at least "
-            f"one client. Found roles {[p.role or 'client' for p in parties]}."
-        )
+    protocol.check_parties(parties)
     names = [p.name for p in parties]
     if len(set(names)) != len(names):
         raise DpfedInputError(f"party names must be distinct. Found {names}.")
@@ -508,7 +426,7 @@ def load_job(path: str | Path) -> JobSpec:
     return JobSpec(
         path=path,
         id=job_id,
-        protocol=protocol,
+        protocol=protocol.name,
         params=params,
         ca=_path(base, _text(tls, "ca", "[tls]")),
         leader=leader,
@@ -547,7 +465,6 @@ def describe(spec: JobSpec) -> dict[str, Any]:
 __all__ = [
     "EVALUATE",
     "LEADER",
-    "PROTOCOLS",
     "SIMULATION_WARNING",
     "Budget",
     "Endpoint",

@@ -28,16 +28,31 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 
+from dpfed import __version__
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.control import (
+    AbortJob,
+    AccountRequest,
+    BeginJob,
+    ControlRequest,
+    EvaluateRequest,
+    FinishJob,
+    OpenJob,
+    StatusRequest,
+    SuspendJob,
+    control_request,
+    kinds_fingerprint,
+)
 from dpfed.runtime.disclosure import with_simulation
-from dpfed.runtime.hosting import hosted_protocol
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
+from dpfed.runtime.registry import JobRecord, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
@@ -55,7 +70,7 @@ class Leader:
 
     def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True) -> None:
         self.spec = spec
-        self.protocol = hosted_protocol(spec.protocol)
+        self.protocol = get_protocol(spec.protocol)
         self.resume = resume
         self.progress = progress
         self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
@@ -195,9 +210,9 @@ class Leader:
         try:
             infos = self._open_all()
             n_samples = {info["n_samples"] for info in infos.values()}
-            if self.spec.protocol == "vertical" and len(n_samples) != 1:
+            if self.protocol.same_rows and len(n_samples) != 1:
                 self._broadcast(
-                    "abort", reason="the parties hold different numbers of rows",
+                    AbortJob, reason="the parties hold different numbers of rows",
                     retry_for=self.spec.round_timeout,
                 )
                 raise DpfedInputError(
@@ -212,22 +227,20 @@ class Leader:
             )
             self.started = time.monotonic()
             for name in self.spec.names:
-                self._control(name, "begin")
+                self._control(name, BeginJob)
             if self.protocol.report is not None:
                 self._follow()
-                finals = {name: self._control(name, "finish") for name in self.spec.names}
-                result = self.protocol.result(
-                    self.spec, self.history, finals, n_samples=n_samples.pop(),
-                    seconds=self._seconds(),
-                )
             else:
                 self._follow_status()
-                accounts = {name: self._control(name, "account") for name in self.spec.names}
-                result = self.protocol.result(
-                    self.spec, accounts, evaluate=self._evaluate, seconds=self._seconds()
-                )
-                for name in self.spec.names:
-                    self._control(name, "finish")
+            accounts = {name: self._control(name, AccountRequest) for name in self.spec.names}
+            record = JobRecord(
+                history=self.history, accounts=accounts,
+                n_samples={name: int(info["n_samples"]) for name, info in infos.items()},
+                evaluate=self._evaluate, seconds=self._seconds(),
+            )
+            result = self.protocol.result(self.spec, record)
+            for name in self.spec.names:
+                self._control(name, FinishJob)
             if self.spec.simulation:
                 result = with_simulation(result, SIMULATION_WARNING)
             with self.lock:
@@ -240,13 +253,15 @@ class Leader:
                 connection.close()
             server.stop(grace=0.5).wait()
 
-    def _control(self, name: str, op: str, *, timeout: float | None = None, **fields) -> dict:
-        request = {"op": op, "job": self.spec.id, **fields}
-        return self.connections[name].control(
-            request, timeout=timeout or self.spec.round_timeout
-        )
+    def _control(self, name: str, op: type[ControlRequest], *, timeout: float | None = None,
+                 **fields: Any) -> dict[str, Any]:
+        """Send party ``name`` the request ``op(**fields)`` and return its answer."""
+        frame = wire.encode(control_request(op, party=name, **fields), job=self.spec.id, seq=0,
+                            max_bytes=self.spec.max_message_bytes)
+        return self.connections[name].control(frame, timeout=timeout or self.spec.round_timeout)
 
-    def _broadcast(self, op: str, *, retry_for: float = 0.0, **fields) -> None:
+    def _broadcast(self, op: type[ControlRequest], *, retry_for: float = 0.0,
+                   **fields: Any) -> None:
         """Send ``op`` to every party that answers; a party that is not serving yet is tried
         again for ``retry_for`` seconds, then left alone."""
         deadline = time.monotonic() + retry_for
@@ -271,7 +286,8 @@ class Leader:
             while True:
                 try:
                     infos[name] = self._control(
-                        name, "open", digest=self.spec.digest, resume=self.resume
+                        name, OpenJob, digest=self.spec.digest, resume=self.resume,
+                        version=__version__, kinds=kinds_fingerprint(self.protocol.messages),
                     )
                     break
                 except RemoteError as exc:
@@ -283,7 +299,7 @@ class Leader:
                         continue
                     # every party of a job that cannot start stops, and frees its reservation
                     self._broadcast(
-                        "abort", reason=f"{name} could not open the job",
+                        AbortJob, reason=f"{name} could not open the job",
                         retry_for=self.spec.round_timeout,
                     )
                     if exc.retryable:
@@ -328,7 +344,9 @@ class Leader:
 
     def _evaluate(self, name: str, models: list) -> list[float]:
         """Party ``name``'s losses at ``models`` (evaluation after training)."""
-        return self._control(name, "evaluate", models=models)["losses"]
+        return self._control(
+            name, EvaluateRequest, models=np.asarray(models, dtype=np.float64)
+        )["losses"]
 
     def _follow_status(self) -> None:
         """Follow a job without round reports: poll until every party has finished."""
@@ -356,7 +374,7 @@ class Leader:
         statuses: dict[str, dict] = {}
         for name in self.spec.names:
             try:
-                status = self._control(name, "status", timeout=min(2.0, self.spec.grace))
+                status = self._control(name, StatusRequest, timeout=min(2.0, self.spec.grace))
             except RemoteError as exc:
                 if not exc.retryable:
                     self._stop(f"party {name!r} failed: {exc.details}")
@@ -378,14 +396,14 @@ class Leader:
         parts = []
         for name in self.spec.names:
             try:
-                status = self._control(name, "status", timeout=1.0)
+                status = self._control(name, StatusRequest, timeout=1.0)
                 parts.append(f"{name} at round {status['round']}")
             except RemoteError:
                 parts.append(f"{name} unreachable")
         return ", ".join(parts)
 
     def _stop(self, why: str) -> None:
-        self._broadcast("suspend", reason=why)
+        self._broadcast(SuspendJob, reason=why)
         raise JobStopped(
             f"job {self.spec.id} stopped in round {len(self.history) + 1}: {why}. "
             f"Checkpoint: {self.checkpoint_path}. Once every party serves again, continue with "

@@ -41,11 +41,24 @@ from dpfed.runtime import wire
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
+from dpfed.runtime.control import (
+    AbortJob,
+    AccountRequest,
+    BeginJob,
+    ControlRequest,
+    EvaluateRequest,
+    FinishJob,
+    OpenJob,
+    StatusRequest,
+    SuspendJob,
+    check_open,
+)
 from dpfed.runtime.hosting import build_host
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
 from dpfed.runtime.private_files import private_folder
+from dpfed.runtime.registry import get_protocol
 from dpfed.runtime.transport import Connection, Refused, serve
 
 #: Exit statuses of ``dpfed party``.
@@ -175,6 +188,12 @@ class PartyNode:
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         message = envelope.message
+        if isinstance(message, ControlRequest):
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{type(message).__name__} is a control request: only the leader sends it, "
+                "through Control",
+            )
         if message.sender != peer:
             raise Refused(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -296,27 +315,32 @@ class PartyNode:
                 f"only the leader may control a job. Found {peer!r}",
             )
         try:
-            request = json.loads(payload)
-            op = request["op"]
-        except (ValueError, KeyError, TypeError):
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "not a control request") from None
-        if request.get("job") != self.spec.id:
+            envelope = wire.decode(payload, max_bytes=self.spec.max_message_bytes)
+        except wire.WireError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"not a control request: {exc}") from None
+        request = envelope.message
+        if envelope.job != self.spec.id:
             raise Refused(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"{self.name} serves job {self.spec.id!r}. Found {request.get('job')!r}",
+                f"{self.name} serves job {self.spec.id!r}. Found {envelope.job!r}",
             )
         handler = {
-            "open": self._open,
-            "begin": self._begin,
-            "status": self._status,
-            "finish": self._finish,
-            "account": self._account,
-            "evaluate": self._evaluate,
-            "suspend": self._suspend,
-            "abort": self._abort,
-        }.get(op)
-        if handler is None:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown control request {op!r}")
+            OpenJob: self._open,
+            BeginJob: self._begin,
+            StatusRequest: self._status,
+            FinishJob: self._finish,
+            AccountRequest: self._account,
+            EvaluateRequest: self._evaluate,
+            SuspendJob: self._suspend,
+            AbortJob: self._abort,
+        }.get(type(request))
+        if handler is None or request.sender != LEADER or request.recipient != self.name:
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"expected a control request from the leader to {self.name}. Found "
+                f"{type(request).__name__} from {request.sender!r} to {request.recipient!r}",
+            )
         self.last_contact = time.monotonic()
         with self.lock:
             try:
@@ -325,13 +349,14 @@ class PartyNode:
                 raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
         return json.dumps(reply).encode()
 
-    def _open(self, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("digest") != self.spec.digest:
+    def _open(self, request: OpenJob) -> dict[str, Any]:
+        check_open(request, get_protocol(self.spec.protocol).messages, self.name)
+        if request.digest != self.spec.digest:
             raise DpfedInputError(
                 f"{self.name}'s job file differs from the leader's (job, parameters, parties or "
                 "addresses); every process must run the same job file."
             )
-        resume = bool(request.get("resume"))
+        resume = request.resume
         if self.begun and not resume:
             raise DpfedInputError(
                 f"{self.name} holds a checkpoint of job {self.spec.id} at round "
@@ -416,7 +441,7 @@ class PartyNode:
             )
         ledger.open_job(self.spec.id, party.dataset, self.name, host.plan)
 
-    def _begin(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _begin(self, request: BeginJob) -> dict[str, Any]:
         if not self.opened:
             raise DpfedInputError("begin before open")
         if not self.begun:
@@ -431,7 +456,7 @@ class PartyNode:
                 link.refused = None  # the leader resumes after a refusal was dealt with
         return {"round": self.host.round}
 
-    def _status(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _status(self, request: StatusRequest) -> dict[str, Any]:
         return {
             "round": self.host.round,
             "finished": self.host.finished,
@@ -439,13 +464,13 @@ class PartyNode:
             "links": {peer: link.status() for peer, link in self.links.items()},
         }
 
-    def _account(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _account(self, request: AccountRequest) -> dict[str, Any]:
         """The party's public account of a finished job (its releases, what evaluation needs)."""
         if not self.host.finished:
             raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
         return self.host.final()
 
-    def _evaluate(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _evaluate(self, request: EvaluateRequest) -> dict[str, Any]:
         """The party's mean training loss at each model it is sent (evaluation after training).
 
         These losses are exact functions of the party's rows, covered by no epsilon, so they
@@ -463,15 +488,10 @@ class PartyNode:
             raise DpfedInputError(
                 f"{self.name} evaluates only after training. It is at round {self.host.round}."
             )
-        models = request.get("models")
-        try:
-            array = np.asarray(models, dtype=float)
-        except (TypeError, ValueError):
-            array = None
-        if array is None or array.ndim != 2 or not np.all(np.isfinite(array)):
+        array = np.asarray(request.models, dtype=np.float64)
+        if array.ndim != 2:
             raise DpfedInputError(
-                f"evaluate needs a list of models (finite vectors of one length). Found "
-                f"{type(models).__name__}."
+                f"evaluate needs a matrix of models, one per row. Found shape {array.shape}."
             )
         digest = hashlib.sha256(array.tobytes() + repr(array.shape).encode()).hexdigest()
         record_path = self.folder / "evaluation.json"
@@ -494,7 +514,7 @@ class PartyNode:
                         'the leader ([job].evaluate = "full"); recorded in ' + str(record_path))
         return {"losses": losses}
 
-    def _finish(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _finish(self, request: FinishJob) -> dict[str, Any]:
         if not self.host.finished:
             raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
         model_path = self.folder / "model.json"
@@ -509,17 +529,17 @@ class PartyNode:
         self._stop(EXIT_FINISHED, f"job {self.spec.id} finished; model in {model_path}")
         return self.host.final() | {"model": str(model_path)}
 
-    def _suspend(self, request: dict[str, Any]) -> dict[str, Any]:
-        _log(self.name, f"job suspended by the leader: {request.get('reason', '')}; waiting "
+    def _suspend(self, request: SuspendJob) -> dict[str, Any]:
+        _log(self.name, f"job suspended by the leader: {request.reason}; waiting "
                         "for `dpfed run --resume`")
         self.opened = False
         return {"round": self.host.round}
 
-    def _abort(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _abort(self, request: AbortJob) -> dict[str, Any]:
         released = bool(self.host.events)
         if self.opened and self.ledger is not None and not released:
             self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
-        self._stop(EXIT_ABORTED, f"job {self.spec.id} aborted: {request.get('reason', '')}")
+        self._stop(EXIT_ABORTED, f"job {self.spec.id} aborted: {request.reason}")
         return {"released": released}
 
     def _stop(self, code: int, message: str) -> None:

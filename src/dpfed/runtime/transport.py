@@ -147,9 +147,9 @@ class Connection:
     def deliver(self, payload: bytes, *, timeout: float) -> bytes:
         return self._call(self._deliver, payload, timeout)
 
-    def control(self, request: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
-        reply = self._call(self._control, json.dumps(request).encode(), timeout)
-        return json.loads(reply)
+    def control(self, frame: bytes, *, timeout: float) -> dict[str, Any]:
+        """Send a control request (an encoded wire frame); the party answers with JSON."""
+        return json.loads(self._call(self._control, frame, timeout))
 
     def close(self) -> None:
         self.channel.close()

@@ -209,6 +209,30 @@ def registered_kinds() -> tuple[str, ...]:
         return tuple(sorted(_REGISTRY))
 
 
+def describe_kind(cls: type[Message]) -> str:
+    """A registered message class as text: its kind and each field with its wire type, e.g.
+    ``Scores(sender:str,recipient:str,round:int,scores:array)``.
+
+    Raises
+    ------
+    WireError
+        If ``cls`` is not registered.
+    """
+    with _REGISTRY_LOCK:
+        kind = _REGISTRY.get(cls.__name__)
+    if kind is None or kind.cls is not cls:
+        raise WireError(f"message class {cls.__qualname__} is not registered.")
+
+    def field_type(f: _Field) -> str:
+        if f.is_array:
+            return "array?" if f.optional else "array"
+        if f.types is None:
+            return "json"
+        return "|".join(sorted(t.__name__ for t in f.types))
+
+    return f"{cls.__name__}(" + ",".join(f"{f.name}:{field_type(f)}" for f in kind.fields) + ")"
+
+
 def _describe(cls: type[Message]) -> _Kind:
     name = cls.__name__
     if not name or len(name) > MAX_NAME_LENGTH:

@@ -3,13 +3,14 @@
 :class:`VerticalHost` is one party's side: it reads the party's own columns of its data file,
 builds the same role :func:`dpfed.runtime.vertical.train_vertical` builds for it (same
 configuration, same noise stream), wraps it for per-round evaluation and states the releases it
-will make (its budget plan). :func:`vertical_result` is the leader's side: it turns the round
+will make (its budget plan). :data:`PROTOCOL` is the protocol as the runtime sees it, and
+:func:`vertical_result` the leader's side: it turns the round
 reports and the parties' final accounts into the ``result.json`` of ``dpfed train``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -29,7 +30,8 @@ from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
-from dpfed.runtime.jobfile import LEADER, JobSpec, describe
+from dpfed.runtime.jobfile import LEADER, JobSpec, PartySpec, describe
+from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.vertical import (
     VerticalConfig,
     _privacy_summary,
@@ -40,8 +42,33 @@ from dpfed.runtime.vertical import (
 )
 from dpfed.runtime.wire import register_message
 
-for _kind in (Scores, Broadcast, EvalShare, RoundReport):
+#: The messages of a networked vertical job.
+VERTICAL_MESSAGES = (Scores, Broadcast, EvalShare, RoundReport)
+for _kind in VERTICAL_MESSAGES:
     register_message(_kind)
+
+#: Keys of ``[params]`` and the types they take (the options of ``dpfed train vertical``).
+VERTICAL_PARAMS: dict[str, tuple[type, ...]] = {
+    "loss": (str,),
+    "regularizer": (str,),
+    "lam": (int, float),
+    "rho": (int, float),
+    "iterations": (int,),
+    "mechanism": (str,),
+    "epsilon": (int, float),
+    "delta": (int, float),
+    "noise_sigma": (int, float),
+    "accountant": (str,),
+    "seed": (int,),
+    "adaptive_rho": (bool,),
+    "tol": (list,),
+    "protect_label_holder": (bool,),
+    "model_fraction": (int, float),
+    "score_rounds": (int,),
+    "b1": (int, float),
+    "warm_start_rounds": (int,),
+    "inner_iterations": (int,),
+}
 
 EVALUATION_NOTE = (
     "evaluation: every round each party sent the label holder the scores of its current model "
@@ -210,6 +237,38 @@ class VerticalHost(RoleDelegate):
         return {"events": [asdict(e) for e in self.events], "n_features": self.n_features}
 
 
+class VerticalProtocol(Protocol):
+    """Vertical learning by ADMM sharing: parties hold column ranges of the same rows, the
+    first party holds the labels and reports every round to the leader."""
+
+    name = "vertical"
+    params = VERTICAL_PARAMS
+    holds = "columns"
+    dataless_role = None
+    same_rows = True
+    messages = VERTICAL_MESSAGES
+    report = RoundReport
+
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        """Any two or more column holders (the job file checks the count)."""
+
+    def private(self, params: Mapping[str, Any]) -> bool:
+        return params.get("mechanism", "none") != "none"
+
+    def host(self, spec: JobSpec, name: str) -> VerticalHost:
+        return VerticalHost(spec, name)
+
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        """The ``result.json`` of a networked vertical job (the keys of ``dpfed train``'s)."""
+        return vertical_result(spec, record.history, record.accounts,
+                               n_samples=next(iter(record.n_samples.values())),
+                               seconds=record.seconds)
+
+
+#: The vertical protocol, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
+PROTOCOL = VerticalProtocol()
+
+
 def vertical_result(
     spec: JobSpec,
     history: list[dict[str, Any]],
@@ -218,7 +277,8 @@ def vertical_result(
     n_samples: int,
     seconds: float,
 ) -> dict[str, Any]:
-    """The ``result.json`` of a networked vertical job (the keys of ``dpfed train``'s)."""
+    """The ``result.json`` of a networked vertical job from the round reports' ``history``,
+    every party's final account and the common number of rows."""
     from dpfed.data.specs import parties_preprocessing
 
     cfg = vertical_config(spec.params)

@@ -9,7 +9,7 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.runtime.jobfile import load_job
-from dpfed.runtime.secure_sum_host import SecureSumHost, noise_plan
+from dpfed.protocols.secure_sum.host import SecureSumHost, noise_plan
 
 
 def _job(tmp_path, params: str, dim_of_data: int = 3):

@@ -17,6 +17,7 @@ ephemeral key, nonces and, outside a simulation, its noise: a ChaCha20 stream ke
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,14 @@ from dpfed.privacy.noise_source import new_secret, secret_generator
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
 from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient
 from dpfed.runtime.hosting import RoleDelegate
-from dpfed.runtime.jobfile import JobSpec, describe
+from dpfed.runtime.jobfile import JobSpec, PartySpec, describe
 from dpfed.runtime.private_files import load_or_create_secret
+from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message
 
-for _kind in (NodeKey, SealedShare, ReceivedReport):
+#: The messages of a networked secure sum.
+SECURE_SUM_MESSAGES = (NodeKey, SealedShare, ReceivedReport)
+for _kind in SECURE_SUM_MESSAGES:
     register_message(_kind)
 
 def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
@@ -232,8 +236,56 @@ class SecureSumHost(RoleDelegate):
         }
 
 
-def secure_sum_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
-    """The leader's ``result.json``: the decoded sum and how private it is."""
+#: Keys of ``[params]`` for the DCA secure sum: the length ``dim`` of the vectors, the
+#: per-client noise either as ``noise_std``
+#: or calibrated from ``epsilon``, ``delta`` and ``l2_sensitivity`` (``calibration`` pld, rdp or
+#: classic), ``tolerated`` dropped or colluding clients, the fixed-point ``fractional_bits`` and
+#: a simulation ``seed`` of the noise (without one every client draws its noise from its own
+#: secret).
+SECURE_SUM_PARAMS: dict[str, tuple[type, ...]] = {
+    "mechanism": (str,), "noise_std": (int, float), "epsilon": (int, float),
+    "delta": (int, float), "l2_sensitivity": (int, float), "calibration": (str,),
+    "tolerated": (int,), "fractional_bits": (int,), "seed": (int,), "dim": (int,),
+}
+
+
+class SecureSumProtocol(Protocol):
+    """The DCA secure sum: clients hold row ranges, ``role = "compute"`` parties hold no data
+    and sum the shares; the leader adds the nodes' sums."""
+
+    name = "secure_sum"
+    params = SECURE_SUM_PARAMS
+    holds = "rows"
+    dataless_role = "compute"
+    same_rows = False
+    messages = SECURE_SUM_MESSAGES
+    report = None
+
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        if not (any(p.role == "compute" for p in parties) and any(not p.role for p in parties)):
+            raise DpfedInputError(
+                "a secure_sum job needs at least one party with role = \"compute\" and at "
+                f"least one client. Found roles {[p.role or 'client' for p in parties]}."
+            )
+
+    def private(self, params: Mapping[str, Any]) -> bool:
+        return params.get("mechanism", "none") != "none"
+
+    def host(self, spec: JobSpec, name: str) -> SecureSumHost:
+        return SecureSumHost(spec, name)
+
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        return secure_sum_result(spec, record.accounts, seconds=record.seconds)
+
+
+#: The secure sum, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
+PROTOCOL = SecureSumProtocol()
+
+
+def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
+                      seconds: float) -> dict[str, Any]:
+    """The leader's ``result.json`` from the parties' final accounts: the decoded sum and how
+    private it is."""
     from dataclasses import asdict
 
     clients, nodes = _roles(spec)

@@ -1,0 +1,148 @@
+"""The protocols the networked runtime can run, and the interface each one implements.
+
+The runtime (job file, party process, leader) never names a protocol: it looks the job's
+``[job].protocol`` up here and talks to the :class:`Protocol` it gets. A protocol is a package
+under :mod:`dpfed.protocols`; it implements :class:`Protocol` once, as a module-level object,
+and is registered by one line of :data:`PROTOCOL_REGISTRY` naming that object. The registry
+holds names, not imports, so the runtime depends on no protocol and a protocol is imported only
+when a job runs it (importing it also registers its message kinds with the wire format).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dpfed._validation import DpfedInputError
+from dpfed.protocols.messages import Message
+
+if TYPE_CHECKING:  # the job file imports this module
+    from dpfed.runtime.hosting import ProtocolHost
+    from dpfed.runtime.jobfile import JobSpec, PartySpec
+
+#: Protocol name -> ``"module:attribute"`` of its :class:`Protocol` object.
+PROTOCOL_REGISTRY: dict[str, str] = {
+    "vertical": "dpfed.protocols.vertical.host:PROTOCOL",
+    "consensus": "dpfed.runtime.horizontal_host:CONSENSUS",
+    "decentralized": "dpfed.runtime.horizontal_host:DECENTRALIZED",
+    "secure_sum": "dpfed.protocols.secure_sum.host:PROTOCOL",
+}
+
+#: Job-file parameter table: key -> the TOML value types it takes.
+ParamTypes = Mapping[str, tuple[type, ...]]
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """What the leader has when training is over, for :meth:`Protocol.result`.
+
+    Attributes
+    ----------
+    history : list of dict
+        The round reports' history entries, in round order (empty for a protocol without
+        round reports, :attr:`Protocol.report` None).
+    accounts : dict of str to dict
+        Every party's public account of the finished job (``ProtocolHost.final()``).
+    n_samples : dict of str to int
+        The number of training rows each party declared when the job opened.
+    evaluate : callable
+        ``evaluate(name, models) -> list of float``: party ``name``'s training losses at
+        ``models``, answered once and only under ``[job].evaluate = "full"``.
+    seconds : float
+        Wall-clock seconds of training.
+    """
+
+    history: list[dict[str, Any]]
+    accounts: dict[str, dict[str, Any]]
+    n_samples: dict[str, int]
+    evaluate: Callable[[str, list[list[float]]], list[float]]
+    seconds: float
+
+
+class Protocol(ABC):
+    """One protocol as the networked runtime runs it. Every member is required."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The ``[job].protocol`` value that selects it."""
+
+    @property
+    @abstractmethod
+    def params(self) -> ParamTypes:
+        """The keys ``[params]`` may hold and the TOML types each takes."""
+
+    @property
+    @abstractmethod
+    def holds(self) -> str:
+        """What a data-holding party's ``[[party]]`` table names: ``"columns"`` or ``"rows"``."""
+
+    @property
+    @abstractmethod
+    def dataless_role(self) -> str | None:
+        """The ``role`` of parties that hold no data (a server, a compute node), or None."""
+
+    @property
+    @abstractmethod
+    def same_rows(self) -> bool:
+        """Whether every party must hold the same rows in the same order (checked at open)."""
+
+    @property
+    @abstractmethod
+    def messages(self) -> tuple[type[Message], ...]:
+        """Every message class its parties send (the round report included), registered with
+        the wire format; the job's open handshake compares their fingerprint."""
+
+    @property
+    @abstractmethod
+    def report(self) -> type | None:
+        """The message class a party sends the leader once per round (``round``,
+        ``finished``, ``entry()``), or None: the leader then follows the parties' status."""
+
+    @abstractmethod
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        """Refuse (``DpfedInputError``) a set of parties the protocol cannot run."""
+
+    @abstractmethod
+    def private(self, params: Mapping[str, Any]) -> bool:
+        """Whether ``[params]`` asks for a privacy mechanism (then exact figures stay home
+        unless ``[job].evaluate = "full"``)."""
+
+    @abstractmethod
+    def host(self, spec: JobSpec, name: str) -> ProtocolHost:
+        """Party ``name``'s side of the job: its data, its role, its budget plan."""
+
+    @abstractmethod
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        """The leader's ``result.json`` of a finished job."""
+
+
+def protocol_names() -> list[str]:
+    """The registered protocol names, sorted."""
+    return sorted(PROTOCOL_REGISTRY)
+
+
+def get_protocol(name: str) -> Protocol:
+    """The registered protocol ``name``.
+
+    Raises
+    ------
+    DpfedInputError
+        If no protocol of that name is registered.
+    """
+    if name not in PROTOCOL_REGISTRY:
+        raise DpfedInputError(
+            f"[job].protocol must be one of {protocol_names()}. Found {name!r}."
+        )
+    module_name, attribute = PROTOCOL_REGISTRY[name].split(":")
+    protocol = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(protocol, Protocol) or protocol.name != name:
+        raise TypeError(f"{PROTOCOL_REGISTRY[name]} is not the Protocol {name!r}.")
+    return protocol
+
+
+__all__ = ["PROTOCOL_REGISTRY", "JobRecord", "ParamTypes", "Protocol", "get_protocol",
+           "protocol_names"]

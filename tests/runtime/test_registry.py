@@ -1,0 +1,128 @@
+"""The protocol registry: the runtime finds every protocol through it and names none."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.runtime import registry
+from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.registry import PROTOCOL_REGISTRY, JobRecord, Protocol, get_protocol
+
+RUNTIME = Path(registry.__file__).parent
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOL_REGISTRY))
+def test_every_registered_protocol_implements_the_interface_under_its_name(name):
+    protocol = get_protocol(name)
+    assert isinstance(protocol, Protocol) and protocol.name == name
+    assert protocol.holds in ("columns", "rows")
+    assert "iterations" in protocol.params or "dim" in protocol.params
+    assert protocol.report is None or isinstance(protocol.report, type)
+
+
+def test_an_unknown_protocol_is_refused_naming_the_registered_ones():
+    with pytest.raises(DpfedInputError, match=r"\[job\].protocol must be one of .*'vertical'"):
+        get_protocol("gossip")
+
+
+def test_a_protocol_missing_a_member_cannot_be_built():
+    class Incomplete(Protocol):
+        name = "incomplete"
+        params: ClassVar[dict] = {}
+        holds = "rows"
+        dataless_role = None
+        same_rows = False
+        messages = ()
+        report = None
+
+        def check_parties(self, parties):
+            pass
+
+        def private(self, params):
+            return False
+
+        def host(self, spec, name):
+            raise NotImplementedError
+
+    with pytest.raises(TypeError, match="result"):
+        Incomplete()
+
+
+class Echo(Protocol):
+    """The smallest protocol: every party holds rows; no server."""
+
+    name = "echo"
+    params: ClassVar[dict] = {"iterations": (int,), "mechanism": (str,)}
+    holds = "rows"
+    dataless_role = None
+    same_rows = False
+    messages = ()
+    report = None
+
+    def check_parties(self, parties):
+        if len(parties) > 3:
+            raise DpfedInputError(f"an echo job has at most 3 parties. Found {len(parties)}.")
+
+    def private(self, params):
+        return params.get("mechanism", "none") != "none"
+
+    def host(self, spec, name):
+        raise NotImplementedError
+
+    def result(self, spec, record: JobRecord):
+        return {"protocol": self.name, "accounts": record.accounts}
+
+
+ECHO = Echo()
+
+
+def _job_file(tmp_path: Path, params: str, n_parties: int = 2) -> Path:
+    parties = "".join(
+        f'[[party]]\nname = "p{k}"\naddress = "127.0.0.1:{41000 + k}"\ndata = "x.npy"\n'
+        f'rows = [0, 5]\ncertificate = "p{k}.pem"\nkey = "p{k}.key"\n\n'
+        for k in range(n_parties)
+    )
+    text = (
+        '[job]\nid = "e"\nprotocol = "echo"\n\n'
+        f"[params]\n{params}\n\n"
+        '[tls]\nca = "ca.pem"\n\n'
+        '[leader]\naddress = "127.0.0.1:40999"\ncertificate = "l.pem"\nkey = "l.key"\n\n'
+        + parties
+    )
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_new_protocol_needs_only_its_object_and_one_registry_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(PROTOCOL_REGISTRY, "echo", f"{__name__}:ECHO")
+    spec = load_job(_job_file(tmp_path, 'iterations = 3\nmechanism = "gaussian"'))
+    assert spec.protocol == "echo" and spec.params == {"iterations": 3, "mechanism": "gaussian"}
+    assert spec.evaluate == "test"  # a mechanism keeps exact figures home by default
+    assert [p.rows for p in spec.parties] == [(0, 5), (0, 5)]
+    with pytest.raises(DpfedInputError, match=r"\[params\] has unknown keys \['rho'\]"):
+        load_job(_job_file(tmp_path, "rho = 1.0"))
+    with pytest.raises(DpfedInputError, match=r"at most 3 parties\. Found 4"):
+        load_job(_job_file(tmp_path, "iterations = 3", n_parties=4))
+
+
+def _named_protocols(path: Path) -> list[str]:
+    """String constants in ``path`` that are protocol names compared or looked up."""
+    names = set(PROTOCOL_REGISTRY)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Constant) and side.value in names:
+                    found.append(f"{path.name}:{node.lineno} {side.value!r}")
+    return found
+
+
+@pytest.mark.parametrize("module", ["jobfile.py", "leader.py", "party.py", "hosting.py"])
+def test_the_runtime_never_branches_on_a_protocol_name(module):
+    assert _named_protocols(RUNTIME / module) == []
