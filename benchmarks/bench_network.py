@@ -71,9 +71,9 @@ class _Collector:
 
 def time_inprocess(config: Path) -> float:
     """Seconds of all rounds with the job's roles over the in-process transport."""
+    from dpfed.protocols.vertical.host import VerticalHost
     from dpfed.runtime.inprocess import InProcessTransport
     from dpfed.runtime.jobfile import load_job
-    from dpfed.protocols.vertical.host import VerticalHost
 
     spec = load_job(config)
     hosts = {name: VerticalHost(spec, name) for name in spec.names}

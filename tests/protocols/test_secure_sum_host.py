@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from dpfed._validation import DpfedInputError
-from dpfed.runtime.jobfile import load_job
 from dpfed.protocols.secure_sum.host import SecureSumHost, noise_plan
+from dpfed.runtime.jobfile import load_job
 
 
 def _job(tmp_path, params: str, dim_of_data: int = 3):

@@ -13,9 +13,9 @@ import math
 import pytest
 
 from dpfed.protocols.vertical.evaluation import RoundReport
+from dpfed.protocols.vertical.host import VerticalHost, vertical_result
 from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.jobfile import LEADER, load_job
-from dpfed.protocols.vertical.host import VerticalHost, vertical_result
 from dpfed.runtime.wire import decode, encode
 
 #: breast_cancer (30 columns, 398 training rows): label 25 columns (25^2 > 398, so the shapes

@@ -130,7 +130,9 @@ def test_consensus(netjob):
     server = ConsensusServer("server", ["bank", "shop"], n_features=30, rho=0.1, max_rounds=4)
     for message in sorted(uploads, key=lambda m: (m.round, m.sender != "bank")):
         server.handle(message)
-    rounds = next(r for n, op, r in leader.replies if n == "server" and op is AccountRequest)["rounds"]
+    rounds = next(
+        r for n, op, r in leader.replies if n == "server" and op is AccountRequest
+    )["rounds"]
     for got, want in zip(rounds, server.history, strict=True):
         np.testing.assert_array_equal(np.array(got["model"]), want.model)
 

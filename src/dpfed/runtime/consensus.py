@@ -25,6 +25,7 @@ from dpfed._validation import (
 )
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
+from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.consensus import calibrate_consensus, consensus_sensitivity
 from dpfed.privacy.gaussian import GaussianRelease
@@ -64,16 +65,18 @@ class ConsensusConfig:
     seed : int or None
     """
 
-    loss: str = "logistic"
-    lam: float = 1e-3
-    rho: float = 1.0
-    iterations: int = 20
-    mechanism: str = "none"
-    epsilon: float | None = None
-    delta: float | None = None
-    noise_multiplier: float | None = None
-    accountant: str = "pld"
-    seed: int | None = None
+    loss: str = param("logistic", help="loss of every client's local problem")
+    lam: float = param(1e-3, help="regulariser weight (eq. 1a)")
+    rho: float = param(1.0, help="ADMM penalty")
+    iterations: int = param(20, help="ADMM rounds")
+    mechanism: str = param("none", help="privacy mechanism", choices=("none", "gaussian"))
+    epsilon: float | None = param(help="target total epsilon of every client")
+    delta: float | None = param(help="target total delta of every client")
+    noise_multiplier: float | None = param(help="instead of epsilon: the per-round multiplier")
+    accountant: str = param("pld", help="accountant of the total",
+                            choices=("pld", "rdp", "moments"))
+    seed: int | None = param(help="seed of the noise (in process or a simulation)",
+                             public=False)
 
     def validated(self) -> ConsensusConfig:
         loss = get_loss(self.loss)

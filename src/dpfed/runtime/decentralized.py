@@ -33,7 +33,8 @@ from dpfed._validation import (
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
-from dpfed.privacy.decentralized import alpha_schedule, decentralized_total
+from dpfed.parameters import param
+from dpfed.privacy.decentralized import SCHEDULES, alpha_schedule, decentralized_total
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
@@ -67,18 +68,20 @@ class DecentralizedConfig:
     seed : int or None
     """
 
-    loss: str = "logistic"
-    loss_scale: float = 1750.0
-    rho: float = 10 ** -2.5
-    eta: float = 1.0
-    iterations: int = 100
-    perturbation: str = "none"
-    alpha: float | None = None
-    node_alphas: tuple[float, ...] | None = None
-    schedule: str = "constant"
-    rate: float | None = None
-    delta: float | None = None
-    seed: int | None = None
+    loss: str = param("logistic", help="loss of every node's local problem")
+    loss_scale: float = param(1750.0, help="C^R, the weight of the loss")
+    rho: float = param(10 ** -2.5, help="regulariser weight")
+    eta: float = param(1.0, help="ADMM penalty")
+    iterations: int = param(100, help="ADMM rounds")
+    perturbation: str = param("none", help="privacy mechanism", choices=PERTURBATIONS)
+    alpha: float | None = param(help="per-round privacy of every broadcast")
+    node_alphas: tuple[float, ...] | None = param(
+        help="instead of alpha: one first-round privacy per node (nodes in graph order)")
+    schedule: str = param("constant", help="how alpha moves over rounds", choices=SCHEDULES)
+    rate: float | None = param(help="ratio of the geometric schedule")
+    delta: float | None = param(help="also bound the total by advanced composition")
+    seed: int | None = param(help="seed of the noise (in process or a simulation)",
+                             public=False)
 
     def __post_init__(self) -> None:
         if self.node_alphas is not None and not isinstance(self.node_alphas, tuple):

@@ -28,12 +28,28 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows, normalize_rows
+from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
 from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.protocols.decentralized.roles import DecentralizedNode
 from dpfed.protocols.messages import Message
+from dpfed.runtime.consensus import (
+    ConsensusConfig,
+    client_epsilon,
+    client_release,
+    consensus_objective,
+    consensus_privacy,
+    noise_multiplier_of,
+    test_metrics,
+)
+from dpfed.runtime.decentralized import (
+    ITERATE_FIGURES,
+    DecentralizedConfig,
+    decentralized_privacy,
+    round_entry,
+)
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobfile import JobSpec, PartySpec, describe
@@ -129,14 +145,8 @@ class ConsensusHost(_Host):
     loss_factor = 1.0
 
     def __init__(self, spec: JobSpec, name: str) -> None:
-        from dpfed.runtime.consensus import (
-            ConsensusConfig,
-            client_release,
-            noise_multiplier_of,
-        )
-
         self.spec, self.name = spec, name
-        cfg = ConsensusConfig(**spec.params).validated()
+        cfg = config_from_table(ConsensusConfig, spec.params).validated()
         self.config = cfg
         self.loss = get_loss(cfg.loss)
         party = spec.party(name)
@@ -183,15 +193,8 @@ class ConsensusHost(_Host):
 def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a consensus job (the keys of ``dpfed train``'s)."""
     from dpfed.data.specs import ROW_NOTE, parties_preprocessing
-    from dpfed.runtime.consensus import (
-        ConsensusConfig,
-        client_epsilon,
-        consensus_objective,
-        consensus_privacy,
-        test_metrics,
-    )
 
-    cfg = ConsensusConfig(**spec.params).validated()
+    cfg = config_from_table(ConsensusConfig, spec.params).validated()
     server = next(p.name for p in spec.parties if p.role == "server")
     clients = [p.name for p in spec.parties if p.role != "server"]
     rounds = accounts[server]["rounds"]
@@ -225,8 +228,6 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
     class _Client:  # what consensus_privacy reads of a client
         def __init__(self, name):
             self.name, self.events = name, events[name]
-            from dpfed.runtime.consensus import client_release, noise_multiplier_of
-
             self.release = client_release(
                 cfg, noise_multiplier_of(cfg), n, accounts[name]["n_samples"]
             )
@@ -264,12 +265,8 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
 _GRAPH_KEYS = ("graph", "graph_seed", "p", "radius")
 
 
-def _decentralized_config(params: dict[str, Any]):
-    from dpfed.runtime.decentralized import DecentralizedConfig
-
-    return DecentralizedConfig(
-        **{k: v for k, v in params.items() if k not in _GRAPH_KEYS}
-    ).validated()
+def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
+    return config_from_table(DecentralizedConfig, params, exclude=_GRAPH_KEYS).validated()
 
 
 def _graph(spec: JobSpec):
@@ -336,7 +333,6 @@ class DecentralizedHost(_Host):
 def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
     from dpfed.data.specs import ROW_NOTE, parties_preprocessing
-    from dpfed.runtime.decentralized import ITERATE_FIGURES, decentralized_privacy, round_entry
 
     cfg = _decentralized_config(spec.params)
     names = spec.names
@@ -392,19 +388,13 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
     }, exact)
 
 
-#: Keys of ``[params]`` for consensus ADMM (the options of ``dpfed train consensus``).
-CONSENSUS_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,), "lam": (int, float), "rho": (int, float), "iterations": (int,),
-    "mechanism": (str,), "epsilon": (int, float), "delta": (int, float),
-    "noise_multiplier": (int, float), "accountant": (str,), "seed": (int,),
-}
+#: Keys of ``[params]`` for consensus ADMM: every field of :class:`ConsensusConfig`.
+CONSENSUS_PARAMS = job_param_types(ConsensusConfig)
 
-#: Keys of ``[params]`` for decentralized ADMM; the graph is built from ``graph``,
-#: ``graph_seed``, ``p`` and ``radius`` by every node alike (nodes in party order).
-DECENTRALIZED_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,), "loss_scale": (int, float), "rho": (int, float), "eta": (int, float),
-    "iterations": (int,), "perturbation": (str,), "alpha": (int, float), "node_alphas": (list,),
-    "schedule": (str,), "rate": (int, float), "delta": (int, float), "seed": (int,),
+#: Keys of ``[params]`` for decentralized ADMM: every field of :class:`DecentralizedConfig`,
+#: and the graph, built from ``graph``, ``graph_seed``, ``p`` and ``radius`` by every node
+#: alike (nodes in party order).
+DECENTRALIZED_PARAMS = job_param_types(DecentralizedConfig) | {
     "graph": (str,), "graph_seed": (int,), "p": (int, float), "radius": (int, float),
 }
 

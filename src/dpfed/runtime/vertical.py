@@ -27,6 +27,7 @@ from dpfed._validation import (
 from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
+from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
@@ -104,26 +105,37 @@ class VerticalConfig:
         for the sound mechanism without label-holder protection (free: nothing leaves).
     """
 
-    loss: str = "logistic"
-    regularizer: str = "l2"
-    lam: float = 1e-4
-    rho: float | None = None
-    iterations: int | None = None
-    mechanism: str = "none"
-    epsilon: float | None = None
-    delta: float | None = None
-    noise_sigma: float | None = None
-    accountant: str = "pld"
-    seed: int | None = None
-    adaptive_rho: bool | None = None
-    tol: tuple[float, float] | None = None
-    bounds: SoundBounds | None = None
-    model_fraction: float | None = None
-    protect_label_holder: bool = False
-    b1: float | None = None
-    warm_start_rounds: int | None = None
-    inner_iterations: int = 100
-    score_rounds: int | None = None
+    loss: str = param("logistic", help="loss of the label holder's z-update",
+                      choices=("logistic", "squared", "smoothed_hinge", "sigmoid"))
+    regularizer: str = param("l2", help="regulariser of every party's block",
+                             choices=("l2", "l1", "elasticnet"))
+    lam: float = param(1e-4, help="regularisation weight of the averaged objective")
+    rho: float | None = param(help="ADMM penalty (summed-loss form)")
+    iterations: int | None = param(
+        help="ADMM rounds (default 20, or the sound mechanism's public rule)")
+    mechanism: str = param("none", help="privacy mechanism", choices=("none", "paper", "sound"))
+    epsilon: float | None = param(help="target total epsilon")
+    delta: float | None = param(help="target total delta")
+    noise_sigma: float | None = param(
+        help="instead of epsilon: the paper's sigma or the sound per-round noise multiplier")
+    accountant: str = param("pld", help="accountant of the sound mechanism", choices=("pld", "rdp"))
+    seed: int | None = param(help="seed of every party's noise (in process or a simulation)",
+                             public=False)
+    adaptive_rho: bool | None = param(help="residual balancing (default: on without noise)")
+    tol: tuple[float, float] | None = param(
+        help="absolute and relative tolerances: stop once the residuals fall below them")
+    bounds: SoundBounds | None = param(
+        help="the sound mechanism's enforced bounds (default: a public rule of epsilon and N)")
+    model_fraction: float | None = param(
+        help="share of each round's budget spent on the model release (sound)")
+    protect_label_holder: bool = param(
+        False, help="also protect the label holder's rows and labels (sound)")
+    b1: float | None = param(help="the paper mechanism's radius of x, y and z (default 5 sqrt N)")
+    warm_start_rounds: int | None = param(
+        help="local-only rounds of the label holder before the first broadcast")
+    inner_iterations: int = param(100, help="iterations of an inexact x-update")
+    score_rounds: int | None = param(
+        help="sound: rounds 1..score_rounds release scores (default T - 1)")
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
+from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.messages import Message
 from dpfed.protocols.vertical.evaluation import (
@@ -47,28 +48,8 @@ VERTICAL_MESSAGES = (Scores, Broadcast, EvalShare, RoundReport)
 for _kind in VERTICAL_MESSAGES:
     register_message(_kind)
 
-#: Keys of ``[params]`` and the types they take (the options of ``dpfed train vertical``).
-VERTICAL_PARAMS: dict[str, tuple[type, ...]] = {
-    "loss": (str,),
-    "regularizer": (str,),
-    "lam": (int, float),
-    "rho": (int, float),
-    "iterations": (int,),
-    "mechanism": (str,),
-    "epsilon": (int, float),
-    "delta": (int, float),
-    "noise_sigma": (int, float),
-    "accountant": (str,),
-    "seed": (int,),
-    "adaptive_rho": (bool,),
-    "tol": (list,),
-    "protect_label_holder": (bool,),
-    "model_fraction": (int, float),
-    "score_rounds": (int,),
-    "b1": (int, float),
-    "warm_start_rounds": (int,),
-    "inner_iterations": (int,),
-}
+#: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`.
+VERTICAL_PARAMS = job_param_types(VerticalConfig)
 
 EVALUATION_NOTE = (
     "evaluation: every round each party sent the label holder the scores of its current model "
@@ -85,10 +66,7 @@ TEST_EVALUATION_NOTE = (
 
 def vertical_config(params: dict[str, Any]) -> VerticalConfig:
     """The validated :class:`VerticalConfig` of a job file's ``[params]``."""
-    kwargs = dict(params)
-    if "tol" in kwargs:
-        kwargs["tol"] = tuple(kwargs["tol"])
-    return VerticalConfig(**kwargs).validated()
+    return config_from_table(VerticalConfig, params).validated()
 
 
 def column_block(X, first: int, end: int):

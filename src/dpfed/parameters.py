@@ -1,0 +1,241 @@
+"""A protocol's parameters, defined once: dataclass fields with metadata.
+
+A protocol's configuration is a frozen dataclass whose every field is declared with
+:func:`param`: its default, a help text, whether it is public (it may be shared in a job file
+that every party reads) and, for text, its choices. The type comes from the field's annotation.
+From that one definition come
+
+* the job file's ``[params]`` table and its validation (:func:`job_param_types`,
+  :func:`config_from_table`),
+* the command line's options (:func:`add_config_arguments`, :func:`config_kwargs`),
+* and the estimators' parameters (:func:`parameter_names`),
+
+so the four places a parameter used to be written down cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dpfed._validation import DpfedInputError
+
+_KEY = "dpfed"
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """What :func:`param` attaches to a field.
+
+    Attributes
+    ----------
+    help : str
+        One line for ``--help`` and the docs.
+    public : bool
+        False for a value that must not be shared in a job file every party reads (a seed of
+        everyone's noise); a job file may then hold it only in a declared simulation.
+    choices : tuple of str or None
+        The values a text parameter takes.
+    """
+
+    help: str
+    public: bool = True
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One field of a configuration dataclass, resolved.
+
+    Attributes
+    ----------
+    name : str
+    kind : type
+        ``bool``, ``int``, ``float``, ``str``, ``tuple`` (a fixed or variable-length tuple of
+        numbers) or a nested configuration dataclass.
+    optional : bool
+        None is allowed (the default then means "decided from other values").
+    default : Any
+    info : ParamInfo
+    """
+
+    name: str
+    kind: type
+    optional: bool
+    default: Any
+    info: ParamInfo
+
+    @property
+    def toml_types(self) -> tuple[type, ...]:
+        """The TOML value types a job file may give it."""
+        if self.kind is bool:
+            return (bool,)
+        if self.kind is int:
+            return (int,)
+        if self.kind is float:
+            return (int, float)
+        if self.kind is str:
+            return (str,)
+        if self.kind is tuple:
+            return (list,)
+        return (dict,)  # a nested configuration: a TOML table
+
+
+def param(default: Any = None, *, help: str, public: bool = True,
+          choices: Iterable[str] | None = None) -> Any:
+    """A configuration field with its default and its :class:`ParamInfo`."""
+    info = ParamInfo(help, public, None if choices is None else tuple(choices))
+    return dataclasses.field(default=default, metadata={_KEY: info})
+
+
+def _kind(name: str, hint: Any) -> tuple[type, bool]:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
+    optional = type(None) in args
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) != 1:
+        raise TypeError(f"parameter {name!r} must have one type (or it or None). Found {hint!r}.")
+    kind = rest[0]
+    if typing.get_origin(kind) is tuple:
+        return tuple, optional
+    if kind in (bool, int, float, str) or dataclasses.is_dataclass(kind):
+        return kind, optional
+    raise TypeError(f"parameter {name!r} has a type a job file cannot hold: {hint!r}.")
+
+
+def parameters(config: type) -> list[Parameter]:
+    """Every field of the configuration dataclass ``config``, in order.
+
+    Raises
+    ------
+    TypeError
+        If a field was not declared with :func:`param` or has a type without a job-file form.
+    """
+    hints = typing.get_type_hints(config)
+    out = []
+    for f in dataclasses.fields(config):
+        info = f.metadata.get(_KEY)
+        if info is None:
+            raise TypeError(f"{config.__name__}.{f.name} must be declared with param().")
+        kind, optional = _kind(f.name, hints[f.name])
+        out.append(Parameter(f.name, kind, optional, f.default, info))
+    return out
+
+
+def parameter_names(config: type) -> list[str]:
+    """The names of ``config``'s parameters (an estimator's constructor arguments)."""
+    return [p.name for p in parameters(config)]
+
+
+def job_param_types(config: type, *, exclude: Iterable[str] = ()) -> dict[str, tuple[type, ...]]:
+    """``[params]`` keys of a job file and the TOML types each takes."""
+    skip = set(exclude)
+    return {p.name: p.toml_types for p in parameters(config) if p.name not in skip}
+
+
+def secret_parameters(config: type) -> list[str]:
+    """Names of the parameters that must not be shared in a job file (``public=False``)."""
+    return [p.name for p in parameters(config) if not p.info.public]
+
+
+def _number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise DpfedInputError(f"{where} must be a finite number. Found {value!r}.")
+    return value
+
+
+def config_from_table(config: type, table: Mapping[str, Any], *, where: str = "[params]",
+                      exclude: Iterable[str] = ()) -> Any:
+    """The ``config`` dataclass from a job-file table (types as :func:`job_param_types`);
+    keys in ``exclude`` belong to something else and are left out.
+
+    Lists become tuples of numbers and nested tables nested configurations; the dataclass
+    (and its ``validated()``, called by the protocol) checks the values themselves.
+
+    Raises
+    ------
+    DpfedInputError
+        Naming the key, the value and what was expected.
+    """
+    skip = set(exclude)
+    table = {k: v for k, v in table.items() if k not in skip}
+    by_name = {p.name: p for p in parameters(config) if p.name not in skip}
+    unknown = sorted(set(table) - set(by_name))
+    if unknown:
+        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
+                              f"{sorted(by_name)}.")
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        p = by_name[key]
+        if p.kind is tuple:
+            if not isinstance(value, list | tuple):
+                raise DpfedInputError(f"{where}.{key} must be a list of numbers. Found {value!r}.")
+            value = tuple(float(_number(f"{where}.{key}[{k}]", v)) for k, v in enumerate(value))
+        elif dataclasses.is_dataclass(p.kind):
+            if not isinstance(value, Mapping):
+                raise DpfedInputError(f"{where}.{key} must be a table. Found {value!r}.")
+            value = _nested(p.kind, value, f"{where}.{key}")
+        kwargs[key] = value
+    return config(**kwargs)
+
+
+def _nested(kind: type, table: Mapping[str, Any], where: str) -> Any:
+    names = [f.name for f in dataclasses.fields(kind)]
+    unknown = sorted(set(table) - set(names))
+    if unknown:
+        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of {names}.")
+    return kind(**{k: _number(f"{where}.{k}", v) for k, v in table.items()})
+
+
+def _option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config: type, *,
+                         exclude: Iterable[str] = ()) -> None:
+    """Add one option per parameter of ``config`` (``lam`` -> ``--lam``; a bool -> ``--x`` /
+    ``--no-x``; a tuple -> several values), each defaulting to None (the config's default)."""
+    skip = set(exclude)
+    for p in parameters(config):
+        if p.name in skip or dataclasses.is_dataclass(p.kind):
+            continue
+        kwargs: dict[str, Any] = {"default": None, "dest": p.name, "help": p.info.help}
+        if p.kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif p.kind is tuple:
+            kwargs |= {"type": float, "nargs": "+"}
+        else:
+            kwargs["type"] = p.kind
+            if p.info.choices is not None:
+                kwargs["choices"] = p.info.choices
+        parser.add_argument(_option(p.name), **kwargs)
+
+
+def config_kwargs(config: type, namespace: argparse.Namespace) -> dict[str, Any]:
+    """The options :func:`add_config_arguments` added that the user gave, as config fields."""
+    out = {}
+    for p in parameters(config):
+        value = getattr(namespace, p.name, None)
+        if value is not None:
+            out[p.name] = tuple(value) if p.kind is tuple else value
+    return out
+
+
+__all__ = [
+    "ParamInfo",
+    "Parameter",
+    "add_config_arguments",
+    "config_from_table",
+    "config_kwargs",
+    "job_param_types",
+    "param",
+    "parameter_names",
+    "parameters",
+    "secret_parameters",
+]

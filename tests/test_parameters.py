@@ -1,0 +1,93 @@
+"""Parameters defined once: job-file tables, command-line options and estimator names agree."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.parameters import (
+    add_config_arguments,
+    config_from_table,
+    config_kwargs,
+    job_param_types,
+    param,
+    parameter_names,
+    parameters,
+    secret_parameters,
+)
+from dpfed.privacy.vertical import SoundBounds
+from dpfed.protocols.vertical.host import VERTICAL_PARAMS, vertical_config
+from dpfed.runtime.consensus import ConsensusConfig
+from dpfed.runtime.decentralized import DecentralizedConfig
+from dpfed.runtime.horizontal_host import CONSENSUS_PARAMS, DECENTRALIZED_PARAMS
+from dpfed.runtime.registry import get_protocol
+from dpfed.runtime.vertical import VerticalConfig
+
+CONFIGS = [VerticalConfig, ConsensusConfig, DecentralizedConfig]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_field_is_declared_once_with_help(config):
+    params = parameters(config)
+    assert [p.name for p in params] == parameter_names(config)
+    assert all(p.info.help for p in params)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_one_vocabulary_the_noise_seed_is_the_only_secret(config):
+    assert secret_parameters(config) == ["seed"]
+
+
+def test_the_registered_protocols_take_their_job_parameters_from_the_configs():
+    assert get_protocol("vertical").params == VERTICAL_PARAMS == job_param_types(VerticalConfig)
+    assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_param_types(
+        ConsensusConfig)
+    graph = {"graph", "graph_seed", "p", "radius"}
+    assert set(DECENTRALIZED_PARAMS) - graph == set(parameter_names(DecentralizedConfig))
+    assert VERTICAL_PARAMS["bounds"] == (dict,)  # the job file now has every field
+    assert VERTICAL_PARAMS["tol"] == (list,) and VERTICAL_PARAMS["lam"] == (int, float)
+
+
+def test_a_job_table_builds_the_config_with_nested_bounds_and_tuples():
+    cfg = vertical_config({"mechanism": "sound", "epsilon": 1, "delta": 1e-5, "tol": [1e-4, 1e-3],
+                           "bounds": {"row_norm": 1, "score_clip": 0.5}})
+    assert cfg.bounds == SoundBounds(row_norm=1.0, score_clip=0.5)
+    assert cfg.tol == (1e-4, 1e-3)
+    with pytest.raises(DpfedInputError, match=r"\[params\]\.bounds has unknown keys \['clip'\]"):
+        config_from_table(VerticalConfig, {"bounds": {"clip": 1.0}})
+    with pytest.raises(DpfedInputError, match=r"\[params\]\.bounds\.row_norm must be a finite"):
+        config_from_table(VerticalConfig, {"bounds": {"row_norm": "one"}})
+    with pytest.raises(DpfedInputError, match=r"unknown keys \['noise_sigmaa'\]"):
+        config_from_table(VerticalConfig, {"noise_sigmaa": 1.0})
+    decentralized = config_from_table(
+        DecentralizedConfig, {"node_alphas": [1, 0.5], "graph": "ring"}, exclude=("graph",))
+    assert decentralized.node_alphas == (1.0, 0.5)
+
+
+def test_command_line_options_are_generated_and_read_back():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, ConsensusConfig, exclude=("seed",))
+    args = parser.parse_args(["--mechanism", "gaussian", "--epsilon", "1", "--lam", "0.01"])
+    assert config_kwargs(ConsensusConfig, args) == {"mechanism": "gaussian", "epsilon": 1.0,
+                                                     "lam": 0.01}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mechanism", "laplace"])  # choices come from the definition
+    vertical = argparse.ArgumentParser()
+    add_config_arguments(vertical, VerticalConfig)
+    args = vertical.parse_args(["--no-adaptive-rho", "--tol", "1e-4", "1e-3",
+                                "--protect-label-holder"])
+    assert config_kwargs(VerticalConfig, args) == {"adaptive_rho": False, "tol": (1e-4, 1e-3),
+                                                   "protect_label_holder": True}
+
+
+def test_a_field_without_its_definition_is_refused():
+    @dataclass(frozen=True)
+    class Loose:
+        lam: float = param(1.0, help="weight")
+        rho: float = 1.0
+
+    with pytest.raises(TypeError, match=r"Loose\.rho must be declared with param\(\)"):
+        parameters(Loose)
