@@ -26,7 +26,7 @@ from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import L2
 from dpfed.core.xupdate import make_local_solver
 from dpfed.data import load_dataset, vertical_split
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
 HERE = Path(__file__).resolve().parent
 SPLIT = (66, 57)

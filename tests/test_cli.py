@@ -114,7 +114,7 @@ def test_nan_values_are_refused(tmp_path, capsys):
 
 def test_parties_with_different_row_counts_are_refused():
     from dpfed import DpfedInputError
-    from dpfed.runtime.vertical import train_vertical
+    from dpfed.protocols.vertical.driver import train_vertical
 
     with pytest.raises(DpfedInputError, match="row counts differ"):
         train_vertical([np.ones((5, 2)), np.ones((4, 2))], np.ones(5))

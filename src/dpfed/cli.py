@@ -117,7 +117,7 @@ def _load_blocks(args):
 
 def _cmd_train_vertical(args) -> int:
     from dpfed._io import write_json_atomic
-    from dpfed.runtime.vertical import VerticalConfig, train_vertical
+    from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
     config = VerticalConfig(
         loss=args.loss,
@@ -403,7 +403,7 @@ def _cmd_demo(args) -> int:
     from dpfed._io import write_json_atomic
     from dpfed.data import load_dataset, vertical_split
     from dpfed.estimators.baselines import fit_centralized, fit_local_only
-    from dpfed.runtime.vertical import VerticalConfig, train_vertical
+    from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
     started = time.perf_counter()
     data = load_dataset("breast_cancer")

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import L2
 from dpfed.core.xupdate import make_local_solver
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 TIGHT = {"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10000}

@@ -13,6 +13,14 @@ import numpy as np
 import pytest
 
 from dpfed._validation import check_binary_labels
+from dpfed.protocols.vertical.driver import (
+    VerticalConfig,
+    make_vertical_role,
+    party_epsilon,
+    party_rng,
+    train_vertical,
+    vertical_setup,
+)
 from dpfed.protocols.vertical.evaluation import (
     EvalShare,
     EvaluatedLabelHolder,
@@ -23,14 +31,6 @@ from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.roles import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.inprocess import InProcessTransport
-from dpfed.runtime.vertical import (
-    VerticalConfig,
-    make_vertical_role,
-    party_epsilon,
-    party_rng,
-    train_vertical,
-    vertical_setup,
-)
 
 from ..conftest import make_vertical_problem, make_vertical_problem_with_test
 

@@ -4,9 +4,9 @@ from sklearn.linear_model import LogisticRegression
 
 from dpfed.core import get_loss, get_regularizer
 from dpfed.protocols.vertical import Broadcast, LabelHolder, NoPrivacy, PassiveParty, Scores
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical.roles import ProtocolError
 from dpfed.runtime.inprocess import InProcessTransport
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
 from ..conftest import make_vertical_problem
 

@@ -23,13 +23,13 @@ import pytest
 import dpfed.protocols.vertical.host  # noqa: F401  (registers the vertical messages)
 from dpfed.data import load_dataset, vertical_split
 from dpfed.privacy.noise_source import simulation_generator
+from dpfed.protocols.vertical.driver import VerticalConfig, make_vertical_role, vertical_setup
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.runtime import wire
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.hosting import NOISE_SECRET_FILE
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.journal import Journal
-from dpfed.runtime.vertical import VerticalConfig, make_vertical_role, vertical_setup
 
 PARTIES = [
     ("label", "breast_cancer", (0, 10)),

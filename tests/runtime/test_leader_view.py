@@ -18,6 +18,7 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.consensus.messages import LocalModel
 from dpfed.protocols.consensus.roles import ConsensusServer
 from dpfed.protocols.decentralized.messages import NodeModel
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime import wire
 from dpfed.runtime.control import (
     AccountRequest,
@@ -30,7 +31,6 @@ from dpfed.runtime.control import (
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.leader import Leader
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
 BUDGET = {"epsilon": 8.0, "delta": 1e-5}
 #: What the leader may learn in the replies to its control requests, by request.

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from dpfed.data import load_dataset, vertical_split
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime.budget import BudgetLedger
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
 SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}

@@ -1,7 +1,7 @@
 r"""The paper's non-federated baselines: logistic regression on all columns (centralised) and
 on the label holder's columns only (local-only), both by scikit-learn.
 
-Both minimise the same averaged objective as :func:`dpfed.runtime.vertical.train_vertical`,
+Both minimise the same averaged objective as :func:`dpfed.protocols.vertical.driver.train_vertical`,
 
 .. math::
 

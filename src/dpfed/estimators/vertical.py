@@ -17,8 +17,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.estimators._scores import ScoreClassifierMixin
-from dpfed.privacy.vertical import SoundBounds
-from dpfed.runtime.vertical import VerticalConfig, VerticalResult, train_vertical
+from dpfed.protocols.vertical.calibration import SoundBounds
+from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
 
 
 def _split_columns(X, split: Sequence[int]) -> list:
@@ -53,7 +53,8 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
     epsilon, delta, noise_sigma : float or None
     accountant : {"pld", "rdp"}
     bounds : SoundBounds or None
-        None: the sound mechanism's public rule (:func:`dpfed.privacy.vertical.sound_defaults`).
+        None: the sound mechanism's public rule
+        (:func:`dpfed.protocols.vertical.calibration.sound_defaults`).
     protect_label_holder : bool
     random_state : int or None
 

@@ -131,8 +131,9 @@ class DatasetPlan:
     noise_levels : tuple of float
         The paper mechanism's levels of figure 3.
     rho : float or None
-        ADMM penalty (summed form); ``None``: :class:`~dpfed.runtime.vertical.VerticalConfig`'s
-        default (the loss's smoothness bound, 1/4 for logistic).
+        ADMM penalty (summed form); ``None``:
+        :class:`~dpfed.protocols.vertical.driver.VerticalConfig`'s default (the loss's
+        smoothness bound, 1/4 for logistic).
     unit_rows : bool
         Scale each party's rows to unit norm for every method. a9a keeps the LIBSVM features
         as they are (the paper's preprocessing; its baselines 0.3494 / 0.3238 are on them);
@@ -427,7 +428,7 @@ def _admm(
     accountant: str = "pld",
     seed: int = 0,
 ) -> dict:
-    from dpfed.runtime.vertical import VerticalConfig, train_vertical
+    from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
     cfg = VerticalConfig(
         lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism,
@@ -670,8 +671,9 @@ def _format_log10(log10: float | None) -> str:
 
 def frontier_iterations(epsilon: float, n_samples: int) -> int:
     """Rounds of the sound mechanism at total ``epsilon``: the public rule
-    :func:`dpfed.privacy.vertical.sound_defaults` (a function of epsilon and N only)."""
-    from dpfed.privacy.vertical import sound_defaults
+    :func:`dpfed.protocols.vertical.calibration.sound_defaults` (a function of epsilon and N
+    only)."""
+    from dpfed.protocols.vertical.calibration import sound_defaults
 
     return sound_defaults(epsilon, n_samples).iterations
 

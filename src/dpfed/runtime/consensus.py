@@ -30,10 +30,11 @@ from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accounta
 from dpfed.privacy.consensus import calibrate_consensus, consensus_sensitivity
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
+from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer, ServerRecord
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
-from dpfed.runtime.vertical import _progress_bar, party_rng
+from dpfed.runtime.progress import progress_bar
 
 CONSENSUS_MECHANISMS = ("none", "gaussian")
 CONSENSUS_ACCOUNTANTS = ("pld", "rdp", "moments")
@@ -274,7 +275,7 @@ def train_consensus(
     d = prepared[0][0].shape[1]
     z = noise_multiplier_of(cfg)
     if rngs is None:
-        rngs = [party_rng(cfg.seed, i, n) for i in range(n)]
+        rngs = [simulation_generator(cfg.seed, i, n) for i in range(n)]
     elif len(rngs) != n:
         raise DpfedInputError(f"rngs must hold one generator per client ({n}). Found {len(rngs)}.")
     clients = [
@@ -286,7 +287,7 @@ def train_consensus(
     ]
     history: list[dict] = []
     clock = {"train": 0.0, "since": time.perf_counter()}
-    bar = _progress_bar(cfg.iterations, progress)
+    bar = progress_bar(cfg.iterations, progress)
 
     def observe(record: ServerRecord) -> None:
         clock["train"] += time.perf_counter() - clock["since"]

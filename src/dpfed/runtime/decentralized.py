@@ -35,10 +35,10 @@ from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.parameters import param
 from dpfed.privacy.decentralized import SCHEDULES, alpha_schedule, decentralized_total
+from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
-from dpfed.runtime.vertical import party_rng
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def train_decentralized(
     P = len(prepared)
     alphas = cfg.alpha_schedules(P)
     if rngs is None:
-        rngs = [party_rng(cfg.seed, k, P) for k in range(P)]
+        rngs = [simulation_generator(cfg.seed, k, P) for k in range(P)]
     elif len(rngs) != P:
         raise DpfedInputError(f"rngs must hold one generator per node ({P}). Found {len(rngs)}.")
     nodes = [

@@ -1,7 +1,7 @@
 """The vertical protocol as the networked runtime hosts it.
 
 :class:`VerticalHost` is one party's side: it reads the party's own columns of its data file,
-builds the same role :func:`dpfed.runtime.vertical.train_vertical` builds for it (same
+builds the same role :func:`dpfed.protocols.vertical.driver.train_vertical` builds for it (same
 configuration, same noise stream), wraps it for per-round evaluation and states the releases it
 will make (its budget plan). :data:`PROTOCOL` is the protocol as the runtime sees it, and
 :func:`vertical_result` the leader's side: it turns the round
@@ -21,6 +21,14 @@ from dpfed.core.losses import get_loss
 from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.messages import Message
+from dpfed.protocols.vertical.driver import (
+    VerticalConfig,
+    _privacy_summary,
+    make_vertical_role,
+    party_epsilon,
+    planned_multipliers,
+    vertical_setup,
+)
 from dpfed.protocols.vertical.evaluation import (
     EvalShare,
     EvaluatedLabelHolder,
@@ -33,14 +41,6 @@ from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobfile import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.registry import JobRecord, Protocol
-from dpfed.runtime.vertical import (
-    VerticalConfig,
-    _privacy_summary,
-    make_vertical_role,
-    party_epsilon,
-    planned_multipliers,
-    vertical_setup,
-)
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked vertical job.
@@ -272,7 +272,7 @@ def vertical_result(
         notes.append(TEST_EVALUATION_NOTE)
     premises = None
     if cfg.mechanism == "paper":
-        from dpfed.privacy.vertical import EigenvaluePremise
+        from dpfed.protocols.vertical.calibration import EigenvaluePremise
 
         # only what the public shapes prove: each party's spectrum stays with the party
         premises = {

@@ -4,7 +4,7 @@ A :class:`PartyMechanism` is built per party (its calibration depends on the par
 It enforces the assumptions its privacy analysis needs on the party's own data
 (:meth:`prepare_block`, :meth:`feasible_set`, :meth:`clip_target`) and turns the exact
 x-update into the released model and scores (:meth:`release`), returning the privacy events
-that the release spent. Formulas and proofs: :mod:`dpfed.privacy.vertical`,
+that the release spent. Formulas and proofs: :mod:`dpfed.protocols.vertical.calibration`,
 ``docs/privacy.md``.
 """
 
@@ -23,7 +23,7 @@ from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.privacy.vertical import (
+from dpfed.protocols.vertical.calibration import (
     EigenvaluePremise,
     SoundBounds,
     lemma1_bound,
@@ -194,7 +194,7 @@ class PaperMechanism(PartyMechanism):
 
 
 class SoundMechanism(PartyMechanism):
-    r"""Sample-level DP with every bound enforced (see :mod:`dpfed.privacy.vertical`).
+    r"""Sample-level DP with every bound enforced (see :mod:`dpfed.protocols.vertical.calibration`).
 
     Per round: exact x-update over the ball :math:`B_x` from a clipped target, Gaussian noise
     on the model (multiplier ``model_multiplier``), then clipped scores plus Gaussian noise

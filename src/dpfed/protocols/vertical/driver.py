@@ -8,7 +8,6 @@ runtime drives the same roles over sockets.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -31,7 +30,7 @@ from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
-from dpfed.privacy.vertical import (
+from dpfed.protocols.vertical.calibration import (
     EigenvaluePremise,
     SoundBounds,
     paper_epsilon_reasons,
@@ -51,6 +50,7 @@ from dpfed.protocols.vertical.mechanisms import (
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
+from dpfed.runtime.progress import progress_bar
 
 VERTICAL_ACCOUNTANTS = ("pld", "rdp")
 
@@ -71,7 +71,7 @@ class VerticalConfig:
         smoothness bound (1/4 for logistic), or 1.
     iterations : int or None
         ADMM rounds (the privacy calibration assumes all of them run); default 20, or for the
-        sound mechanism the public rule :func:`dpfed.privacy.vertical.sound_defaults`.
+        sound mechanism the public rule :func:`dpfed.protocols.vertical.calibration.sound_defaults`.
     mechanism : {"none", "paper", "sound"}
     epsilon, delta : float or None
         Target total privacy; ``delta`` is also the delta at which spending is reported.
@@ -89,10 +89,11 @@ class VerticalConfig:
         Absolute and relative stopping tolerances (None: run all iterations).
     bounds : SoundBounds or None
         Enforced bounds of the sound mechanism; default from
-        :func:`dpfed.privacy.vertical.sound_defaults` (a function of epsilon and N only).
+        :func:`dpfed.protocols.vertical.calibration.sound_defaults` (a function of epsilon and
+        N only).
     model_fraction : float or None
         Share of each round's privacy budget spent on the model release (sound); default
-        from :func:`dpfed.privacy.vertical.sound_defaults`.
+        from :func:`dpfed.protocols.vertical.calibration.sound_defaults`.
     score_rounds : int or None
         Sound mechanism: rounds ``1..score_rounds`` release scores (default ``T - 1``; the
         last round's scores never reach a model).
@@ -529,7 +530,7 @@ def train_vertical(
     history: list[dict] = []
     ledger = PrivacyLedger()
     clock = {"train": 0.0, "since": time.perf_counter()}
-    bar = _progress_bar(cfg.iterations, progress)
+    bar = progress_bar(cfg.iterations, progress)
 
     def observe(record: RoundRecord) -> None:
         clock["train"] += time.perf_counter() - clock["since"]
@@ -577,14 +578,6 @@ def _all_events(holder, passive) -> list[PrivacyEvent]:
     for p in passive:
         events.extend(p.events)
     return sorted(events, key=lambda e: (e.round, e.party, e.label))
-
-
-def _progress_bar(total: int, enabled: bool):
-    if not enabled or not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="ADMM rounds", unit="round", leave=False)
 
 
 def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float | None:

@@ -11,15 +11,15 @@ from dpfed.core import L2, Ball
 from dpfed.core.spectral import GramSpectrum
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.accounting import corollary1_epsilon
-from dpfed.privacy.vertical import (
+from dpfed.protocols.vertical.calibration import (
     SoundBounds,
     lemma1_bound,
     split_noise_multiplier,
     theorem1_epsilon,
     theorem1_sigma,
 )
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical.mechanisms import PaperMechanism, SoundMechanism
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
 
 from ..conftest import make_vertical_problem
 

@@ -20,7 +20,11 @@ from dpfed.core import L2, Ball
 from dpfed.core.rows import normalize_rows
 from dpfed.core.spectral import GramSpectrum
 from dpfed.core.xupdate import make_local_solver
-from dpfed.privacy.vertical import EigenvaluePremise, lemma1_bound, paper_epsilon_reasons
+from dpfed.protocols.vertical.calibration import (
+    EigenvaluePremise,
+    lemma1_bound,
+    paper_epsilon_reasons,
+)
 from dpfed.protocols.vertical.mechanisms import PaperMechanism
 
 RHO = 0.25  # the default penalty of the logistic loss

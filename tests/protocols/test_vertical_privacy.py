@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
 PAPER = dict(mechanism="paper", epsilon=1.0, delta=1e-5, iterations=3, seed=0, lam=1e-2)
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from dpfed.runtime.vertical import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
 
 def test_a9a_no_noise_reaches_the_target_within_20_iterations(a9a):

@@ -8,8 +8,7 @@ import pytest
 
 from dpfed._validation import check_binary_labels
 from dpfed.privacy.accounting import gaussian_releases_epsilon
-from dpfed.protocols.vertical.mechanisms import NoPrivacy, PaperMechanism, SoundMechanism
-from dpfed.runtime.vertical import (
+from dpfed.protocols.vertical.driver import (
     VerticalConfig,
     make_vertical_role,
     party_rng,
@@ -17,6 +16,7 @@ from dpfed.runtime.vertical import (
     train_vertical,
     vertical_setup,
 )
+from dpfed.protocols.vertical.mechanisms import NoPrivacy, PaperMechanism, SoundMechanism
 
 from ..conftest import make_vertical_problem
 
