@@ -208,7 +208,7 @@ def test_console_script_is_installed():
 
 
 def test_privacy_design_alpha_fits_and_chooses(capsys):
-    from dpfed.privacy.alpha_design import choose_alpha, fit_accuracy_loss
+    from dpfed.protocols.decentralized.alpha_design import choose_alpha, fit_accuracy_loss
 
     alphas, losses = [0.01, 0.1, 0.5, 1.0], [0.9, 0.6, 0.45, 0.42]
     assert main(["privacy", "design-alpha", "--alphas", "0.01,0.1,0.5,1",

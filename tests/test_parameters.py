@@ -18,12 +18,13 @@ from dpfed.parameters import (
     parameters,
     secret_parameters,
 )
+from dpfed.protocols.consensus.driver import ConsensusConfig
+from dpfed.protocols.consensus.host import CONSENSUS_PARAMS
+from dpfed.protocols.decentralized.driver import DecentralizedConfig
+from dpfed.protocols.decentralized.host import DECENTRALIZED_PARAMS
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig
 from dpfed.protocols.vertical.host import VERTICAL_PARAMS, vertical_config
-from dpfed.runtime.consensus import ConsensusConfig
-from dpfed.runtime.decentralized import DecentralizedConfig
-from dpfed.runtime.horizontal_host import CONSENSUS_PARAMS, DECENTRALIZED_PARAMS
 from dpfed.runtime.registry import get_protocol
 
 CONFIGS = [VerticalConfig, ConsensusConfig, DecentralizedConfig]

@@ -84,7 +84,7 @@ def add_train_consensus(sub) -> None:
 def _cmd_train_consensus(args) -> int:
     from dpfed._io import write_json_atomic
     from dpfed.cli import _print_result
-    from dpfed.runtime.consensus import ConsensusConfig, train_consensus
+    from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
     config = ConsensusConfig(
         lam=args.lam, rho=args.rho, iterations=args.iterations, mechanism=args.mechanism,
@@ -149,7 +149,7 @@ def _cmd_train_decentralized(args) -> int:
     from dpfed._io import write_json_atomic
     from dpfed.cli import _print_result
     from dpfed.data import make_graph
-    from dpfed.runtime.decentralized import DecentralizedConfig, train_decentralized
+    from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
     rho, scale, eta = PAPER_SETTINGS[args.perturbation]
     config = DecentralizedConfig(

@@ -311,7 +311,7 @@ def _numbers(name: str, text: str) -> list[float]:
 def _cmd_privacy_design_alpha(args) -> int:
     from dataclasses import asdict
 
-    from dpfed.privacy.alpha_design import choose_alpha, fit_accuracy_loss
+    from dpfed.protocols.decentralized.alpha_design import choose_alpha, fit_accuracy_loss
 
     alphas, losses = _numbers("--alphas", args.alphas), _numbers("--losses", args.losses)
     if len(alphas) != len(losses):

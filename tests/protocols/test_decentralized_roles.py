@@ -9,12 +9,12 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
-from dpfed.privacy.decentralized import pvp_zeta
 from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.protocols.decentralized import DecentralizedNode, NodeModel
+from dpfed.protocols.decentralized.calibration import pvp_zeta
+from dpfed.protocols.decentralized.driver import centralized_optimum, joint_objective
 from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dpfed.runtime.decentralized import centralized_optimum, joint_objective
 from dpfed.runtime.inprocess import InProcessTransport
 
 LOSS = get_loss("logistic")

@@ -9,8 +9,8 @@ import pytest
 
 from dpfed.core.rows import normalize_rows
 from dpfed.data import load_dataset, make_graph
-from dpfed.runtime.consensus import ConsensusConfig, train_consensus
-from dpfed.runtime.decentralized import DecentralizedConfig, train_decentralized
+from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
+from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
 ROWS = [(0, 66), (66, 132), (132, 199), (199, 265), (265, 332), (332, 398)]
 

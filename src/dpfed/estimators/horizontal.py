@@ -88,7 +88,7 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         self.random_state = random_state
 
     def fit(self, X, y) -> ConsensusLogisticRegression:
-        from dpfed.runtime.consensus import ConsensusConfig, train_consensus
+        from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
         y_pm = self._labels(y)
         config = ConsensusConfig(
@@ -119,7 +119,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         Instead of ``alpha``: one per-round privacy per node.
     schedule : {"constant", "geometric", "linear"}
         How each node's :math:`\alpha_p(t)` moves over rounds; ``rate`` for "geometric" and
-        "linear" (see :func:`dpfed.privacy.decentralized.alpha_schedule`).
+        "linear" (see :func:`dpfed.protocols.decentralized.calibration.alpha_schedule`).
     loss_scale, rho, eta : float
         :math:`C^R`, the regulariser weight and the ADMM penalty.
     iterations : int
@@ -166,7 +166,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
 
     def fit(self, X, y) -> DecentralizedLogisticRegression:
         from dpfed.data import make_graph
-        from dpfed.runtime.decentralized import DecentralizedConfig, train_decentralized
+        from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
         y_pm = self._labels(y)
         config = DecentralizedConfig(

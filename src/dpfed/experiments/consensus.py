@@ -28,7 +28,8 @@ Decisions:
 * **Privacy.** Each client's upload is a Gaussian release; the per-round noise multiplier is
   calibrated once per level so that the total over the 20 rounds is
   :math:`(\varepsilon, 10^{-5})`-DP under the PLD accountant
-  (:func:`dpfed.privacy.consensus.calibrate_consensus`), and the same multiplier is used for
+  (:func:`dpfed.protocols.consensus.calibration.calibrate_consensus`), and the same multiplier is
+  used for
   every seed. The :math:`\varepsilon` per iteration is the accountant's total so far.
 * **Centralised reference.** scikit-learn's ``LogisticRegression(C=n/(\lambda N),
   fit_intercept=False)`` on all training rows minimises the same objective (up to the
@@ -95,7 +96,7 @@ def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | Non
          seed: int) -> dict:
     """One consensus run (retrying a failed local solve with a shifted seed)."""
     from dpfed.core.local import LocalSolveError
-    from dpfed.runtime.consensus import ConsensusConfig, train_consensus
+    from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
     attempts: list[dict] = []
     tries = 1 if noise_multiplier is None else _ATTEMPTS
@@ -278,7 +279,7 @@ def run_consensus_reproduction(
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
     from dpfed.experiments.plotting_horizontal import plot_consensus
-    from dpfed.privacy.consensus import calibrate_consensus
+    from dpfed.protocols.consensus.calibration import calibrate_consensus
 
     started = time.perf_counter()
     plan = quick_plan() if quick else full_plan()

@@ -16,8 +16,10 @@ folder:
 ``fig4_tradeoff.{png,json}``
     The paper's figures 4-5: final empirical loss and MER against :math:`\alpha` on a denser
     grid, the fitted :math:`L_{acc}(\alpha) = c_4 e^{-c_5\alpha} + c_6`
-    (:func:`dpfed.privacy.alpha_design.fit_accuracy_loss`) and the :math:`\alpha^\star`
-    chosen by :func:`~dpfed.privacy.alpha_design.choose_alpha` with the paper's weights.
+    (:func:`dpfed.protocols.decentralized.alpha_design.fit_accuracy_loss`) and the
+    :math:`\alpha^\star`
+    chosen by :func:`~dpfed.protocols.decentralized.alpha_design.choose_alpha` with the paper's
+    weights.
 ``fig5_seeds.{png,json}``
     Spread (std, min, max) of the final empirical loss and MER of DVP and PVP over seeds at
     :math:`\alpha = 1` and :math:`0.1` (the paper claims DVP varies less; the measured answer
@@ -55,7 +57,7 @@ Decisions (the paper leaves them open; they are also recorded in the JSON files)
   The JSON also carries the raw :math:`J` and :math:`C^R`-scaled empirical loss.
 * **Choosing alpha.** :math:`\alpha^\star = \arg\max_{\alpha \in [0.01, 1]}
   U_{priv}(\alpha) - L_{acc}(\alpha)` with :math:`w = (0.02, 6, 9, 1)` (the reading of
-  :mod:`dpfed.privacy.alpha_design`).
+  :mod:`dpfed.protocols.decentralized.alpha_design`).
 * **Privacy totals.** Every broadcast is :math:`\alpha`-DP (the paper's dynamic DP); the
   honest total of a node over all rounds is reported from the runs' privacy blocks: basic
   composition :math:`T\alpha` and advanced composition at :math:`\delta = 10^{-5}`.
@@ -394,7 +396,7 @@ def execute_run(spec: RunSpec, data: AdultParts) -> dict:
     """Train one run and digest it (retrying a private run whose local solve failed)."""
     from dpfed.core.local import LocalSolveError
     from dpfed.data import make_graph
-    from dpfed.runtime.decentralized import DecentralizedConfig, train_decentralized
+    from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
     graph = make_graph(spec.graph, len(data.parts), rng=0)
     attempts: list[dict] = []
@@ -550,7 +552,7 @@ class _Context:
         key = (rho, loss_scale)
         if key not in self.optima:
             from dpfed.core.losses import get_loss
-            from dpfed.runtime.decentralized import centralized_optimum, joint_objective
+            from dpfed.protocols.decentralized.driver import centralized_optimum, joint_objective
 
             loss = get_loss("logistic")
             f = centralized_optimum(self.data.parts, loss=loss, loss_scale=loss_scale, rho=rho)
@@ -614,7 +616,7 @@ def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
                       eta: float | None = None, n_neighbours: int = 2) -> dict:
     """DVP's (zeta, Phi) and PVP's zeta at ``alpha`` for the smallest node, and the mean norm
     of the noise each draws (l2-Laplace in d dimensions: norm ~ Gamma(d, 1/zeta))."""
-    from dpfed.privacy.decentralized import dvp_noise, pvp_zeta
+    from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
 
     dvp_eta = plan.eta_for("dvp") if eta is None else eta
     pvp_eta = plan.eta_for("pvp") if eta is None else eta
@@ -748,7 +750,7 @@ def convergence_experiment(ctx: _Context) -> dict:
 def _fit(alphas: Sequence[float], losses: Sequence[float]) -> tuple[dict | None, dict | None,
                                                                       dict | None]:
     """Fitted curve, chosen alpha and the net-utility curve (``None`` with < 3 points)."""
-    from dpfed.privacy.alpha_design import (
+    from dpfed.protocols.decentralized.alpha_design import (
         PAPER_WEIGHTS,
         choose_alpha,
         fit_accuracy_loss,
@@ -777,7 +779,7 @@ def _fit(alphas: Sequence[float], losses: Sequence[float]) -> tuple[dict | None,
 
 
 def _paper_curve_choice(method: str) -> dict:
-    from dpfed.privacy.alpha_design import LossCurve, choose_alpha
+    from dpfed.protocols.decentralized.alpha_design import LossCurve, choose_alpha
 
     c4, c5 = PAPER_CURVES[method]
     choice = choose_alpha(LossCurve(c4=c4, c5=c5, c6=0.0))
@@ -1188,7 +1190,8 @@ def _notes(figs: Mapping[str, dict], headlines: dict, runs: Sequence[dict],
         "final average model, (J − ρ||f̄||²/2)/C^R, so DVP (C^R = 1750) and PVP (C^R = 146) are "
         "on one scale; figure 3 plots J itself, as the runtime reports it.",
         "The paper does not write its alpha-selection problem down; α* maximises "
-        "U_priv − L_acc on [0.01, 1] (dpfed.privacy.alpha_design). The paper's weights put "
+        "U_priv − L_acc on [0.01, 1] (dpfed.protocols.decentralized.alpha_design). "
+        "The paper's weights put "
         "U_priv on a scale of about 0.1, so α* depends on how steeply the measured loss falls "
         "with α; 'fit describes the data' is false when the residual exceeds a tenth of the "
         "losses' range or the fitted curve goes negative, and α* is then not meaningful.",

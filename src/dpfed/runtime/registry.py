@@ -26,8 +26,8 @@ if TYPE_CHECKING:  # the job file imports this module
 #: Protocol name -> ``"module:attribute"`` of its :class:`Protocol` object.
 PROTOCOL_REGISTRY: dict[str, str] = {
     "vertical": "dpfed.protocols.vertical.host:PROTOCOL",
-    "consensus": "dpfed.runtime.horizontal_host:CONSENSUS",
-    "decentralized": "dpfed.runtime.horizontal_host:DECENTRALIZED",
+    "consensus": "dpfed.protocols.consensus.host:PROTOCOL",
+    "decentralized": "dpfed.protocols.decentralized.host:PROTOCOL",
     "secure_sum": "dpfed.protocols.secure_sum.host:PROTOCOL",
 }
 

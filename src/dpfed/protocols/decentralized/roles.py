@@ -12,11 +12,12 @@ x_i) + \rho R(f)`, :math:`R(f) = \|f\|^2/2`, and penalty :math:`\eta`, round :ma
   :math:`\mu_p = \lambda_p(t) + \frac{C^R}{2B_p}\epsilon_p` and the extra penalty
   :math:`\frac\Phi2\|f\|^2`, where :math:`\epsilon_p` has density
   :math:`\propto e^{-\zeta\|\epsilon\|}` and :math:`(\zeta, \Phi)` come from
-  :func:`dpfed.privacy.decentralized.dvp_noise`; the dual update is unchanged.
+  :func:`dpfed.protocols.decentralized.calibration.dvp_noise`; the dual update is unchanged.
 * **PVP** (Algorithm 3): :math:`f_p(t+1) = \arg\min_f Z_p(f) + 2\lambda_p(t)^\top f + \eta
   \sum_i \|f - \tfrac12(V_p(t) + V_i(t))\|^2` with the node's own last *broadcast*
   :math:`V_p(t)`, broadcast :math:`V_p(t+1) = f_p(t+1) + \epsilon_p(t+1)` with :math:`\zeta`
-  from :func:`dpfed.privacy.decentralized.pvp_zeta`, and :math:`\lambda_p(t+1) = \lambda_p(t)
+  from :func:`dpfed.protocols.decentralized.calibration.pvp_zeta`, and :math:`\lambda_p(t+1) =
+  \lambda_p(t)
   + \tfrac\eta2\sum_j (V_p(t+1) - V_j(t+1))`; the last round is one DVP step (eqs. 21-23),
   its centre :math:`\tfrac12(V_p(T-1) + V_i(T-1))` likewise, and broadcasts the exact
   minimiser.
@@ -30,7 +31,8 @@ only released values (its own and its neighbours' broadcasts and the dual, which
 from broadcasts only), and the solver is warm-started from :math:`V_p(t)`: each round is then
 :math:`\alpha_p(t)`-DP given everything released before (output perturbation with sensitivity
 :math:`2C^R/(\rho B_p)`; Theorem 1 for the last), and adaptive composition makes
-:func:`dpfed.privacy.decentralized.decentralized_total` a bound for the run. The unreleased
+:func:`dpfed.protocols.decentralized.calibration.decentralized_total` a bound for the run. The
+unreleased
 :math:`f_p(t)` is kept (``exact``, ``models``) for evaluation only.
 
 Every node starts at :math:`f_p(0) = \lambda_p(0) = 0` and runs ``max_rounds`` rounds; each
@@ -47,9 +49,9 @@ import numpy as np
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
-from dpfed.privacy.decentralized import dvp_noise, pvp_zeta
 from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
+from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
 from dpfed.protocols.decentralized.messages import NodeModel
 from dpfed.protocols.messages import ProtocolError
 

@@ -1,4 +1,5 @@
-"""Tests for dpfed.privacy.decentralized: DVP / PVP calibration (paper 001), schedules, totals."""
+"""Tests for dpfed.protocols.decentralized.calibration: DVP / PVP calibration (paper 001),
+schedules, totals."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.privacy.accounting import advanced_composition
-from dpfed.privacy.decentralized import (
+from dpfed.protocols.decentralized.calibration import (
     DVPNoise,
     alpha_schedule,
     decentralized_total,

@@ -8,8 +8,8 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
-from dpfed.privacy.decentralized import alpha_schedule, decentralized_total
-from dpfed.runtime.decentralized import (
+from dpfed.protocols.decentralized.calibration import alpha_schedule, decentralized_total
+from dpfed.protocols.decentralized.driver import (
     DecentralizedConfig,
     centralized_optimum,
     joint_objective,

@@ -1,4 +1,5 @@
-"""Tests for dpfed.privacy.alpha_design: L_acc fit, privacy utility, choice of alpha (paper 001)."""
+"""Tests for dpfed.protocols.decentralized.alpha_design: L_acc fit, privacy utility, choice of
+alpha (paper 001)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from scipy import optimize
 
 from dpfed._validation import DpfedInputError
-from dpfed.privacy.alpha_design import (
+from dpfed.protocols.decentralized.alpha_design import (
     PAPER_WEIGHTS,
     AlphaChoice,
     LossCurve,

@@ -1,4 +1,5 @@
-"""Tests for dpfed.privacy.consensus: paper 002's sensitivity, sigma and moments accountant."""
+"""Tests for dpfed.protocols.consensus.calibration: paper 002's sensitivity, sigma and moments
+accountant."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dpfed.privacy.accounting import (
     gaussian_epsilon,
     moments_accountant_epsilon,
 )
-from dpfed.privacy.consensus import (
+from dpfed.protocols.consensus.calibration import (
     ConsensusCalibration,
     calibrate_consensus,
     consensus_epsilon,

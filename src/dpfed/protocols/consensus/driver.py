@@ -27,10 +27,10 @@ from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
-from dpfed.privacy.consensus import calibrate_consensus, consensus_sensitivity
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
+from dpfed.protocols.consensus.calibration import calibrate_consensus, consensus_sensitivity
 from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer, ServerRecord
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport

@@ -11,8 +11,8 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.privacy.accounting import gaussian_epsilon, moments_accountant_epsilon
-from dpfed.privacy.consensus import calibrate_consensus
-from dpfed.runtime.consensus import (
+from dpfed.protocols.consensus.calibration import calibrate_consensus
+from dpfed.protocols.consensus.driver import (
     ConsensusConfig,
     client_epsilon,
     client_release,

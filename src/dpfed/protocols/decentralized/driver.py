@@ -10,7 +10,8 @@ is no central process) and evaluates every round from the nodes' recorded primal
 * ``node_misclassification_rate``: the nodes' mean test error with their own :math:`f_p(t)`;
 * ``disagreement``: :math:`\max_p \|f_p(t) - \bar f(t)\|`;
 * ``alpha``: the round's per-release privacy, and ``epsilon``: the honest total over rounds
-  1..t of the most exposed node (:func:`dpfed.privacy.decentralized.decentralized_total`).
+  1..t of the most exposed node
+  (:func:`dpfed.protocols.decentralized.calibration.decentralized_total`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.parameters import param
-from dpfed.privacy.decentralized import SCHEDULES, alpha_schedule, decentralized_total
 from dpfed.privacy.noise_source import simulation_generator
+from dpfed.protocols.decentralized.calibration import SCHEDULES, alpha_schedule, decentralized_total
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
@@ -62,7 +63,7 @@ class DecentralizedConfig:
         the parts), each moved over rounds by ``schedule``.
     schedule : {"constant", "geometric", "linear"}
         How :math:`\alpha_p(t)` moves over rounds (see
-        :func:`dpfed.privacy.decentralized.alpha_schedule`); ``rate`` for "geometric".
+        :func:`dpfed.protocols.decentralized.calibration.alpha_schedule`); ``rate`` for "geometric".
     delta : float or None
         If given, the honest total is also bounded by advanced composition at this delta.
     seed : int or None
@@ -146,7 +147,7 @@ def most_exposed_total(alphas: np.ndarray, *, delta: float | None) -> tuple[int,
     alphas : ndarray of shape (n_nodes, rounds)
         :math:`\alpha_p(t)` of the rounds released so far.
     delta : float or None
-        See :func:`dpfed.privacy.decentralized.decentralized_total`.
+        See :func:`dpfed.protocols.decentralized.calibration.decentralized_total`.
     """
     rows, first = np.unique(alphas, axis=0, return_index=True)
     totals = [decentralized_total(r, delta=delta) for r in rows]
@@ -234,7 +235,9 @@ def centralized_optimum(parts, *, loss, loss_scale: float, rho: float) -> np.nda
     return solve_local(X, y, loss, problem, tol=1e-12).x
 
 
-def _neighbours(graph: nx.Graph, names: list[str]) -> dict[str, list[str]]:
+def named_neighbours(graph: nx.Graph, names: list[str]) -> dict[str, list[str]]:
+    """Every part's neighbours by name (parts in the order of ``names``, nodes sorted); the
+    graph must have one node per part and be connected."""
     if graph.number_of_nodes() != len(names):
         raise DpfedInputError(
             f"the graph has {graph.number_of_nodes()} nodes but there are {len(names)} parts."
@@ -274,7 +277,7 @@ def train_decentralized(
     if len(parts) < 2:
         raise DpfedInputError(f"a network needs at least two nodes. Found {len(parts)}.")
     names = list(names) if names is not None else node_names(len(parts))
-    neighbours = _neighbours(graph, names)
+    neighbours = named_neighbours(graph, names)
     loss = get_loss(cfg.loss)
     prepared = []
     for k, (X, y) in enumerate(parts):
