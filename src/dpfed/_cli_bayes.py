@@ -3,22 +3,11 @@ regression by sufficient-statistics perturbation (Heikkilä et al., NeurIPS 2017
 
 from __future__ import annotations
 
+from dpfed._cli_common import parse_float, parse_int
 from dpfed._validation import DpfedInputError
 
 #: ``--data`` choices (the registry names of :mod:`dpfed.data.regression`).
 DATA_CHOICES = ("wine-red", "wine-white", "abalone")
-
-
-def _float(text: str) -> float:
-    from dpfed.cli import _float as parse
-
-    return parse(text)
-
-
-def _int(text: str) -> int:
-    from dpfed.cli import _int as parse
-
-    return parse(text)
 
 
 def add_train_bayes_linreg(sub) -> None:
@@ -36,25 +25,25 @@ def add_train_bayes_linreg(sub) -> None:
     )
     p.add_argument("--data", required=True, choices=DATA_CHOICES)
     p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
-    p.add_argument("--epsilon", type=_float, help="total epsilon (not with --mode nonprivate)")
-    p.add_argument("--delta", type=_float, help="total delta (not with --mode nonprivate)")
+    p.add_argument("--epsilon", type=parse_float, help="total epsilon (not with --mode nonprivate)")
+    p.add_argument("--delta", type=parse_float, help="total delta (not with --mode nonprivate)")
     p.add_argument("--projection", action="store_true",
                    help="Algorithm 2: clip to fractions of private standard deviations")
     p.add_argument("--mode", default="distributed",
                    choices=["distributed", "trusted", "input", "nonprivate"])
-    p.add_argument("--runs", type=_int, default=25, help="random train/test splits")
-    p.add_argument("--seed", type=_int, default=0, help="seed of the splits and the noise")
-    p.add_argument("--compute-nodes", type=_int, default=10, help="M of the secure sum")
-    p.add_argument("--tolerated", type=_int, default=0,
+    p.add_argument("--runs", type=parse_int, default=25, help="random train/test splits")
+    p.add_argument("--seed", type=parse_int, default=0, help="seed of the splits and the noise")
+    p.add_argument("--compute-nodes", type=parse_int, default=10, help="M of the secure sum")
+    p.add_argument("--tolerated", type=parse_int, default=0,
                    help="T: colluding or dropped clients tolerated (distributed)")
     p.add_argument("--calibration", default="tight", choices=["tight", "paper"])
-    p.add_argument("--bound", type=_float, default=7.5,
+    p.add_argument("--bound", type=parse_float, default=7.5,
                    help="assumed bound of every scaled feature and the target")
-    p.add_argument("--std-share", type=_float, default=0.3,
+    p.add_argument("--std-share", type=parse_float, default=0.3,
                    help="share of the budget for the projection's standard deviations")
     p.add_argument("--no-centre", dest="centre", action="store_false",
                    help="the paper's algorithm exactly: no centring by DP means, no intercept")
-    p.add_argument("--centre-share", type=_float, default=0.3,
+    p.add_argument("--centre-share", type=parse_float, default=0.3,
                    help="share of the budget for the DP means without projection (with "
                         "projection they share the standard-deviation release)")
     p.add_argument("--out", required=True, help="result JSON file")

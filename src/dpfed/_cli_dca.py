@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import json
 
+from dpfed._cli_common import parse_float, parse_int
 from dpfed._validation import DpfedInputError
-
-
-def _float(text: str) -> float:
-    from dpfed.cli import _float as parse
-
-    return parse(text)
-
-
-def _int(text: str) -> int:
-    from dpfed.cli import _int as parse
-
-    return parse(text)
 
 
 def _workers(text: str) -> int | str:
@@ -47,20 +36,22 @@ def add_dca(sub) -> None:
             "Table 1. The last line is 'seconds: S', the median seconds of one secure sum."
         ),
     )
-    b.add_argument("--clients", type=_int, required=True, help="number of clients N")
-    b.add_argument("--dim", type=_int, required=True, help="vector length d")
-    b.add_argument("--compute-nodes", type=_int, default=10, help="compute nodes M (default 10)")
-    b.add_argument("--tolerated", type=_int, default=0, help="tolerated dropouts T (default 0)")
-    b.add_argument("--drop", type=_int, default=0,
+    b.add_argument("--clients", type=parse_int, required=True, help="number of clients N")
+    b.add_argument("--dim", type=parse_int, required=True, help="vector length d")
+    b.add_argument("--compute-nodes", type=parse_int, default=10,
+                   help="compute nodes M (default 10)")
+    b.add_argument("--tolerated", type=parse_int, default=0,
+                   help="tolerated dropouts T (default 0)")
+    b.add_argument("--drop", type=parse_int, default=0,
                    help="clients whose shares are lost (at most --tolerated; default 0)")
     b.add_argument("--encrypt", action="store_true",
                    help="seal every message for its node and open it there (much slower)")
-    b.add_argument("--repeats", type=_int, default=1, help="secure sums to time (median)")
+    b.add_argument("--repeats", type=parse_int, default=1, help="secure sums to time (median)")
     b.add_argument("--workers", default="auto",
                    help="worker processes, or 'auto' (1 for small cells, every core otherwise)")
-    b.add_argument("--noise-std", type=_float, default=1.0,
+    b.add_argument("--noise-std", type=parse_float, default=1.0,
                    help="each client's noise standard deviation (default 1)")
-    b.add_argument("--seed", type=_int, default=0, help="seed of the vectors and the noise")
+    b.add_argument("--seed", type=parse_int, default=0, help="seed of the vectors and the noise")
     b.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     b.set_defaults(func=_cmd_dca_bench)
 
@@ -123,7 +114,7 @@ def add_reproduce_dca_scaling(psub) -> None:
     )
     q.add_argument("--out", required=True, help="output folder")
     q.add_argument("--quick", action="store_true", help="the four smallest cells only")
-    q.add_argument("--repeats", type=_int, help="secure sums per cell (default 3, quick 1)")
+    q.add_argument("--repeats", type=parse_int, help="secure sums per cell (default 3, quick 1)")
     q.add_argument("--workers", default="auto", help="worker processes, or 'auto'")
     q.add_argument("--quiet", action="store_true")
     q.set_defaults(func=_cmd_reproduce_dca_scaling)

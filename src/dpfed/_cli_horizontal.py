@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
+from dpfed._cli_common import parse_float, parse_int, print_result
 from dpfed._validation import DpfedInputError
 
 
-def _float(text: str) -> float:
-    from dpfed.cli import _float as parse
-
-    return parse(text)
-
-
-def _float_list(text: str) -> tuple[float, ...]:
+def parse_float_list(text: str) -> tuple[float, ...]:
     """``"0.5,1,1"`` as numbers (argparse reports a malformed list against the option)."""
-    return tuple(_float(v) for v in text.split(",") if v.strip())
-
-
-def _int(text: str) -> int:
-    from dpfed.cli import _int as parse
-
-    return parse(text)
+    return tuple(parse_float(v) for v in text.split(",") if v.strip())
 
 
 def _add_data(p) -> None:
@@ -27,12 +16,12 @@ def _add_data(p) -> None:
     p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
     p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
     p.add_argument(
-        "--uneven", type=_float,
+        "--uneven", type=parse_float,
         help="Dirichlet concentration for uneven part sizes (default: even sizes)",
     )
-    p.add_argument("--split-seed", type=_int, default=0, help="seed of the row partition")
-    p.add_argument("--iterations", type=_int, required=True)
-    p.add_argument("--seed", type=_int, help="seed of the noise")
+    p.add_argument("--split-seed", type=parse_int, default=0, help="seed of the row partition")
+    p.add_argument("--iterations", type=parse_int, required=True)
+    p.add_argument("--seed", type=parse_int, help="seed of the noise")
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -70,20 +59,19 @@ def add_train_consensus(sub) -> None:
         description="Clients hold different rows; a server averages their noisy local models.",
     )
     _add_data(p)
-    p.add_argument("--clients", type=_int, required=True)
+    p.add_argument("--clients", type=parse_int, required=True)
     p.add_argument("--mechanism", default="none", choices=["none", "gaussian"])
-    p.add_argument("--epsilon", type=_float, help="target total epsilon of every client")
-    p.add_argument("--delta", type=_float)
-    p.add_argument("--noise-multiplier", type=_float, help="instead of --epsilon")
+    p.add_argument("--epsilon", type=parse_float, help="target total epsilon of every client")
+    p.add_argument("--delta", type=parse_float)
+    p.add_argument("--noise-multiplier", type=parse_float, help="instead of --epsilon")
     p.add_argument("--accountant", default="pld", choices=["pld", "rdp", "moments"])
-    p.add_argument("--lam", type=_float, default=1e-5, help="regulariser weight (eq. 1a)")
-    p.add_argument("--rho", type=_float, default=0.015, help="ADMM penalty")
+    p.add_argument("--lam", type=parse_float, default=1e-5, help="regulariser weight (eq. 1a)")
+    p.add_argument("--rho", type=parse_float, default=0.015, help="ADMM penalty")
     p.set_defaults(func=_cmd_train_consensus)
 
 
 def _cmd_train_consensus(args) -> int:
     from dpfed._io import write_json_atomic
-    from dpfed.cli import _print_result
     from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
     config = ConsensusConfig(
@@ -97,7 +85,7 @@ def _cmd_train_consensus(args) -> int:
     )
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
-    _print_result(payload, args.out)
+    print_result(payload, args.out)
     return 0
 
 
@@ -108,27 +96,27 @@ def add_train_decentralized(sub) -> None:
         description="Nodes hold different rows and talk to their graph neighbours only.",
     )
     _add_data(p)
-    p.add_argument("--nodes", type=_int, required=True)
+    p.add_argument("--nodes", type=parse_int, required=True)
     p.add_argument(
         "--graph", default="ring",
         choices=["ring", "grid", "complete", "erdos-renyi", "geometric"],
     )
-    p.add_argument("--p", type=_float, help="edge probability (erdos-renyi)")
-    p.add_argument("--radius", type=_float, help="connection radius (geometric)")
-    p.add_argument("--graph-seed", type=_int, default=0)
+    p.add_argument("--p", type=parse_float, help="edge probability (erdos-renyi)")
+    p.add_argument("--radius", type=parse_float, help="connection radius (geometric)")
+    p.add_argument("--graph-seed", type=parse_int, default=0)
     p.add_argument("--perturbation", default="none", choices=["none", "dvp", "pvp"])
-    p.add_argument("--alpha", type=_float, help="per-round privacy of every broadcast")
+    p.add_argument("--alpha", type=parse_float, help="per-round privacy of every broadcast")
     p.add_argument(
-        "--node-alphas", type=_float_list, metavar="A1,A2,...",
+        "--node-alphas", type=parse_float_list, metavar="A1,A2,...",
         help="instead of --alpha: one per-round privacy per node (nodes in graph order)",
     )
     p.add_argument("--schedule", default="constant", choices=["constant", "geometric", "linear"])
-    p.add_argument("--rate", type=_float, help="ratio of the geometric schedule")
-    p.add_argument("--delta", type=_float, help="also bound the total by advanced composition")
-    p.add_argument("--loss-scale", type=_float, help="C^R (default: the paper's per scheme)")
-    p.add_argument("--rho", type=_float, help="regulariser weight (default: the paper's)")
+    p.add_argument("--rate", type=parse_float, help="ratio of the geometric schedule")
+    p.add_argument("--delta", type=parse_float, help="also bound the total by advanced composition")
+    p.add_argument("--loss-scale", type=parse_float, help="C^R (default: the paper's per scheme)")
+    p.add_argument("--rho", type=parse_float, help="regulariser weight (default: the paper's)")
     p.add_argument(
-        "--eta", type=_float,
+        "--eta", type=parse_float,
         help="ADMM penalty (default 0.03 without perturbation and with PVP, 3 with DVP)",
     )
     p.set_defaults(func=_cmd_train_decentralized)
@@ -147,7 +135,6 @@ PAPER_SETTINGS = {
 
 def _cmd_train_decentralized(args) -> int:
     from dpfed._io import write_json_atomic
-    from dpfed.cli import _print_result
     from dpfed.data import make_graph
     from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
@@ -165,7 +152,7 @@ def _cmd_train_decentralized(args) -> int:
     result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test)
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
-    _print_result(payload, args.out)
+    print_result(payload, args.out)
     final = payload["final"]
     if final.get("misclassification_rate") is not None:
         print(f"misclassification rate: {final['misclassification_rate']:.4f}")

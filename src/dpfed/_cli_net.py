@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from dpfed._cli_common import print_result
 from dpfed._validation import DpfedInputError
 from dpfed.runtime.disclosure import result_warnings
 
@@ -84,7 +85,6 @@ def add_run(sub) -> None:
 
 def _cmd_run(args) -> int:
     _need_net()
-    from dpfed.cli import _print_result
     from dpfed.runtime.jobfile import load_job
     from dpfed.runtime.leader import EXIT_STOPPED, JobStopped, run_job
 
@@ -97,7 +97,7 @@ def _cmd_run(args) -> int:
     if result["protocol"] == "secure_sum":
         _print_secure_sum(result, args.out)
     else:
-        _print_result(result, args.out)
+        print_result(result, args.out)
     return 0
 
 

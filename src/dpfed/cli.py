@@ -13,24 +13,10 @@ import sys
 import time
 from collections.abc import Sequence
 
+from dpfed._cli_common import parse_float, parse_int, print_result
 from dpfed._validation import DpfedInputError
-from dpfed.runtime.disclosure import result_warnings
 
 DEMO_SPLIT = (10, 10, 10)
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 # -- train vertical ---------------------------------------------------------------------------
@@ -52,21 +38,21 @@ def _add_train_vertical(sub) -> None:
     p.add_argument("--regularizer", default="l2", choices=["l2", "l1", "elasticnet"])
     p.add_argument(
         "--lam",
-        type=_float,
+        type=parse_float,
         default=1e-4,
         help="regularisation weight of the averaged objective",
     )
-    p.add_argument("--rho", type=_float, help="ADMM penalty (summed-loss form)")
-    p.add_argument("--iterations", type=_int, required=True)
+    p.add_argument("--rho", type=parse_float, help="ADMM penalty (summed-loss form)")
+    p.add_argument("--iterations", type=parse_int, required=True)
     p.add_argument(
         "--mechanism", default="none", choices=["none", "paper", "sound"],
         help="paper: the paper's noise, whose epsilon formula is reported but not certified",
     )
-    p.add_argument("--epsilon", type=_float, help="target total epsilon")
-    p.add_argument("--delta", type=_float, help="target total delta")
+    p.add_argument("--epsilon", type=parse_float, help="target total epsilon")
+    p.add_argument("--delta", type=parse_float, help="target total delta")
     p.add_argument(
         "--noise-sigma",
-        type=_float,
+        type=parse_float,
         help="paper: noise sigma; sound: per-round noise multiplier",
     )
     p.add_argument("--accountant", default="pld", choices=["pld", "rdp"])
@@ -85,12 +71,12 @@ def _add_train_vertical(sub) -> None:
     p.add_argument("--no-adaptive-rho", dest="adaptive_rho", action="store_false")
     p.add_argument(
         "--tol",
-        type=_float,
+        type=parse_float,
         nargs=2,
         metavar=("ABS", "REL"),
         help="stop once the residuals fall below these tolerances",
     )
-    p.add_argument("--seed", type=_int)
+    p.add_argument("--seed", type=parse_int)
     p.add_argument(
         "--baselines",
         action="store_true",
@@ -158,7 +144,7 @@ def _cmd_train_vertical(args) -> int:
             blocks, dataset.y_train, test_blocks, dataset.y_test, args.lam
         )
     write_json_atomic(args.out, payload)
-    _print_result(payload, args.out)
+    print_result(payload, args.out)
     return 0
 
 
@@ -172,62 +158,14 @@ def _baselines(blocks, y, test_blocks, y_test, lam) -> dict:
     return out
 
 
-def _fmt(value) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
-def _privacy_line(privacy: dict) -> str:
-    """The headline privacy line: the certified epsilon, or that there is none.
-
-    A mechanism without a certified figure (``privacy["epsilon"]`` is None, e.g. the vertical
-    ``paper`` mechanism) prints the paper's formula only as such, never as ``epsilon = X``.
-    """
-    delta = privacy.get("delta")
-    at = "" if delta is None else f" at delta = {delta:g}"
-    if privacy.get("epsilon") is not None:
-        return (
-            f"privacy ({privacy['mechanism']}, {privacy.get('accountant')}): "
-            f"epsilon = {privacy['epsilon']:.4g}{at}"
-        )
-    if privacy.get("paper_epsilon") is not None:
-        return (
-            f"privacy ({privacy['mechanism']}): epsilon not certified (the paper's formula "
-            f"gives {privacy['paper_epsilon']:.4g}{at}; see privacy.paper_epsilon_reason)"
-        )
-    return f"privacy ({privacy['mechanism']}): epsilon not certified"
-
-
-def _print_result(payload: dict, out: str) -> None:
-    final, privacy = payload["final"], payload["privacy"]
-    for warning in result_warnings(payload):
-        print(f"WARNING: {warning}")
-    print(
-        f"rounds: {final.get('iteration')}  train objective: {_fmt(final.get('train_objective'))}"
-        f"  test log loss: {_fmt(final.get('test_log_loss'))}"
-        f"  test accuracy: {_fmt(final.get('test_accuracy'))}"
-    )
-    if privacy["mechanism"] != "none":
-        print(_privacy_line(privacy))
-        for reason in privacy.get("paper_epsilon_reason", []):
-            print(f"  not a guarantee: {reason}")
-    for note in privacy.get("notes", []):
-        print(f"note: {note}")
-    for name, res in payload.get("baselines", {}).items():
-        print(
-            f"baseline {name}: test log loss {_fmt(res.get('test_log_loss'))}, "
-            f"accuracy {_fmt(res.get('test_accuracy'))}"
-        )
-    print(f"wrote {out}")
-
-
 # -- privacy ----------------------------------------------------------------------------------
 def _add_privacy(sub) -> None:
     p = sub.add_parser("privacy", help="privacy accounting for Gaussian releases")
     psub = p.add_subparsers(dest="privacy_command", required=True)
     e = psub.add_parser("epsilon", help="epsilon of T Gaussian releases")
-    e.add_argument("--noise-multiplier", type=_float, required=True)
-    e.add_argument("--steps", type=_int, required=True)
-    e.add_argument("--delta", type=_float, required=True)
+    e.add_argument("--noise-multiplier", type=parse_float, required=True)
+    e.add_argument("--steps", type=parse_int, required=True)
+    e.add_argument("--delta", type=parse_float, required=True)
     e.add_argument(
         "--accountant", default="pld", choices=["pld", "rdp", "advanced", "basic", "moments"],
         help="advanced and basic refuse noise whose per-step epsilon exceeds 1",
@@ -235,9 +173,9 @@ def _add_privacy(sub) -> None:
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_cmd_privacy_epsilon)
     c = psub.add_parser("calibrate", help="noise multiplier for a target (epsilon, delta)")
-    c.add_argument("--epsilon", type=_float, required=True)
-    c.add_argument("--delta", type=_float, required=True)
-    c.add_argument("--steps", type=_int, required=True)
+    c.add_argument("--epsilon", type=parse_float, required=True)
+    c.add_argument("--delta", type=parse_float, required=True)
+    c.add_argument("--steps", type=parse_int, required=True)
     c.add_argument(
         "--accountant", default="pld", choices=["pld", "rdp", "advanced", "basic", "moments"],
         help="advanced and basic refuse a target that needs a per-step epsilon above 1",
@@ -395,7 +333,7 @@ def _cmd_reproduce_vertical(args) -> int:
 def _add_demo(sub) -> None:
     p = sub.add_parser("demo", help="a 3-party vertical job on scikit-learn's breast cancer data")
     p.add_argument("--out", help="also write the results as JSON")
-    p.add_argument("--seed", type=_int, default=0)
+    p.add_argument("--seed", type=parse_int, default=0)
     p.set_defaults(func=_cmd_demo)
 
 

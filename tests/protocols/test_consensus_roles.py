@@ -11,9 +11,9 @@ from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.protocols.consensus import ConsensusClient, ConsensusServer, GlobalModel, LocalModel
-from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.inprocess import InProcessTransport
+from dpfed.runtime.messages import ProtocolError
 
 LOSS = get_loss("logistic")
 SERVER = "server"

@@ -13,9 +13,9 @@ from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.protocols.decentralized import DecentralizedNode, NodeModel
 from dpfed.protocols.decentralized.calibration import pvp_zeta
 from dpfed.protocols.decentralized.driver import centralized_optimum, joint_objective
-from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.inprocess import InProcessTransport
+from dpfed.runtime.messages import ProtocolError
 
 LOSS = get_loss("logistic")
 # a well-conditioned setting: the consensus converges to ~1e-9 in 100 rounds

@@ -12,13 +12,13 @@ from dpfed._validation import DpfedInputError
 from dpfed.dca import secure_sum
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import decode
-from dpfed.protocols.messages import ProtocolError
 from dpfed.protocols.secure_sum import (
     ComputeNode,
     NodeKey,
     SealedShare,
     SecureSumClient,
 )
+from dpfed.runtime.messages import ProtocolError
 
 BITS = 24
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from dpfed import DpfedInputError
-from dpfed.protocols.messages import Message
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.runtime.messages import Message
 from dpfed.runtime.wire import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAGIC,

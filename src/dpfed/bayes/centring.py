@@ -59,7 +59,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_positive
 from dpfed.bayes.aggregation import Aggregate, noisy_sum
-from dpfed.bayes.sufficient_stats import _check_xy, _feature_bounds, clip_to_bounds
+from dpfed.bayes.sufficient_stats import check_xy, clip_to_bounds, feature_bounds
 
 __all__ = [
     "PrivateMeans",
@@ -126,7 +126,7 @@ class PrivateMeans:
 def _all_bounds(
     bound_x: float | Sequence[float] | np.ndarray, bound_y: float, d: int | None
 ) -> np.ndarray:
-    return np.append(_feature_bounds(bound_x, d), check_positive("bound_y", bound_y))
+    return np.append(feature_bounds(bound_x, d), check_positive("bound_y", bound_y))
 
 
 def sum_sensitivity(
@@ -254,7 +254,7 @@ def exact_means(X: np.ndarray, y: np.ndarray) -> PrivateMeans:
     PrivateMeans
         ``release="exact"``.
     """
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     return PrivateMeans(np.append(X.mean(axis=0), y.mean()), "exact")
 
 
@@ -275,7 +275,7 @@ def centre_rows(
     X_centred : numpy.ndarray, shape (n, d)
     y_centred : numpy.ndarray, shape (n,)
     """
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     if means.means.shape != (X.shape[1] + 1,):
         raise DpfedInputError(
             f"means must hold d + 1 = {X.shape[1] + 1} values (features, then the target). "

@@ -41,7 +41,7 @@ from dpfed._validation import DpfedInputError, check_int, check_open_unit, check
 from dpfed.bayes.aggregation import MODES, Aggregate, noisy_sum
 from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
 from dpfed.bayes.centring import PrivateMeans, centre_rows, estimate_means, exact_means
-from dpfed.bayes.posterior import Posterior, _check_repair, posterior_from_statistics
+from dpfed.bayes.posterior import Posterior, check_repair, posterior_from_statistics
 from dpfed.bayes.projection import (
     FALLBACK_STD,
     THRESHOLD_GRID,
@@ -52,7 +52,7 @@ from dpfed.bayes.projection import (
     search_thresholds,
 )
 from dpfed.bayes.sufficient_stats import (
-    _check_xy,
+    check_xy,
     clip_to_bounds,
     row_statistics,
     statistics_sensitivity,
@@ -307,11 +307,11 @@ def fit_dp_linreg(
     """
     from dpfed.privacy.l2_laplace import as_generator
 
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     n, d = X.shape
     if mode not in MODES:
         raise DpfedInputError(f"mode must be one of {MODES}. Found {mode!r}.")
-    repair = _check_repair(repair)
+    repair = check_repair(repair)
     lam = check_positive("lam", lam)
     lam0 = check_positive("lam0", lam0)
     if mode == "nonprivate":

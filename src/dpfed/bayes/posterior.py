@@ -64,7 +64,8 @@ __all__ = [
 REPAIRS = ("abs", "floor")
 
 
-def _check_repair(repair: str) -> str:
+def check_repair(repair: str) -> str:
+    """``repair`` if it names a definiteness repair of :data:`REPAIRS`, else an error."""
     if repair not in REPAIRS:
         raise DpfedInputError(f"repair must be one of {REPAIRS}. Found {repair!r}.")
     return repair
@@ -98,7 +99,7 @@ def repair_gram(S_xx: np.ndarray, *, repair: str = "abs") -> np.ndarray:
     S = np.asarray(S_xx, dtype=np.float64)
     if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
         raise DpfedInputError(f"S_xx must be square (..., d, d). Found shape {S.shape}.")
-    fixed, V, _ = _eig_repaired(S, _check_repair(repair))
+    fixed, V, _ = _eig_repaired(S, check_repair(repair))
     out = (V * fixed[..., None, :]) @ np.swapaxes(V, -1, -2)
     return 0.5 * (out + np.swapaxes(out, -1, -2))
 
@@ -134,7 +135,7 @@ def posterior_means(
         raise DpfedInputError(
             f"S_xx must be (..., d, d) and S_xy (..., d). Found {S.shape} and {b.shape}."
         )
-    fixed, V, _ = _eig_repaired(S, _check_repair(repair))
+    fixed, V, _ = _eig_repaired(S, check_repair(repair))
     # Lambda = V diag(lam0 + lam * e) V^T, so Lambda^{-1} lam b = V (V^T lam b / (lam0 + lam e))
     coords = np.einsum("...ji,...j->...i", V, lam * b) / (lam0 + lam * fixed)
     return np.einsum("...ij,...j->...i", V, coords)
@@ -206,7 +207,7 @@ def posterior_from_statistics(
     """
     lam = check_positive("lam", lam)
     lam0 = check_positive("lam0", lam0)
-    repair = _check_repair(repair)
+    repair = check_repair(repair)
     S = np.asarray(S_xx, dtype=np.float64)
     b = np.asarray(S_xy, dtype=np.float64)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or b.shape != (S.shape[0],):

@@ -70,10 +70,10 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_int, check_positive
 from dpfed.bayes.aggregation import Aggregate, noisy_sum
 from dpfed.bayes.centring import first_moment_scale
-from dpfed.bayes.posterior import _check_repair, posterior_means
+from dpfed.bayes.posterior import check_repair, posterior_means
 from dpfed.bayes.sufficient_stats import (
-    _first_scales,
     clip_to_bounds,
+    first_scales,
     moment_sensitivity,
     n_statistics,
     row_moments,
@@ -192,7 +192,7 @@ def estimate_marginal_stds(
     w = None
     if first_moments:
         w = (first_moment_scale(bound_x, bound_y, d) if first_scale is None
-             else _first_scales(first_scale, d + 1))
+             else first_scales(first_scale, d + 1))
     sens = moment_sensitivity(bound_x, bound_y, d, first=first_moments, first_scale=w)
     sigma = z1 * sens
     result = noisy_sum(
@@ -304,7 +304,7 @@ def search_thresholds(
     z = check_positive("noise_multiplier", noise_multiplier, allow_zero=True)
     lam = check_positive("lam", lam)
     lam0 = check_positive("lam0", lam0)
-    repair = _check_repair(repair)
+    repair = check_repair(repair)
     repeats = check_int("repeats", repeats, minimum=1)
     seed = check_int("seed", seed, minimum=0)
     g = np.asarray(grid, dtype=np.float64)

@@ -97,7 +97,7 @@ def _bounds(name: str, value: float | Sequence[float] | np.ndarray, d: int) -> n
     return arr
 
 
-def _feature_bounds(
+def feature_bounds(
     bound_x: float | Sequence[float] | np.ndarray, d: int | None
 ) -> np.ndarray:
     """The feature bounds of a sensitivity, shape (d,): ``d`` is needed (and checked) when
@@ -111,7 +111,9 @@ def _feature_bounds(
     return _bounds("bound_x", bound_x, d)
 
 
-def _check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def check_xy(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` (n_samples, n_features) and ``y`` (n_samples,) as finite float64 arrays of
+    matching length, or a ``DpfedInputError`` naming what is wrong."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] == 0:
@@ -151,7 +153,7 @@ def clip_to_bounds(
     y_clipped : numpy.ndarray, shape (n,)
         New arrays; the inputs are not modified.
     """
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     cx = _bounds("bound_x", bound_x, X.shape[1])
     cy = check_positive("bound_y", bound_y)
     return np.clip(X, -cx, cx), np.clip(y, -cy, cy)
@@ -171,7 +173,7 @@ def row_statistics(X: np.ndarray, y: np.ndarray) -> np.ndarray:
         Row :math:`i` holds :math:`x_{ij} x_{ik}` for ``(j, k)`` in
         ``zip(*numpy.triu_indices(d))``, then :math:`x_{ij} y_i` for :math:`j = 1..d`.
     """
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     rows, cols = np.triu_indices(X.shape[1])
     return np.concatenate([X[:, rows] * X[:, cols], X * y[:, None]], axis=1)
 
@@ -254,7 +256,7 @@ def statistics_sensitivity_squared(
     float
         :math:`\Delta_2^2` (an upper bound: see the module docstring).
     """
-    c = _feature_bounds(bound_x, d)
+    c = feature_bounds(bound_x, d)
     cy = check_positive("bound_y", bound_y)
     c2 = c * c
     off_diagonal = (c2.sum() ** 2 - (c2 * c2).sum()) / 2.0  # sum_{j<k} c_j^2 c_k^2
@@ -268,7 +270,7 @@ def statistics_sensitivity(
     return float(np.sqrt(statistics_sensitivity_squared(bound_x, bound_y, d)))
 
 
-def _first_scales(
+def first_scales(
     first_scale: float | Sequence[float] | np.ndarray | None, k: int
 ) -> np.ndarray:
     """The weights of the first moments, shape (k,): 1 for ``None``, else finite and > 0."""
@@ -303,11 +305,11 @@ def row_moments(
         :math:`(x_{i1}^2, \dots, x_{id}^2, y_i^2)`, followed with ``first=True`` by
         :math:`(w_1 x_{i1}, \dots, w_d x_{id}, w_{d+1} y_i)`.
     """
-    X, y = _check_xy(X, y)
+    X, y = check_xy(X, y)
     full = np.column_stack([X, y])
     if not first:
         return full * full
-    w = _first_scales(first_scale, full.shape[1])
+    w = first_scales(first_scale, full.shape[1])
     return np.concatenate([full * full, full * w], axis=1)
 
 
@@ -400,8 +402,8 @@ def moment_sensitivity(
     -------
     float
     """
-    c = np.append(_feature_bounds(bound_x, d), check_positive("bound_y", bound_y))
+    c = np.append(feature_bounds(bound_x, d), check_positive("bound_y", bound_y))
     if not first:
         return float(np.sqrt((c**4).sum()))
-    w = _first_scales(first_scale, c.size)
+    w = first_scales(first_scale, c.size)
     return float(np.sqrt(moment_pair_sensitivity_squared(c, w).sum()))

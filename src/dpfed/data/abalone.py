@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from dpfed._validation import DpfedInputError
-from dpfed.data.regression import RegressionData, _finite_value, _from_rows, _read_text
+from dpfed.data.tabular import RegressionData, finite_value, from_rows, read_text
 
 __all__ = ["ABALONE_FEATURES", "ABALONE_MEASUREMENTS", "ABALONE_SEXES", "read_abalone"]
 
@@ -70,7 +70,7 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
     Fields are stripped of surrounding spaces; blank lines are skipped; the sex code is
     case-sensitive, as in the UCI description.
     """
-    file, text = _read_text(
+    file, text = read_text(
         path, label=_LABEL, what="the Abalone file", separator="comma",
         expected="the UCI Abalone file abalone.data",
     )
@@ -93,7 +93,7 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
             )
         row = [0.0] * len(ABALONE_SEXES)
         row[sex_column[fields[0]]] = 1.0
-        row += [_finite_value(text_value, where=_where(file, number), column=column)
+        row += [finite_value(text_value, where=_where(file, number), column=column)
                 for column, text_value in zip(
                     (*ABALONE_MEASUREMENTS, "Rings"), fields[1:], strict=True)]
         if not (row[-1] >= 0 and float(row[-1]).is_integer()):
@@ -107,7 +107,7 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
             f"{_LABEL} {str(file)!r} holds no data lines. Expected lines of {_N_FIELDS} "
             "comma-separated fields."
         )
-    return _from_rows(
+    return from_rows(
         rows,
         name=name,
         feature_names=ABALONE_FEATURES,

@@ -20,7 +20,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.rows import clip_rows
-from dpfed.data.registry import Dataset
+from dpfed.data.dataset import Dataset
 from dpfed.data.specs import DATASET_SPECS, scale_columns
 
 #: The 14 attributes of a row, in file order (the 15th field is the income label).

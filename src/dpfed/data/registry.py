@@ -8,19 +8,24 @@ environment variable, laid out as ``{data_dir}/{name}/...`` (see :data:`KNOWN_DA
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError, check_binary_labels
+from dpfed.data.adult import read_adult
+from dpfed.data.dataset import (
+    ENV_VAR,
+    REGRESSION_FILES,
+    Dataset,
+    require_files,
+    resolve_data_dir,
+)
 from dpfed.data.libsvm import read_libsvm
 from dpfed.data.nips2003 import read_nips2003
+from dpfed.data.regression import load_regression_dataset
 from dpfed.data.specs import DATASET_SPECS, preprocessing_of
-
-ENV_VAR = "DPFED_DATA"
 
 #: Name -> short description of every data set :func:`load_dataset` knows by name.
 KNOWN_DATASETS: dict[str, str] = {
@@ -48,66 +53,9 @@ KNOWN_DATASETS: dict[str, str] = {
 }
 
 _A9A_FEATURES = 123
-#: Regression sets -> the file they need (read by dpfed.data.wine / dpfed.data.abalone).
-_REGRESSION = {
-    "wine-red": "wine_quality/winequality-red.csv",
-    "wine-white": "wine_quality/winequality-white.csv",
-    "abalone": "abalone/abalone.data",
-}
 _DEXTER_TEST = 100
 _BREAST_CANCER_TEST_FRACTION = 0.3
 _SEED = 0
-
-
-@dataclass(frozen=True, eq=False, repr=False)
-class Dataset:
-    """A data set with a train part and an optional test part.
-
-    Attributes
-    ----------
-    name : str
-        Registry name, or the train file's name for a LIBSVM file.
-    X_train : numpy.ndarray or scipy.sparse.csr_matrix, shape (n_train, n_features)
-        Training features, float64.
-    y_train : numpy.ndarray, shape (n_train,)
-        Training labels.
-    X_test : numpy.ndarray or scipy.sparse.csr_matrix or None, shape (n_test, n_features)
-        Test features, same kind and column count as ``X_train``; ``None`` if there is none.
-    y_test : numpy.ndarray or None, shape (n_test,)
-        Test labels; ``None`` if there is no test part.
-    source : str
-        Where the data came from (files, or the scikit-learn loader) and how it was split.
-    preprocessing : dict
-        JSON-able description of the scaling applied (:func:`dpfed.data.specs.preprocessing_of`):
-        ``scaling`` is ``"declared public bounds"`` (with where they are documented),
-        ``"as published"`` or ``"none"`` (rows used as given); ``"not recorded"`` if the
-        constructor was not told.
-
-    Notes
-    -----
-    Equality and hashing are by identity (the fields hold arrays).
-    """
-
-    name: str
-    X_train: np.ndarray | sp.csr_matrix
-    y_train: np.ndarray
-    X_test: np.ndarray | sp.csr_matrix | None
-    y_test: np.ndarray | None
-    source: str
-    preprocessing: dict[str, Any] = field(default_factory=lambda: {"scaling": "not recorded"})
-
-    @property
-    def n_features(self) -> int:
-        """Number of feature columns."""
-        return int(self.X_train.shape[1])
-
-    def __repr__(self) -> str:
-        test = "None" if self.X_test is None else f"{self.X_test.shape}"
-        kind = "sparse" if sp.issparse(self.X_train) else "dense"
-        return (
-            f"Dataset(name={self.name!r}, X_train={self.X_train.shape} {kind}, "
-            f"X_test={test}, source={self.source!r})"
-        )
 
 
 def load_dataset(
@@ -174,14 +122,14 @@ def load_dataset(
             )
         if key == "breast_cancer":
             return _load_breast_cancer()
-        base = _resolve_data_dir(key, data_dir)
+        base = resolve_data_dir(key, data_dir)
         if key == "a9a":
             return _load_a9a(base)
         if key == "adult":
             return _load_adult(base)
         if key == "dexter":
             return _load_dexter(base)
-        if key in _REGRESSION:
+        if key in REGRESSION_FILES:
             return _load_regression(key, base)
         return _load_nips_train_valid(key, base)
     path = Path(key).expanduser()
@@ -196,55 +144,9 @@ def load_dataset(
     )
 
 
-def _layout(name: str) -> str:
-    """The files a named set needs, relative to the data folder."""
-    if name == "a9a":
-        return "a9a/a9a and a9a/a9a.t"
-    if name == "adult":
-        return "adult/adult.data and adult/adult.test"
-    if name == "dexter":
-        return "dexter/dexter_train.data and dexter/dexter_train.labels"
-    if name in _REGRESSION:
-        return _REGRESSION[name]
-    return f"{name}/{name}_train.data, .labels and {name}/{name}_valid.data, .labels"
-
-
-def _resolve_data_dir(name: str, data_dir: str | os.PathLike[str] | None) -> Path:
-    """The data folder, from the argument or ``DPFED_DATA``, as an absolute path."""
-    if data_dir is None:
-        env = os.environ.get(ENV_VAR, "")
-        if not env.strip():
-            raise DpfedInputError(
-                f"data set {name!r} is read from files, but no data folder was given. "
-                f"Pass --data-dir DIR (data_dir=...) or set the {ENV_VAR} environment "
-                f"variable to a folder holding {_layout(name)}."
-            )
-        base, origin = Path(env), f"the {ENV_VAR} environment variable"
-    else:
-        base, origin = Path(data_dir), "--data-dir (data_dir)"
-    base = Path(os.path.abspath(base.expanduser()))
-    if not base.is_dir():
-        raise DpfedInputError(
-            f"{origin} points at {str(base)!r}, which is not an existing folder. Expected a "
-            f"folder holding {_layout(name)}."
-        )
-    return base
-
-
-def _require(name: str, files: list[Path]) -> None:
-    """Raise naming the first missing file of a named set."""
-    for file in files:
-        if not file.is_file():
-            raise DpfedInputError(
-                f"data set {name!r} needs the file {str(file)!r}, which does not exist. "
-                f"Put the files there, or point --data-dir or {ENV_VAR} at a folder holding "
-                f"{_layout(name)}."
-            )
-
-
 def _load_a9a(base: Path) -> Dataset:
     train, test = base / "a9a" / "a9a", base / "a9a" / "a9a.t"
-    _require("a9a", [train, test])
+    require_files("a9a", [train, test])
     X_train, y_train = read_libsvm(train, n_features=_A9A_FEATURES)
     X_test, y_test = read_libsvm(test, n_features=_A9A_FEATURES)
     return Dataset(
@@ -259,16 +161,12 @@ def _load_a9a(base: Path) -> Dataset:
 
 
 def _load_adult(base: Path) -> Dataset:
-    from dpfed.data.adult import read_adult  # imports this module, so loaded on first use
-
     train, test = base / "adult" / "adult.data", base / "adult" / "adult.test"
-    _require("adult", [train, test])
+    require_files("adult", [train, test])
     return read_adult(train, test)
 
 
 def _load_regression(name: str, base: Path) -> Dataset:
-    from dpfed.data.regression import load_regression_dataset
-
     data = load_regression_dataset(name, base)
     return Dataset(
         name=name,
@@ -288,7 +186,7 @@ def _load_nips_train_valid(name: str, base: Path) -> Dataset:
         for split in ("train", "valid")
         for ext in ("data", "labels")
     ]
-    _require(name, files)
+    require_files(name, files)
     X_train, y_train = read_nips2003(folder, name, "train")
     X_test, y_test = read_nips2003(folder, name, "valid")
     if X_train.shape[1] != X_test.shape[1]:
@@ -309,7 +207,7 @@ def _load_nips_train_valid(name: str, base: Path) -> Dataset:
 
 def _load_dexter(base: Path) -> Dataset:
     folder = base / "dexter"
-    _require("dexter", [folder / "dexter_train.data", folder / "dexter_train.labels"])
+    require_files("dexter", [folder / "dexter_train.data", folder / "dexter_train.labels"])
     X, y = read_nips2003(folder, "dexter", "train")
     if X.shape[0] <= _DEXTER_TEST:
         raise DpfedInputError(

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from dpfed._validation import DpfedInputError
-from dpfed.data.regression import RegressionData, _finite_value, _from_rows, _read_text
+from dpfed.data.tabular import RegressionData, finite_value, from_rows, read_text
 
 __all__ = ["WINE_FEATURES", "WINE_TARGET", "read_wine"]
 
@@ -69,7 +69,7 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
     Blank lines are skipped. Header names may be quoted with double quotes or not, and are
     compared exactly after removing the quotes and surrounding spaces.
     """
-    file, text = _read_text(
+    file, text = read_text(
         path, label=_LABEL, what="a Wine Quality file", separator="semicolon",
         expected="a UCI Wine Quality file (winequality-red.csv or winequality-white.csv)",
     )
@@ -103,7 +103,7 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
                 f"{_where(file, k + 1)}: expected {len(_COLUMNS)} semicolon-separated fields "
                 f"(11 inputs, then quality). Found {len(fields)}."
             )
-        values = [_finite_value(text_value, where=_where(file, k + 1), column=column)
+        values = [finite_value(text_value, where=_where(file, k + 1), column=column)
                   for column, text_value in zip(_COLUMNS, fields, strict=True)]
         if not float(values[-1]).is_integer():
             raise DpfedInputError(
@@ -116,7 +116,7 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
             f"{_LABEL} {str(file)!r} holds a header but no data lines. Expected "
             f"lines of {len(_COLUMNS)} semicolon-separated numbers."
         )
-    return _from_rows(
+    return from_rows(
         rows,
         name=name if name is not None else file.name.removesuffix(".csv"),
         feature_names=WINE_FEATURES,

@@ -53,7 +53,8 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def _new_figure(width: float, height: float):
+def new_figure(width: float, height: float):
+    """A matplotlib figure of ``width`` x ``height`` inches on the Agg canvas (no display)."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -63,7 +64,8 @@ def _new_figure(width: float, height: float):
     return fig
 
 
-def _png_bytes(fig) -> bytes:
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes at the reports' resolution."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
@@ -82,7 +84,8 @@ def _series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float]
     return xs, ys
 
 
-def _integer_xticks(ax) -> None:
+def integer_xticks(ax) -> None:
+    """Integer ticks only on the x axis (rounds)."""
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -135,7 +138,7 @@ def plot_training_curves(
     bytes
         The PNG file.
     """
-    fig = _new_figure(11.0, 5.0)
+    fig = new_figure(11.0, 5.0)
     axes = fig.subplots(1, 2)
     panels = (
         ("train_objective", "training objective (log loss + L2)", "(a) training objective"),
@@ -159,7 +162,7 @@ def plot_training_curves(
             ax.axhline(float(value), label=base["label"], **_BASELINE_STYLE.get(name, {}))
             lowest = min(lowest, float(value))
         ax.set_ylim(max(0.0, lowest - 0.05 * abs(lowest)) * 0.98, _robust_top(drawn, lowest * 1.1))
-        _integer_xticks(ax)
+        integer_xticks(ax)
         ax.set_xlabel("epoch (ADMM iteration / SGD pass over the data)")
         ax.set_ylabel(ylabel)
         ax.set_title(subtitle, fontsize=10)
@@ -167,7 +170,7 @@ def plot_training_curves(
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8.5, frameon=False)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_noise_levels(
@@ -191,7 +194,7 @@ def plot_noise_levels(
     bytes
         The PNG file.
     """
-    fig = _new_figure(7.6, 5.4)
+    fig = new_figure(7.6, 5.4)
     ax = fig.subplots()
     drawn: list[list[float]] = []
     for k, curve in enumerate(curves):
@@ -214,13 +217,13 @@ def plot_noise_levels(
         ax.set_yscale("log")
         ax.set_ylim(min(values) * 0.93, max(values) * 1.15)
         _plain_log_labels(ax.yaxis)
-    _integer_xticks(ax)
+    integer_xticks(ax)
     ax.set_xlabel("ADMM iteration (epoch)")
     ax.set_ylabel("test log loss (log scale)" if ax.get_yscale() == "log" else "test log loss")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_frontier(
@@ -245,7 +248,7 @@ def plot_frontier(
     bytes
         The PNG file.
     """
-    fig = _new_figure(7.6, 5.4)
+    fig = new_figure(7.6, 5.4)
     ax = fig.subplots()
     eps = [float(r["epsilon"]) for r in rows]
     med = [float(r["median"]) for r in rows]
@@ -270,4 +273,4 @@ def plot_frontier(
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3, which="both")
     fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    return _png_bytes(fig)
+    return png_bytes(fig)

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpfed.experiments.plotting import _new_figure, _png_bytes
+from dpfed.experiments.plotting import new_figure, png_bytes
 
 #: Line style per method key of :data:`dpfed.experiments.bayes_linreg.METHODS`.
 METHOD_STYLE: dict[str, dict[str, Any]] = {
@@ -47,7 +47,7 @@ def plot_bayes_linreg(
     bytes
         The PNG file.
     """
-    fig = _new_figure(5.0 * max(1, len(panels)), 4.8)
+    fig = new_figure(5.0 * max(1, len(panels)), 4.8)
     axes = fig.subplots(1, max(1, len(panels)), squeeze=False)[0]
     eps = [float(e) for e in epsilons]
     for ax, panel in zip(axes, panels, strict=False):
@@ -79,4 +79,4 @@ def plot_bayes_linreg(
         ax.grid(True, alpha=0.3, which="both")
     axes[0].legend(fontsize=8)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)

@@ -1,6 +1,6 @@
 """Figure of the DCA scaling run, rendered to PNG bytes (matplotlib imported lazily).
 
-Like :mod:`dpfed.experiments.plotting` (whose ``_new_figure`` and ``_png_bytes`` are reused),
+Like :mod:`dpfed.experiments.plotting` (whose ``new_figure`` and ``png_bytes`` are reused),
 the function takes plain data as written to the JSON file, never touches ``pyplot`` and
 returns the PNG file's bytes.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpfed.experiments.plotting import _new_figure, _png_bytes
+from dpfed.experiments.plotting import new_figure, png_bytes
 
 _DIM_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
 
@@ -31,7 +31,7 @@ def plot_dca_scaling(cells: Sequence[Mapping[str, Any]], *, title: str) -> bytes
     bytes
         The PNG file.
     """
-    fig = _new_figure(12.0, 5.0)
+    fig = new_figure(12.0, 5.0)
     left, right = fig.subplots(1, 2)
     dims = sorted({int(c["dim"]) for c in cells})
     for i, d in enumerate(dims):
@@ -60,4 +60,4 @@ def plot_dca_scaling(cells: Sequence[Mapping[str, Any]], *, title: str) -> bytes
     if right.lines:
         right.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
-    return _png_bytes(fig)
+    return png_bytes(fig)

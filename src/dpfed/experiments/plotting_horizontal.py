@@ -5,7 +5,7 @@ at several :math:`\\alpha` (figure 3), the privacy-accuracy trade-off with the f
 :math:`L_{acc}` curves (figures 4 and 5), and the spread over seeds; the consensus figure shows
 DP consensus ADMM (paper 002) at several total privacy budgets.
 
-Like :mod:`dpfed.experiments.plotting` (whose ``_new_figure`` and ``_png_bytes`` are reused),
+Like :mod:`dpfed.experiments.plotting` (whose ``new_figure`` and ``png_bytes`` are reused),
 every function takes plain data as written to the JSON files, imports matplotlib lazily, never
 touches ``pyplot`` and returns the PNG file's bytes.
 """
@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpfed.experiments.plotting import _new_figure, _png_bytes
+from dpfed.experiments.plotting import new_figure, png_bytes
 
 #: Colours of the methods, shared by every figure.
 METHOD_COLOURS = {"dvp": "tab:blue", "pvp": "tab:orange", "none": "black"}
@@ -81,7 +81,7 @@ def plot_nonprivate(
     bytes
         The PNG file.
     """
-    fig = _new_figure(11.0, 4.8)
+    fig = new_figure(11.0, 4.8)
     ax_gap, ax_mer = fig.subplots(1, 2)
     for kind, curve in curves.items():
         style = dict(_GRAPH_STYLE.get(kind, {"color": "tab:gray", "marker": "^"}))
@@ -109,7 +109,7 @@ def plot_nonprivate(
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=8)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_convergence(
@@ -137,7 +137,7 @@ def plot_convergence(
         The PNG file.
     """
     n = max(1, len(panels))
-    fig = _new_figure(3.3 * n + 1.0, 7.2)
+    fig = new_figure(3.3 * n + 1.0, 7.2)
     axes = fig.subplots(2, n, squeeze=False)
     for col, panel in enumerate(panels):
         for row, (key, ylabel) in enumerate((
@@ -165,7 +165,7 @@ def plot_convergence(
     handles, labels = axes[1][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_tradeoff(
@@ -195,7 +195,7 @@ def plot_tradeoff(
     """
     import numpy as np
 
-    fig = _new_figure(15.0, 4.9)
+    fig = new_figure(15.0, 4.9)
     ax_loss, ax_mer, ax_net = fig.subplots(1, 3)
     all_alphas: set[float] = set()
     for name, m in methods.items():
@@ -261,7 +261,7 @@ def plot_tradeoff(
     ax_net.set_ylabel(r"$U_{priv}(\alpha) - L_{acc}(\alpha)$")
     ax_net.set_title(r"(c) net utility, $w = (0.02, 6, 9, 1)$", fontsize=10)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_seeds(
@@ -283,7 +283,7 @@ def plot_seeds(
     bytes
         The PNG file.
     """
-    fig = _new_figure(11.0, 4.8)
+    fig = new_figure(11.0, 4.8)
     axes = fig.subplots(1, 2)
     labels = [rf"{METHOD_LABELS.get(g['method'], g['method']).split(' ')[0]}, $\alpha$="
               f"{g['alpha']:g}" for g in groups]
@@ -309,7 +309,7 @@ def plot_seeds(
     axes[0].set_title("(a) empirical loss over seeds", fontsize=10)
     axes[1].set_title("(b) MER over seeds", fontsize=10)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_eta(
@@ -334,7 +334,7 @@ def plot_eta(
     bytes
         The PNG file.
     """
-    fig = _new_figure(11.0, 4.8)
+    fig = new_figure(11.0, 4.8)
     axes = fig.subplots(1, 2)
     etas: set[float] = set()
     for ax, key, ylabel in ((axes[0], "loss", "final empirical loss (mean training log loss)"),
@@ -361,7 +361,7 @@ def plot_eta(
                       fontsize=10)
     axes[1].set_title(r"(b) test MER vs $\eta$", fontsize=10)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)
 
 
 def plot_consensus(
@@ -393,7 +393,7 @@ def plot_consensus(
     bytes
         The PNG file.
     """
-    fig = _new_figure(15.0, 4.9)
+    fig = new_figure(15.0, 4.9)
     ax_acc, ax_eps, ax_final = fig.subplots(1, 3)
     for k, level in enumerate(levels):
         colour = _LEVEL_COLOURS[k % len(_LEVEL_COLOURS)]
@@ -425,10 +425,10 @@ def plot_consensus(
     if target_accuracy is not None:
         ax_final.axhline(target_accuracy, color="tab:red", linestyle=":", linewidth=1.3,
                          label=f"target {target_accuracy:g}")
-    from dpfed.experiments.plotting import _integer_xticks
+    from dpfed.experiments.plotting import integer_xticks
 
-    _integer_xticks(ax_acc)
-    _integer_xticks(ax_eps)
+    integer_xticks(ax_acc)
+    integer_xticks(ax_eps)
     ax_acc.set_xlabel("ADMM iteration")
     ax_acc.set_ylabel("test accuracy (mean over seeds)")
     ax_acc.set_title("(a) test accuracy per iteration", fontsize=10)
@@ -442,4 +442,4 @@ def plot_consensus(
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=7.5)
     fig.suptitle(title, fontsize=11)
-    return _png_bytes(fig)
+    return png_bytes(fig)

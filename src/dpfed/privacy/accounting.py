@@ -158,7 +158,7 @@ def _classic_step_epsilon(z: float, delta_step: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta_step)) / z
 
 
-def _in_classic_range(eps_step: float) -> bool:
+def in_classic_range(eps_step: float) -> bool:
     """Whether a classical per-step epsilon is inside the proved range (up to rounding)."""
     return eps_step <= CLASSIC_MAX_EPSILON * (1.0 + _CLASSIC_RTOL)
 
@@ -174,7 +174,7 @@ def _format_epsilon(eps: float) -> str:
     return f"{eps:.3g}" if eps >= 1.0005 else f"{eps:.10g}"
 
 
-def _classic_range_message(
+def classic_range_message(
     subject: str, delta_step: float, found: str, *, unit: str = "step",
     advice: str = _CLASSIC_ADVICE,
 ) -> str:
@@ -194,11 +194,11 @@ def _check_classic(z_min: float, steps: int, delta: float, accountant: str, *,
         return
     d_step = _classic_delta_step(accountant, steps, delta)
     eps_step = _classic_step_epsilon(z_min, d_step)
-    if _in_classic_range(eps_step):
+    if in_classic_range(eps_step):
         return
     which = f", the smallest of the {steps} releases' multipliers" if heterogeneous else ""
     raise DpfedInputError(
-        _classic_range_message(
+        classic_range_message(
             f"accountant {accountant!r} uses", d_step,
             f"noise multiplier {z_min:.6g} (per-step epsilon {_format_epsilon(eps_step)}){which}",
         )
@@ -282,9 +282,9 @@ def classic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     z = check_positive("noise_multiplier", noise_multiplier)
     d = check_open_unit("delta", delta)
     eps = _classic_step_epsilon(z, d)
-    if not _in_classic_range(eps):
+    if not in_classic_range(eps):
         raise DpfedInputError(
-            _classic_range_message(
+            classic_range_message(
                 "classic_gaussian_epsilon evaluates", d,
                 f"noise multiplier {z:.6g} (epsilon {_format_epsilon(eps)})", unit="release",
             )
@@ -323,9 +323,9 @@ def classic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) 
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
     c = check_positive("l2_sensitivity", l2_sensitivity)
-    if not _in_classic_range(eps):
+    if not in_classic_range(eps):
         raise DpfedInputError(
-            _classic_range_message(
+            classic_range_message(
                 "classic_gaussian_sigma uses", d, f"epsilon {eps:g}", unit="release",
             )
         )
@@ -534,7 +534,7 @@ def _gaussian_epsilon(z: float, t: int, d: float, accountant: str) -> float:
         return float(acc.get_epsilon(d))
     if accountant in CLASSIC_ACCOUNTANTS:
         eps_step = _classic_step_epsilon(z, _classic_delta_step(accountant, t, d))
-        if not _in_classic_range(eps_step):
+        if not in_classic_range(eps_step):
             return math.inf
         if accountant == "advanced":
             return corollary1_epsilon(eps_step, t, d / 2.0)
@@ -692,7 +692,7 @@ def calibrate_noise_multiplier(
         )
         if eps > limit * (1.0 + _CLASSIC_RTOL):
             raise DpfedInputError(
-                _classic_range_message(
+                classic_range_message(
                     f"accountant {acc!r} uses", _classic_delta_step(acc, t, d),
                     f"target epsilon {eps:g}, above the {limit:.4g} it certifies there over "
                     f"{t} step{'s' if t > 1 else ''} at delta {d:g}",

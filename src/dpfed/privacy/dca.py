@@ -47,11 +47,11 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
-    _classic_range_message,
-    _in_classic_range,
     calibrate_noise_multiplier,
     classic_gaussian_sigma,
+    classic_range_message,
     gaussian_epsilon,
+    in_classic_range,
 )
 
 __all__ = [
@@ -244,9 +244,9 @@ def calibrate_dca(
         raise DpfedInputError(f"method must be one of {DCA_METHODS}. Found {method!r}.")
     notes: list[str] = []
     if method == "classic":
-        if not _in_classic_range(eps):
+        if not in_classic_range(eps):
             raise DpfedInputError(
-                _classic_range_message(
+                classic_range_message(
                     "method 'classic' (the paper's Eq. 1) uses", dlt, f"epsilon {eps:g}",
                     unit="release",
                     advice="Use method 'pld' or 'rdp', valid for every epsilon.",
@@ -266,7 +266,7 @@ def calibrate_dca(
         epsilon=eps, delta=dlt, l2_sensitivity=sens, n_clients=n, tolerated=t, method=method,
         noise_multiplier=z, sigma_std=sigma, client_std=client,
         total_std=client * math.sqrt(n), scale_factor=n / h,
-        classic_valid=_in_classic_range(eps),
+        classic_valid=in_classic_range(eps),
         notes=tuple(notes),
     )
 

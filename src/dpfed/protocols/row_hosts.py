@@ -26,9 +26,9 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.rows import normalize_rows
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.messages import Message
 from dpfed.runtime.hosting import RoleDelegate
-from dpfed.runtime.jobfile import JobSpec
+from dpfed.runtime.jobspec import JobSpec
+from dpfed.runtime.messages import Message
 
 EVALUATION_NOTE = (
     "evaluation: after training every party reported its mean training loss at the per-round "

@@ -23,8 +23,8 @@ import numpy as np
 
 from dpfed import __version__
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.messages import Message
-from dpfed.runtime.jobfile import LEADER
+from dpfed.runtime.jobspec import LEADER
+from dpfed.runtime.messages import Message
 from dpfed.runtime.wire import describe_kind, register_message
 
 #: The round every control request carries (they belong to none).

@@ -15,9 +15,8 @@ import numpy as np
 
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
-from dpfed.protocols.messages import Message
+from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import get_protocol
 
 
 class RoleDelegate:
@@ -99,8 +98,3 @@ def noise_generator(spec, name: str, *, index: int, n_parties: int) -> np.random
         return simulation_generator(int(spec.params["seed"]), index, n_parties)
     folder = spec.party(name).workdir / spec.id
     return secret_generator(load_or_create_secret(folder, NOISE_SECRET_FILE, new_secret))
-
-
-def build_host(spec, name: str) -> ProtocolHost:
-    """Party ``name``'s host for ``spec``'s protocol."""
-    return get_protocol(spec.protocol).host(spec, name)

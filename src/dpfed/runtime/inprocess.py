@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from dpfed.protocols.messages import Message
+from dpfed.runtime.messages import Message
 
 
 class Role(Protocol):

@@ -36,7 +36,6 @@ import numpy as np
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.messages import ProtocolError
 from dpfed.runtime import wire
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
@@ -53,12 +52,12 @@ from dpfed.runtime.control import (
     SuspendJob,
     check_open,
 )
-from dpfed.runtime.hosting import build_host
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
+from dpfed.runtime.messages import ProtocolError
 from dpfed.runtime.private_files import private_folder
-from dpfed.runtime.registry import get_protocol
+from dpfed.runtime.registry import build_host, get_protocol
 from dpfed.runtime.transport import Connection, Refused, serve
 
 #: Exit statuses of ``dpfed party``.

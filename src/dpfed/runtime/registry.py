@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.messages import Message
+from dpfed.runtime.messages import Message
 
 if TYPE_CHECKING:  # the job file imports this module
     from dpfed.runtime.hosting import ProtocolHost
-    from dpfed.runtime.jobfile import JobSpec, PartySpec
+    from dpfed.runtime.jobspec import JobSpec, PartySpec
 
 #: Protocol name -> ``"module:attribute"`` of its :class:`Protocol` object.
 PROTOCOL_REGISTRY: dict[str, str] = {
@@ -144,5 +144,17 @@ def get_protocol(name: str) -> Protocol:
     return protocol
 
 
-__all__ = ["PROTOCOL_REGISTRY", "JobRecord", "ParamTypes", "Protocol", "get_protocol",
-           "protocol_names"]
+def build_host(spec: JobSpec, name: str) -> ProtocolHost:
+    """Party ``name``'s host for ``spec``'s protocol."""
+    return get_protocol(spec.protocol).host(spec, name)
+
+
+__all__ = [
+    "PROTOCOL_REGISTRY",
+    "JobRecord",
+    "ParamTypes",
+    "Protocol",
+    "build_host",
+    "get_protocol",
+    "protocol_names",
+]

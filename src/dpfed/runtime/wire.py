@@ -1,6 +1,6 @@
 """Versioned binary wire format of the networked runtime.
 
-A frame carries one protocol :class:`~dpfed.protocols.messages.Message` together with the
+A frame carries one protocol :class:`~dpfed.runtime.messages.Message` together with the
 job it belongs to and a per-sender sequence number. The transport (gRPC) treats frames as
 opaque bytes; everything about them is defined here.
 
@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.protocols.messages import Message
+from dpfed.runtime.messages import Message
 
 __all__ = [
     "BATCH_MAGIC",
@@ -171,7 +171,7 @@ def register_message(cls: type[_M]) -> type[_M]:
     Parameters
     ----------
     cls : type
-        A frozen dataclass subclassing :class:`~dpfed.protocols.messages.Message`. Its
+        A frozen dataclass subclassing :class:`~dpfed.runtime.messages.Message`. Its
         fields other than ``sender``, ``recipient`` and ``round`` are annotated either as
         ``np.ndarray`` (optionally ``| None``) or as scalars (``bool``, ``int``, ``float``,
         ``str``, ``None`` or unions of them; other annotations allow any of these).

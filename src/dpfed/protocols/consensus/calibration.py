@@ -75,12 +75,12 @@ from dataclasses import dataclass
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
-    _classic_range_message,
-    _in_classic_range,
     calibrate_noise_multiplier,
     check_accountant,
     classic_gaussian_sigma,
+    classic_range_message,
     gaussian_epsilon,
+    in_classic_range,
     moments_accountant_epsilon,
 )
 
@@ -188,9 +188,9 @@ def consensus_sigma(
     sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu)
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
-    if not _in_classic_range(eps):
+    if not in_classic_range(eps):
         raise DpfedInputError(
-            _classic_range_message(
+            classic_range_message(
                 "consensus_sigma uses", d, f"epsilon {eps:g}", unit="round",
                 advice="Use calibrate_consensus with accountant 'pld' or 'rdp', which sets the "
                 "noise for a total epsilon without this restriction.",
@@ -401,7 +401,7 @@ class ConsensusCalibration:
     def classic_valid(self) -> bool:
         """Whether the per-round reading is inside the classic theorem (``epsilon_step <= 1``,
         up to rounding), so that :func:`consensus_sigma` accepts it."""
-        return _in_classic_range(self.epsilon_step)
+        return in_classic_range(self.epsilon_step)
 
     def sigma(self, l2_sensitivity: float) -> float:
         r"""Noise standard deviation :math:`z\, \Delta_2` for a client's sensitivity."""

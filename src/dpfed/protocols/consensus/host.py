@@ -36,7 +36,7 @@ from dpfed.protocols.row_hosts import (
 )
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import noise_generator
-from dpfed.runtime.jobfile import JobSpec, PartySpec, describe
+from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
 from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message
 

@@ -32,7 +32,7 @@ from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
-from dpfed.protocols.messages import ProtocolError
+from dpfed.runtime.messages import ProtocolError
 
 
 def _check_vector(name: str, value: np.ndarray, d: int, sender: str) -> None:

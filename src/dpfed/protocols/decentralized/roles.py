@@ -53,7 +53,7 @@ from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
 from dpfed.protocols.decentralized.messages import NodeModel
-from dpfed.protocols.messages import ProtocolError
+from dpfed.runtime.messages import ProtocolError
 
 PERTURBATIONS = ("none", "dvp", "pvp")
 

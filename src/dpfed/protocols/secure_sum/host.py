@@ -32,7 +32,7 @@ from dpfed.privacy.noise_source import new_secret, secret_generator
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
 from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient
 from dpfed.runtime.hosting import RoleDelegate
-from dpfed.runtime.jobfile import JobSpec, PartySpec, describe
+from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
 from dpfed.runtime.private_files import load_or_create_secret
 from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpfed.protocols.messages import Message
+from dpfed.runtime.messages import Message
 
 
 @dataclass(frozen=True)

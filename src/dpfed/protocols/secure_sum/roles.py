@@ -31,8 +31,8 @@ from dpfed.dca.envelope import Envelope, MessageContext, NodeKeyPair, open_envel
 from dpfed.dca.fixedpoint import encode
 from dpfed.dca.keystream import MaskStream
 from dpfed.dca.shares import split_shares
-from dpfed.protocols.messages import Message, ProtocolError
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
+from dpfed.runtime.messages import Message, ProtocolError
 
 #: The round every message of the one-shot secure sum belongs to.
 ROUND = 1

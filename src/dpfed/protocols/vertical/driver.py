@@ -560,7 +560,7 @@ def train_vertical(
         {r.name: r.mechanism.eigenvalue_premise(r.solver.spectrum) for r in [holder, *passive]}
         if cfg.mechanism == "paper" else None
     )
-    privacy = _privacy_summary(cfg, ledger, names, notes, premises=premises)
+    privacy = privacy_summary(cfg, ledger, names, notes, premises=premises)
     protected = setup.dual_release is not None
     exact = exact_values(
         ["train_objective", *(("primal_residual", "dual_residual") if protected else ())]
@@ -585,7 +585,7 @@ def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float 
 
     Sound mechanism: the configured accountant over the party's Gaussian releases. Paper
     mechanism: None once it has released anything (its only figure, Theorem 1 / Corollary 1,
-    rests on Lemma 1, whose premises do not hold; see :func:`_privacy_summary`). No
+    rests on Lemma 1, whose premises do not hold; see :func:`privacy_summary`). No
     mechanism: 0.
     """
     if cfg.mechanism == "sound":
@@ -610,7 +610,7 @@ def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
     )
 
 
-def _privacy_summary(
+def privacy_summary(
     cfg,
     ledger: PrivacyLedger,
     names,

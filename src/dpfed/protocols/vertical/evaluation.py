@@ -29,9 +29,9 @@ import numpy as np
 
 from dpfed.core.losses import Loss
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.messages import Message
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, ProtocolError, RoundRecord
+from dpfed.runtime.messages import Message
 
 EpsilonOf = Callable[[Sequence[PrivacyEvent]], float | None]  # None: no certified figure
 

@@ -20,13 +20,12 @@ from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
-from dpfed.protocols.messages import Message
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
-    _privacy_summary,
     make_vertical_role,
     party_epsilon,
     planned_multipliers,
+    privacy_summary,
     vertical_setup,
 )
 from dpfed.protocols.vertical.evaluation import (
@@ -39,7 +38,8 @@ from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
-from dpfed.runtime.jobfile import LEADER, JobSpec, PartySpec, describe
+from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
+from dpfed.runtime.messages import Message
 from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message
 
@@ -279,7 +279,7 @@ def vertical_result(
             name: EigenvaluePremise(n_samples, int(finals[name]["n_features"]))
             for name in spec.names
         }
-    privacy = _privacy_summary(setup.config, ledger, spec.names, notes, premises=premises)
+    privacy = privacy_summary(setup.config, ledger, spec.names, notes, premises=premises)
     exact = None
     if spec.evaluate == "full" and cfg.mechanism != "none":
         protected = setup.dual_release is not None

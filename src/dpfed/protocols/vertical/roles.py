@@ -23,9 +23,9 @@ from dpfed.core.regularizers import Regularizer
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
-from dpfed.protocols.messages import ProtocolError
 from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.runtime.messages import ProtocolError
 
 
 class _BlockOwner:

@@ -1,0 +1,70 @@
+"""What the ``dpfed`` command's modules share: argument parsers and the printed result."""
+
+from __future__ import annotations
+
+import argparse
+
+from dpfed.runtime.disclosure import result_warnings
+
+
+def parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def format_value(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def privacy_line(privacy: dict) -> str:
+    """The headline privacy line: the certified epsilon, or that there is none.
+
+    A mechanism without a certified figure (``privacy["epsilon"]`` is None, e.g. the vertical
+    ``paper`` mechanism) prints the paper's formula only as such, never as ``epsilon = X``.
+    """
+    delta = privacy.get("delta")
+    at = "" if delta is None else f" at delta = {delta:g}"
+    if privacy.get("epsilon") is not None:
+        return (
+            f"privacy ({privacy['mechanism']}, {privacy.get('accountant')}): "
+            f"epsilon = {privacy['epsilon']:.4g}{at}"
+        )
+    if privacy.get("paper_epsilon") is not None:
+        return (
+            f"privacy ({privacy['mechanism']}): epsilon not certified (the paper's formula "
+            f"gives {privacy['paper_epsilon']:.4g}{at}; see privacy.paper_epsilon_reason)"
+        )
+    return f"privacy ({privacy['mechanism']}): epsilon not certified"
+
+
+def print_result(payload: dict, out: str) -> None:
+    final, privacy = payload["final"], payload["privacy"]
+    for warning in result_warnings(payload):
+        print(f"WARNING: {warning}")
+    print(
+        f"rounds: {final.get('iteration')}  "
+        f"train objective: {format_value(final.get('train_objective'))}"
+        f"  test log loss: {format_value(final.get('test_log_loss'))}"
+        f"  test accuracy: {format_value(final.get('test_accuracy'))}"
+    )
+    if privacy["mechanism"] != "none":
+        print(privacy_line(privacy))
+        for reason in privacy.get("paper_epsilon_reason", []):
+            print(f"  not a guarantee: {reason}")
+    for note in privacy.get("notes", []):
+        print(f"note: {note}")
+    for name, res in payload.get("baselines", {}).items():
+        print(
+            f"baseline {name}: test log loss {format_value(res.get('test_log_loss'))}, "
+            f"accuracy {format_value(res.get('test_accuracy'))}"
+        )
+    print(f"wrote {out}")

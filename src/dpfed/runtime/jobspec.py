@@ -1,0 +1,139 @@
+"""A parsed job file: the job, its parties and their endpoints (:mod:`dpfed.runtime.jobfile`
+reads and validates the TOML file into these)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpfed._validation import DpfedInputError
+
+#: The name of a job's leader (reserved: no party may take it).
+LEADER = "leader"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A party's privacy budget on one data set."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a process listens and which certificate and key it presents."""
+
+    name: str
+    address: str
+    certificate: Path
+    key: Path
+    listen: str = ""
+
+    @property
+    def bind(self) -> str:
+        """The address to listen on (``listen``, or else ``address``)."""
+        return self.listen or self.address
+
+
+@dataclass(frozen=True)
+class PartySpec(Endpoint):
+    """One party: its endpoint, its data and where it keeps its state."""
+
+    data: str = ""
+    data_dir: Path | None = None
+    columns: tuple[int, int] | None = None
+    rows: tuple[int, int] | None = None
+    role: str = ""
+    workdir: Path = Path(".")
+    ledger: Path = Path("ledger.sqlite")
+    dataset: str = ""
+    budget: Budget | None = None
+
+    @property
+    def n_features(self) -> int:
+        if self.columns is None:
+            raise DpfedInputError(f"party {self.name!r} holds rows, not a column range.")
+        return self.columns[1] - self.columns[0]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A parsed, validated job file."""
+
+    path: Path
+    id: str
+    protocol: str
+    params: dict[str, Any]
+    ca: Path
+    leader: Endpoint
+    parties: tuple[PartySpec, ...]
+    round_timeout: float = 60.0
+    grace: float = 10.0
+    idle_timeout: float = 3600.0
+    max_message_bytes: int = 64 * 2**20
+    evaluate: str = "full"
+    checkpoint: Path = Path("checkpoint")
+    fsync: bool = False
+    simulation: bool = False
+
+    @property
+    def names(self) -> list[str]:
+        """Party names in file order (the label holder first)."""
+        return [p.name for p in self.parties]
+
+    def party(self, name: str) -> PartySpec:
+        for p in self.parties:
+            if p.name == name:
+                return p
+        raise DpfedInputError(f"party must be one of {self.names}. Found {name!r}.")
+
+    def endpoint(self, name: str) -> Endpoint:
+        return self.leader if name == LEADER else self.party(name)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what every process of the job must agree on (no local paths)."""
+        shared = {
+            "id": self.id,
+            "protocol": self.protocol,
+            "params": self.params,
+            "evaluate": self.evaluate,
+            "simulation": self.simulation,
+            "max_message_bytes": self.max_message_bytes,
+            "leader": self.leader.address,
+            "parties": [
+                [p.name, p.address, p.role, _shown(p.columns), _shown(p.rows)]
+                for p in self.parties
+            ],
+        }
+        text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _shown(span: tuple[int, int] | None) -> list[int] | None:
+    return None if span is None else list(span)
+
+
+def describe(spec: JobSpec) -> dict[str, Any]:
+    """A JSON-able view of the job (for logs and results)."""
+    return {
+        "id": spec.id,
+        "protocol": spec.protocol,
+        "digest": spec.digest,
+        "parties": [
+            {"name": p.name, "address": p.address, "role": p.role or None,
+             "columns": _shown(p.columns), "rows": _shown(p.rows)}
+            for p in spec.parties
+        ],
+        "params": dict(spec.params),
+        "round_timeout": spec.round_timeout,
+        "grace": spec.grace,
+        "simulation": spec.simulation,
+    }
+
+
+__all__ = ["LEADER", "Budget", "Endpoint", "JobSpec", "PartySpec", "describe"]

@@ -1,0 +1,55 @@
+"""The package's shape: no import cycle, no module reaching into another's private names, and
+the layers of docs/design.md (checked by import-linter, configured in pyproject.toml)."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import dpfed
+
+SRC = Path(dpfed.__file__).parent
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycle_function_level_imports_included():
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("dpfed")
+    imports = nx.DiGraph()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            imports.add_edge(module, imported)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(imports) if len(c) > 1]
+    assert cycles == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dpfed"):
+                found += [
+                    f"{_module(path)} imports {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                    and not alias.name.startswith("_cli_")  # the command's own modules
+                ]
+    assert found == []
+
+
+def test_the_layer_contract_holds():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    if lint is None:
+        pytest.skip("import-linter is not installed (pip install '.[test]')")
+    done = subprocess.run([lint], cwd=SRC.parent.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
