@@ -126,3 +126,27 @@ def _named_protocols(path: Path) -> list[str]:
 @pytest.mark.parametrize("module", ["jobfile.py", "leader.py", "party.py", "hosting.py"])
 def test_the_runtime_never_branches_on_a_protocol_name(module):
     assert _named_protocols(RUNTIME / module) == []
+
+
+def test_a_host_missing_a_member_cannot_be_built():
+    from dpfed.runtime.hosting import RoleDelegate
+
+    class Partial(RoleDelegate):
+        plan: ClassVar[list] = []
+        holds_data = True
+        exact_release = False
+        ledger_support = True
+        ledger_refusal = ""
+        events: ClassVar[list] = []
+
+        def model(self):
+            return []
+
+        def describe(self):
+            return {}
+
+        def final(self):
+            return {}
+
+    with pytest.raises(TypeError, match="losses"):
+        Partial()

@@ -81,6 +81,7 @@ class RowHost(RoleDelegate):
     plan: list[float]
     holds_data = True
     ledger_support = True
+    ledger_refusal = "its releases are not ones the budget ledger can account"
 
     @property
     def exact_release(self) -> bool:

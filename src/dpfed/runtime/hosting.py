@@ -9,7 +9,8 @@ nothing else about a protocol.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +20,86 @@ from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
 
 
-class RoleDelegate:
+class ProtocolHost(ABC):
+    """One party's side of a networked job. Every member is required.
+
+    Attributes
+    ----------
+    plan : list of float
+        Noise multipliers of every release it may make, reserved in its budget up front.
+    """
+
+    plan: list[float]
+
+    @property
+    @abstractmethod
+    def holds_data(self) -> bool:
+        """False for a party with no data of its own (a server, a compute node): no ledger."""
+
+    @property
+    @abstractmethod
+    def exact_release(self) -> bool:
+        """Whether its data leave it without noise under this job."""
+
+    @property
+    @abstractmethod
+    def ledger_support(self) -> bool:
+        """Whether the budget ledger can account its releases (else a budgeted party refuses)."""
+
+    @property
+    @abstractmethod
+    def ledger_refusal(self) -> str:
+        """Why the ledger cannot account its releases (said when it refuses)."""
+
+    @property
+    @abstractmethod
+    def round(self) -> int:
+        """The protocol round it is in."""
+
+    @property
+    @abstractmethod
+    def finished(self) -> bool:
+        """Whether its part of the job is done."""
+
+    @property
+    @abstractmethod
+    def events(self) -> list[PrivacyEvent]:
+        """Its releases so far."""
+
+    @abstractmethod
+    def start(self) -> list[Message]:
+        """The job's first messages (may be none)."""
+
+    @abstractmethod
+    def handle(self, message: Message) -> list[Message]:
+        """The messages ``message`` leads to; refuses before changing any state."""
+
+    @abstractmethod
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Its state for a snapshot: arrays and JSON-able metadata."""
+
+    @abstractmethod
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Restore the state of :meth:`state_dict`."""
+
+    @abstractmethod
+    def model(self) -> Any:
+        """Its part of the trained model (written to its job folder at the end)."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Shapes the leader checks when the job opens (``n_samples``, ...)."""
+
+    @abstractmethod
+    def final(self) -> dict[str, Any]:
+        """Its public account of the finished job (its releases)."""
+
+    @abstractmethod
+    def losses(self, models: list[list[float]]) -> list[float]:
+        """Its mean training loss at each model (evaluation under ``evaluate = "full"``)."""
+
+
+class RoleDelegate(ProtocolHost):
     """The part of a :class:`ProtocolHost` that only forwards to the wrapped protocol role
     (``self.role``): its round, status, first messages, message handling and state."""
 
@@ -44,41 +124,6 @@ class RoleDelegate:
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         self.role.load_state_dict(arrays, meta)
-
-
-class ProtocolHost(Protocol):
-    """One party's side of a networked job."""
-
-    plan: list[float]  # noise multipliers of every release it may make, reserved up front
-
-    @property
-    def exact_release(self) -> bool: ...  # its data leave it without noise under this job
-
-    @property
-    def round(self) -> int: ...
-
-    @property
-    def finished(self) -> bool: ...
-
-    @property
-    def events(self) -> list[PrivacyEvent]: ...  # its releases so far
-
-    def start(self) -> list[Message]: ...  # the job's first messages (may be none)
-
-    def handle(self, message: Message) -> list[Message]: ...  # refuses before changing state
-
-    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
-
-    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None: ...
-
-    def model(self) -> np.ndarray: ...
-
-    def describe(self) -> dict[str, Any]: ...  # shapes the leader checks (n_samples, ...)
-
-    def final(self) -> dict[str, Any]: ...  # public account for the result (its releases)
-
-    # optional: holds_data (False: no budget ledger at all), ledger_support (False: releases
-    # the ledger cannot account, refused where a budget is set), losses(models) (evaluation)
 
 
 #: The file in a party's job folder that holds its noise secret.

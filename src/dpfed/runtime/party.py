@@ -376,7 +376,7 @@ class PartyNode:
 
     def _open_budget(self) -> None:
         party, host = self.party, self.host
-        if not getattr(host, "holds_data", True):
+        if not host.holds_data:
             return  # e.g. a consensus server: nothing of its own to protect
         if self.spec.simulation:
             if party.budget is not None or self._stored_budget() is not None:
@@ -387,12 +387,9 @@ class PartyNode:
                     "and refuses to run it. Leave the seed out to run a private job."
                 )
             return  # no privacy to account: nothing enters the ledger
-        if not getattr(host, "ledger_support", True) and not host.exact_release:
+        if not host.ledger_support and not host.exact_release:
             if party.budget is not None or self._stored_budget() is not None:
-                reason = getattr(
-                    host, "ledger_refusal",
-                    "its releases are not Gaussian releases the budget ledger can account",
-                )
+                reason = host.ledger_refusal
                 raise DpfedInputError(
                     f"job {self.spec.id}: {reason}; {self.name} refuses to run it against "
                     f"{party.dataset!r}, which has a privacy budget."

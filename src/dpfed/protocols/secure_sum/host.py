@@ -129,6 +129,16 @@ class SecureSumHost(RoleDelegate):
     """A client (its rows' sum) or a compute node of a secure-sum job."""
 
     plan: list[float]
+    holds_data = True  # a client; a compute node sets False
+    ledger_support = True  # set per job in __init__
+    ledger_refusal = (
+        "its share is noise calibrated without [params].l2_sensitivity, so the budget ledger "
+        "cannot say what it spends"
+    )
+
+    def losses(self, models: list[list[float]]) -> list[float]:
+        """Refused: a secure sum trains no model."""
+        raise DpfedInputError("a secure sum trains no model: there are no losses to evaluate.")
 
     def __init__(self, spec: JobSpec, name: str) -> None:
         self.spec, self.name = spec, name

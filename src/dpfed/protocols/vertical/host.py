@@ -187,6 +187,14 @@ class VerticalHost(RoleDelegate):
         "the paper mechanism's epsilon is the paper's formula, not a certified figure, so the "
         "budget ledger cannot account its releases"
     )
+    holds_data = True  # every vertical party holds columns
+
+    def losses(self, models: list[list[float]]) -> list[float]:
+        """Refused: a vertical job evaluates through the label holder's round reports."""
+        raise DpfedInputError(
+            "a vertical job is evaluated through the label holder's round reports, not by "
+            "losses at given models."
+        )
 
     @property
     def round(self) -> int:
