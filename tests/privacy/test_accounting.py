@@ -14,7 +14,12 @@ from dp_accounting.rdp import RdpAccountant
 from dpfed._validation import DpfedInputError
 from dpfed.privacy.accounting import (
     ACCOUNTANTS,
+    MECHANISMS,
+    NUMERICAL_ACCOUNTANTS,
+    PURE_MECHANISMS,
+    Release,
     advanced_composition,
+    as_release,
     basic_composition,
     calibrate_noise_multiplier,
     check_classic_range,
@@ -25,6 +30,10 @@ from dpfed.privacy.accounting import (
     gaussian_epsilon_heterogeneous,
     gaussian_releases_epsilon,
     moments_accountant_epsilon,
+    pure_epsilon,
+    release_event,
+    releases_epsilon,
+    releases_event,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -558,3 +567,118 @@ def test_bad_inputs_raise_with_value_in_message(call, bad) -> None:
         call()
     assert repr(bad) in str(info.value) or str(bad) in str(info.value)
     assert "must" in str(info.value)  # says what was expected
+
+
+# --------------------------------------------------------------------------------------------
+# releases of any mechanism (the accounting spine)
+# --------------------------------------------------------------------------------------------
+
+
+def _kfold_pure_delta(eps: float, k: int, eps_prime: float) -> float:
+    """Exact delta(eps') of k compositions of eps-DP (Kairouz, Oh, Viswanath 2015): the
+    hockey-stick divergence of k-fold binary randomized response."""
+    p = math.exp(eps) / (1.0 + math.exp(eps))
+    return math.fsum(
+        math.comb(k, j) * max(0.0, p ** (k - j) * (1 - p) ** j
+                              - math.exp(eps_prime) * p**j * (1 - p) ** (k - j))
+        for j in range(k + 1)
+    )
+
+
+def test_one_pure_release_is_its_epsilon():
+    for eps in (0.1, 1.0, 3.0):
+        got = releases_epsilon([Release("l2_laplace", 1.0 / eps)], 1e-9)
+        assert got == pytest.approx(eps, abs=2e-3)
+        assert releases_epsilon([("l2_laplace", 1.0 / eps)], 1e-9, "rdp") >= got - 1e-9
+
+
+@pytest.mark.parametrize(("eps", "k", "i"), [(0.1, 50, 20), (0.5, 10, 3), (1.0, 4, 1)])
+def test_pure_composition_matches_the_optimal_composition_theorem(eps, k, i):
+    # At delta(eps') of the exact k-fold composition, the PLD epsilon is eps' (a pessimistic
+    # discretisation may add a little, never take away).
+    eps_prime = (k - 2 * i) * eps
+    delta = _kfold_pure_delta(eps, k, eps_prime)
+    got = releases_epsilon([("l2_laplace", 1.0 / eps)] * k, delta)
+    assert eps_prime - 1e-6 <= got <= eps_prime + 5e-3
+
+
+def test_pure_composition_beats_basic_and_advanced():
+    eps, k, delta = 0.1, 50, 1e-5
+    releases = [("l2_laplace", 1.0 / eps)] * k
+    advanced = advanced_composition([eps] * k, 0.0, delta)[0]
+    for accountant in NUMERICAL_ACCOUNTANTS:
+        got = releases_epsilon(releases, delta, accountant)
+        assert got < advanced < basic_composition([eps] * k, [0.0] * k)[0]
+
+
+def test_mixed_releases_cost_more_than_each_part_and_less_than_their_sum():
+    delta = 1e-5
+    gauss = [3.0] * 10
+    pure = [("l2_laplace", 10.0)] * 20
+    for accountant in NUMERICAL_ACCOUNTANTS:
+        g = releases_epsilon(gauss, delta, accountant)
+        p = releases_epsilon(pure, delta, accountant)
+        both = releases_epsilon([*gauss, *pure], delta, accountant)
+        assert max(g, p) < both < g + p + releases_epsilon(pure, 1e-300, "rdp")
+    # the order of the releases does not matter
+    assert releases_epsilon([*pure, *gauss], delta) == releases_epsilon([*gauss, *pure], delta)
+
+
+def test_gaussian_releases_alone_are_the_gaussian_accountant():
+    zs = [20.0, 20.0, 50.0]  # inside the classical bounds' proved range
+    for accountant in ACCOUNTANTS:
+        assert releases_epsilon(zs, 1e-5, accountant) == gaussian_releases_epsilon(
+            zs, 1e-5, accountant
+        )
+    assert releases_epsilon([Release("gaussian", z) for z in zs], 1e-5) == (
+        gaussian_releases_epsilon(zs, 1e-5)
+    )
+    assert releases_epsilon([], 1e-5) == 0.0
+
+
+def test_a_negligible_pure_release_leaves_the_gaussian_epsilon():
+    zs = [2.0, 3.0]
+    for accountant in NUMERICAL_ACCOUNTANTS:
+        alone = gaussian_releases_epsilon(zs, 1e-5, accountant)
+        mixed = releases_epsilon([*zs, ("l2_laplace", 1e6)], 1e-5, accountant)
+        assert mixed == pytest.approx(alone, rel=2e-3)
+
+
+def test_small_gaussian_multipliers_with_pure_releases_fall_back_to_rdp():
+    releases = [("gaussian", 0.1), ("l2_laplace", 10.0)]
+    assert releases_epsilon(releases, 1e-5) == releases_epsilon(releases, 1e-5, "rdp")
+
+
+def test_pure_releases_need_a_numerical_accountant():
+    for accountant in ("advanced", "basic", "moments"):
+        with pytest.raises(DpfedInputError, match=r"accountant must be one of \('pld', 'rdp'\)"):
+            releases_epsilon([("l2_laplace", 2.0)], 1e-5, accountant)
+
+
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [
+        (("laplace", 1.0), "mechanism must be one of"),
+        (("l2_laplace", 0.0), "noise_multiplier must be a finite number > 0"),
+        (("gaussian",), r"a release must be \(mechanism, noise_multiplier\)"),
+        (-1.0, "noise_multiplier must be a finite number > 0"),
+    ],
+)
+def test_bad_releases_are_refused(item, match):
+    with pytest.raises(DpfedInputError, match=match):
+        releases_epsilon([item], 1e-5)
+
+
+def test_release_events_are_dp_accounting_events():
+    eps = 0.7
+    rr = release_event(Release("l2_laplace", 1.0 / eps))
+    assert isinstance(rr, dp_accounting.RandomizedResponseDpEvent) and rr.num_buckets == 2
+    assert math.log(2.0 / rr.noise_parameter - 1.0) == pytest.approx(eps)
+    assert release_event(as_release(2.5)) == dp_accounting.GaussianDpEvent(2.5)
+    composed = releases_event([2.0, ("l2_laplace", 4.0), 2.0])
+    assert composed == dp_accounting.ComposedDpEvent([
+        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 2),
+        dp_accounting.SelfComposedDpEvent(release_event(Release("l2_laplace", 4.0)), 1),
+    ])
+    assert pure_epsilon(Release("l2_laplace", 4.0)) == 0.25
+    assert set(PURE_MECHANISMS) <= set(MECHANISMS)

@@ -16,6 +16,7 @@ from dpfed.privacy import (
     gaussian_epsilon,
     gaussian_epsilon_heterogeneous,
 )
+from dpfed.privacy.accounting import Release, releases_epsilon, releases_event
 
 
 def _event(party: str = "a", rnd: int = 0, z: float = 4.0, c: float = 0.5, **kw) -> PrivacyEvent:
@@ -195,3 +196,18 @@ def test_epsilon_errors(ledger: PrivacyLedger) -> None:
     ledger.record(_event("c", 0, 4.0, mechanism="laplace"))
     with pytest.raises(DpfedInputError, match="laplace"):
         ledger.epsilon("c", 1e-5)
+
+
+def test_pure_and_gaussian_releases_of_a_party_compose() -> None:
+    led = PrivacyLedger()
+    for r in range(3):
+        led.record(_event("a", r, 4.0))
+        led.record(_event("a", r, 10.0, mechanism="l2_laplace", label="model"))
+    expected = releases_epsilon(
+        [Release("gaussian", 4.0)] * 3 + [Release("l2_laplace", 10.0)] * 3, 1e-5
+    )
+    assert led.epsilon("a", 1e-5) == expected
+    assert led.releases("a")[:2] == [Release("gaussian", 4.0), Release("l2_laplace", 10.0)]
+    assert led.dp_event("a") == releases_event(led.releases("a"))
+    with pytest.raises(DpfedInputError, match=r"one of \('pld', 'rdp'\)"):
+        led.epsilon("a", 1e-5, accountant="advanced")

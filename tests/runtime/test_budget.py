@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpfed._validation import DpfedInputError
-from dpfed.privacy.accounting import gaussian_releases_epsilon
+from dpfed.privacy.accounting import Release, gaussian_releases_epsilon, releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.runtime.budget import (
     SCHEMA_VERSION,
@@ -145,7 +145,7 @@ def test_resumed_open_returns_the_reservation_and_a_different_plan_is_refused(le
     ledger.record("j", [event(0, 3.0, party="p")])
     again = ledger.open_job("j", "d", "p", [2.0, 2.0, 3.0])  # order does not matter
     assert again.resumed and again.recorded == 1
-    assert again.plan == (2.0, 3.0, 2.0)
+    assert again.plan == tuple(Release("gaussian", z) for z in (2.0, 3.0, 2.0))
     assert again.committed_epsilon == first.committed_epsilon
     assert ledger.committed_epsilon("d", "p") == eps_rdp([2.0, 3.0, 2.0])
     assert len(ledger.jobs()) == 1
@@ -433,6 +433,88 @@ def test_another_schema_version_is_refused(tmp_path):
         DpfedInputError, match=rf"schema version 99.*schema version {SCHEMA_VERSION}\."
     ):
         BudgetLedger(path)
+
+
+# The layout of a schema-1 file: plan entries without a mechanism (Gaussian plans only).
+_V1_PLAN_ENTRIES = """CREATE TABLE plan_entries (
+    job_id TEXT NOT NULL, party TEXT NOT NULL, idx INTEGER NOT NULL,
+    noise_multiplier REAL NOT NULL CHECK (noise_multiplier > 0),
+    PRIMARY KEY (job_id, party, idx),
+    FOREIGN KEY (job_id, party) REFERENCES jobs (job_id, party))"""
+
+
+def _downgrade_to_v1(path):
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("PRAGMA legacy_alter_table = ON")  # keep the releases' reference by name
+    with conn:
+        conn.execute("ALTER TABLE plan_entries RENAME TO plan_v2")
+        conn.execute(_V1_PLAN_ENTRIES)
+        conn.execute(
+            "INSERT INTO plan_entries SELECT job_id, party, idx, noise_multiplier FROM plan_v2"
+        )
+        conn.execute("DROP TABLE plan_v2")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_a_schema_1_file_is_upgraded_and_keeps_its_spending(tmp_path):
+    path = tmp_path / "b.db"
+    with BudgetLedger(path, accountant="rdp") as led:
+        led.set_budget("d", "p", 10.0, DELTA)
+        led.open_job("j", "d", "p", [2.0, 2.0])
+        led.record("j", [event(0, 2.0, party="p")])
+        before = led.summary()["entries"][0]
+    _downgrade_to_v1(path)
+    with BudgetLedger(path) as led:
+        after = led.summary()
+        again = led.open_job("j", "d", "p", [2.0, 2.0])  # the open job resumes
+        led.record("j", [event(1, 2.0, party="p")])
+        assert led.spent_epsilon("d", "p") == pytest.approx(eps_rdp([2.0, 2.0]))
+    assert after["schema_version"] == SCHEMA_VERSION == 2
+    entry = after["entries"][0]
+    assert (entry["spent"], entry["committed"]) == (before["spent"], before["committed"])
+    assert again.resumed and again.plan == (Release("gaussian", 2.0),) * 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    conn.close()
+
+
+def pure_event(round_, z, *, party="p", label="model"):
+    return PrivacyEvent(party, round_, "l2_laplace", z, 1.0, z, label)
+
+
+def test_pure_and_gaussian_releases_compose_in_one_budget(ledger):
+    gauss, pure = [4.0] * 5, [Release("l2_laplace", 20.0)] * 10
+    both = [*gauss, *pure]
+    expected = releases_epsilon(both, DELTA, ledger.accountant)
+    assert expected > max(releases_epsilon(gauss, DELTA, ledger.accountant),
+                          releases_epsilon(pure, DELTA, ledger.accountant))
+    ledger.set_budget("d", "p", expected * 1.001, DELTA)
+    ledger.open_job("g", "d", "p", gauss)
+    ledger.record("g", [event(t, 4.0, party="p") for t in range(5)])
+    ledger.close_job("g", "p")
+    res = ledger.open_job("dvp", "d", "p", [("l2_laplace", 20.0)] * 10)
+    assert res.committed_epsilon == pytest.approx(expected)
+    with pytest.raises(BudgetExceeded, match=r"l2_laplace release.*noise multiplier 4\.0"):
+        ledger.record("dvp", [pure_event(0, 4.0)])  # a pure release that was never planned
+    with pytest.raises(BudgetExceeded, match="its gaussian release"):
+        ledger.record("dvp", [event(0, 20.0, party="p")])  # right multiplier, wrong mechanism
+    assert ledger.record("dvp", [pure_event(t, 20.0) for t in range(10)]) == 10
+    ledger.close_job("dvp", "p")
+    entry = ledger.summary()["entries"][0]
+    assert entry["spent"] == pytest.approx(expected)
+    assert entry["released"] == {"gaussian": 5, "l2_laplace": 10}
+    assert "5 gaussian + 10 l2_laplace" in format_summary(ledger.summary())
+    with pytest.raises(BudgetExceeded, match="over the budget"):
+        ledger.open_job("more", "d", "p", [("l2_laplace", 20.0)])
+
+
+def test_a_plan_with_an_unknown_mechanism_is_refused(ledger):
+    ledger.set_budget("d", "p", 1.0, DELTA)
+    with pytest.raises(DpfedInputError, match="mechanism must be one of"):
+        ledger.open_job("j", "d", "p", [("laplace_l1", 2.0)])
+    assert ledger.jobs() == []
 
 
 def test_a_closed_ledger_refuses_use(tmp_path):

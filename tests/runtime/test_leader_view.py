@@ -141,7 +141,8 @@ def test_decentralized_pvp(netjob):
     params = {"iterations": 5, "perturbation": "pvp", "alpha": 1.0, "graph": "ring",
               "eta": 0.5, "rho": 0.01, "loss_scale": 50.0}
     nodes = [(f"node{k}", "breast_cancer", (80 * k, 80 * k + 80)) for k in range(4)]
-    job = netjob(nodes, params=params, protocol="decentralized")
+    job = netjob(nodes, params=params, protocol="decentralized",
+                 budgets=dict.fromkeys((n for n, *_ in nodes), BUDGET))
     leader, result = _lead(job)
     _check_replies(leader)
     assert "exact_values" not in result

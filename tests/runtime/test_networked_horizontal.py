@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from dpfed.core.rows import normalize_rows
 from dpfed.data import load_dataset, make_graph
+from dpfed.privacy.accounting import Release, releases_epsilon
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
+from dpfed.runtime.budget import BudgetLedger
+
+DPFED = [sys.executable, "-m", "dpfed.cli"]
 
 ROWS = [(0, 66), (66, 132), (132, 199), (199, 265), (265, 332), (332, 398)]
 
@@ -48,7 +54,8 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, priv
     params = {"iterations": 8, "graph": "ring", "eta": 0.5, "rho": 0.01,
               "loss_scale": 50.0, "perturbation": perturbation, **privacy}
     nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
-    job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"})
+    job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"},
+                 budgets=dict.fromkeys(job_names(nodes), {"epsilon": 50.0, "delta": 1e-5}))
     job.start_parties()
     done = job.run(timeout=180)
     assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
@@ -67,6 +74,53 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, priv
     assert result["privacy"]["per_node"] == reference.privacy["per_node"]
     assert result["preprocessing"]["scaling"] == "declared public bounds"
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
+    # every broadcast entered its node's budget ledger as a pure alpha-DP release
+    for name in job.names:
+        with BudgetLedger(job.folder / "ledgers" / f"{name}.sqlite") as ledger:
+            releases = ledger.releases()
+        alphas = config.alpha_schedules(len(job.names))[job.names.index(name)]
+        assert [r["mechanism"] for r in releases] == ["l2_laplace"] * params["iterations"]
+        np.testing.assert_allclose([1.0 / r["noise_multiplier"] for r in releases], alphas)
+
+
+def job_names(parties) -> list[str]:
+    return [name for name, _, _ in parties]
+
+
+def test_a_budgeted_party_composes_its_dvp_spending_with_its_gaussian_spending(netjob, tmp_path):
+    """The same three parties and rows run a Gaussian consensus job, then a DVP job: each
+    party's one ledger composes the pure-DP broadcasts with the Gaussian releases."""
+    spans = ROWS[:3]
+    names = ["label", "bank", "shop"]
+    clients = [(n, "breast_cancer", span) for n, span in zip(names, spans, strict=True)]
+    budgets = dict.fromkeys(names, {"epsilon": 20.0, "delta": 1e-5})
+    gaussian = netjob([("server", "breast_cancer", None), *clients], job_id="gauss", sub="g",
+                      shared=tmp_path, protocol="consensus", budgets=budgets,
+                      params={"iterations": 4, "lam": 1e-3, "rho": 0.1, "mechanism": "gaussian",
+                              "epsilon": 2.0, "delta": 1e-5, "accountant": "rdp"})
+    dvp = netjob(clients, job_id="dvp", sub="d", shared=tmp_path, protocol="decentralized",
+                 params={"iterations": 5, "graph": "ring", "eta": 0.5, "rho": 0.01,
+                         "loss_scale": 50.0, "perturbation": "dvp", "alpha": 0.5})
+    for job in (gaussian, dvp):
+        job.start_parties()
+        done = job.run(timeout=180)
+        assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+        job.wait_parties()
+    for name in names:
+        path = tmp_path / "ledgers" / f"{name}.sqlite"
+        with BudgetLedger(path) as ledger:
+            entry = ledger.summary()["entries"][0]
+            z = {r["mechanism"]: r["noise_multiplier"] for r in ledger.releases()}
+        assert entry["released"] == {"gaussian": 4, "l2_laplace": 5}
+        assert z["l2_laplace"] == 2.0  # alpha 0.5 per broadcast
+        both = [Release("gaussian", z["gaussian"])] * 4 + [Release("l2_laplace", 2.0)] * 5
+        assert entry["spent"] == pytest.approx(releases_epsilon(both, 1e-5, ledger.accountant))
+        alone = releases_epsilon(both[:4], 1e-5, ledger.accountant)
+        assert alone < entry["spent"] < alone + 5 * 0.5  # composed, tighter than adding up
+        assert sorted(j["id"] for j in entry["jobs"]) == ["dvp", "gauss"]
+        shown = subprocess.run([*DPFED, "budget", "show", "--ledger", str(path)],
+                               capture_output=True, text=True, check=True).stdout
+        assert "4 gaussian + 5 l2_laplace" in shown
 
 
 def test_consensus_job_with_a_server_process_matches_inprocess(netjob):

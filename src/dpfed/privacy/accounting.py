@@ -42,11 +42,14 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 import dp_accounting
 import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+from dp_accounting.pld.common import DifferentialPrivacyParameters
 from dp_accounting.rdp import RdpAccountant
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
@@ -55,7 +58,12 @@ __all__ = [
     "ACCOUNTANTS",
     "CLASSIC_ACCOUNTANTS",
     "CLASSIC_MAX_EPSILON",
+    "MECHANISMS",
+    "NUMERICAL_ACCOUNTANTS",
+    "PURE_MECHANISMS",
+    "Release",
     "advanced_composition",
+    "as_release",
     "basic_composition",
     "calibrate_noise_multiplier",
     "check_accountant",
@@ -67,6 +75,10 @@ __all__ = [
     "gaussian_epsilon_heterogeneous",
     "gaussian_releases_epsilon",
     "moments_accountant_epsilon",
+    "pure_epsilon",
+    "release_event",
+    "releases_epsilon",
+    "releases_event",
 ]
 
 ACCOUNTANTS = ("pld", "rdp", "advanced", "basic", "moments")
@@ -829,3 +841,181 @@ def gaussian_releases_epsilon(
         return 0.0
     zs = tuple(sorted(float(z) for z in noise_multipliers))
     return _cached_releases_epsilon(zs, float(delta), accountant)
+
+
+# --------------------------------------------------------------------------------------------
+# releases of any mechanism: one DpEvent per release, one accountant for all
+# --------------------------------------------------------------------------------------------
+
+#: Mechanisms whose releases are accounted (by their noise multiplier ``z``): ``"gaussian"``
+#: (:math:`\mathcal N(0, \sigma^2 I)`, :math:`z = \sigma / C`) and ``"l2_laplace"`` (density
+#: :math:`\propto e^{-\|\eta\| / b}`, :math:`z = b / C`, which is :math:`1/z`-DP).
+MECHANISMS = ("gaussian", "l2_laplace")
+
+#: The mechanisms that are pure :math:`\varepsilon`-DP, with :math:`\varepsilon = 1/z`.
+PURE_MECHANISMS = ("l2_laplace",)
+
+#: The numerical accountants, which hold for every noise multiplier and every mechanism here.
+NUMERICAL_ACCOUNTANTS = ("pld", "rdp")
+
+
+class Release(NamedTuple):
+    """One release as the accountant sees it: its mechanism and noise multiplier.
+
+    Attributes
+    ----------
+    mechanism : str
+        One of :data:`MECHANISMS`.
+    noise_multiplier : float
+        :math:`z > 0`: noise scale over :math:`\\ell_2` sensitivity.
+    """
+
+    mechanism: str
+    noise_multiplier: float
+
+
+def as_release(item: Release | tuple[str, float] | float) -> Release:
+    """A :class:`Release` from a release, a ``(mechanism, z)`` pair or a bare ``z``
+    (a Gaussian release).
+
+    Raises
+    ------
+    DpfedInputError
+        For an unknown mechanism or a multiplier that is not finite and > 0.
+    """
+    if isinstance(item, tuple):
+        if len(item) != 2:
+            raise DpfedInputError(
+                f"a release must be (mechanism, noise_multiplier). Found {item!r}."
+            )
+        mechanism, z = item
+    else:
+        mechanism, z = "gaussian", item
+    if mechanism not in MECHANISMS:
+        raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {mechanism!r}.")
+    return Release(str(mechanism), check_positive("noise_multiplier", z))
+
+
+def pure_epsilon(release: Release) -> float:
+    r""":math:`\varepsilon = 1/z` of a pure-DP release."""
+    return 1.0 / release.noise_multiplier
+
+
+def release_event(release: Release) -> dp_event.DpEvent:
+    r"""The ``DpEvent`` of one release.
+
+    A Gaussian release is ``GaussianDpEvent(z)``. A pure :math:`\varepsilon`-DP release is the
+    binary randomized response at :math:`\varepsilon` (``RandomizedResponseDpEvent`` with two
+    buckets and noise parameter :math:`p = 2 / (1 + e^{\varepsilon})`): its pair of output
+    distributions dominates that of every :math:`\varepsilon`-DP mechanism (Kairouz, Oh and
+    Viswanath 2015), so composing it bounds the composition of any pure-DP releases, whatever
+    their noise (the l2-Laplace noise of decentralized ADMM included).
+    """
+    if release.mechanism in PURE_MECHANISMS:
+        eps = pure_epsilon(release)
+        return dp_event.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(eps)), 2)
+    return dp_event.GaussianDpEvent(release.noise_multiplier)
+
+
+def releases_event(releases: Sequence[Release | tuple[str, float] | float]) -> dp_event.DpEvent:
+    """The composition of ``releases`` as one ``ComposedDpEvent`` (equal releases grouped into
+    ``SelfComposedDpEvent``s, in sorted order)."""
+    groups = sorted(Counter(as_release(r) for r in releases).items())
+    return dp_event.ComposedDpEvent(
+        [dp_event.SelfComposedDpEvent(release_event(r), n) for r, n in groups]
+    )
+
+
+#: Value discretisation of every PLD built here (``PLDAccountant``'s default).
+_PLD_DISCRETIZATION = 1e-4
+
+
+def _mixed_pld_epsilon(releases: tuple[Release, ...], delta: float) -> float:
+    r"""PLD epsilon of Gaussian and pure-DP releases.
+
+    The Gaussian releases compose exactly to one Gaussian with
+    :math:`z^{-2} = \sum_t z_t^{-2}`; each group of ``n`` equal pure releases at
+    :math:`\varepsilon` is the ``n``-fold composition of the dominating pair of
+    :math:`\varepsilon`-DP. The PLDs are built here, not by ``PLDAccountant``, whose randomized
+    response ignores a self-composition count and needs replace-one neighbours, under which its
+    Gaussian doubles the sensitivity.
+    """
+    inv_sq = math.fsum(1.0 / r.noise_multiplier**2 for r in releases if r.mechanism == "gaussian")
+    pure = Counter(pure_epsilon(r) for r in releases if r.mechanism in PURE_MECHANISMS)
+    out = pld_lib.identity(value_discretization_interval=_PLD_DISCRETIZATION)
+    if inv_sq > 0.0:
+        out = out.compose(pld_lib.from_gaussian_mechanism(
+            standard_deviation=1.0 / math.sqrt(inv_sq),
+            value_discretization_interval=_PLD_DISCRETIZATION,
+        ))
+    for eps, n in sorted(pure.items()):
+        one = pld_lib.from_privacy_parameters(
+            DifferentialPrivacyParameters(eps, 0.0),
+            value_discretization_interval=_PLD_DISCRETIZATION,
+        )
+        out = out.compose(one.self_compose(n) if n > 1 else one)
+    return float(out.get_epsilon_for_delta(delta))
+
+
+@lru_cache(maxsize=1024)
+def _cached_mixed_epsilon(releases: tuple[Release, ...], delta: float, accountant: str) -> float:
+    gaussians = [r.noise_multiplier for r in releases if r.mechanism == "gaussian"]
+    small = bool(gaussians) and math.fsum(z**-2 for z in gaussians) ** -0.5 < _PLD_MIN_MULTIPLIER
+    if accountant == "pld" and not small:
+        return _mixed_pld_epsilon(releases, delta)
+    # RDP: under replace-one neighbours the RDP accountant composes randomized response; its
+    # Gaussian RDP is that of a shift by one noise multiplier under either relation. Also the
+    # PLD's fallback when the Gaussians' composed multiplier is below 0.25 (where the PLD grid
+    # would not fit in memory): an upper bound, as every RDP conversion is.
+    acc = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    acc.compose(releases_event(releases))
+    return float(acc.get_epsilon(delta))
+
+
+def releases_epsilon(
+    releases: Sequence[Release | tuple[str, float] | float],
+    delta: float,
+    accountant: str = "pld",
+) -> float:
+    r"""Epsilon of a party's releases of any mechanisms, at total delta ``delta``: the one
+    function every ledger accounts with.
+
+    Gaussian releases alone are :func:`gaussian_releases_epsilon`, with any accountant of
+    :data:`ACCOUNTANTS`. Releases that include pure-DP ones (:data:`PURE_MECHANISMS`) are the
+    composition of their :func:`release_event`\ s by a numerical accountant
+    (:data:`NUMERICAL_ACCOUNTANTS`): ``"pld"`` composes the privacy loss distributions of
+    Gaussians and of the dominating pair of pure :math:`\varepsilon`-DP (optimal composition
+    for the pure releases); ``"rdp"`` adds their Rényi divergences. As for Gaussian releases,
+    ``"pld"`` falls back to ``"rdp"`` (an upper bound) when the Gaussians compose to a
+    multiplier below 0.25.
+
+    Parameters
+    ----------
+    releases : sequence of Release, (mechanism, z) pairs or floats
+        One entry per release; a bare float is a Gaussian release's noise multiplier.
+    delta : float
+        Total delta in (0, 1).
+    accountant : str, default "pld"
+
+    Returns
+    -------
+    float
+        The epsilon; 0.0 for no releases.
+
+    Raises
+    ------
+    DpfedInputError
+        For a bad release, delta or accountant, or a closed-form accountant (``"advanced"``,
+        ``"basic"``, ``"moments"``) asked to account pure-DP releases.
+    """
+    items = tuple(sorted(as_release(r) for r in releases))
+    if all(r.mechanism == "gaussian" for r in items):
+        return gaussian_releases_epsilon([r.noise_multiplier for r in items], delta, accountant)
+    d = check_open_unit("delta", delta)
+    acc = check_accountant(accountant)
+    if acc not in NUMERICAL_ACCOUNTANTS:
+        raise DpfedInputError(
+            f"accountant must be one of {NUMERICAL_ACCOUNTANTS} for releases of mechanisms "
+            f"{sorted({r.mechanism for r in items})}. Found {accountant!r}."
+        )
+    return _cached_mixed_epsilon(items, d, acc)

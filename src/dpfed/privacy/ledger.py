@@ -1,14 +1,16 @@
 r"""An append-only record of every noisy release, and the privacy it spends.
 
 Each party's releases are accounted separately: a party's epsilon is that of the composition of
-all Gaussian releases computed from its data,
+all releases computed from its data,
 
 .. math::
 
-    \varepsilon_{party} = \varepsilon_{acc}\big(z_1, \dots, z_T;\ \delta\big),
+    \varepsilon_{party} = \varepsilon_{acc}\big((m_1, z_1), \dots, (m_T, z_T);\ \delta\big),
     \qquad z_t = \sigma_t / C_t,
 
-see :func:`dpfed.privacy.accounting.gaussian_epsilon_heterogeneous`.
+with :math:`m_t` the mechanism of release :math:`t` (Gaussian or pure-DP l2-Laplace); see
+:func:`dpfed.privacy.accounting.releases_epsilon`, the one function the per-job ledger and the
+persistent budget both account with.
 """
 
 from __future__ import annotations
@@ -20,17 +22,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dp_accounting.dp_event import DpEvent
+
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
+    MECHANISMS,
+    Release,
     advanced_composition,
     check_accountant,
-    gaussian_epsilon_heterogeneous,
+    releases_epsilon,
+    releases_event,
 )
 
 __all__ = ["PrivacyEvent", "PrivacyLedger"]
-
-# Mechanisms the ledger can account for (by noise multiplier).
-_ACCOUNTED_MECHANISMS = ("gaussian",)
 
 # Relative tolerance for noise_multiplier == sigma / l2_sensitivity.
 _MULTIPLIER_RTOL = 1e-6
@@ -54,7 +58,8 @@ class PrivacyEvent:
     round : int
         Iteration (>= 0) in which the release happened.
     mechanism : str
-        Noise mechanism, e.g. ``"gaussian"`` (the only one the ledger can account for).
+        Noise mechanism; the ledger accounts those of
+        :data:`~dpfed.privacy.accounting.MECHANISMS` (``"gaussian"``, ``"l2_laplace"``).
     noise_multiplier : float
         :math:`z = \sigma / C`, finite and > 0. A release without noise is refused.
     l2_sensitivity : float
@@ -207,6 +212,30 @@ class PrivacyLedger:
 
     # ---------------------------------------------------------------- accounting
 
+    def releases(self, party: str) -> list[Release]:
+        """``party``'s releases as the accountant sees them, in recording order.
+
+        Raises
+        ------
+        DpfedInputError
+            For an unknown party or a release whose mechanism is not one of
+            :data:`~dpfed.privacy.accounting.MECHANISMS`.
+        """
+        out = []
+        for e in self._party_events(party):
+            if e.mechanism not in MECHANISMS:
+                raise DpfedInputError(
+                    f"mechanism must be one of {MECHANISMS} for accounting. "
+                    f"Found {e.mechanism!r} (party {party!r}, round {e.round})."
+                )
+            out.append(Release(e.mechanism, e.noise_multiplier))
+        return out
+
+    def dp_event(self, party: str) -> DpEvent:
+        """The composition of ``party``'s releases as one dp-accounting ``DpEvent``
+        (see :func:`~dpfed.privacy.accounting.releases_event`)."""
+        return releases_event(self.releases(party))
+
     def epsilon(self, party: str, delta: float, *, accountant: str = "pld") -> float:
         r"""Epsilon spent by ``party`` at total delta ``delta``.
 
@@ -214,9 +243,9 @@ class PrivacyLedger:
 
         .. math::
 
-            \varepsilon = \varepsilon_{acc}(z_1, \dots, z_T; \delta),
+            \varepsilon = \varepsilon_{acc}\big((m_1, z_1), \dots, (m_T, z_T); \delta\big),
 
-        via :func:`~dpfed.privacy.accounting.gaussian_epsilon_heterogeneous`.
+        via :func:`~dpfed.privacy.accounting.releases_epsilon`.
 
         Parameters
         ----------
@@ -225,27 +254,20 @@ class PrivacyLedger:
         delta : float
             Total delta in (0, 1).
         accountant : str, default "pld"
-            One of :data:`~dpfed.privacy.accounting.ACCOUNTANTS`.
+            One of :data:`~dpfed.privacy.accounting.ACCOUNTANTS`; pure-DP releases need one of
+            :data:`~dpfed.privacy.accounting.NUMERICAL_ACCOUNTANTS`.
 
         Raises
         ------
         DpfedInputError
-            For a bad delta or accountant, an unknown party, a party with a release whose
-            mechanism is not Gaussian, or with ``"basic"``/``"advanced"`` a release outside the
-            classical Gaussian bound's proved range (per-step epsilon above 1).
+            For a bad delta or accountant, an unknown party, a release of an unaccounted
+            mechanism, with ``"basic"``/``"advanced"`` a release outside the classical Gaussian
+            bound's proved range (per-step epsilon above 1), or a closed-form accountant asked
+            to account pure-DP releases.
         """
         check_open_unit("delta", delta)
         check_accountant(accountant)
-        events = self._party_events(party)
-        for e in events:
-            if e.mechanism not in _ACCOUNTED_MECHANISMS:
-                raise DpfedInputError(
-                    f"mechanism must be one of {_ACCOUNTED_MECHANISMS} for accounting. "
-                    f"Found {e.mechanism!r} (party {party!r}, round {e.round})."
-                )
-        return gaussian_epsilon_heterogeneous(
-            [e.noise_multiplier for e in events], delta, accountant=accountant
-        )
+        return releases_epsilon(self.releases(party), delta, accountant)
 
     def paper_epsilon(self, party: str, delta_prime: float) -> tuple[float, float]:
         r"""Advanced composition of ``party``'s stated per-release :math:`(\varepsilon, \delta)`.

@@ -25,6 +25,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.rows import normalize_rows
+from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec
@@ -78,7 +79,7 @@ class RowHost(RoleDelegate):
     role: Any
     X: Any = None
     y: np.ndarray | None = None
-    plan: list[float]
+    plan: list[float | Release]
     holds_data = True
     ledger_support = True
     ledger_refusal = "its releases are not ones the budget ledger can account"

@@ -2,23 +2,27 @@ r"""A persistent privacy-budget ledger per data set and party (SQLite).
 
 Each party of a networked job keeps its own ledger file. For every pair (data set, party) the
 ledger holds a *budget* :math:`(\varepsilon_B, \delta_B)`, the *jobs* run on that pair, and every
-Gaussian release those jobs made, recorded *before* the release left the party.
+noisy release those jobs made (Gaussian or pure-DP l2-Laplace), recorded *before* the release
+left the party.
 
 Accounting rule
 ---------------
-The privacy a party has spent on a data set is that of composing **all** Gaussian releases ever
-recorded for (data set, party), over all jobs, at the budget's delta:
+The privacy a party has spent on a data set is that of composing **all** releases ever recorded
+for (data set, party), over all jobs and mechanisms, at the budget's delta:
 
 .. math::
 
-    \varepsilon_{spent} = \varepsilon_{acc}\big(z_1, \dots, z_T;\ \delta_B\big),
+    \varepsilon_{spent} = \varepsilon_{acc}\big((m_1, z_1), \dots, (m_T, z_T);\ \delta_B\big),
     \qquad z_t = \sigma_t / C_t,
 
-where :math:`\varepsilon_{acc}` is :func:`dpfed.privacy.accounting.gaussian_releases_epsilon`
-with the ledger's accountant (``"pld"`` or ``"rdp"``, fixed when the file is created).
+where :math:`m_t` is the release's mechanism and :math:`\varepsilon_{acc}` is
+:func:`dpfed.privacy.accounting.releases_epsilon` (the function the per-job
+:class:`~dpfed.privacy.ledger.PrivacyLedger` accounts with too) with the ledger's accountant
+(``"pld"`` or ``"rdp"``, fixed when the file is created). Pure :math:`\varepsilon`-DP releases
+of decentralized ADMM therefore compose with the Gaussian releases of the other protocols.
 
-A job declares its *plan* (the noise multipliers of the releases it will make) when it is opened,
-and the plan is reserved. The *committed* multiset of a pair is
+A job declares its *plan* (the mechanism and noise multiplier of every release it will make) when
+it is opened, and the plan is reserved. The *committed* multiset of a pair is
 
 .. math::
 
@@ -40,12 +44,14 @@ recorded releases count. Epsilons do not add; the *reserved* figure reported is 
 
 Recording is write-ahead and idempotent: a release is keyed by (job, party, round, label); the
 same release recorded again is a no-op, a different one under the same key is refused, and so is
-a release whose noise multiplier is not in the job's remaining plan (it was never reserved).
+a release whose (mechanism, noise multiplier) is not in the job's remaining plan (it was never
+reserved).
 
 Notes
 -----
 The file uses WAL journaling with ``synchronous=FULL`` and a busy timeout; it can be shared by
-several processes on one machine (not over a network file system). Open one
+several processes on one machine (not over a network file system). A file of schema version 1
+(Gaussian plans only) is upgraded in place when opened: its plan entries become Gaussian. Open one
 :class:`BudgetLedger` per process; an instance serialises its own threads.
 :meth:`~BudgetLedger.open_job` computes the epsilon while it holds the write lock (with
 ``"pld"`` this can take a second or more), so other writers may wait that long.
@@ -66,7 +72,13 @@ from types import TracebackType
 from typing import Any
 
 from dpfed._validation import DpfedInputError, check_open_unit, check_positive
-from dpfed.privacy.accounting import gaussian_releases_epsilon
+from dpfed.privacy.accounting import (
+    MECHANISMS,
+    NUMERICAL_ACCOUNTANTS,
+    Release,
+    as_release,
+    releases_epsilon,
+)
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.runtime.private_files import private_file, private_folder
 
@@ -80,11 +92,16 @@ __all__ = [
     "format_summary",
 ]
 
-#: Accountants a budget ledger can use (the numerical ones).
-LEDGER_ACCOUNTANTS = ("pld", "rdp")
+#: Accountants a budget ledger can use (the numerical ones, which account every mechanism).
+LEDGER_ACCOUNTANTS = NUMERICAL_ACCOUNTANTS
 
-#: Version of the table layout; a file with another version is refused.
-SCHEMA_VERSION = 1
+#: Version of the table layout. Version 1 files are upgraded when opened; others are refused.
+SCHEMA_VERSION = 2
+
+# Statement that upgrades a version-1 file (its plans were Gaussian only).
+_MIGRATE_V1 = (
+    "ALTER TABLE plan_entries ADD COLUMN mechanism TEXT NOT NULL DEFAULT 'gaussian'"
+)
 
 _FORMAT = "dpfed-budget-ledger"
 _MAX_SQLITE_INT = 2**63 - 1
@@ -126,6 +143,7 @@ CREATE TABLE plan_entries (
     party TEXT NOT NULL,
     idx INTEGER NOT NULL,
     noise_multiplier REAL NOT NULL CHECK (noise_multiplier > 0),
+    mechanism TEXT NOT NULL DEFAULT 'gaussian',
     PRIMARY KEY (job_id, party, idx),
     FOREIGN KEY (job_id, party) REFERENCES jobs (job_id, party)
 );
@@ -165,8 +183,9 @@ class Reservation:
     ----------
     job_id, dataset, party : str
         The job and the (data set, party) it runs on.
-    plan : tuple of float
-        The reserved noise multipliers, in the order given when the job was opened.
+    plan : tuple of Release
+        The reserved releases (mechanism, noise multiplier), in the order given when the job
+        was opened.
     recorded : int
         Releases already recorded for the job (> 0 only for a resumed job).
     resumed : bool
@@ -182,7 +201,7 @@ class Reservation:
     job_id: str
     dataset: str
     party: str
-    plan: tuple[float, ...]
+    plan: tuple[Release, ...]
     recorded: int
     resumed: bool
     committed_epsilon: float
@@ -202,16 +221,26 @@ def _check_name(name: str, value: object) -> str:
     return value
 
 
-def _check_plan(plan: Sequence[float]) -> list[float]:
+PlanItem = Release | tuple[str, float] | float
+"""One planned release: a :class:`~dpfed.privacy.accounting.Release`, a ``(mechanism, z)`` pair
+or a bare noise multiplier (a Gaussian release)."""
+
+
+def _check_plan(plan: Sequence[PlanItem]) -> list[Release]:
+    expected = "a sequence of noise multipliers or (mechanism, noise_multiplier) releases"
     if isinstance(plan, str | bytes | Mapping):
-        raise DpfedInputError(f"plan must be a sequence of noise multipliers. Found {plan!r}.")
+        raise DpfedInputError(f"plan must be {expected}. Found {plan!r}.")
     try:
         items = list(plan)
     except TypeError:
-        raise DpfedInputError(
-            f"plan must be a sequence of noise multipliers. Found {plan!r}."
-        ) from None
-    return [check_positive(f"plan[{i}]", z) for i, z in enumerate(items)]
+        raise DpfedInputError(f"plan must be {expected}. Found {plan!r}.") from None
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, tuple):
+            out.append(as_release(item))
+        else:
+            out.append(Release("gaussian", check_positive(f"plan[{i}]", item)))
+    return out
 
 
 def _check_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
@@ -227,9 +256,9 @@ def _check_events(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
         if not isinstance(event, PrivacyEvent):
             raise DpfedInputError(f"events[{i}] must be a PrivacyEvent. Found {event!r}.")
         event.validate()
-        if event.mechanism != "gaussian":
+        if event.mechanism not in MECHANISMS:
             raise DpfedInputError(
-                f"events[{i}].mechanism must be 'gaussian', the only mechanism the budget "
+                f"events[{i}].mechanism must be one of {MECHANISMS}, the mechanisms the budget "
                 f"ledger accounts for. Found {event.mechanism!r}."
             )
         if event.round > _MAX_SQLITE_INT:
@@ -384,6 +413,8 @@ class BudgetLedger:
                 f"format {meta.get('format')!r}, not {_FORMAT!r}."
             )
         version = meta.get("schema_version")
+        if version == "1":
+            version = self._migrate_v1(conn)
         if version != str(SCHEMA_VERSION):
             raise DpfedInputError(
                 f"the budget ledger {where!r} has schema version {version}; this dpfed reads "
@@ -407,6 +438,38 @@ class BudgetLedger:
         except sqlite3.DatabaseError as err:  # pragma: no cover - exotic file systems
             raise DpfedInputError(f"cannot configure the budget ledger {where!r}: {err}") from None
         return stored
+
+    def _migrate_v1(self, conn: sqlite3.Connection) -> str:
+        """Upgrade a schema-1 file to schema 2 (plan entries gain their mechanism, Gaussian) in
+        one transaction; another process may have upgraded it meanwhile."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'"
+                ).fetchone()
+                if row is not None and row[0] == "1":
+                    conn.execute(_MIGRATE_V1)
+                    conn.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                        (str(SCHEMA_VERSION),),
+                    )
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('migrated_at', ?)",
+                        (_now(),),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as err:
+            raise DpfedInputError(
+                f"cannot upgrade the budget ledger {str(self._path)!r} from schema version 1: "
+                f"{err}"
+            ) from None
+        return str(row[0]) if row is not None else "?"
 
     @property
     def path(self) -> Path:
@@ -463,8 +526,8 @@ class BudgetLedger:
 
     # ---------------------------------------------------------------- accounting (in a txn)
 
-    def _epsilon(self, multipliers: Sequence[float], delta: float) -> float:
-        return gaussian_releases_epsilon(list(multipliers), delta, self._accountant)
+    def _epsilon(self, releases: Sequence[Release], delta: float) -> float:
+        return releases_epsilon(list(releases), delta, self._accountant)
 
     @staticmethod
     def _budget_row(conn: sqlite3.Connection, dataset: str, party: str) -> tuple[float, float]:
@@ -480,20 +543,20 @@ class BudgetLedger:
         return float(row[0]), float(row[1])
 
     @staticmethod
-    def _spent_multipliers(conn: sqlite3.Connection, dataset: str, party: str) -> list[float]:
+    def _spent_releases(conn: sqlite3.Connection, dataset: str, party: str) -> list[Release]:
         rows = conn.execute(
-            "SELECT r.noise_multiplier FROM releases r "
+            "SELECT r.mechanism, r.noise_multiplier FROM releases r "
             "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
             "WHERE j.dataset = ? AND j.party = ? ORDER BY r.seq",
             (dataset, party),
         ).fetchall()
-        return [float(r[0]) for r in rows]
+        return [Release(str(r[0]), float(r[1])) for r in rows]
 
     @staticmethod
-    def _reserved_multipliers(conn: sqlite3.Connection, dataset: str, party: str) -> list[float]:
+    def _reserved_releases(conn: sqlite3.Connection, dataset: str, party: str) -> list[Release]:
         """Planned entries of open jobs not yet matched by a recorded release."""
         rows = conn.execute(
-            "SELECT p.noise_multiplier FROM plan_entries p "
+            "SELECT p.mechanism, p.noise_multiplier FROM plan_entries p "
             "JOIN jobs j ON j.job_id = p.job_id AND j.party = p.party "
             "WHERE j.dataset = ? AND j.party = ? AND j.status = 'open' AND NOT EXISTS ("
             "  SELECT 1 FROM releases r "
@@ -501,15 +564,15 @@ class BudgetLedger:
             ") ORDER BY p.job_id, p.idx",
             (dataset, party),
         ).fetchall()
-        return [float(r[0]) for r in rows]
+        return [Release(str(r[0]), float(r[1])) for r in rows]
 
-    def _committed_multipliers(
+    def _committed_releases(
         self, conn: sqlite3.Connection, dataset: str, party: str
-    ) -> list[float]:
+    ) -> list[Release]:
         # Every recorded release consumed one planned entry of its job, so "releases + unmatched
         # plan entries of open jobs" is max(plan, releases) per open job and the releases of
         # closed jobs.
-        return self._spent_multipliers(conn, dataset, party) + self._reserved_multipliers(
+        return self._spent_releases(conn, dataset, party) + self._reserved_releases(
             conn, dataset, party
         )
 
@@ -586,7 +649,7 @@ class BudgetLedger:
         party = _check_name("party", party)
         with self._transaction(write=False) as conn:
             _, delta = self._budget_row(conn, dataset, party)
-            zs = self._spent_multipliers(conn, dataset, party)
+            zs = self._spent_releases(conn, dataset, party)
         return self._epsilon(zs, delta)
 
     def committed_epsilon(self, dataset: str, party: str) -> float:
@@ -601,12 +664,14 @@ class BudgetLedger:
         party = _check_name("party", party)
         with self._transaction(write=False) as conn:
             _, delta = self._budget_row(conn, dataset, party)
-            zs = self._committed_multipliers(conn, dataset, party)
+            zs = self._committed_releases(conn, dataset, party)
         return self._epsilon(zs, delta)
 
     # ---------------------------------------------------------------- jobs
 
-    def open_job(self, job_id: str, dataset: str, party: str, plan: Sequence[float]) -> Reservation:
+    def open_job(
+        self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem]
+    ) -> Reservation:
         """Open a job on (dataset, party) and reserve its plan, if the budget allows it.
 
         The check and the reservation happen in one ``BEGIN IMMEDIATE`` transaction. Opening a
@@ -619,8 +684,10 @@ class BudgetLedger:
             Identifier of the job (unique per party in this ledger).
         dataset, party : str
             Where the job runs.
-        plan : sequence of float
-            Noise multipliers of every release the job will make (finite, > 0); may be empty.
+        plan : sequence of Release, (mechanism, z) pairs or floats
+            Every release the job will make: its mechanism (one of
+            :data:`~dpfed.privacy.accounting.MECHANISMS`) and noise multiplier (finite, > 0);
+            a bare float is a Gaussian release. May be empty.
 
         Returns
         -------
@@ -657,10 +724,10 @@ class BudgetLedger:
                     f"{dataset!r}, party {party!r}; set one with set_budget."
                 )
             eps_budget, delta = float(budget[0]), float(budget[1])
-            committed = self._committed_multipliers(conn, dataset, party)
+            committed = self._committed_releases(conn, dataset, party)
             total = self._epsilon(committed + zs, delta)
             if total > eps_budget:
-                spent = self._epsilon(self._spent_multipliers(conn, dataset, party), delta)
+                spent = self._epsilon(self._spent_releases(conn, dataset, party), delta)
                 eps_committed = self._epsilon(committed, delta)
                 raise BudgetExceeded(
                     f"cannot open job {job_id!r} on dataset {dataset!r} for party {party!r}: "
@@ -676,9 +743,9 @@ class BudgetLedger:
                 (job_id, party, dataset, _now()),
             )
             conn.executemany(
-                "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier) "
-                "VALUES (?, ?, ?, ?)",
-                [(job_id, party, i, z) for i, z in enumerate(zs)],
+                "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier, mechanism) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(job_id, party, i, r.noise_multiplier, r.mechanism) for i, r in enumerate(zs)],
             )
         return Reservation(
             job_id=job_id,
@@ -699,7 +766,7 @@ class BudgetLedger:
         job_id: str,
         dataset: str,
         party: str,
-        zs: list[float],
+        zs: list[Release],
         stored_dataset: str,
         status: str,
     ) -> Reservation:
@@ -714,9 +781,10 @@ class BudgetLedger:
                 f"Found dataset {dataset!r}."
             )
         stored = [
-            float(r[0])
+            Release(str(r[0]), float(r[1]))
             for r in conn.execute(
-                "SELECT noise_multiplier FROM plan_entries WHERE job_id = ? AND party = ? "
+                "SELECT mechanism, noise_multiplier FROM plan_entries WHERE job_id = ? "
+                "AND party = ? "
                 "ORDER BY idx",
                 (job_id, party),
             )
@@ -731,7 +799,7 @@ class BudgetLedger:
             "SELECT COUNT(*) FROM releases WHERE job_id = ? AND party = ?", (job_id, party)
         ).fetchone()[0]
         eps_budget, delta = self._budget_row(conn, dataset, party)
-        total = self._epsilon(self._committed_multipliers(conn, dataset, party), delta)
+        total = self._epsilon(self._committed_releases(conn, dataset, party), delta)
         return Reservation(
             job_id=job_id,
             dataset=dataset,
@@ -806,11 +874,14 @@ class BudgetLedger:
                     f"cannot record into job {job_id!r} (party {party!r}, dataset {job[0]!r}): "
                     "it is closed and its reservation was returned."
                 )
-            plan = conn.execute(
-                "SELECT idx, noise_multiplier FROM plan_entries WHERE job_id = ? AND party = ? "
-                "ORDER BY idx",
-                (job_id, party),
-            ).fetchall()
+            plan = [
+                (int(i), Release(str(m), float(pz)))
+                for i, m, pz in conn.execute(
+                    "SELECT idx, mechanism, noise_multiplier FROM plan_entries "
+                    "WHERE job_id = ? AND party = ? ORDER BY idx",
+                    (job_id, party),
+                )
+            ]
             used = {
                 int(r[0])
                 for r in conn.execute(
@@ -830,17 +901,22 @@ class BudgetLedger:
                     self._check_replay(job_id, event, digest, old)
                     continue
                 z = float(event.noise_multiplier)
-                idx = next((int(i) for i, pz in plan if pz == z and int(i) not in used), None)
+                wanted = Release(event.mechanism, z)
+                idx = next((i for i, pr in plan if pr == wanted and i not in used), None)
                 if idx is None:
-                    remaining = Counter(float(pz) for i, pz in plan if int(i) not in used)
+                    remaining = Counter(pr for i, pr in plan if i not in used)
                     shown = (
-                        ", ".join(f"{pz!r} x{n}" for pz, n in sorted(remaining.items())[:8])
+                        ", ".join(
+                            f"{pr.mechanism} {pr.noise_multiplier!r} x{n}"
+                            for pr, n in sorted(remaining.items())[:8]
+                        )
                         or "nothing"
                     )
                     raise BudgetExceeded(
                         f"cannot record the release of job {job_id!r} (party {party!r}, round "
-                        f"{event.round}, label {event.label!r}): its noise multiplier {z!r} is "
-                        f"not in the job's remaining plan ({shown}); it was never reserved."
+                        f"{event.round}, label {event.label!r}): its {event.mechanism} release "
+                        f"with noise multiplier {z!r} is not in the job's remaining plan "
+                        f"({shown}); it was never reserved."
                     )
                 conn.execute(
                     "INSERT INTO releases (job_id, party, round, label, mechanism, "
@@ -1010,9 +1086,11 @@ class BudgetLedger:
         dict
             ``{"path", "accountant", "schema_version", "entries": [...]}``; one entry per
             (dataset, party) with a budget, sorted, with keys ``dataset``, ``party``,
-            ``epsilon`` (the budget), ``delta``, ``accountant``, ``budget_set_at``, ``spent``,
-            ``committed``, ``reserved`` (``committed - spent``), ``remaining``
-            (``epsilon - committed``; negative if the budget was lowered below it) and
+            ``epsilon`` (the budget), ``delta``, ``accountant``, ``budget_set_at``, ``spent``
+            (the epsilon of all recorded releases, every mechanism composed), ``released``
+            (recorded releases per mechanism), ``committed``, ``reserved``
+            (``committed - spent``), ``remaining`` (``epsilon - committed``; negative if the
+            budget was lowered below it) and
             ``jobs`` (as in :meth:`jobs`).
         """
         with self._transaction(write=False) as conn:
@@ -1022,8 +1100,8 @@ class BudgetLedger:
             data = [
                 (
                     row,
-                    self._spent_multipliers(conn, row[0], row[1]),
-                    self._reserved_multipliers(conn, row[0], row[1]),
+                    self._spent_releases(conn, row[0], row[1]),
+                    self._reserved_releases(conn, row[0], row[1]),
                     self._job_rows(conn, ["j.dataset = ?", "j.party = ?"], [row[0], row[1]]),
                 )
                 for row in budgets
@@ -1041,6 +1119,7 @@ class BudgetLedger:
                     "accountant": self._accountant,
                     "budget_set_at": set_at,
                     "spent": spent,
+                    "released": dict(sorted(Counter(r.mechanism for r in spent_zs).items())),
                     "committed": committed,
                     "reserved": committed - spent,
                     "remaining": float(eps) - committed,
@@ -1071,8 +1150,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 def format_summary(summary: Mapping[str, Any]) -> str:
     """Human-readable table of :meth:`BudgetLedger.summary` (for ``dpfed budget show``).
 
-    One line per (dataset, party) with its budget, spent, reserved and remaining epsilon, then
-    one line per job.
+    One line per (dataset, party) with its budget, spent epsilon (all mechanisms composed), the
+    releases it composes per mechanism, reserved and remaining epsilon, then one line per job.
 
     Raises
     ------
@@ -1104,6 +1183,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                 _fmt(e["epsilon"]),
                 f"{e['delta']:g}",
                 _fmt(e["spent"]),
+                " + ".join(f"{n} {m}" for m, n in e.get("released", {}).items()) or "-",
                 _fmt(e["reserved"]),
                 _fmt(e["remaining"]),
                 f"{len(jobs)} ({n_open} open)",
@@ -1123,7 +1203,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             )
     lines.append("")
     lines += _table(
-        ["dataset", "party", "budget", "delta", "spent", "reserved", "remaining", "jobs"],
+        ["dataset", "party", "budget", "delta", "spent", "released", "reserved", "remaining",
+         "jobs"],
         budget_rows,
     )
     if job_rows:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
 from dpfed.runtime.messages import Message
@@ -25,11 +26,13 @@ class ProtocolHost(ABC):
 
     Attributes
     ----------
-    plan : list of float
-        Noise multipliers of every release it may make, reserved in its budget up front.
+    plan : list of float or Release
+        Every release it may make, reserved in its budget up front: a
+        :class:`~dpfed.privacy.accounting.Release` (mechanism, noise multiplier) or a bare
+        noise multiplier (a Gaussian release).
     """
 
-    plan: list[float]
+    plan: list[float | Release]
 
     @property
     @abstractmethod

@@ -14,6 +14,7 @@ import numpy as np
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.parameters import config_from_table, job_param_types
+from dpfed.privacy.accounting import Release
 from dpfed.protocols.decentralized.driver import (
     ITERATE_FIGURES,
     DecentralizedConfig,
@@ -62,11 +63,9 @@ def _graph(spec: JobSpec):
 class DecentralizedHost(RowHost):
     """A node of a decentralized job: its rows, its neighbours in the job's graph."""
 
-    ledger_support = False  # pure alpha-DP releases; the budget ledger accounts Gaussians only
-    ledger_refusal = (
-        "DVP and PVP broadcasts are pure alpha-DP releases, which the budget ledger (Gaussian "
-        "releases only) cannot account"
-    )
+    # Its broadcasts are pure alpha-DP releases, which the budget ledger composes with the
+    # party's Gaussian releases (:func:`dpfed.privacy.accounting.releases_epsilon`).
+    ledger_support = True
 
     def __init__(self, spec: JobSpec, name: str) -> None:
         self.spec, self.name = spec, name
@@ -86,7 +85,9 @@ class DecentralizedHost(RowHost):
             perturbation=cfg.perturbation, alphas=alphas, c1=self.loss.smoothness,
             rng=noise_generator(spec, name, index=index, n_parties=len(spec.parties)),
         )
-        self.plan = []
+        self.plan: list[float | Release] = (
+            [] if alphas is None else [Release("l2_laplace", 1.0 / float(a)) for a in alphas]
+        )
         self.private = alphas is not None
 
     @property

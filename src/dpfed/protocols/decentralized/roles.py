@@ -36,7 +36,11 @@ unreleased
 :math:`f_p(t)` is kept (``exact``, ``models``) for evaluation only.
 
 Every node starts at :math:`f_p(0) = \lambda_p(0) = 0` and runs ``max_rounds`` rounds; each
-broadcast of round :math:`t` is :math:`\alpha_p(t)`-DP (the schedule ``alphas``).
+broadcast of round :math:`t` is :math:`\alpha_p(t)`-DP (the schedule ``alphas``) and is recorded
+as a :class:`~dpfed.privacy.ledger.PrivacyEvent` of mechanism ``"l2_laplace"`` with noise
+multiplier :math:`1/\alpha_p(t)` (noise scale :math:`1/\zeta`, and the sensitivity
+:math:`\alpha_p(t)/\zeta` at which that scale is :math:`\alpha_p(t)`-DP), so a budget ledger
+composes it with the party's other releases.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
 from dpfed.privacy.l2_laplace import sample_l2_laplace
+from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
 from dpfed.protocols.decentralized.messages import NodeModel
@@ -134,6 +139,7 @@ class DecentralizedNode:
         self.models: list[np.ndarray] = [self.exact.copy()]  # f_p(0..t), for evaluation
         self.released_models: list[np.ndarray] = []  # its broadcasts of rounds 1..t
         self.spent: list[float] = []  # alpha_p(t) of every broadcast made
+        self.events: list[PrivacyEvent] = []  # one per private broadcast, before it leaves
 
     # -- the protocol ---------------------------------------------------------------------
     def start(self) -> list[NodeModel]:
@@ -196,11 +202,13 @@ class DecentralizedNode:
         linear, extra_l2 = 2.0 * self.dual, 0.0
         noise_out = None
         alpha = None if self.alphas is None else float(self.alphas[t])
+        zeta = None
         if self.perturbation == "dvp" or (self.perturbation == "pvp" and last):
             calib = dvp_noise(
                 alpha, c1=self.c1, CR=self.loss_scale, B=self.n_samples, rho=self.rho,
                 eta=self.eta, n_neighbours=n_p,
             )
+            zeta = calib.zeta
             e = sample_l2_laplace(calib.zeta, self.n_features, self.rng)
             linear = 2.0 * (self.dual + self.loss_scale / (2.0 * self.n_samples) * e)
             extra_l2 = calib.phi
@@ -221,8 +229,13 @@ class DecentralizedNode:
         self.round = t + 1
         self.models.append(self.exact.copy())
         self.released_models.append(np.array(broadcast, copy=True))
-        if alpha is not None:
+        if alpha is not None and zeta is not None:
             self.spent.append(alpha)
+            self.events.append(PrivacyEvent(
+                party=self.name, round=self.round, mechanism="l2_laplace",
+                noise_multiplier=1.0 / alpha, l2_sensitivity=alpha / zeta, sigma=1.0 / zeta,
+                label="model",
+            ))
         return [NodeModel(self.name, j, self.round, broadcast) for j in self.neighbours]
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -238,6 +251,7 @@ class DecentralizedNode:
         meta = {
             "rng": generator_state(self.rng), "round": self.round,
             "finished": self.finished, "spent": self.spent,
+            "events": [e.to_dict() for e in self.events],
         }
         return arrays, meta
 
@@ -255,3 +269,4 @@ class DecentralizedNode:
         restore_generator_state(self.rng, meta["rng"])
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
         self.spent = [float(a) for a in meta["spent"]]
+        self.events = [PrivacyEvent.from_dict(e) for e in meta.get("events", [])]

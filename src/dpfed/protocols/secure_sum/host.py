@@ -27,6 +27,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
+from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
@@ -128,7 +129,7 @@ def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
 class SecureSumHost(RoleDelegate):
     """A client (its rows' sum) or a compute node of a secure-sum job."""
 
-    plan: list[float]
+    plan: list[float | Release]
     holds_data = True  # a client; a compute node sets False
     ledger_support = True  # set per job in __init__
     ledger_refusal = (
