@@ -42,7 +42,6 @@ def test_no_module_imports_another_modules_private_names():
                     f"{_module(path)} imports {node.module}.{alias.name}"
                     for alias in node.names
                     if alias.name.startswith("_") and not alias.name.startswith("__")
-                    and not alias.name.startswith("_cli_")  # the command's own modules
                 ]
     assert found == []
 

@@ -42,11 +42,14 @@ class ParamInfo:
         everyone's noise); a job file may then hold it only in a declared simulation.
     choices : tuple of str or None
         The values a text parameter takes.
+    metavar : tuple of str or None
+        Names of a fixed-length tuple's values on the command line.
     """
 
     help: str
     public: bool = True
     choices: tuple[str, ...] | None = None
+    metavar: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,10 @@ class Parameter:
 
 
 def param(default: Any = None, *, help: str, public: bool = True,
-          choices: Iterable[str] | None = None) -> Any:
+          choices: Iterable[str] | None = None, metavar: Iterable[str] | None = None) -> Any:
     """A configuration field with its default and its :class:`ParamInfo`."""
-    info = ParamInfo(help, public, None if choices is None else tuple(choices))
+    info = ParamInfo(help, public, None if choices is None else tuple(choices),
+                     None if metavar is None else tuple(metavar))
     return dataclasses.field(default=default, metadata={_KEY: info})
 
 
@@ -193,34 +197,140 @@ def _nested(kind: type, table: Mapping[str, Any], where: str) -> Any:
     return kind(**{k: _number(f"{where}.{k}", v) for k, v in table.items()})
 
 
-def _option(name: str) -> str:
+# -- the command line -------------------------------------------------------------------------
+
+
+def parse_float(text: str) -> float:
+    """A command-line number (argparse reports a malformed one against its option)."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def parse_int(text: str) -> int:
+    """A command-line integer."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def parse_float_list(text: str) -> tuple[float, ...]:
+    """``"0.5,1,1"`` as numbers."""
+    return tuple(parse_float(v) for v in text.split(",") if v.strip())
+
+
+_PARSERS: dict[type, Any] = {int: parse_int, float: parse_float, str: str}
+
+
+def option_name(name: str) -> str:
+    """The command-line option of parameter ``name`` (``noise_sigma`` -> ``--noise-sigma``)."""
     return "--" + name.replace("_", "-")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, config: type, *,
-                         exclude: Iterable[str] = ()) -> None:
-    """Add one option per parameter of ``config`` (``lam`` -> ``--lam``; a bool -> ``--x`` /
-    ``--no-x``; a tuple -> several values), each defaulting to None (the config's default)."""
-    skip = set(exclude)
+def _tuple_arity(config: type, name: str) -> int | None:
+    """The length of a fixed-length tuple parameter, None for ``tuple[float, ...]``."""
+    hint = typing.get_type_hints(config)[name]
+    for arm in (typing.get_args(hint) or (hint,)):
+        if typing.get_origin(arm) is tuple:
+            args = typing.get_args(arm)
+            return None if len(args) == 2 and args[1] is Ellipsis else len(args)
+    return None  # pragma: no cover - _kind admits tuples only
+
+
+def _shown(value: Any) -> str:
+    return ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value}"
+
+
+def add_config_arguments(
+    parser: argparse.ArgumentParser,
+    config: type,
+    *,
+    exclude: Iterable[str] = (),
+    required: Iterable[str] = (),
+    defaults: Mapping[str, Any] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> None:
+    """Add one option per parameter of ``config``.
+
+    ``lam`` becomes ``--lam`` (parsed as its type, with its choices and help); a bool
+    ``--x``/``--no-x``; a fixed-length tuple that many values (``--tol ABS REL``), a
+    variable-length one a comma-separated list (``--node-alphas 1,0.5``); a nested
+    configuration one option per field (``bounds.row_norm`` -> ``--bounds-row-norm``). Every
+    option defaults to None, i.e. to the configuration's default (shown in the help), unless
+    ``defaults`` gives the command's own.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    config : type
+        A configuration dataclass whose fields are declared with :func:`param`.
+    exclude : iterable of str
+        Parameters the command sets itself.
+    required : iterable of str
+        Parameters the command needs the user to give.
+    defaults : mapping, optional
+        The command's defaults, where they differ from the configuration's.
+    notes : mapping of str to str, optional
+        Text that replaces the shown default in a parameter's help (how the command chooses
+        its default).
+    """
+    skip, needed = set(exclude), set(required)
+    defaults, notes = dict(defaults or {}), dict(notes or {})
     for p in parameters(config):
-        if p.name in skip or dataclasses.is_dataclass(p.kind):
+        if p.name in skip:
             continue
-        kwargs: dict[str, Any] = {"default": None, "dest": p.name, "help": p.info.help}
+        if dataclasses.is_dataclass(p.kind):
+            group = parser.add_argument_group(f"{p.name}: {p.info.help}")
+            hints = typing.get_type_hints(p.kind)
+            for f in dataclasses.fields(p.kind):
+                group.add_argument(
+                    option_name(f"{p.name}_{f.name}"), dest=f"{p.name}.{f.name}",
+                    type=_PARSERS[hints[f.name]], default=None,
+                    help=f"{p.name}.{f.name} (default {f.default} once any of them is given)",
+                )
+            continue
+        default = defaults.get(p.name)
+        shown = default if p.name in defaults else p.default
+        if p.name in notes:
+            text = f"{p.info.help}; {notes[p.name]}"
+        else:
+            text = p.info.help + ("" if shown is None else f" (default {_shown(shown)})")
+        kwargs: dict[str, Any] = {"default": default, "dest": p.name, "help": text}
+        if p.name in needed:
+            kwargs["required"] = True
         if p.kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif p.kind is tuple:
-            kwargs |= {"type": float, "nargs": "+"}
+            arity = _tuple_arity(config, p.name)
+            if arity is None:
+                kwargs |= {"type": parse_float_list, "metavar": "X1,X2,..."}
+            else:
+                kwargs |= {"type": parse_float, "nargs": arity}
+                if p.info.metavar is not None:
+                    kwargs["metavar"] = p.info.metavar
         else:
-            kwargs["type"] = p.kind
+            kwargs["type"] = _PARSERS[p.kind]
             if p.info.choices is not None:
                 kwargs["choices"] = p.info.choices
-        parser.add_argument(_option(p.name), **kwargs)
+        parser.add_argument(option_name(p.name), **kwargs)
 
 
 def config_kwargs(config: type, namespace: argparse.Namespace) -> dict[str, Any]:
-    """The options :func:`add_config_arguments` added that the user gave, as config fields."""
-    out = {}
+    """The options :func:`add_config_arguments` added that have a value, as config fields
+    (a nested configuration is built from the fields given, the others at their defaults)."""
+    out: dict[str, Any] = {}
     for p in parameters(config):
+        if dataclasses.is_dataclass(p.kind):
+            given = {
+                f.name: getattr(namespace, f"{p.name}.{f.name}")
+                for f in dataclasses.fields(p.kind)
+                if getattr(namespace, f"{p.name}.{f.name}", None) is not None
+            }
+            if given:
+                out[p.name] = p.kind(**given)
+            continue
         value = getattr(namespace, p.name, None)
         if value is not None:
             out[p.name] = tuple(value) if p.kind is tuple else value
@@ -234,8 +344,12 @@ __all__ = [
     "config_from_table",
     "config_kwargs",
     "job_param_types",
+    "option_name",
     "param",
     "parameter_names",
     "parameters",
+    "parse_float",
+    "parse_float_list",
+    "parse_int",
     "secret_parameters",
 ]

@@ -55,7 +55,7 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, priv
               "loss_scale": 50.0, "perturbation": perturbation, **privacy}
     nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
     job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"},
-                 budgets=dict.fromkeys(job_names(nodes), {"epsilon": 50.0, "delta": 1e-5}))
+                 budgets={key: {"epsilon": 50.0, "delta": 1e-05} for key in job_names(nodes)})
     job.start_parties()
     done = job.run(timeout=180)
     assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
@@ -93,7 +93,7 @@ def test_a_budgeted_party_composes_its_dvp_spending_with_its_gaussian_spending(n
     spans = ROWS[:3]
     names = ["label", "bank", "shop"]
     clients = [(n, "breast_cancer", span) for n, span in zip(names, spans, strict=True)]
-    budgets = dict.fromkeys(names, {"epsilon": 20.0, "delta": 1e-5})
+    budgets = {key: {"epsilon": 20.0, "delta": 1e-05} for key in names}
     gaussian = netjob([("server", "breast_cancer", None), *clients], job_id="gauss", sub="g",
                       shared=tmp_path, protocol="consensus", budgets=budgets,
                       params={"iterations": 4, "lam": 1e-3, "rho": 0.1, "mechanism": "gaussian",

@@ -74,7 +74,7 @@ def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     job, values = _job(netjob, tmp_path, n_clients=3, n_nodes=2, dim=3, params=params,
                        budgets=budgets)
     result = _run(job, timeout=120)
-    from dpfed.privacy.dca import calibrate_dca
+    from dpfed.dca.calibration import calibrate_dca
     from dpfed.runtime.budget import BudgetLedger
 
     cal = calibrate_dca(1.0, 1e-5, 1.0, 3, 1)

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
+from dpfed.dca import secure_sum
+from dpfed.dca.calibration import dca_client_std
 
 __all__ = ["MODES", "NoisySum", "distributed_client_std", "noisy_sum"]
 
@@ -82,7 +84,7 @@ def distributed_client_std(
 
     .. math:: \sigma_j = \sigma_{std,j} / \sqrt{N - T - 1}
 
-    (:func:`dpfed.privacy.dca.dca_client_std`).
+    (:func:`dpfed.dca.calibration.dca_client_std`).
 
     Parameters
     ----------
@@ -96,13 +98,11 @@ def distributed_client_std(
     -------
     numpy.ndarray, shape () or (D,)
     """
-    from dpfed.privacy.dca import dca_client_std
 
     return np.asarray(dca_client_std(sigma_std, n_clients, tolerated), dtype=np.float64)
 
 
 def _default_secure_sum() -> Aggregate:
-    from dpfed.dca import secure_sum
 
     return secure_sum
 

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dpfed._validation import DpfedInputError, check_open_unit, check_positive
+from dpfed.privacy.accounting import calibrate_noise_multiplier
 
 __all__ = ["CALIBRATIONS", "ReleaseCalibration", "calibrate_releases", "exact_epsilon"]
 
@@ -169,7 +170,6 @@ def calibrate_releases(
 
 @lru_cache(maxsize=256)
 def _tight_multiplier(eps: float, dlt: float) -> float:
-    from dpfed.privacy.accounting import calibrate_noise_multiplier
 
     return float(calibrate_noise_multiplier(eps, dlt, 1, accountant="pld"))
 

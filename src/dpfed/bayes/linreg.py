@@ -58,6 +58,7 @@ from dpfed.bayes.sufficient_stats import (
     statistics_sensitivity,
     unpack_statistics,
 )
+from dpfed.privacy.l2_laplace import as_generator
 
 __all__ = ["DEFAULT_BOUND", "LinRegFit", "fit_dp_linreg"]
 
@@ -305,7 +306,6 @@ def fit_dp_linreg(
     DpfedInputError
         On bad arguments (the message names the value).
     """
-    from dpfed.privacy.l2_laplace import as_generator
 
     X, y = check_xy(X, y)
     n, d = X.shape

@@ -23,7 +23,7 @@ one client's vector. Modules, one concept each:
 ``secure_sum``
     the whole protocol, simulated in-process.
 
-The privacy calibration of the noise is :mod:`dpfed.privacy.dca`.
+The privacy calibration of the noise is :mod:`dpfed.dca.calibration`.
 """
 
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, decode, encode, value_bound

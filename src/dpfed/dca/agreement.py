@@ -8,7 +8,7 @@ aggregate the intersection (:func:`agree_included`): the clients whose shares re
 nodes. A client whose message reached only some nodes is dropped everywhere.
 
 The privacy guarantee of the distributed Gaussian mechanism allows at most :math:`T`
-clients to drop or collude (:mod:`dpfed.privacy.dca`), so :func:`check_dropouts` refuses to
+clients to drop or collude (:mod:`dpfed.dca.calibration`), so :func:`check_dropouts` refuses to
 continue when more than :math:`T` clients are missing.
 """
 

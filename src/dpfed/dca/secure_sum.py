@@ -38,7 +38,7 @@ processes (``cryptography`` holds the GIL while generating the keystream, so thr
 not run it in parallel); each returns its partial sums, added modulo :math:`2^{64}`, which
 is exact and independent of the order.
 
-The noise protects the clients only as calibrated by :mod:`dpfed.privacy.dca`; this module
+The noise protects the clients only as calibrated by :mod:`dpfed.dca.calibration`; this module
 adds whatever ``noise_std`` it is given.
 """
 
@@ -55,6 +55,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.dca.agreement import DroppedSpec, agree_included, check_dropouts, received_reports
+from dpfed.dca.envelope import MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import (
     DEFAULT_FRACTIONAL_BITS,
     check_fractional_bits,
@@ -314,7 +315,6 @@ def _explicit_block(plan: _Plan, stream: MaskStream, first: int, b: int,
                     masks: np.ndarray, node_sums: np.ndarray, publics: list[bytes] | None,
                     node_keys: Sequence | None, timing: dict[str, float]) -> None:
     """Build every message of the block, optionally seal and open it, add it at its node."""
-    from dpfed.dca.envelope import MessageContext, open_envelope, seal_for_nodes
 
     clock = time.perf_counter
     m, d = plan.compute_nodes, plan.dim
@@ -412,7 +412,7 @@ def secure_sum(
         ``f(start, stop)`` or an iterable keeps memory bounded for any :math:`N \times D`.
     noise_std : float or numpy.ndarray of shape (D,)
         :math:`\sigma`, the standard deviation of each client's noise (0: no noise). For a
-        DP guarantee take it from :func:`dpfed.privacy.dca.calibrate_dca`.
+        DP guarantee take it from :func:`dpfed.dca.calibration.calibrate_dca`.
     rng : int or numpy.random.Generator, optional
         Seed of the noise (needed unless ``noise_std`` is 0): client :math:`i`'s noise
         generator is derived from it and :math:`i` (:mod:`dpfed.dca.noise`). The masks and
@@ -486,7 +486,6 @@ def secure_sum(
         raise DpfedInputError(f"mask_stream must be a MaskStream. Found {mask_stream!r}.")
     keys = None
     if encrypt:
-        from dpfed.dca.envelope import NodeKeyPair
 
         keys = list(node_keys) if node_keys is not None else [
             NodeKeyPair.generate() for _ in range(m)

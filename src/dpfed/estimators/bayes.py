@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError
+from dpfed.bayes import fit_dp_linreg
 
 
 class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
@@ -120,7 +121,6 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y) -> DPBayesianLinearRegression:
         """Fit on rows ``X`` (n, d) and targets ``y`` (n,), one row per client."""
-        from dpfed.bayes import fit_dp_linreg
 
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64).reshape(-1)

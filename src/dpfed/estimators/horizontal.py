@@ -14,12 +14,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.rows import normalize_rows
+from dpfed.data import horizontal_split, make_graph
 from dpfed.estimators._scores import ScoreClassifierMixin
+from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
+from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
 
 class _HorizontalClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstimator):
     def _parts(self, X, y, count: int, seed: int | None):
-        from dpfed.data import horizontal_split
 
         X = normalize_rows(X)
         index = horizontal_split(X.shape[0], count, rng=seed)
@@ -88,7 +90,6 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         self.random_state = random_state
 
     def fit(self, X, y) -> ConsensusLogisticRegression:
-        from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
         y_pm = self._labels(y)
         config = ConsensusConfig(
@@ -165,8 +166,6 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         self.random_state = random_state
 
     def fit(self, X, y) -> DecentralizedLogisticRegression:
-        from dpfed.data import make_graph
-        from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
         y_pm = self._labels(y)
         config = DecentralizedConfig(

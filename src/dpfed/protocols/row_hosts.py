@@ -25,6 +25,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.rows import normalize_rows
+from dpfed.data import load_dataset
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.runtime.hosting import RoleDelegate
@@ -44,7 +45,6 @@ TEST_EVALUATION_NOTE = (
 
 def party_rows(spec: JobSpec, name: str):
     """The party's rows (unit norm) and labels, and its data set (for shapes)."""
-    from dpfed.data import load_dataset
 
     party = spec.party(name)
     data = load_dataset(party.data, party.data_dir)
@@ -64,7 +64,6 @@ def held_out_rows(spec: JobSpec):
     """The leader's held-out rows: the test part of the first party's data set."""
     if spec.evaluate == "none":
         return None, None
-    from dpfed.data import load_dataset
 
     first = spec.parties[0]
     data = load_dataset(first.data, first.data_dir)

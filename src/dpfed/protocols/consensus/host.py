@@ -14,6 +14,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
+from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.consensus.driver import (
@@ -99,7 +100,6 @@ class ConsensusHost(RowHost):
 
 def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a consensus job (the keys of ``dpfed train``'s)."""
-    from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 
     cfg = config_from_table(ConsensusConfig, spec.params).validated()
     server = next(p.name for p in spec.parties if p.role == "server")

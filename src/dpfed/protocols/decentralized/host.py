@@ -13,6 +13,8 @@ import numpy as np
 
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
+from dpfed.data import make_graph
+from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.accounting import Release
 from dpfed.protocols.decentralized.driver import (
@@ -51,7 +53,6 @@ def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
 
 
 def _graph(spec: JobSpec):
-    from dpfed.data import make_graph
 
     p = spec.params
     return make_graph(
@@ -111,7 +112,6 @@ class DecentralizedHost(RowHost):
 
 def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
-    from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 
     cfg = _decentralized_config(spec.params)
     names = spec.names

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
+from dpfed.data import load_dataset
+from dpfed.dca.calibration import calibrate_dca
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
@@ -54,11 +56,10 @@ def noise_plan(spec: JobSpec) -> dict[str, Any]:
     """Each client's noise standard deviation and how it was chosen.
 
     ``mechanism = "none"`` adds none; ``"gaussian"`` takes ``noise_std`` as given or calibrates
-    it with :func:`dpfed.privacy.dca.calibrate_dca` from ``epsilon``, ``delta`` and
+    it with :func:`dpfed.dca.calibration.calibrate_dca` from ``epsilon``, ``delta`` and
     ``l2_sensitivity`` (``calibration``: pld, rdp or classic) for the job's number of clients
     and ``tolerated``.
     """
-    from dpfed.privacy.dca import calibrate_dca
 
     p = spec.params
     clients, _ = _roles(spec)
@@ -105,7 +106,6 @@ def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
         elif path.suffix in (".csv", ".txt"):
             matrix = np.loadtxt(path, delimiter=",", ndmin=2)
         else:
-            from dpfed.data import load_dataset
 
             X = load_dataset(party.data, party.data_dir).X_train
             matrix = X.toarray() if hasattr(X, "toarray") else np.asarray(X)

@@ -124,7 +124,8 @@ class VerticalConfig:
                              public=False)
     adaptive_rho: bool | None = param(help="residual balancing (default: on without noise)")
     tol: tuple[float, float] | None = param(
-        help="absolute and relative tolerances: stop once the residuals fall below them")
+        help="absolute and relative tolerances: stop once the residuals fall below them",
+        metavar=("ABS", "REL"))
     bounds: SoundBounds | None = param(
         help="the sound mechanism's enforced bounds (default: a public rule of epsilon and N)")
     model_fraction: float | None = param(

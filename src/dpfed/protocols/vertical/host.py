@@ -18,8 +18,11 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
+from dpfed.data import load_dataset
+from dpfed.data.specs import parties_preprocessing
 from dpfed.parameters import config_from_table, job_param_types
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
+from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
     make_vertical_role,
@@ -89,7 +92,6 @@ class VerticalHost(RoleDelegate):
     """
 
     def __init__(self, spec: JobSpec, name: str) -> None:
-        from dpfed.data import load_dataset
 
         party = spec.party(name)
         self.spec, self.name = spec, name
@@ -265,7 +267,6 @@ def vertical_result(
 ) -> dict[str, Any]:
     """The ``result.json`` of a networked vertical job from the round reports' ``history``,
     every party's final account and the common number of rows."""
-    from dpfed.data.specs import parties_preprocessing
 
     cfg = vertical_config(spec.params)
     setup = vertical_setup(cfg, [p.n_features for p in spec.parties], n_samples)
@@ -280,7 +281,6 @@ def vertical_result(
         notes.append(TEST_EVALUATION_NOTE)
     premises = None
     if cfg.mechanism == "paper":
-        from dpfed.protocols.vertical.calibration import EigenvaluePremise
 
         # only what the public shapes prove: each party's spectrum stays with the party
         premises = {

@@ -18,9 +18,10 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
-from dpfed.core.regularizers import Regularizer
+from dpfed.core.regularizers import L2, ElasticNet, Regularizer
 from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.core.spectral import GramSpectrum
+from dpfed.privacy.accounting import corollary1_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.vertical.calibration import (
@@ -242,7 +243,6 @@ class SoundMechanism(PartyMechanism):
         return np.clip(target, -c, c)
 
     def check_regularizer(self, regularizer, reg_weight):
-        from dpfed.core.regularizers import L2, ElasticNet
 
         if not (isinstance(regularizer, L2) or (
             isinstance(regularizer, ElasticNet) and regularizer.l1_ratio == 0.0
@@ -315,7 +315,6 @@ MECHANISMS = ("none", "paper", "sound")
 
 def corollary1_step_epsilon(epsilon_total: float, steps: int, delta_prime: float) -> float:
     """Per-step epsilon whose Corollary 1 total over ``steps`` equals ``epsilon_total``."""
-    from dpfed.privacy.accounting import corollary1_epsilon
 
     lo, hi = 0.0, epsilon_total
     for _ in range(200):

@@ -1,31 +1,18 @@
-"""What the ``dpfed`` command's modules share: argument parsers and the printed result."""
+"""What the ``dpfed`` command's modules share: the printed result and JSON summaries."""
 
 from __future__ import annotations
 
-import argparse
+import json
+from typing import Any
 
 from dpfed.runtime.disclosure import result_warnings
 
 
-def parse_float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-
-
-def parse_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def format_value(value) -> str:
+def format_value(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def privacy_line(privacy: dict) -> str:
+def privacy_line(privacy: dict[str, Any]) -> str:
     """The headline privacy line: the certified epsilon, or that there is none.
 
     A mechanism without a certified figure (``privacy["epsilon"]`` is None, e.g. the vertical
@@ -46,7 +33,8 @@ def privacy_line(privacy: dict) -> str:
     return f"privacy ({privacy['mechanism']}): epsilon not certified"
 
 
-def print_result(payload: dict, out: str) -> None:
+def print_result(payload: dict[str, Any], out: str) -> None:
+    """A training result's summary lines: warnings, final figures, privacy, baselines."""
     final, privacy = payload["final"], payload["privacy"]
     for warning in result_warnings(payload):
         print(f"WARNING: {warning}")
@@ -68,3 +56,8 @@ def print_result(payload: dict, out: str) -> None:
             f"accuracy {format_value(res.get('test_accuracy'))}"
         )
     print(f"wrote {out}")
+
+
+def print_json(summary: Any) -> None:
+    """A reproduction's summary, as every ``dpfed reproduce`` command prints it."""
+    print(json.dumps(summary, indent=2, default=str))

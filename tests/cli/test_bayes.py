@@ -14,7 +14,7 @@ from dpfed.cli import main
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    base = Path(os.environ.get("DPFED_DATA") or Path(__file__).parents[1] / ".." / "shared" /
+    base = Path(os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" /
                 "data")
     if not all((base / rel).is_file() for rel in ("wine_quality/winequality-red.csv",
                                                   "abalone/abalone.data")):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Any
 
-from dpfed._cli_common import parse_float, parse_int
 from dpfed._validation import DpfedInputError
+from dpfed.cli.common import print_json
+from dpfed.experiments.dca_scaling import PAPER_COMPUTE_NODES, run_dca_scaling, time_secure_sum
+from dpfed.parameters import parse_float, parse_int
 
 
 def _workers(text: str) -> int | str:
@@ -21,9 +25,8 @@ def _workers(text: str) -> int | str:
     return value
 
 
-def add_dca(sub) -> None:
-    """Register ``dpfed dca bench``."""
-    p = sub.add_parser("dca", help="secure aggregation by the DCA secret-sharing sum (paper 004)")
+def configure_dca(p: argparse.ArgumentParser) -> None:
+    """``dpfed dca``: its ``bench`` subcommand."""
     dsub = p.add_subparsers(dest="dca_command", required=True)
     b = dsub.add_parser(
         "bench",
@@ -53,12 +56,10 @@ def add_dca(sub) -> None:
                    help="each client's noise standard deviation (default 1)")
     b.add_argument("--seed", type=parse_int, default=0, help="seed of the vectors and the noise")
     b.add_argument("--json", action="store_true", help="also print the results as one JSON line")
-    b.set_defaults(func=_cmd_dca_bench)
+    b.set_defaults(func=run_dca_bench)
 
 
-def _cmd_dca_bench(args) -> int:
-    from dpfed.experiments.dca_scaling import PAPER_COMPUTE_NODES, time_secure_sum
-
+def run_dca_bench(args: argparse.Namespace) -> int:
     if args.drop > args.tolerated:
         raise DpfedInputError(
             f"--drop must be at most --tolerated = {args.tolerated}. Found {args.drop}."
@@ -106,7 +107,7 @@ def _cmd_dca_bench(args) -> int:
     return 0
 
 
-def add_reproduce_dca_scaling(psub) -> None:
+def add_reproduce_dca_scaling(psub: Any) -> None:
     """Register ``dpfed reproduce dca-scaling`` on the ``reproduce`` subparsers."""
     q = psub.add_parser(
         "dca-scaling",
@@ -117,15 +118,13 @@ def add_reproduce_dca_scaling(psub) -> None:
     q.add_argument("--repeats", type=parse_int, help="secure sums per cell (default 3, quick 1)")
     q.add_argument("--workers", default="auto", help="worker processes, or 'auto'")
     q.add_argument("--quiet", action="store_true")
-    q.set_defaults(func=_cmd_reproduce_dca_scaling)
+    q.set_defaults(func=run_reproduce_dca_scaling)
 
 
-def _cmd_reproduce_dca_scaling(args) -> int:
-    from dpfed.experiments.dca_scaling import run_dca_scaling
-
+def run_reproduce_dca_scaling(args: argparse.Namespace) -> int:
     summary = run_dca_scaling(
         args.out, quick=args.quick, repeats=args.repeats, workers=_workers(args.workers),
         progress=not args.quiet,
     )
-    print(json.dumps(summary, indent=2, default=str))
+    print_json(summary)
     return 0

@@ -10,14 +10,14 @@ import pytest
 
 from dpfed import DpfedInputError
 from dpfed.dca import secure_sum
-from dpfed.privacy.accounting import gaussian_epsilon
-from dpfed.privacy.dca import (
+from dpfed.dca.calibration import (
     aggregate_noise_variance,
     calibrate_dca,
     dca_client_std,
     dca_epsilon,
     honest_clients,
 )
+from dpfed.privacy.accounting import gaussian_epsilon
 
 
 def test_classic_calibration_is_the_papers_formula():

@@ -3,14 +3,30 @@ regression by sufficient-statistics perturbation (Heikkilä et al., NeurIPS 2017
 
 from __future__ import annotations
 
-from dpfed._cli_common import parse_float, parse_int
+import argparse
+import time
+from dataclasses import replace
+from typing import Any
+
+from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
+from dpfed.cli.common import print_json
+from dpfed.data.regression import REGRESSION_DATASETS
+from dpfed.experiments.bayes_linreg import (
+    cross_validate,
+    full_plan,
+    load_scaled,
+    quick_plan,
+    run_bayes_linreg_reproduction,
+)
+from dpfed.experiments.output import Progress
+from dpfed.parameters import parse_float, parse_int
 
 #: ``--data`` choices (the registry names of :mod:`dpfed.data.regression`).
 DATA_CHOICES = ("wine-red", "wine-white", "abalone")
 
 
-def add_train_bayes_linreg(sub) -> None:
+def add_train_bayes_linreg(sub: Any) -> None:
     """Register ``dpfed train bayes-linreg`` on the ``train`` subparsers ``sub``."""
     p = sub.add_parser(
         "bayes-linreg",
@@ -48,17 +64,10 @@ def add_train_bayes_linreg(sub) -> None:
                         "projection they share the standard-deviation release)")
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=_cmd_train_bayes_linreg)
+    p.set_defaults(func=run_train_bayes_linreg)
 
 
-def _cmd_train_bayes_linreg(args) -> int:
-    import time
-
-    from dpfed._io import write_json_atomic
-    from dpfed.data.regression import REGRESSION_DATASETS
-    from dpfed.experiments.bayes_linreg import cross_validate, load_scaled
-    from dpfed.experiments.output import Progress
-
+def run_train_bayes_linreg(args: argparse.Namespace) -> int:
     private = args.mode != "nonprivate"
     if private and (args.epsilon is None or args.delta is None):
         raise DpfedInputError(
@@ -132,7 +141,7 @@ def _cmd_train_bayes_linreg(args) -> int:
     return 0
 
 
-def add_reproduce_bayes_linreg(sub) -> None:
+def add_reproduce_bayes_linreg(sub: Any) -> None:
     """Register ``dpfed reproduce bayes-linreg`` on the ``reproduce`` subparsers ``sub``."""
     p = sub.add_parser(
         "bayes-linreg",
@@ -145,22 +154,13 @@ def add_reproduce_bayes_linreg(sub) -> None:
     p.add_argument("--no-centre", dest="centre", action="store_false",
                    help="the paper's algorithm exactly: no centring by DP means")
     p.add_argument("--quiet", action="store_true")
-    p.set_defaults(func=_cmd_reproduce_bayes_linreg)
+    p.set_defaults(func=run_reproduce_bayes_linreg)
 
 
-def _cmd_reproduce_bayes_linreg(args) -> int:
-    import json
-    from dataclasses import replace
-
-    from dpfed.experiments.bayes_linreg import (
-        full_plan,
-        quick_plan,
-        run_bayes_linreg_reproduction,
-    )
-
+def run_reproduce_bayes_linreg(args: argparse.Namespace) -> int:
     plan = replace(quick_plan() if args.quick else full_plan(), centre=args.centre)
     summary = run_bayes_linreg_reproduction(
         args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet, plan=plan
     )
-    print(json.dumps(summary, indent=2, default=str))
+    print_json(summary)
     return 0

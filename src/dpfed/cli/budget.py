@@ -1,0 +1,65 @@
+"""``dpfed budget show|set|close``: a party's persistent privacy-budget ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from dpfed._validation import DpfedInputError
+from dpfed.parameters import parse_float
+from dpfed.runtime.budget import BudgetLedger, format_summary
+
+
+def configure_budget(p: argparse.ArgumentParser) -> None:
+    """``dpfed budget``: its ``show``, ``set`` and ``close`` subcommands."""
+    bsub = p.add_subparsers(dest="budget_command", required=True)
+    s = bsub.add_parser("show", help="budgets, spending and jobs")
+    s.add_argument("--ledger", required=True, help="the ledger file (SQLite)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=run_budget_show)
+    b = bsub.add_parser("set", help="set the budget of a data set")
+    b.add_argument("--ledger", required=True)
+    b.add_argument("--dataset", required=True)
+    b.add_argument("--party", required=True)
+    b.add_argument("--epsilon", type=parse_float, required=True)
+    b.add_argument("--delta", type=parse_float, required=True)
+    b.set_defaults(func=run_budget_set)
+    c = bsub.add_parser(
+        "close", help="close an abandoned job: its unspent reservation is returned"
+    )
+    c.add_argument("--ledger", required=True)
+    c.add_argument("--job", required=True)
+    c.add_argument("--party", required=True)
+    c.set_defaults(func=run_budget_close)
+
+
+def open_ledger(path: str, *, must_exist: bool = True) -> BudgetLedger:
+    """The ledger at ``path`` (refused if missing and ``must_exist``)."""
+    if must_exist and not Path(path).is_file():
+        raise DpfedInputError(f"ledger {path!r} does not exist.")
+    return BudgetLedger(path)
+
+
+def run_budget_show(args: argparse.Namespace) -> int:
+    with open_ledger(args.ledger) as ledger:
+        summary = ledger.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(format_summary(summary))
+    return 0
+
+
+def run_budget_set(args: argparse.Namespace) -> int:
+    with open_ledger(args.ledger, must_exist=False) as ledger:
+        ledger.set_budget(args.dataset, args.party, args.epsilon, args.delta)
+    print(f"budget of {args.party} on {args.dataset}: epsilon {args.epsilon}, delta {args.delta}")
+    return 0
+
+
+def run_budget_close(args: argparse.Namespace) -> int:
+    with open_ledger(args.ledger) as ledger:
+        ledger.close_job(args.job, args.party)
+    print(f"job {args.job} of {args.party} closed")
+    return 0

@@ -1,0 +1,72 @@
+"""``dpfed party`` and ``dpfed run``: serve one party of a networked job, lead a job.
+
+Needs the ``net`` extra (grpcio); :mod:`dpfed.cli.main` says so when it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dpfed.cli.common import print_result
+from dpfed.runtime.disclosure import result_warnings
+from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.leader import EXIT_STOPPED, JobStopped, run_job
+from dpfed.runtime.party import run_party
+
+
+def configure_party(p: argparse.ArgumentParser) -> None:
+    """``dpfed party``."""
+    p.add_argument("--config", required=True, help="the job file (TOML)")
+    p.add_argument("--name", required=True, help="the party this process serves")
+    p.set_defaults(func=run_party_command)
+
+
+def run_party_command(args: argparse.Namespace) -> int:
+    return run_party(load_job(args.config), args.name)
+
+
+def configure_run(p: argparse.ArgumentParser) -> None:
+    """``dpfed run``."""
+    p.add_argument("--config", required=True, help="the job file (TOML)")
+    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument(
+        "--resume", action="store_true", help="continue a stopped job from its checkpoints"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=run_run_command)
+
+
+def run_run_command(args: argparse.Namespace) -> int:
+    spec = load_job(args.config)
+    try:
+        result = run_job(spec, args.out, resume=args.resume, progress=not args.quiet)
+    except JobStopped as exc:
+        print(f"dpfed: {exc}", file=sys.stderr)
+        return EXIT_STOPPED
+    if result["protocol"] == "secure_sum":
+        print_secure_sum(result, args.out)
+    else:
+        print_result(result, args.out)
+    return 0
+
+
+def print_secure_sum(result: dict[str, Any], out: str) -> None:
+    """The summary lines of a secure-sum job's result."""
+    shown = ", ".join(f"{v:.6g}" for v in result["sum"][:8])
+    more = f", ... ({len(result['sum'])} values)" if len(result["sum"]) > 8 else ""
+    print(f"secure sum of {len(result['included'])} of {len(result['clients'])} clients over "
+          f"{len(result['compute_nodes'])} compute nodes: [{shown}{more}]")
+    for warning in result_warnings(result):
+        print(f"WARNING: {warning}")
+    privacy = result["privacy"]
+    if privacy.get("epsilon") is not None:
+        print(f"privacy (distributed Gaussian): epsilon = {privacy['epsilon']:.4g} at delta = "
+              f"{privacy['delta']:g}; noise std per client {privacy['client_std']:.4g}")
+    elif privacy["mechanism"] != "none":
+        print(f"privacy: noise std per client {privacy['client_std']:.4g} (no epsilon: the "
+              "job gives noise_std, not a target)")
+    for note in privacy.get("notes", []):
+        print(f"note: {note}")
+    print(f"wrote {out}")

@@ -1,0 +1,110 @@
+"""The ``train`` commands' options come from the protocols' configurations."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import pytest
+
+from dpfed.cli import build_parser, main
+from dpfed.cli.horizontal import CONSENSUS_DEFAULTS
+from dpfed.parameters import config_kwargs, option_name, parameters
+from dpfed.protocols.consensus.driver import ConsensusConfig
+from dpfed.protocols.decentralized.driver import DecentralizedConfig
+from dpfed.protocols.vertical.calibration import SoundBounds
+from dpfed.protocols.vertical.driver import VerticalConfig
+
+CONFIGS = {"vertical": VerticalConfig, "consensus": ConsensusConfig,
+           "decentralized": DecentralizedConfig}
+
+
+def _train_parser(protocol: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    train = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = train.choices["train"]
+    protocols = next(a for a in command._actions
+                     if isinstance(a, argparse._SubParsersAction))
+    return protocols.choices[protocol]
+
+
+@pytest.mark.parametrize("protocol", sorted(CONFIGS))
+def test_every_config_field_has_an_option(protocol):
+    options = {s for a in _train_parser(protocol)._actions for s in a.option_strings}
+    missing = []
+    for p in parameters(CONFIGS[protocol]):
+        if dataclasses.is_dataclass(p.kind):
+            names = [option_name(f"{p.name}_{f.name}") for f in dataclasses.fields(p.kind)]
+        else:
+            names = [option_name(p.name)]
+        missing += [n for n in names if n not in options]
+    assert missing == []
+
+
+def _parse(protocol: str, *extra: str) -> argparse.Namespace:
+    required = {"vertical": ["--data", "x", "--split", "1,1"],
+                "consensus": ["--data", "x", "--clients", "2"],
+                "decentralized": ["--data", "x", "--nodes", "3"]}[protocol]
+    return _train_parser(protocol).parse_args(
+        [*required, "--iterations", "5", "--out", "o.json", *extra])
+
+
+def test_options_become_config_fields_of_their_type():
+    args = _parse("vertical", "--mechanism", "sound", "--epsilon", "2", "--delta", "1e-5",
+                  "--tol", "1e-4", "1e-3", "--no-adaptive-rho", "--model-fraction", "0.7",
+                  "--score-rounds", "3", "--bounds-row-norm", "2", "--seed", "4")
+    got = config_kwargs(VerticalConfig, args)
+    assert got == {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 5,
+                   "tol": (1e-4, 1e-3), "adaptive_rho": False, "model_fraction": 0.7,
+                   "score_rounds": 3, "bounds": SoundBounds(row_norm=2.0), "seed": 4}
+    VerticalConfig(**got).validated()
+    alphas = config_kwargs(DecentralizedConfig, _parse("decentralized", "--node-alphas",
+                                                       "1,0.5,2"))
+    assert alphas["node_alphas"] == (1.0, 0.5, 2.0)
+
+
+def test_options_left_out_keep_the_config_or_command_defaults():
+    assert config_kwargs(VerticalConfig, _parse("vertical")) == {"iterations": 5}
+    assert config_kwargs(ConsensusConfig, _parse("consensus")) == {"iterations": 5,
+                                                                   **CONSENSUS_DEFAULTS}
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--mechanism", "loud"], "invalid choice: 'loud'"),
+    (["--epsilon", "one"], "expected a number, got 'one'"),
+    (["--tol", "1e-4"], "expected 2 arguments"),
+    (["--bounds-row-norm", "x"], "expected a number, got 'x'"),
+])
+def test_bad_options_are_refused_by_name(capsys, extra, match):
+    with pytest.raises(SystemExit) as stop:
+        _parse("vertical", *extra)
+    assert stop.value.code == 2 and match in capsys.readouterr().err
+
+
+def test_help_shows_the_defaults_and_the_command_rules(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "decentralized", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "ADMM rounds (default 100)" in shown
+    assert "default: the paper's per perturbation" in shown
+
+
+def test_a_run_configures_its_own_command_only(monkeypatch):
+    # without grpc (the 'net' extra) every other command still runs ...
+    for name in [m for m in sys.modules if m.startswith(("dpfed.cli.net", "dpfed.runtime.party",
+                                                         "dpfed.runtime.leader"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "grpc", None)
+    assert main(["privacy", "epsilon", "--noise-multiplier", "2", "--steps", "3",
+                 "--delta", "1e-5"]) == 0
+    assert "dpfed.cli.net" not in sys.modules
+
+
+def test_a_missing_extra_is_named(monkeypatch, capsys):
+    for name in [m for m in sys.modules if m.startswith(("dpfed.cli.net", "dpfed.runtime.party",
+                                                         "dpfed.runtime.leader"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "grpc", None)
+    assert main(["run", "--config", "job.toml", "--out", "r.json"]) == 2
+    assert "dpfed run needs the 'net' extra (grpc is missing)" in capsys.readouterr().err
