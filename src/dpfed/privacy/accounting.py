@@ -123,10 +123,10 @@ def check_accountant(accountant: str) -> str:
     return accountant
 
 
-def _check_delta_step(name: str, value: float) -> float:
+def _check_delta_step(name: str, value: object) -> float:
     """Per-release delta: a number in [0, 1) (0 is pure DP)."""
     try:
-        v = float(value)
+        v = float(value)  # type: ignore[arg-type]  # anything float() refuses is reported
     except (TypeError, ValueError):
         raise DpfedInputError(f"{name} must be a number. Found {value!r}.") from None
     if not (0.0 <= v < 1.0):

@@ -94,7 +94,7 @@ def sample_l2_laplace(
         directions[bad] = gen.standard_normal((int(bad.sum()), d))
         norms = np.linalg.norm(directions, axis=1)
     radii = gen.gamma(shape=float(d), scale=1.0 / z, size=n)
-    out = directions * (radii / norms)[:, None]
+    out: np.ndarray = directions * (radii / norms)[:, None]
     return out[0] if size is None else out
 
 

@@ -123,7 +123,7 @@ class PrivacyEvent:
                 "epsilon and delta must be given together or not at all. "
                 f"Found epsilon={self.epsilon!r}, delta={self.delta!r}."
             )
-        if self.epsilon is not None:
+        if self.epsilon is not None and self.delta is not None:
             put(self, "epsilon", check_positive("epsilon", self.epsilon))
             put(self, "delta", check_open_unit("delta", self.delta))
 
@@ -297,6 +297,7 @@ class PrivacyLedger:
         """
         check_open_unit("delta_prime", delta_prime)
         events = self._party_events(party)
+        epsilons, deltas = [], []
         for e in events:
             if e.epsilon is None or e.delta is None:
                 raise DpfedInputError(
@@ -304,11 +305,9 @@ class PrivacyLedger:
                     f"Found epsilon={e.epsilon!r}, delta={e.delta!r} "
                     f"(party {party!r}, round {e.round}, label {e.label!r})."
                 )
-        return advanced_composition(
-            [float(e.epsilon) for e in events],
-            [float(e.delta) for e in events],
-            delta_prime,
-        )
+            epsilons.append(float(e.epsilon))
+            deltas.append(float(e.delta))
+        return advanced_composition(epsilons, deltas, delta_prime)
 
     def summary(self, delta: float, accountant: str = "pld") -> dict[str, Any]:
         """Per-party releases and epsilon, and the largest epsilon over parties.

@@ -66,7 +66,7 @@ def simulation_generator(seed: int | None, index: int, n_parties: int) -> np.ran
     return np.random.default_rng(np.random.SeedSequence(seed).spawn(n_parties)[index])
 
 
-def _chacha(key: int):
+def _chacha(key: int) -> np.random.BitGenerator:
     try:
         from randomgen import ChaCha
     except ImportError:  # pragma: no cover - randomgen comes with the net extra
@@ -74,7 +74,8 @@ def _chacha(key: int):
             "noise from a party's secret needs the randomgen package: "
             'pip install "dpfed[net]".'
         ) from None
-    return ChaCha(key=key, counter=0, rounds=20)
+    bit_generator: np.random.BitGenerator = ChaCha(key=key, counter=0, rounds=20)
+    return bit_generator
 
 
 def secret_generator(secret: bytes, purpose: str = "noise") -> np.random.Generator:
@@ -124,7 +125,8 @@ def _from_json(value: Any) -> Any:
 
 def generator_state(rng: np.random.Generator) -> dict[str, Any]:
     """The JSON-able state of ``rng``'s bit generator (arrays tagged with their dtype)."""
-    return _to_json(rng.bit_generator.state)
+    state: dict[str, Any] = _to_json(rng.bit_generator.state)
+    return state
 
 
 def restore_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None:

@@ -437,7 +437,7 @@ class BudgetLedger:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as err:  # pragma: no cover - exotic file systems
             raise DpfedInputError(f"cannot configure the budget ledger {where!r}: {err}") from None
-        return stored
+        return str(stored)
 
     def _migrate_v1(self, conn: sqlite3.Connection) -> str:
         """Upgrade a schema-1 file to schema 2 (plan entries gain their mechanism, Gaussian) in

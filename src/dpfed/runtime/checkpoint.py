@@ -43,7 +43,7 @@ def save_checkpoint(
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **payload)
+            np.savez(handle, **payload)  # type: ignore[arg-type]  # numpy's stub types **kwds as its bool keyword
             if fsync:
                 handle.flush()
                 os.fsync(handle.fileno())

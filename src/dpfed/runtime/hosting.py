@@ -10,13 +10,14 @@ nothing else about a protocol.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
+from dpfed.runtime.jobspec import JobSpec
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
 
@@ -102,11 +103,29 @@ class ProtocolHost(ABC):
         """Its mean training loss at each model (evaluation under ``evaluate = "full"``)."""
 
 
+class Role(Protocol):
+    """What :class:`RoleDelegate` needs of a protocol role (a transport-free state machine)."""
+
+    @property
+    def round(self) -> int: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def start(self) -> list[Message]: ...
+
+    def handle(self, message: Message) -> list[Message]: ...
+
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]: ...
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None: ...
+
+
 class RoleDelegate(ProtocolHost):
     """The part of a :class:`ProtocolHost` that only forwards to the wrapped protocol role
     (``self.role``): its round, status, first messages, message handling and state."""
 
-    role: Any
+    role: Role
 
     @property
     def round(self) -> int:
@@ -133,7 +152,7 @@ class RoleDelegate(ProtocolHost):
 NOISE_SECRET_FILE = "noise.key"
 
 
-def noise_generator(spec, name: str, *, index: int, n_parties: int) -> np.random.Generator:
+def noise_generator(spec: JobSpec, name: str, *, index: int, n_parties: int) -> np.random.Generator:
     """Party ``name``'s noise generator for job ``spec``.
 
     In a simulation (``[job].simulation = true``) it is stream ``index`` of ``n_parties`` from

@@ -67,14 +67,14 @@ EVALUATE = ("full", "test", "none")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
-def _table(doc: dict, key: str, where: str) -> dict:
+def _table(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = doc.get(key)
     if not isinstance(value, dict):
         raise DpfedInputError(f"{where} needs a [{key}] table. Found {value!r}.")
     return value
 
 
-def _text(table: dict, key: str, where: str, default: str | None = None) -> str:
+def _text(table: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
     value = table.get(key, default)
     if not isinstance(value, str) or not value:
         raise DpfedInputError(f"{where}.{key} must be a non-empty string. Found {value!r}.")
@@ -96,14 +96,14 @@ def _address(value: str, where: str) -> str:
     return value
 
 
-def _number(table: dict, key: str, where: str, default: float) -> float:
+def _number(table: dict[str, Any], key: str, where: str, default: float) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DpfedInputError(f"{where}.{key} must be a number. Found {value!r}.")
     return check_positive(f"{where}.{key}", value)
 
 
-def _listen(table: dict, where: str) -> str:
+def _listen(table: dict[str, Any], where: str) -> str:
     """The optional local listening address (e.g. ``0.0.0.0:52052`` behind a NAT)."""
     if "listen" not in table:
         return ""
@@ -115,7 +115,7 @@ def _path(base: Path, value: str) -> Path:
     return p if p.is_absolute() else base / p
 
 
-def _reject_unknown(table: dict, allowed: set[str], where: str) -> None:
+def _reject_unknown(table: dict[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
         raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
@@ -137,7 +137,7 @@ def _params(table: Any, protocol: Protocol) -> dict[str, Any]:
             raise DpfedInputError(f"[params].{key} must be {expected}. Found {value!r}.")
         if isinstance(value, float) and not math.isfinite(value):
             raise DpfedInputError(f"[params].{key} must be finite. Found {value!r}.")
-        if key == "tol":
+        if key == "tol" and isinstance(value, list | tuple):
             if len(value) != 2 or not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
                 for v in value
@@ -167,7 +167,7 @@ _PARTY_KEYS = {
     "role", "workdir", "ledger", "dataset", "budget",
 }
 
-def _span(table: dict, key: str, where: str) -> tuple[int, int]:
+def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     span = table.get(key)
     if (
         not isinstance(span, list) or len(span) != 2
@@ -180,7 +180,7 @@ def _span(table: dict, key: str, where: str) -> tuple[int, int]:
     return span[0], span[1]
 
 
-def _party(table: dict, index: int, base: Path, protocol: Protocol) -> PartySpec:
+def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol) -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
         raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
@@ -208,7 +208,7 @@ def _party(table: dict, index: int, base: Path, protocol: Protocol) -> PartySpec
     ledger = _path(base, table["ledger"]) if "ledger" in table else workdir / "ledger.sqlite"
     data_dir = _path(base, _text(table, "data_dir", where)) if "data_dir" in table else None
     default_dataset = data if span is None else f"{data}[{span[0]}:{span[1]}]"
-    if holds == "rows":
+    if holds == "rows" and span is not None:
         default_dataset = f"{data}[rows {span[0]}:{span[1]}]"
     return PartySpec(
         name=name,
@@ -242,7 +242,7 @@ SIMULATION_WARNING = (
 )
 
 
-def _simulation(job: dict, params: dict[str, Any]) -> bool:
+def _simulation(job: dict[str, Any], params: dict[str, Any]) -> bool:
     """``[job].simulation``, checked against ``[params].seed``."""
     simulation = job.get("simulation", False)
     if not isinstance(simulation, bool):

@@ -25,10 +25,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import numpy as np
+from tqdm import tqdm
 
 from dpfed import __version__
 from dpfed._io import write_json_atomic
@@ -52,7 +53,7 @@ from dpfed.runtime.control import (
 from dpfed.runtime.disclosure import with_simulation
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
-from dpfed.runtime.registry import JobRecord, get_protocol
+from dpfed.runtime.registry import JobRecord, RoundReport, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
@@ -89,7 +90,7 @@ class Leader:
         self.lock = threading.Lock()
         self.inbound = InboundLinks()
         self.history: list[dict[str, Any]] = []
-        self.reports: queue.Queue = queue.Queue()
+        self.reports: queue.Queue[RoundReport] = queue.Queue()
         self.elapsed = 0.0
         self.started = time.monotonic()
         self.finished = False
@@ -165,10 +166,11 @@ class Leader:
             envelope = wire.decode(payload, job=self.spec.id, max_bytes=self.spec.max_message_bytes)
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        report = envelope.message
-        if self.protocol.report is None or not isinstance(report, self.protocol.report) \
-                or report.sender != peer:
+        message = envelope.message
+        if self.protocol.report is None or not isinstance(message, self.protocol.report) \
+                or message.sender != peer:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
+        report = cast(RoundReport, message)
         digest = hashlib.sha256(payload).hexdigest()
         with self.lock:
             if not self.inbound.is_new(peer, envelope.seq, digest):
@@ -342,11 +344,10 @@ class Leader:
             if bar is not None:
                 bar.close()
 
-    def _evaluate(self, name: str, models: list) -> list[float]:
+    def _evaluate(self, name: str, models: list[list[float]]) -> list[float]:
         """Party ``name``'s losses at ``models`` (evaluation after training)."""
-        return self._control(
-            name, EvaluateRequest, models=np.asarray(models, dtype=np.float64)
-        )["losses"]
+        reply = self._control(name, EvaluateRequest, models=np.asarray(models, dtype=np.float64))
+        return [float(v) for v in reply["losses"]]
 
     def _follow_status(self) -> None:
         """Follow a job without round reports: poll until every party has finished."""
@@ -369,9 +370,9 @@ class Leader:
                 )
             time.sleep(_POLL)
 
-    def _poll(self, unreachable: dict[str, float]) -> dict[str, dict]:
+    def _poll(self, unreachable: dict[str, float]) -> dict[str, dict[str, Any]]:
         now = time.monotonic()
-        statuses: dict[str, dict] = {}
+        statuses: dict[str, dict[str, Any]] = {}
         for name in self.spec.names:
             try:
                 status = self._control(name, StatusRequest, timeout=min(2.0, self.spec.grace))
@@ -411,15 +412,14 @@ class Leader:
         )
 
     # -- output -----------------------------------------------------------------------------
-    def _bar(self):
+    def _bar(self) -> Any:
         if not self.progress or not sys.stderr.isatty():
             return None
-        from tqdm import tqdm
 
         iterations = self.spec.params.get("iterations")
         return tqdm(total=iterations, desc=f"job {self.spec.id}", unit="round", leave=False)
 
-    def _show(self, report, bar) -> None:
+    def _show(self, report: RoundReport, bar: Any) -> None:
         entry = self.history[report.round - 1]
         figures = {
             k: entry[k] for k in ("train_objective", "test_log_loss", "epsilon")
@@ -437,6 +437,8 @@ class Leader:
         print(f"[leader] {text}", file=sys.stderr, flush=True)
 
 
-def run_job(spec: JobSpec, out: str | Path, *, resume: bool = False, progress: bool = True):
+def run_job(
+    spec: JobSpec, out: str | Path, *, resume: bool = False, progress: bool = True
+) -> dict[str, Any]:
     """``dpfed run``: lead ``spec`` to the end and write ``out``."""
     return Leader(spec, resume=resume, progress=progress).run(out)

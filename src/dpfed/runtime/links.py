@@ -195,7 +195,8 @@ class OutboundLink:
 
     def _head(self) -> list[tuple[int, bytes]]:
         """The messages at the head of the queue that fit in one call (caller holds the lock)."""
-        batch, size = [], 0
+        batch: list[tuple[int, bytes]] = []
+        size = 0
         for seq, payload in self.queue:
             if batch and (size + len(payload) + 64 > self.max_bytes or len(batch) >= 64):
                 break

@@ -29,6 +29,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -55,7 +56,7 @@ from dpfed.runtime.control import (
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
-from dpfed.runtime.messages import ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import build_host, get_protocol
 from dpfed.runtime.transport import Connection, Refused, serve
@@ -223,7 +224,7 @@ class PartyNode:
             self._emit(out, n_events)
             self.last_contact = time.monotonic()
 
-    def _emit(self, messages, n_events: int) -> None:
+    def _emit(self, messages: Sequence[Message], n_events: int) -> None:
         """Record the releases (write-ahead), then queue ``messages`` (caller holds the lock)."""
         encoded = []
         for m in messages:
@@ -324,7 +325,7 @@ class PartyNode:
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{self.name} serves job {self.spec.id!r}. Found {envelope.job!r}",
             )
-        handler = {
+        handlers: dict[type, Callable[[Any], dict[str, Any]]] = {
             OpenJob: self._open,
             BeginJob: self._begin,
             StatusRequest: self._status,
@@ -333,7 +334,8 @@ class PartyNode:
             EvaluateRequest: self._evaluate,
             SuspendJob: self._suspend,
             AbortJob: self._abort,
-        }.get(type(request))
+        }
+        handler = handlers.get(type(request))
         if handler is None or request.sender != LEADER or request.recipient != self.name:
             raise Refused(
                 grpc.StatusCode.INVALID_ARGUMENT,
@@ -411,7 +413,7 @@ class PartyNode:
             raise
         self.ledger = ledger
 
-    def _stored_budget(self):
+    def _stored_budget(self) -> tuple[float, float] | None:
         """The ledger's budget on this data set, without creating a ledger to look."""
         if not self.party.ledger.exists():
             return None

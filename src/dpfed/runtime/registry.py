@@ -11,6 +11,7 @@ when a job runs it (importing it also registers its message kinds with the wire 
 from __future__ import annotations
 
 import importlib
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,17 @@ PROTOCOL_REGISTRY: dict[str, str] = {
     "decentralized": "dpfed.protocols.decentralized.host:PROTOCOL",
     "secure_sum": "dpfed.protocols.secure_sum.host:PROTOCOL",
 }
+
+class RoundReport(typing.Protocol):
+    """What the leader reads of a protocol's per-round report message."""
+
+    round: int
+    finished: bool
+
+    def entry(self) -> dict[str, Any]:
+        """The round's history entry (figures computed from released values)."""
+        ...
+
 
 #: Job-file parameter table: key -> the TOML value types it takes.
 ParamTypes = Mapping[str, tuple[type, ...]]
@@ -154,6 +166,7 @@ __all__ = [
     "JobRecord",
     "ParamTypes",
     "Protocol",
+    "RoundReport",
     "build_host",
     "get_protocol",
     "protocol_names",

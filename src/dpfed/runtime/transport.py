@@ -78,12 +78,13 @@ def serve(
     bytes; raising :class:`Refused` answers with that status and message.
     """
 
-    def wrap(handler: Handler):
+    def wrap(handler: Handler) -> Any:
         def method(request: bytes, context: grpc.ServicerContext) -> bytes:
             try:
                 return handler(request, peer_name(context, identity.ca_pem))
             except Refused as exc:
-                context.abort(exc.code, str(exc))
+                context.abort(exc.code, str(exc))  # raises: gRPC ends the call here
+                raise  # pragma: no cover - abort never returns
 
         return grpc.unary_unary_rpc_method_handler(method)
 
@@ -138,9 +139,9 @@ class Connection:
         self._deliver = self.channel.unary_unary(f"/{SERVICE}/{DELIVER}")
         self._control = self.channel.unary_unary(f"/{SERVICE}/{CONTROL}")
 
-    def _call(self, method, payload: bytes, timeout: float) -> bytes:
+    def _call(self, method: Callable[..., bytes], payload: bytes, timeout: float) -> bytes:
         try:
-            return method(payload, timeout=timeout)
+            return bytes(method(payload, timeout=timeout))
         except grpc.RpcError as exc:
             raise RemoteError(self.name, exc.code(), exc.details() or "") from None
 
@@ -149,7 +150,8 @@ class Connection:
 
     def control(self, frame: bytes, *, timeout: float) -> dict[str, Any]:
         """Send a control request (an encoded wire frame); the party answers with JSON."""
-        return json.loads(self._call(self._control, frame, timeout))
+        reply: dict[str, Any] = json.loads(self._call(self._control, frame, timeout))
+        return reply
 
     def close(self) -> None:
         self.channel.close()

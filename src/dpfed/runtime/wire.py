@@ -410,6 +410,7 @@ def encode(
 
 def _array_for_wire(where: str, value: np.ndarray) -> np.ndarray:
     dtype = value.dtype
+    target: np.dtype[Any]
     if dtype.kind == "b":
         target = _B1
     elif dtype.kind == "f":
