@@ -70,6 +70,13 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
+from dpfed.bayes import ThresholdCache, fit_dp_linreg, mean_absolute_error
+from dpfed.data.regression import (
+    REGRESSION_DATASETS,
+    load_regression_dataset,
+    random_split,
+    scale_to_range,
+)
 from dpfed.experiments.output import (
     Progress,
     finish_markdown,
@@ -78,6 +85,8 @@ from dpfed.experiments.output import (
     output_folder,
     write_summary,
 )
+from dpfed.experiments.plotting import require_matplotlib
+from dpfed.experiments.plotting_bayes import plot_bayes_linreg
 
 __all__ = [
     "METHODS",
@@ -164,8 +173,6 @@ def quick_plan() -> BayesLinregPlan:
 def load_scaled(name: str, data_dir: str | os.PathLike[str] | None):
     """The named regression set scaled to the paper's range of length 10 by its declared
     public bounds: ``(scaled RegressionData, Scaling)``."""
-    from dpfed.data.regression import load_regression_dataset, scale_to_range
-
     return scale_to_range(load_regression_dataset(name, data_dir))
 
 
@@ -247,9 +254,6 @@ def cross_validate(
         factor), ``privacy`` (the first run's report, notes merged over runs), ``runs``
         (per-run details), ``n_train``, ``n_test``.
     """
-    from dpfed.bayes import ThresholdCache, fit_dp_linreg, mean_absolute_error
-    from dpfed.data.regression import random_split
-
     runs = check_int("runs", runs, minimum=1)
     cache = threshold_cache if threshold_cache is not None else ThresholdCache()
     maes: list[float] = []
@@ -580,11 +584,6 @@ def run_bayes_linreg_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or a data file is missing.
     """
-    from dpfed.bayes import ThresholdCache
-    from dpfed.data.regression import REGRESSION_DATASETS
-    from dpfed.experiments.plotting import require_matplotlib
-    from dpfed.experiments.plotting_bayes import plot_bayes_linreg
-
     started = time.perf_counter()
     require_matplotlib()
     if plan is None:

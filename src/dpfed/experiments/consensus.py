@@ -52,8 +52,12 @@ from typing import Any
 
 import numpy as np
 
+from dpfed.core.local import LocalSolveError
 from dpfed.experiments.decentralized import AdultParts, adult_experiment
 from dpfed.experiments.output import Progress, finish_markdown, fmt, write_summary
+from dpfed.experiments.plotting_horizontal import plot_consensus
+from dpfed.protocols.consensus.calibration import calibrate_consensus
+from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
 TARGET_ACCURACY = 0.83
 TARGET_EPSILON = 1.0
@@ -95,9 +99,6 @@ def quick_plan() -> ConsensusPlan:
 def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | None,
          seed: int) -> dict:
     """One consensus run (retrying a failed local solve with a shifted seed)."""
-    from dpfed.core.local import LocalSolveError
-    from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
-
     attempts: list[dict] = []
     tries = 1 if noise_multiplier is None else _ATTEMPTS
     for k in range(tries):
@@ -278,9 +279,6 @@ def run_consensus_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
-    from dpfed.experiments.plotting_horizontal import plot_consensus
-    from dpfed.protocols.consensus.calibration import calibrate_consensus
-
     started = time.perf_counter()
     plan = quick_plan() if quick else full_plan()
     with adult_experiment(out_dir, data_dir, "consensus", parties=plan.clients,

@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dpfed._validation import check_int, check_positive
+from dpfed.dca.secure_sum import secure_sum
+from dpfed.dca.synthetic import UniformClients
 from dpfed.experiments.output import (
     Progress,
     finish_markdown,
@@ -52,6 +54,8 @@ from dpfed.experiments.output import (
     output_folder,
     write_summary,
 )
+from dpfed.experiments.plotting import require_matplotlib
+from dpfed.experiments.plotting_dca import plot_dca_scaling
 
 __all__ = [
     "PAPER_CLIENTS",
@@ -181,9 +185,6 @@ def time_secure_sum(
         total from the inputs' sum, in units of the noise's standard deviation).
     """
     import numpy as np
-
-    from dpfed.dca.secure_sum import secure_sum
-    from dpfed.dca.synthetic import UniformClients
 
     n = check_int("n_clients", n_clients, minimum=2)
     d = check_int("dim", dim, minimum=1)
@@ -386,9 +387,6 @@ def run_dca_scaling(
     DpfedInputError
         If matplotlib is missing or ``out_dir`` is not a folder.
     """
-    from dpfed.experiments.plotting import require_matplotlib
-    from dpfed.experiments.plotting_dca import plot_dca_scaling
-
     started = time.perf_counter()
     load_start = _load()
     require_matplotlib()

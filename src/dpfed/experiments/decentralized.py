@@ -92,6 +92,10 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
+from dpfed.core.local import LocalSolveError
+from dpfed.core.losses import get_loss
+from dpfed.core.rows import normalize_rows
+from dpfed.data import horizontal_split, load_dataset, make_graph
 from dpfed.experiments.output import (
     ArtifactWriter,
     Progress,
@@ -100,6 +104,28 @@ from dpfed.experiments.output import (
     open_output,
     output_folder,
     write_summary,
+)
+from dpfed.experiments.plotting import require_matplotlib
+from dpfed.experiments.plotting_horizontal import (
+    plot_convergence,
+    plot_eta,
+    plot_nonprivate,
+    plot_seeds,
+    plot_tradeoff,
+)
+from dpfed.protocols.decentralized.alpha_design import (
+    PAPER_WEIGHTS,
+    LossCurve,
+    choose_alpha,
+    fit_accuracy_loss,
+    privacy_utility,
+)
+from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
+from dpfed.protocols.decentralized.driver import (
+    DecentralizedConfig,
+    centralized_optimum,
+    joint_objective,
+    train_decentralized,
 )
 
 DATA_ENV_VAR = "DPFED_DATA"
@@ -284,9 +310,6 @@ def load_adult_parts(
     seed: int = 0,
 ) -> AdultParts:
     """Adult, (subsampled,) rows scaled to unit norm, split evenly with ``rng=seed``."""
-    from dpfed.core.rows import normalize_rows
-    from dpfed.data import horizontal_split, load_dataset
-
     ds = load_dataset("adult", base)
     X, y = np.asarray(ds.X_train, float), np.asarray(ds.y_train, float)
     Xt, yt = np.asarray(ds.X_test, float), np.asarray(ds.y_test, float)
@@ -334,8 +357,6 @@ def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLik
     writer : ArtifactWriter
         Writes atomically into the output folder (``writer.out_dir``).
     """
-    from dpfed.experiments.plotting import require_matplotlib
-
     require_matplotlib()
     base = adult_base(data_dir, command)
     out = output_folder(out_dir)
@@ -394,10 +415,6 @@ _SERIES = ("train_objective", "misclassification_rate", "node_misclassification_
 
 def execute_run(spec: RunSpec, data: AdultParts) -> dict:
     """Train one run and digest it (retrying a private run whose local solve failed)."""
-    from dpfed.core.local import LocalSolveError
-    from dpfed.data import make_graph
-    from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
-
     graph = make_graph(spec.graph, len(data.parts), rng=0)
     attempts: list[dict] = []
     tries = 1 if spec.perturbation == "none" else _ATTEMPTS
@@ -551,9 +568,6 @@ class _Context:
         """Centralised optimum of J for (rho, C^R): objective, norm and test MER."""
         key = (rho, loss_scale)
         if key not in self.optima:
-            from dpfed.core.losses import get_loss
-            from dpfed.protocols.decentralized.driver import centralized_optimum, joint_objective
-
             loss = get_loss("logistic")
             f = centralized_optimum(self.data.parts, loss=loss, loss_scale=loss_scale, rho=rho)
             value = joint_objective(f, self.data.parts, loss=loss, loss_scale=loss_scale, rho=rho)
@@ -616,8 +630,6 @@ def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
                       eta: float | None = None, n_neighbours: int = 2) -> dict:
     """DVP's (zeta, Phi) and PVP's zeta at ``alpha`` for the smallest node, and the mean norm
     of the noise each draws (l2-Laplace in d dimensions: norm ~ Gamma(d, 1/zeta))."""
-    from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
-
     dvp_eta = plan.eta_for("dvp") if eta is None else eta
     pvp_eta = plan.eta_for("pvp") if eta is None else eta
     B = min(X.shape[0] for X, _ in data.parts)
@@ -644,8 +656,6 @@ def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
 
 def nonprivate_experiment(ctx: _Context) -> dict:
     """Non-private runs on each graph: relative gap to the centralised optimum, test MER."""
-    from dpfed.experiments.plotting_horizontal import plot_nonprivate
-
     started = time.perf_counter()
     plan = ctx.plan
     rho, scale = PAPER_SETTINGS["none"]
@@ -711,8 +721,6 @@ def _references(ctx: _Context) -> dict[str, dict]:
 
 def convergence_experiment(ctx: _Context) -> dict:
     """Figure 3: DVP and PVP at each alpha, empirical loss and MER per iteration."""
-    from dpfed.experiments.plotting_horizontal import plot_convergence
-
     started = time.perf_counter()
     plan = ctx.plan
     refs = _references(ctx)
@@ -750,13 +758,6 @@ def convergence_experiment(ctx: _Context) -> dict:
 def _fit(alphas: Sequence[float], losses: Sequence[float]) -> tuple[dict | None, dict | None,
                                                                       dict | None]:
     """Fitted curve, chosen alpha and the net-utility curve (``None`` with < 3 points)."""
-    from dpfed.protocols.decentralized.alpha_design import (
-        PAPER_WEIGHTS,
-        choose_alpha,
-        fit_accuracy_loss,
-        privacy_utility,
-    )
-
     if len(set(alphas)) < 3:
         return None, None, None
     curve = fit_accuracy_loss(alphas, losses)
@@ -779,8 +780,6 @@ def _fit(alphas: Sequence[float], losses: Sequence[float]) -> tuple[dict | None,
 
 
 def _paper_curve_choice(method: str) -> dict:
-    from dpfed.protocols.decentralized.alpha_design import LossCurve, choose_alpha
-
     c4, c5 = PAPER_CURVES[method]
     choice = choose_alpha(LossCurve(c4=c4, c5=c5, c6=0.0))
     return {"c4": c4, "c5": c5, "alpha": choice.alpha, "at_boundary": choice.at_boundary}
@@ -788,8 +787,6 @@ def _paper_curve_choice(method: str) -> dict:
 
 def tradeoff_experiment(ctx: _Context) -> dict:
     """Figures 4-5: final loss and MER against alpha, fitted L_acc, chosen alpha."""
-    from dpfed.experiments.plotting_horizontal import plot_tradeoff
-
     started = time.perf_counter()
     plan = ctx.plan
     methods, runs_out, fig_methods = {}, {}, {}
@@ -866,8 +863,6 @@ def _less(a: float | None, b: float | None) -> bool | None:
 
 def seeds_experiment(ctx: _Context) -> dict:
     """Spread of the final loss and MER of DVP and PVP over seeds."""
-    from dpfed.experiments.plotting_horizontal import plot_seeds
-
     started = time.perf_counter()
     plan = ctx.plan
     rows, groups, runs_out = [], [], {}
@@ -916,8 +911,6 @@ def seeds_experiment(ctx: _Context) -> dict:
 
 def eta_experiment(ctx: _Context) -> dict:
     """DVP and PVP at one alpha over the ADMM penalty eta (the paper does not give eta)."""
-    from dpfed.experiments.plotting_horizontal import plot_eta
-
     started = time.perf_counter()
     plan = ctx.plan
     alpha = plan.eta_alpha

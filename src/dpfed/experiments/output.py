@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from dpfed._validation import DpfedInputError
+
 
 def output_folder(out_dir: str | os.PathLike[str]) -> Path:
     """``out_dir`` as a path, refused if it exists and is not a folder (created later, when
     the first file is written)."""
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
-        from dpfed._validation import DpfedInputError
-
         raise DpfedInputError(f"out_dir {str(out)!r} exists and is not a folder.")
     return out
 

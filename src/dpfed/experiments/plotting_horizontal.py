@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpfed.experiments.plotting import new_figure, png_bytes
+from dpfed.experiments.plotting import integer_xticks, new_figure, png_bytes
 
 #: Colours of the methods, shared by every figure.
 METHOD_COLOURS = {"dvp": "tab:blue", "pvp": "tab:orange", "none": "black"}
@@ -425,7 +425,6 @@ def plot_consensus(
     if target_accuracy is not None:
         ax_final.axhline(target_accuracy, color="tab:red", linestyle=":", linewidth=1.3,
                          label=f"target {target_accuracy:g}")
-    from dpfed.experiments.plotting import integer_xticks
 
     integer_xticks(ax_acc)
     integer_xticks(ax_eps)

@@ -77,6 +77,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
+from dpfed.data import (
+    load_dataset,
+    normalize_rows,
+    standardize_apply,
+    standardize_fit,
+    vertical_split,
+)
+from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.experiments.output import ArtifactWriter as _Writer
 from dpfed.experiments.output import (
     Progress,
@@ -86,6 +94,15 @@ from dpfed.experiments.output import (
     output_folder,
     write_summary,
 )
+from dpfed.experiments.plotting import (
+    plot_frontier,
+    plot_noise_levels,
+    plot_training_curves,
+    require_matplotlib,
+)
+from dpfed.protocols.vertical.calibration import sound_defaults
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
+from dpfed.protocols.vertical_sgd import train_vertical_sgd
 
 DATA_ENV_VAR = "DPFED_DATA"
 
@@ -313,8 +330,6 @@ def _subsample(n: int, limit: int | None, rng: np.random.Generator) -> np.ndarra
 
 
 def _unit_rows(blocks: list) -> list:
-    from dpfed.data import normalize_rows
-
     return [normalize_rows(b) for b in blocks]
 
 
@@ -322,8 +337,6 @@ def prepare_dataset(
     name: str, base: Path, plan: ReproductionPlan
 ) -> PreparedData:
     """Load, (subsample,) standardise, split and row-normalise one data set."""
-    from dpfed.data import load_dataset, standardize_apply, standardize_fit, vertical_split
-
     spec = DATASETS[name]
     ds = load_dataset(name, base)
     X, y, Xt, yt = ds.X_train, ds.y_train, ds.X_test, ds.y_test
@@ -398,8 +411,6 @@ class _DataCache:
     def baselines(self, name: str) -> dict:
         """Local-only and centralised logistic regression on the same scaled blocks."""
         if name not in self._baselines:
-            from dpfed.estimators.baselines import fit_centralized, fit_local_only
-
             data = self.get(name)
             out = {}
             for key, fit, label in (
@@ -428,8 +439,6 @@ def _admm(
     accountant: str = "pld",
     seed: int = 0,
 ) -> dict:
-    from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
-
     cfg = VerticalConfig(
         lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism,
         noise_sigma=noise_sigma, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
@@ -495,8 +504,6 @@ def _sgd(
     data: PreparedData, *, epochs: int, learning_rate: float, batch_size: int,
     noise_sigma: float = 0.0, seed: int = 0,
 ) -> dict:
-    from dpfed.protocols.vertical_sgd import train_vertical_sgd
-
     res = train_vertical_sgd(
         data.blocks, data.y, lam=data.plan.lam, learning_rate=learning_rate, epochs=epochs,
         batch_size=batch_size, noise_sigma=noise_sigma, seed=seed,
@@ -551,8 +558,6 @@ def _emit(ctx: _Context, stem: str, payload: dict, render: Callable[[], bytes]) 
 
 def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
     """Figures 1 and 2: ADMM vs SGD per epoch, exact and with noise of one level."""
-    from dpfed.experiments.plotting import plot_training_curves
-
     started = time.perf_counter()
     plan, data = ctx.plan, ctx.data.get(name)
     sigma = data.plan.noise_sigma
@@ -609,8 +614,6 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
 
 def noise_levels_experiment(ctx: _Context, name: str) -> dict:
     """Figure 3: test log loss per iteration at several paper-mechanism noise levels."""
-    from dpfed.experiments.plotting import plot_noise_levels
-
     started = time.perf_counter()
     plan, data = ctx.plan, ctx.data.get(name)
     exact = _admm(data, iterations=plan.noise_iterations)
@@ -673,15 +676,11 @@ def frontier_iterations(epsilon: float, n_samples: int) -> int:
     """Rounds of the sound mechanism at total ``epsilon``: the public rule
     :func:`dpfed.protocols.vertical.calibration.sound_defaults` (a function of epsilon and N
     only)."""
-    from dpfed.protocols.vertical.calibration import sound_defaults
-
     return sound_defaults(epsilon, n_samples).iterations
 
 
 def frontier_experiment(ctx: _Context, name: str) -> dict:
     """Sound mechanism: final test log loss against the total epsilon, over seeds."""
-    from dpfed.experiments.plotting import plot_frontier
-
     started = time.perf_counter()
     plan, data = ctx.plan, ctx.data.get(name)
     baselines = ctx.data.baselines(name)
@@ -926,8 +925,6 @@ def run_vertical_reproduction(
     their complete files, nothing half-written or temporary remains, and the summaries (written
     last) are absent. See the module docstring for the experimental decisions.
     """
-    from dpfed.experiments.plotting import require_matplotlib
-
     started = time.perf_counter()
     require_matplotlib()
     plan = quick_plan() if quick else full_plan()
