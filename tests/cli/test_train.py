@@ -90,21 +90,23 @@ def test_help_shows_the_defaults_and_the_command_rules(capsys):
     assert "default: the paper's per perturbation" in shown
 
 
-def test_a_run_configures_its_own_command_only(monkeypatch):
-    # without grpc (the 'net' extra) every other command still runs ...
+def _without_grpc(monkeypatch) -> None:
+    """As if the net extra were not installed (grpc cannot be imported)."""
     for name in [m for m in sys.modules if m.startswith(("dpfed.cli.net", "dpfed.runtime.party",
                                                          "dpfed.runtime.leader"))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "grpc", None)
+
+
+def test_a_run_configures_its_own_command_only(monkeypatch):
+    # without grpc (the 'net' extra) every other command still runs ...
+    _without_grpc(monkeypatch)
     assert main(["privacy", "epsilon", "--noise-multiplier", "2", "--steps", "3",
                  "--delta", "1e-5"]) == 0
     assert "dpfed.cli.net" not in sys.modules
 
 
 def test_a_missing_extra_is_named(monkeypatch, capsys):
-    for name in [m for m in sys.modules if m.startswith(("dpfed.cli.net", "dpfed.runtime.party",
-                                                         "dpfed.runtime.leader"))]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "grpc", None)
+    _without_grpc(monkeypatch)
     assert main(["run", "--config", "job.toml", "--out", "r.json"]) == 2
     assert "dpfed run needs the 'net' extra (grpc is missing)" in capsys.readouterr().err
