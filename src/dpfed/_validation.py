@@ -53,20 +53,25 @@ def check_int(name: str, value: int, *, minimum: int = 1) -> int:
 
 def check_finite_matrix(name: str, matrix: np.ndarray | sp.spmatrix) -> None:
     """Raise if a dense or sparse matrix holds NaN or infinite values, naming the first one."""
-    data = matrix.data if sp.issparse(matrix) else np.asarray(matrix)
-    if data.size and not np.all(np.isfinite(data)):
-        if sp.issparse(matrix):
-            coo = matrix.tocoo()
-            k = int(np.flatnonzero(~np.isfinite(coo.data))[0])
-            where, bad = (int(coo.row[k]), int(coo.col[k])), coo.data[k]
-        else:
-            flat = int(np.flatnonzero(~np.isfinite(data))[0])
-            where = np.unravel_index(flat, data.shape)
-            where = tuple(int(i) for i in where)
-            bad = data.reshape(-1)[flat]
-        raise DpfedInputError(
-            f"{name} must hold finite values only. Found {bad} at index {where}."
-        )
+    where: tuple[int, ...]
+    if sp.issparse(matrix):
+        if np.all(np.isfinite(matrix.data)):
+            return
+        coo = sp.coo_matrix(matrix)
+        bad_entries = np.flatnonzero(~np.isfinite(coo.data))
+        if bad_entries.size == 0:
+            return
+        k = int(bad_entries[0])
+        where, bad = (int(coo.row[k]), int(coo.col[k])), coo.data[k]
+    else:
+        dense = np.asarray(matrix)
+        bad_entries = np.flatnonzero(~np.isfinite(dense))
+        if bad_entries.size == 0:
+            return
+        flat = int(bad_entries[0])
+        where = tuple(int(i) for i in np.unravel_index(flat, dense.shape))
+        bad = dense.reshape(-1)[flat]
+    raise DpfedInputError(f"{name} must hold finite values only. Found {bad} at index {where}.")
 
 
 def check_binary_labels(name: str, labels: np.ndarray) -> np.ndarray:
