@@ -31,6 +31,7 @@ __all__ = [
     "plain_log_labels",
     "png_bytes",
     "require_matplotlib",
+    "seed_band",
     "series",
 ]
 
@@ -95,6 +96,27 @@ def series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float],
     """``(iterations, values)`` of the finite entries of ``key`` in a per-iteration history."""
     return finite_xy([entry.get("iteration") for entry in history],
                      [entry.get(key) for entry in history])
+
+
+def seed_band(ax, xs: Sequence[float], centre: Sequence[float], low: Sequence[float],
+              high: Sequence[float], *, label: str, colour: str = "tab:blue",
+              **line: Any) -> None:
+    """A final value against the privacy budget: its min-max band over seeds and a line
+    through its centre (median or mean) with a marker at each budget.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    xs, centre, low, high : sequence of float
+        Budgets, and the centre, minimum and maximum over seeds at each.
+    label : str
+        Legend text of the line (the band's is ``"min-max over seeds"``).
+    colour : str, default "tab:blue"
+    **line
+        More properties of the line (``linewidth``, ...).
+    """
+    ax.fill_between(xs, low, high, color=colour, alpha=0.2, label="min-max over seeds")
+    ax.plot(xs, centre, color=colour, marker="o", label=label, **line)
 
 
 def integer_xticks(ax) -> None:

@@ -23,6 +23,7 @@ from dpfed.experiments.plotting import (
     log_ticks,
     new_figure,
     png_bytes,
+    seed_band,
 )
 
 #: Colours of the methods, shared by every figure.
@@ -395,8 +396,7 @@ def plot_consensus(
         mean = [lv["final_mean"] for lv in levels]
         lo = [lv["final_min"] for lv in levels]
         hi = [lv["final_max"] for lv in levels]
-        ax_final.fill_between(eps, lo, hi, color="tab:blue", alpha=0.2, label="min-max over seeds")
-        ax_final.plot(eps, mean, "o-", color="tab:blue", label="DP consensus ADMM (mean)")
+        seed_band(ax_final, eps, mean, lo, hi, label="DP consensus ADMM (mean)")
         log_ticks(ax_final, eps)
     if nonprivate is not None and nonprivate.get("final_mean") is not None:
         ax_final.axhline(float(nonprivate["final_mean"]), color="black", linewidth=1.4,

@@ -16,6 +16,7 @@ from dpfed.experiments.plotting import (
     new_figure,
     plain_log_labels,
     png_bytes,
+    seed_band,
     series,
 )
 
@@ -187,9 +188,8 @@ def plot_frontier(
     med = [float(r["median"]) for r in rows]
     lo = [float(r["min"]) for r in rows]
     hi = [float(r["max"]) for r in rows]
-    ax.fill_between(eps, lo, hi, color="tab:blue", alpha=0.2, label="min-max over seeds")
-    ax.plot(eps, med, color="tab:blue", marker="o", linewidth=1.8,
-            label="DP ADMM sharing, sound mechanism (median)")
+    seed_band(ax, eps, med, lo, hi, label="DP ADMM sharing, sound mechanism (median)",
+              linewidth=1.8)
     for name, base in baselines.items():
         value = base.get("test_log_loss")
         if value is not None:
