@@ -19,6 +19,8 @@ import pytest
 from dpfed._validation import DpfedInputError
 from dpfed.cli import main
 from dpfed.experiments import decentralized as repro
+from dpfed.experiments.adult import load_adult_parts
+from dpfed.experiments.runner import limit_blas_threads
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("nonprivate", "fig3_convergence", "fig4_tradeoff", "fig5_seeds", "eta_sensitivity")
@@ -144,17 +146,19 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
 def test_parallel_runs_match_sequential(tmp_path, adult_dir):
     base = adult_dir
     plan = repro.quick_plan()
-    data = repro.load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
-                                  max_test_rows=plan.max_test_rows)
+    data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
+                            max_test_rows=plan.max_test_rows)
     specs = [repro.paper_spec("dvp", plan, alpha=1.0), repro.paper_spec("pvp", plan, alpha=0.1),
              repro.paper_spec("none", plan)]
-    with repro.limit_blas_threads():
+    steps = []
+    with limit_blas_threads():
         sequential = [repro.execute_run(s, data) for s in specs]
-        cache = repro.RunCache(data, 2, repro.Progress(len(specs), False, "test"))
+        cache = repro.RunCache(data, 2, steps.append)
         try:
             parallel = cache.many(specs)
         finally:
             cache.close()
+    assert steps == [s.key for s in specs]
     for a, b in zip(sequential, parallel, strict=True):
         assert a["key"] == b["key"] and a["seed_used"] == b["seed_used"]
         assert b["train_objective"] == pytest.approx(a["train_objective"], rel=1e-9)
@@ -189,7 +193,7 @@ def test_full_reproduction(tmp_path, adult_dir):
 @pytest.fixture(scope="module")
 def full_adult(adult_dir):
     plan = repro.full_plan()
-    return plan, repro.load_adult_parts(adult_dir, parties=plan.nodes)
+    return plan, load_adult_parts(adult_dir, parties=plan.nodes)
 
 
 def _relative_gap(run: dict, optimum: dict) -> float:
@@ -204,7 +208,7 @@ def test_full_adult_nonprivate_reaches_the_centralised_optimum_and_dvp_stays_clo
     (relative) of the centralised optimum on the ring and the Erdos-Renyi graph, and DVP at
     alpha = 1 ends within 2 points of misclassification of the non-private run."""
     plan, data = full_adult
-    ctx = repro._Context(plan=plan, data=data, writer=None, runs=None)
+    ctx = repro._Context(plan=plan, data=data, run=None, runs=None)
     rho, scale = repro.PAPER_SETTINGS["none"]
     optimum = ctx.optimum(rho, scale)
     for graph in plan.graphs:

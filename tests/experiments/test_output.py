@@ -1,36 +1,22 @@
-"""Shared output of the reproductions: atomic files, JSON-safe values, the summary files."""
+"""Output of the reproductions: atomic files, JSON-safe values."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
 
 from dpfed._validation import DpfedInputError
-from dpfed.experiments.output import (
-    finish_markdown,
-    fmt,
-    jsonable,
-    open_output,
-    output_folder,
-    write_summary,
-)
+from dpfed.experiments.output import ArtifactWriter, jsonable, open_output, output_folder
 
 
 def test_jsonable_makes_strict_json():
     value = {"a": np.float64("inf"), "b": (1, np.int64(2)), "c": np.arange(2), "d": math.nan}
     assert jsonable(value) == {"a": None, "b": [1, 2], "c": [0, 1], "d": None}
     json.dumps(jsonable(value), allow_nan=False)
-
-
-def test_fmt():
-    assert fmt(None) == "n/a"
-    assert fmt(True) == "yes" and fmt(False) == "no"
-    assert fmt(math.inf) == "inf"
-    assert fmt(0.123456) == "0.1235" and fmt(0.123456, 2) == "0.12"
-    assert fmt(7) == "7"
 
 
 def test_output_folder_is_checked_and_created_on_open(tmp_path):
@@ -44,25 +30,23 @@ def test_output_folder_is_checked_and_created_on_open(tmp_path):
     assert out.is_dir() and writer.out_dir == out and writer.files == []
 
 
-def test_write_summary_completes_and_writes_both_files_last(tmp_path):
-    writer = open_output(tmp_path / "out")
-    writer.write_text("figure.txt", "x")
-
-    def markdown(summary: dict) -> str:
-        return finish_markdown(["# Title", f"{summary['seconds'] >= 0}"], summary)
-
-    summary = write_summary(writer, {"quick": True, "notes": ["a note"], "value": math.nan},
-                            started=0.0, markdown=markdown)
-    assert summary["files"] == ["figure.txt", "summary.md", "summary.json"]
-    assert summary["value"] is None and summary["seconds"] > 0
-    assert list(summary) == ["out_dir", "quick", "notes", "value", "files", "seconds"]
-    assert summary["out_dir"] == str((tmp_path / "out").resolve())
-    assert json.loads((tmp_path / "out" / "summary.json").read_text()) == summary
-    text = (tmp_path / "out" / "summary.md").read_text()
-    assert text == ("# Title\nTrue\n\n## Notes\n\n- a note\n\n## Files\n\n- `figure.txt`\n"
-                    "- `summary.md`\n- `summary.json`\n")
+def test_the_writer_remembers_each_file_once_in_order(tmp_path):
+    writer = ArtifactWriter(tmp_path)
+    writer.write_json("b.json", {"x": np.float32(0.5)})
+    writer.write_text("a.md", "text")
+    writer.write_json("b.json", {"x": 1})
+    assert writer.files == ["b.json", "a.md"]
+    assert json.loads((tmp_path / "b.json").read_text()) == {"x": 1}
+    assert (tmp_path / "a.md").read_text() == "text"
 
 
-def test_finish_markdown_without_notes():
-    text = finish_markdown(["# T"], {"notes": [], "files": ["a"]})
-    assert text == "# T\n\n## Files\n\n- `a`\n"
+def test_crash_while_writing_leaves_no_temporary_file(tmp_path, monkeypatch):
+    writer = ArtifactWriter(tmp_path)
+
+    def no_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", no_replace)
+    with pytest.raises(OSError, match="disk full"):
+        writer.write_json("x.json", {"a": 1})
+    assert list(tmp_path.iterdir()) == []

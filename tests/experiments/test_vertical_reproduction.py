@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from dpfed._validation import DpfedInputError
+from dpfed.experiments import plotting
 from dpfed.experiments import vertical as repro
+from dpfed.privacy.accounting import corollary1_epsilon
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 A9A_HINT = (
@@ -169,18 +171,6 @@ def test_failure_midway_leaves_only_complete_files(tmp_path, monkeypatch):
     _check_png(out / "figure1_a9a.png")
 
 
-def test_crash_while_writing_leaves_no_temporary_file(tmp_path, monkeypatch):
-    writer = repro._Writer(tmp_path)
-
-    def no_replace(src, dst):
-        raise OSError("disk full")
-
-    monkeypatch.setattr(repro.os, "replace", no_replace)
-    with pytest.raises(OSError, match="disk full"):
-        writer.write_json("x.json", {"a": 1})
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_missing_data_sets_are_skipped_with_a_note(tmp_path, monkeypatch):
     data = _only_a9a(tmp_path)
     monkeypatch.setattr(repro, "quick_plan", _tiny_plan)
@@ -204,8 +194,6 @@ def test_no_data_folder_is_an_input_error(tmp_path, monkeypatch):
 
 
 def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
-    from dpfed.experiments import plotting
-
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(DpfedInputError, match=r'pip install "dpfed\[plot\]"'):
         plotting.require_matplotlib()
@@ -225,8 +213,6 @@ def test_importing_experiments_does_not_import_matplotlib():
 
 
 def test_log10_corollary1_matches_the_formula_and_survives_overflow():
-    from dpfed.privacy.accounting import corollary1_epsilon
-
     for eps, steps in ((0.5, 10), (3.0, 20), (40.0, 5)):
         expected = corollary1_epsilon(eps, steps, 5e-6)
         got = repro._log10_advanced_composition([eps] * steps, 5e-6)

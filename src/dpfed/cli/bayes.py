@@ -19,7 +19,7 @@ from dpfed.experiments.bayes_linreg import (
     quick_plan,
     run_bayes_linreg_reproduction,
 )
-from dpfed.experiments.output import Progress
+from dpfed.experiments.runner import Progress
 from dpfed.parameters import parse_float, parse_int
 
 #: ``--data`` choices (the registry names of :mod:`dpfed.data.regression`).

@@ -62,12 +62,12 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import wilcoxon
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.bayes import ThresholdCache, fit_dp_linreg, mean_absolute_error
@@ -77,16 +77,9 @@ from dpfed.data.regression import (
     random_split,
     scale_to_range,
 )
-from dpfed.experiments.output import (
-    Progress,
-    finish_markdown,
-    fmt,
-    open_output,
-    output_folder,
-    write_summary,
-)
-from dpfed.experiments.plotting import require_matplotlib
 from dpfed.experiments.plotting_bayes import plot_bayes_linreg
+from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
+from dpfed.experiments.runner import Reproduction
 
 __all__ = [
     "METHODS",
@@ -104,6 +97,8 @@ __all__ = [
 _SPLIT_STREAM = 0
 _NOISE_STREAM = 1
 TARGET_EPSILON = 1.0
+#: The prose of the report (summary.md and the notes).
+REPORT = ReportTemplate("bayes_linreg.md")
 
 
 @dataclass(frozen=True)
@@ -354,8 +349,6 @@ def holm_adjust(pvalues: Sequence[float]) -> list[float]:
 
 def _wilcoxon(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided paired Wilcoxon signed-rank p-value of ``a - b`` (1.0 if all equal)."""
-    from scipy.stats import wilcoxon
-
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     if diff.size == 0 or np.all(diff == 0):
         return 1.0
@@ -461,87 +454,99 @@ def _projection_gain(results: dict, plan: BayesLinregPlan) -> dict:
 def _markdown(summary: dict) -> str:
     plan = summary["plan"]
     mode = "quick (few runs; a smoke test, not the experiment)" if summary["quick"] else "full"
-    lines = [
-        "# DP Bayesian linear regression (Heikkilä et al., NeurIPS 2017, figure 2)",
-        "",
-        f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s.",
-        "",
-        f"{plan['runs']} runs per setting; δ = {plan['delta']:g}; {plan['calibration']} "
-        f"calibration; assumed bounds ±{plan['bound']:g}; projection uses "
-        f"{plan['std_share']:g} of the budget for the standard deviations; DDP is the DCA "
-        f"secure sum with M = {plan['compute_nodes']} compute nodes and T = "
-        f"{plan['tolerated']}. MAE is on the scaled target (range of length 10).",
-        "",
-        ("Centring by DP column means: with projection the sums share the "
-         f"standard-deviation release, without it they take {plan['centre_share']:g} of the "
-         "budget; the non-private baseline uses the exact means."
-         if plan["centre"] else
-         "No centring: the paper's algorithm exactly (zero-centred data assumed, no "
-         "intercept)."),
-        "",
-        "## Targets",
-        "",
-        "| question | answer |",
-        "|---|---|",
-    ]
-    ind = summary["indistinguishable"]
-    verdict = {True: "**yes**", False: "**no**", None: "n/a"}[ind["indistinguishable"]]
-    lines.append(
-        f"| DDP and TA statistically indistinguishable ({ind['n_tests']} paired Wilcoxon tests, "
-        f"Holm, α = {ind['alpha']:g}; a rejection must replicate on fresh runs) | {verdict}: "
-        f"{ind['n_rejected']} rejected, {ind.get('n_replicated', 0)} replicated; smallest "
-        f"p = {fmt(ind['smallest_p_raw'], 3)} raw, {fmt(ind['smallest_p_holm'], 3)} after Holm |"
+    centring = (REPORT.render("centring", centre_share=f"{plan['centre_share']:g}")
+                if plan["centre"] else REPORT.render("no-centring"))
+    head = REPORT.render(
+        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", runs=plan["runs"],
+        delta=f"{plan['delta']:g}", calibration=plan["calibration"], bound=f"{plan['bound']:g}",
+        std_share=f"{plan['std_share']:g}", compute_nodes=plan["compute_nodes"],
+        tolerated=plan["tolerated"], centring=centring,
     )
-    for r in ind.get("replications", []):
-        lines.append(
-            f"| replication: {r['dataset']}, {'with' if r['projection'] else 'without'} "
-            f"projection, ε = {r['epsilon']:g} ({r['runs']} fresh runs) | "
-            f"{'**replicated**' if r['replicated'] else 'did not replicate'}: median MAE "
-            f"{fmt(r['median_ta'])} TA vs {fmt(r['median_ddp'])} DDP, p = {fmt(r['p_value'], 3)}"
-            f" ({fmt(r['p_holm'], 3)} after Holm) |"
+    ind = summary["indistinguishable"]
+    replications = [
+        REPORT.render(
+            "replication-row", dataset=r["dataset"],
+            kind="with" if r["projection"] else "without", epsilon=f"{r['epsilon']:g}",
+            runs=r["runs"],
+            verdict="**replicated**" if r["replicated"] else "did not replicate",
+            median_ta=fmt(r["median_ta"]), median_ddp=fmt(r["median_ddp"]),
+            p=fmt(r["p_value"], 3), p_holm=fmt(r["p_holm"], 3),
         )
-    gain = summary["projection_at_epsilon1"]
-    for row in gain["rows"]:
-        lines.append(
-            f"| projection beats no projection at ε = 1, {row['dataset']}, {row['setting']} | "
-            f"{'**yes**' if row['projection_beats'] else '**no**'}: median MAE "
-            f"{fmt(row['median_with'])} with vs {fmt(row['median_without'])} without "
-            f"(paired Wilcoxon p = {fmt(row['p_value'], 3)}) |"
+        for r in ind.get("replications", [])
+    ]
+    projection = [
+        REPORT.render(
+            "projection-row", dataset=row["dataset"], setting=row["setting"],
+            verdict="**yes**" if row["projection_beats"] else "**no**",
+            median_with=fmt(row["median_with"]), median_without=fmt(row["median_without"]),
+            p=fmt(row["p_value"], 3),
         )
+        for row in summary["projection_at_epsilon1"]["rows"]
+    ]
+    targets = REPORT.render(
+        "targets", n_tests=ind["n_tests"], alpha=f"{ind['alpha']:g}",
+        verdict={True: "**yes**", False: "**no**", None: "n/a"}[ind["indistinguishable"]],
+        n_rejected=ind["n_rejected"], n_replicated=ind.get("n_replicated", 0),
+        smallest_p=fmt(ind["smallest_p_raw"], 3), smallest_p_holm=fmt(ind["smallest_p_holm"], 3),
+        replications=replications, projection=projection,
+    )
+    sections = [head, targets]
     for ds in summary["datasets"]:
-        info = summary["data"][ds]
-        lines += [
-            "",
-            f"## {ds}: median test MAE (interquartile range)",
-            "",
-            f"{info['n_rows']} rows, d = {info['d']}, {info['n_train']} training clients, "
-            f"{info['n_test']} test rows; non-private MAE "
-            f"{fmt(summary['medians'][ds]['nonprivate']['median'])} "
-            f"({fmt(summary['medians'][ds]['nonprivate']['q25'])}–"
-            f"{fmt(summary['medians'][ds]['nonprivate']['q75'])}).",
-            "",
-            "| method | " + " | ".join(f"ε = {e:g}" for e in plan["epsilons"]) + " |",
-            "|---|" + "---:|" * len(plan["epsilons"]),
-        ]
+        info, medians = summary["data"][ds], summary["medians"][ds]
+        rows = []
         for key in plan["methods"]:
             if key == "nonprivate":
                 continue
             cells = []
             for e in plan["epsilons"]:
-                s = summary["medians"][ds][key][f"{e:g}"]
+                s = medians[key][f"{e:g}"]
                 cells.append(f"{fmt(s['median'])} ({fmt(s['q25'], 3)}–{fmt(s['q75'], 3)})")
-            lines.append(f"| {METHODS[key].label} | " + " | ".join(cells) + " |")
-    lines += ["", "## DDP vs TA, per test", "",
-              "| data set | projection | ε | median TA | median DDP | median rel. diff. | p | "
-              "p (Holm) |", "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for t in ind["tests"]:
-        lines.append(
-            f"| {t['dataset']} | {'yes' if t['projection'] else 'no'} | {t['epsilon']:g} | "
-            f"{fmt(t['median_ta'])} | {fmt(t['median_ddp'])} | "
-            f"{fmt(100 * t['median_relative_difference'], 3)} % | {fmt(t['p_value'], 3)} | "
-            f"{fmt(t['p_holm'], 3)} |"
+            rows.append(REPORT.render("dataset-row", method=METHODS[key].label,
+                                      cells=" | ".join(cells)))
+        sections.append(REPORT.render(
+            "dataset", dataset=ds, n_rows=info["n_rows"], d=info["d"], n_train=info["n_train"],
+            n_test=info["n_test"], median=fmt(medians["nonprivate"]["median"]),
+            q25=fmt(medians["nonprivate"]["q25"]), q75=fmt(medians["nonprivate"]["q75"]),
+            epsilons=" | ".join(f"ε = {e:g}" for e in plan["epsilons"]),
+            align="---:|" * len(plan["epsilons"]), rows=rows,
+        ))
+    tests = [
+        REPORT.render(
+            "test-row", dataset=t["dataset"], projection="yes" if t["projection"] else "no",
+            epsilon=f"{t['epsilon']:g}", median_ta=fmt(t["median_ta"]),
+            median_ddp=fmt(t["median_ddp"]),
+            difference=fmt(100 * t["median_relative_difference"], 3),
+            p=fmt(t["p_value"], 3), p_holm=fmt(t["p_holm"], 3),
         )
-    return finish_markdown(lines, summary)
+        for t in ind["tests"]
+    ]
+    sections.append(REPORT.render("tests", rows=tests))
+    return summary_markdown(sections, summary)
+
+
+def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, cache: ThresholdCache,
+           seen: list[str]) -> list[str]:
+    private = [m for m in plan.methods if m != "nonprivate"]
+    n_private = len(plan.datasets) * len(private) * len(plan.epsilons) * plan.runs
+    n_projected = len(plan.datasets) * plan.runs * len(plan.epsilons) * sum(
+        METHODS[m].projection for m in private)
+    notes = [
+        REPORT.paragraph("note-scaling"),
+        REPORT.paragraph("note-training-set"),
+        REPORT.paragraph("note-range"),
+        REPORT.paragraph("note-centring", centre_share=f"{plan.centre_share:g}")
+        if plan.centre else REPORT.paragraph("note-no-centring"),
+        REPORT.paragraph("note-repair", repair=plan.repair),
+        REPORT.paragraph("note-repairs-counted", repaired=repaired, private=n_private,
+                         fallback=fallback, projected=n_projected),
+        REPORT.paragraph("note-thresholds", searches=cache.misses, reused=cache.hits),
+        REPORT.paragraph("note-calibration", calibration=plan.calibration),
+        REPORT.paragraph("note-indistinguishable", replication_runs=plan.replication_runs),
+        *seen,
+    ]
+    if plan.quick:
+        notes.append(REPORT.paragraph("note-quick"))
+    return notes
 
 
 def run_bayes_linreg_reproduction(
@@ -584,20 +589,16 @@ def run_bayes_linreg_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or a data file is missing.
     """
-    started = time.perf_counter()
-    require_matplotlib()
+    run = Reproduction("bayes-linreg", out_dir, progress=progress)
     if plan is None:
         plan = quick_plan() if quick else full_plan()
     unknown = [m for m in plan.methods if m not in METHODS]
     if unknown:
         raise DpfedInputError(f"plan methods must be among {tuple(METHODS)}. Found {unknown}.")
-    out = output_folder(out_dir)
     loaded = {ds: load_scaled(ds, data_dir) for ds in plan.datasets}
-    writer = open_output(out)
     private = [m for m in plan.methods if m != "nonprivate"]
     total = len(plan.datasets) * plan.runs * (
         ("nonprivate" in plan.methods) + len(private) * len(plan.epsilons))
-    bar = Progress(total, progress, "reproduce bayes-linreg")
     cache = ThresholdCache()
     results: dict[str, dict] = {}
     privacy: dict[str, dict] = {}
@@ -606,7 +607,7 @@ def run_bayes_linreg_reproduction(
     repairs: dict[str, dict] = {}
     fallbacks: dict[str, dict] = {}
     method_index = {m: k for k, m in enumerate(METHODS)}
-    try:
+    with run.running(total):
         for ds in plan.datasets:
             data, scaling = loaded[ds]
             n_test = REGRESSION_DATASETS[ds].test_size
@@ -626,7 +627,7 @@ def run_bayes_linreg_reproduction(
                 if key == "nonprivate":
                     res = cross_validate(data, scaling, mode="nonprivate",
                                          method_index=method_index[key],
-                                         on_run=lambda r, ds=ds: bar.step(f"{ds} NP run {r}"),
+                                         on_run=lambda r, ds=ds: run.step(f"{ds} NP run {r}"),
                                          **common)
                     results[ds][key] = res["mae"]
                     n_train = res["n_train"]
@@ -638,7 +639,7 @@ def run_bayes_linreg_reproduction(
                         data, scaling, mode=spec.mode, projection=spec.projection,
                         epsilon=eps, delta=plan.delta, method_index=method_index[key],
                         level_index=level,
-                        on_run=lambda r, ds=ds, key=key, eps=eps: bar.step(
+                        on_run=lambda r, ds=ds, key=key, eps=eps: run.step(
                             f"{ds} {key} ε={eps:g} run {r}"),
                         **common,
                     )
@@ -656,8 +657,6 @@ def run_bayes_linreg_reproduction(
                              "d": data.n_features, "n_train": n_train, "n_test": n_test,
                              "target": data.target_name, "target_scale_factor": scaling.factor_y,
                              "preprocessing": data.preprocessing}
-    finally:
-        bar.close()
 
     medians: dict[str, dict] = {}
     for ds in plan.datasets:
@@ -701,7 +700,6 @@ def run_bayes_linreg_reproduction(
         })
     title = (f"DP Bayesian linear regression: median test MAE and IQR over {plan.runs} runs, "
              f"δ = {plan.delta:g}, {plan.calibration} calibration")
-    png = plot_bayes_linreg(panels, epsilons=plan.epsilons, labels=labels, title=title)
     payload = {
         "experiment": "bayes-linreg",
         "paper": "004 (Heikkilä et al., NeurIPS 2017), figure 2",
@@ -715,59 +713,13 @@ def run_bayes_linreg_reproduction(
         "std_fallback_runs": fallbacks,
         "indistinguishable": indist,
         "projection_at_epsilon1": gain,
-        "png": "bayes_linreg.png",
     }
-    writer.write_json("bayes_linreg.json", payload)
-    writer.write_bytes("bayes_linreg.png", png)
+    run.emit("bayes_linreg", payload, lambda: plot_bayes_linreg(
+        panels, epsilons=plan.epsilons, labels=labels, title=title), names=("png",))
 
     n_repaired = sum(c for ds in repairs.values() for m in ds.values() for c in m.values())
     n_fallback = sum(c for ds in fallbacks.values() for m in ds.values() for c in m.values())
-    n_private = len(plan.datasets) * len(private) * len(plan.epsilons) * plan.runs
-    n_projected = len(plan.datasets) * plan.runs * len(plan.epsilons) * sum(
-        METHODS[m].projection for m in private)
-    notes = [
-        "Scaling: every column of each data set (features and target) is clipped to a "
-        "declared public range (dpfed.data.specs.DATASET_SPECS: documented codings and units, "
-        "domain limits), centred at its midpoint and scaled to a range of length 10, so no "
-        "constant is computed from the rows and the guarantee covers the raw records. The "
-        "paper's code used the whole data's mean, min and max instead, which the "
-        "differentially private algorithm does not protect.",
-        "The training set of a run is every row outside its test set (the paper's released "
-        "code used 1,000 / 3,000 / 3,000 training rows for red wine / white wine / abalone).",
-        "Scaled values lie in [-5, 5] by construction, inside the assumed ±7.5. The declared "
-        "ranges are wider than the data, so a scaled column spans less than 10 and is not "
-        "zero-centred (the paper assumes zero-centred data; the model has no intercept).",
-        ("Centring: every private fit centres the rows by DP column means of the rows "
-         "clipped to the assumed bounds (dpfed.bayes.centring); with projection the sums are "
-         "released with the squares for the standard deviations (weights c/sqrt(2), exact "
-         "sensitivity sqrt(sum_j 2 c_j^4), no extra release), without projection they are a "
-         f"release of their own with {plan.centre_share:g} of the budget (sensitivity "
-         "2 sqrt(sum_j c_j^2)); the centred rows are clipped again, the posterior is that of "
-         "centred data and predictions add back the DP target mean. The non-private baseline "
-         "centres by the exact means."
-         if plan.centre else
-         "No centring (centre=False): the paper's algorithm exactly; the scaled columns are "
-         "not zero-centred, which costs the private fits much of their accuracy."),
-        f"Noisy Gram matrices are repaired with '{plan.repair}' (eigenvalues replaced by "
-        "their absolute values, as in the paper's released code) so every posterior is "
-        "proper; see dpfed.bayes.posterior.",
-        f"Noisy Gram matrices repaired in {n_repaired} of {n_private} private fits; a noisy "
-        f"variance estimate fell back to 0.5 in {n_fallback} of {n_projected} projected fits "
-        "(per setting: repaired_runs and std_fallback_runs in bayes_linreg.json).",
-        f"Threshold searches on auxiliary data: {cache.misses} run, {cache.hits} reused "
-        "(one per data set, budget and noise level).",
-        f"Calibration '{plan.calibration}': the exact Gaussian mechanism, both releases of the "
-        "projection calibrated jointly (dpfed.bayes.calibration); the paper used the classical "
-        "formula sqrt(2 ln(1.25/δ)) Δ/ε, which is not a proven guarantee for ε ≥ 1 and needs "
-        "less noise than the exact mechanism above ε ≈ 8 at δ = 1e-4.",
-        "Indistinguishable means that no paired test rejects at the family-wise level, or that "
-        "no rejection replicates on fresh runs (seed + 1, "
-        f"{plan.replication_runs} runs, Holm over the replications); it is not a proof of "
-        "equality (with 25 runs a small difference could go undetected).",
-        *notes_seen,
-    ]
-    if plan.quick:
-        notes.append("Quick mode: numbers are for a smoke test, not the experiment.")
+    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, cache=cache, seen=notes_seen)
     summary: dict[str, Any] = {
         "quick": plan.quick,
         "plan": asdict(plan),
@@ -779,4 +731,4 @@ def run_bayes_linreg_reproduction(
         "cache": {"searches": cache.misses, "reused": cache.hits},
         "notes": notes,
     }
-    return write_summary(writer, summary, started=started, markdown=_markdown)
+    return run.finish(summary, _markdown)

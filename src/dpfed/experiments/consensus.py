@@ -46,23 +46,23 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
 
-from dpfed.core.local import LocalSolveError
-from dpfed.experiments.decentralized import AdultParts, adult_experiment
-from dpfed.experiments.output import Progress, finish_markdown, fmt, write_summary
+from dpfed.experiments.adult import AdultParts, adult_folder, load_adult_parts
 from dpfed.experiments.plotting_horizontal import plot_consensus
+from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
+from dpfed.experiments.runner import Reproduction, limit_blas_threads, with_retries
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 
 TARGET_ACCURACY = 0.83
 TARGET_EPSILON = 1.0
-_ATTEMPTS = 3
-_RETRY_SEED_STEP = 1000
+#: The prose of the report (summary.md and the notes).
+REPORT = ReportTemplate("consensus.md")
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,8 @@ def quick_plan() -> ConsensusPlan:
 def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | None,
          seed: int) -> dict:
     """One consensus run (retrying a failed local solve with a shifted seed)."""
-    attempts: list[dict] = []
-    tries = 1 if noise_multiplier is None else _ATTEMPTS
-    for k in range(tries):
-        s = seed + _RETRY_SEED_STEP * k
+
+    def train(s: int):
         if noise_multiplier is None:
             cfg = ConsensusConfig(lam=plan.lam, rho=plan.rho, iterations=plan.iterations, seed=s)
         else:
@@ -111,44 +109,40 @@ def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | Non
                 noise_multiplier=noise_multiplier, delta=plan.delta,
                 accountant=plan.accountant, seed=s,
             )
-        started = time.perf_counter()
-        try:
-            result = train_consensus(data.parts, cfg, X_test=data.X_test, y_test=data.y_test)
-        except LocalSolveError as exc:
-            attempts.append({"seed": s, "error": str(exc),
-                             "seconds": time.perf_counter() - started})
-            continue
-        history = result.history
-        per_party = result.privacy.get("per_party", {})
-        first = next(iter(per_party.values()), {})
-        return {
-            "seed": seed, "seed_used": s, "attempts": attempts, "failed": None,
-            "iterations": [h["iteration"] for h in history],
-            "test_accuracy": [h["test_accuracy"] for h in history],
-            "test_log_loss": [h["test_log_loss"] for h in history],
-            "train_objective": [h["train_objective"] for h in history],
-            "epsilon": [h["epsilon"] for h in history],
-            "final": {k: history[-1][k] for k in ("iteration", "test_accuracy",
-                                                  "test_log_loss", "train_objective")},
-            "privacy": {
-                "epsilon": result.privacy.get("epsilon"),
-                "delta": result.privacy.get("delta"),
-                "accountant": result.privacy.get("accountant"),
-                "noise_multiplier": result.privacy.get("noise_multiplier"),
-                "sigma_client1": first.get("sigma"),
-                "l2_sensitivity_client1": first.get("l2_sensitivity"),
-            },
-            "rounds": len(result.rounds),
-            "seconds": time.perf_counter() - started,
-        }
-    return {"seed": seed, "seed_used": None, "attempts": attempts,
-            "failed": attempts[-1]["error"], "final": None, "iterations": [],
-            "test_accuracy": [], "epsilon": [], "privacy": None}
+        return train_consensus(data.parts, cfg, X_test=data.X_test, y_test=data.y_test)
+
+    done = with_retries(train, seed, retry=noise_multiplier is not None)
+    if done.result is None:
+        return {"seed": seed, "seed_used": None, "attempts": done.attempts,
+                "failed": done.error, "final": None, "iterations": [],
+                "test_accuracy": [], "epsilon": [], "privacy": None}
+    result = done.result
+    history = result.history
+    per_party = result.privacy.get("per_party", {})
+    first = next(iter(per_party.values()), {})
+    return {
+        "seed": seed, "seed_used": done.seed_used, "attempts": done.attempts, "failed": None,
+        "iterations": [h["iteration"] for h in history],
+        "test_accuracy": [h["test_accuracy"] for h in history],
+        "test_log_loss": [h["test_log_loss"] for h in history],
+        "train_objective": [h["train_objective"] for h in history],
+        "epsilon": [h["epsilon"] for h in history],
+        "final": {k: history[-1][k] for k in ("iteration", "test_accuracy",
+                                              "test_log_loss", "train_objective")},
+        "privacy": {
+            "epsilon": result.privacy.get("epsilon"),
+            "delta": result.privacy.get("delta"),
+            "accountant": result.privacy.get("accountant"),
+            "noise_multiplier": result.privacy.get("noise_multiplier"),
+            "sigma_client1": first.get("sigma"),
+            "l2_sensitivity_client1": first.get("l2_sensitivity"),
+        },
+        "rounds": len(result.rounds),
+        "seconds": done.seconds,
+    }
 
 
 def _centralized(data: AdultParts, plan: ConsensusPlan) -> dict:
-    from sklearn.linear_model import LogisticRegression
-
     X, y = data.stacked()
     C = plan.clients / (plan.lam * X.shape[0])
     model = LogisticRegression(C=C, fit_intercept=False, max_iter=5000, tol=1e-8)
@@ -179,69 +173,107 @@ def _stats(values: list[float]) -> dict:
             "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
 
 
+def _level(plan: ConsensusPlan, eps: float, cal: Any, level_runs: list[dict]) -> dict:
+    """One privacy level of the JSON: its calibration and the statistics over its seeds."""
+    ok = [r for r in level_runs if not r.get("failed")]
+    accs = [float(r["final"]["test_accuracy"]) for r in ok]
+    first = ok[0] if ok else None
+    return {
+        "epsilon": eps,
+        "label": f"ε = {eps:g}",
+        "noise_multiplier": float(cal.noise_multiplier),
+        # epsilon_step is the classic per-round reading of the noise, a guarantee
+        # only where classic_valid; the certified figure is epsilon
+        "calibration": {k: v for k, v in asdict(cal).items()
+                        if isinstance(v, int | float | str | type(None))}
+        | {"classic_valid": cal.classic_valid},
+        "sigma_client1": first["privacy"]["sigma_client1"] if first else None,
+        "l2_sensitivity_client1": first["privacy"]["l2_sensitivity_client1"]
+        if first else None,
+        "epsilon_spent": max((r["privacy"]["epsilon"] for r in ok), default=None),
+        "seeds": list(plan.seeds),
+        "seeds_used": [r["seed_used"] for r in level_runs],
+        "final_accuracy": [r["final"]["test_accuracy"] if r["final"] else None
+                           for r in level_runs],
+        "accuracy": {**_stats(accs), "n": len(accs)},
+        "test_log_loss_mean": float(np.mean([r["final"]["test_log_loss"]
+                                             for r in ok])) if ok else None,
+        "failed": [r["seed"] for r in level_runs if r.get("failed")],
+        "retries": sum(len(r["attempts"]) for r in level_runs),
+        "iterations": first["iterations"] if first else [],
+        "test_accuracy_mean": _mean_curve(level_runs, "test_accuracy"),
+        "epsilon_spent_per_iteration": first["epsilon"] if first else [],
+    }
+
+
 def _markdown(summary: dict) -> str:
     plan, h = summary["plan"], summary["headlines"]
     ds = summary["dataset"]
     mode = "quick (subsampled; a smoke test, not the experiment)" if summary["quick"] else "full"
-    lines = [
-        "# DP consensus ADMM (paper 002, Li & Chi) on Adult",
-        "",
-        f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s.",
-        "",
-        "**Paper 002 reports no experiments of its own**: it states the algorithm, the noise "
-        "calibration and the moments-accountant total only. This is the experiment its setting "
-        "calls for, not a reproduction of published numbers.",
-        "",
-        f"Adult: {ds['n_train']} training rows (unit l2 norm, {ds['n_features']} columns) split "
-        f"evenly over {plan['clients']} clients, {ds['n_test']} test rows. Logistic loss, "
-        f"λ = {plan['lam']:g}, ρ = {plan['rho']:g}, {plan['iterations']} iterations, Gaussian "
-        f"uploads calibrated to a total (ε, δ = {plan['delta']:g}) over all iterations by the "
-        f"{plan['accountant'].upper()} accountant; seeds {plan['seeds']}.",
-        "",
-        "## Target",
-        "",
-        "| target | measured | verdict |",
-        "|---|---|---|",
-    ]
+    head = REPORT.render(
+        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", n_train=ds["n_train"],
+        n_features=ds["n_features"], clients=plan["clients"], n_test=ds["n_test"],
+        lam=f"{plan['lam']:g}", rho=f"{plan['rho']:g}", iterations=plan["iterations"],
+        delta=f"{plan['delta']:g}", accountant=plan["accountant"].upper(), seeds=plan["seeds"],
+    )
     acc = h["epsilon1_accuracy"]
+    target = f"{TARGET_ACCURACY:g}"
     if acc is not None:
         def verdict(flag: bool) -> str:
             return "**met**" if flag else "**not met**"
 
-        lines.append(
-            f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g}, mean over seeds | "
-            f"{fmt(acc['mean'])} ({acc['n']} seeds) | {verdict(h['target_met_mean'])} |"
-        )
-        lines.append(
-            f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g}, every seed (worst seed) | "
-            f"{fmt(acc['min'])} | {verdict(h['target_met_every_seed'])} |"
-        )
+        targets = [
+            REPORT.render("target-mean", target=target, mean=fmt(acc["mean"]), n=acc["n"],
+                          verdict=verdict(h["target_met_mean"])),
+            REPORT.render("target-every-seed", target=target, min=fmt(acc["min"]),
+                          verdict=verdict(h["target_met_every_seed"])),
+        ]
     else:
-        lines.append(f"| test accuracy at ε = 1 ≥ {TARGET_ACCURACY:g} | level not run | n/a |")
-    lines += [
-        "",
-        "## Final test accuracy per privacy level",
-        "",
-        "| total ε | noise multiplier z | σ (client 1) | ε spent (max over seeds) | mean accuracy "
-        "| min | max | std | mean test log loss |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for lv in summary["levels"]:
-        lines.append(
-            f"| {lv['epsilon']:g} | {fmt(lv['noise_multiplier'])} | {fmt(lv['sigma_client1'])} "
-            f"| {fmt(lv['epsilon_spent'])} | {fmt(lv['accuracy']['mean'])} | "
-            f"{fmt(lv['accuracy']['min'])} | {fmt(lv['accuracy']['max'])} | "
-            f"{fmt(lv['accuracy']['std'], 2)} | {fmt(lv['test_log_loss_mean'])} |"
+        targets = [REPORT.render("target-not-run", target=target)]
+    rows = [
+        REPORT.render(
+            "level-row", epsilon=f"{lv['epsilon']:g}", z=fmt(lv["noise_multiplier"]),
+            sigma=fmt(lv["sigma_client1"]), spent=fmt(lv["epsilon_spent"]),
+            mean=fmt(lv["accuracy"]["mean"]), min=fmt(lv["accuracy"]["min"]),
+            max=fmt(lv["accuracy"]["max"]), std=fmt(lv["accuracy"]["std"], 2),
+            log_loss=fmt(lv["test_log_loss_mean"]),
         )
-    np_ = summary["nonprivate"]
-    cen = summary["centralized"]
-    lines += [
-        f"| ∞ (no noise) | - | - | 0 | {fmt(np_['test_accuracy'])} | | | | "
-        f"{fmt(np_['test_log_loss'])} |",
-        f"| centralised scikit-learn (C = {cen['C']:.3g}) | - | - | - | "
-        f"{fmt(cen['test_accuracy'])} | | | | {fmt(cen['test_log_loss'])} |",
+        for lv in summary["levels"]
     ]
-    return finish_markdown(lines, summary)
+    np_, cen = summary["nonprivate"], summary["centralized"]
+    levels = REPORT.render(
+        "levels", rows=rows, nonprivate_accuracy=fmt(np_["test_accuracy"]),
+        nonprivate_log_loss=fmt(np_["test_log_loss"]), C=f"{cen['C']:.3g}",
+        centralized_accuracy=fmt(cen["test_accuracy"]),
+        centralized_log_loss=fmt(cen["test_log_loss"]),
+    )
+    return summary_markdown([head, REPORT.render("target", rows=targets), levels], summary)
+
+
+def _notes(plan: ConsensusPlan, levels: list[dict], nonprivate: dict, centralized: dict,
+           acc: dict | None) -> list[str]:
+    notes = [
+        REPORT.paragraph("note-no-experiments", target=f"{TARGET_ACCURACY:g}"),
+        REPORT.paragraph("note-noise"),
+        REPORT.paragraph("note-nonprivate"),
+    ]
+    if nonprivate["test_accuracy"] is not None:
+        gap = 100.0 * (centralized["test_accuracy"] - nonprivate["test_accuracy"])
+        common = {"iterations": plan.iterations, "gap": f"{gap:.2f}", "rho": f"{plan.rho:g}"}
+        if acc is not None:
+            cost = 100.0 * (nonprivate["test_accuracy"] - acc["mean"])
+            notes.append(REPORT.paragraph("note-gap", cost=f"{cost:.2f}", **common))
+        else:
+            notes.append(REPORT.paragraph("note-gap-no-epsilon1", **common))
+    retried = sum(lv["retries"] for lv in levels)
+    if retried:
+        notes.append(REPORT.paragraph("note-retried", retried=retried))
+    failed = [(lv["epsilon"], s) for lv in levels for s in lv["failed"]]
+    if failed:
+        notes.append(REPORT.paragraph("note-failed", failed=str(failed)))
+    if plan.quick:
+        notes.append(REPORT.paragraph("note-quick"))
+    return notes
 
 
 def run_consensus_reproduction(
@@ -279,15 +311,15 @@ def run_consensus_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
-    started = time.perf_counter()
     plan = quick_plan() if quick else full_plan()
-    with adult_experiment(out_dir, data_dir, "consensus", parties=plan.clients,
-                          plan=plan) as (data, writer):
-        bar = Progress(len(plan.seeds) * (len(plan.epsilons) + 1), progress,
-                       "reproduce consensus")
-        try:
+    run = Reproduction("consensus", out_dir, progress=progress)
+    base = adult_folder(data_dir, "consensus")
+    with limit_blas_threads():
+        data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
+                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
+        with run.running(len(plan.seeds) * (len(plan.epsilons) + 1)):
             nonprivate = [_run(data, plan, noise_multiplier=None, seed=s) for s in plan.seeds[:1]]
-            bar.step("non-private")
+            run.step("non-private")
             levels, runs = [], {"nonprivate": nonprivate}
             for eps in plan.epsilons:
                 cal = calibrate_consensus(eps, plan.delta, plan.iterations,
@@ -296,40 +328,10 @@ def run_consensus_reproduction(
                 level_runs = []
                 for s in plan.seeds:
                     level_runs.append(_run(data, plan, noise_multiplier=z, seed=s))
-                    bar.step(f"ε={eps:g} seed {s}")
+                    run.step(f"ε={eps:g} seed {s}")
                 runs[f"epsilon={eps:g}"] = level_runs
-                ok = [r for r in level_runs if not r.get("failed")]
-                accs = [float(r["final"]["test_accuracy"]) for r in ok]
-                first = ok[0] if ok else None
-                levels.append({
-                    "epsilon": eps,
-                    "label": f"ε = {eps:g}",
-                    "noise_multiplier": z,
-                    # epsilon_step is the classic per-round reading of the noise, a guarantee
-                    # only where classic_valid; the certified figure is epsilon
-                    "calibration": {k: v for k, v in asdict(cal).items()
-                                    if isinstance(v, int | float | str | type(None))}
-                    | {"classic_valid": cal.classic_valid},
-                    "sigma_client1": first["privacy"]["sigma_client1"] if first else None,
-                    "l2_sensitivity_client1": first["privacy"]["l2_sensitivity_client1"]
-                    if first else None,
-                    "epsilon_spent": max((r["privacy"]["epsilon"] for r in ok), default=None),
-                    "seeds": list(plan.seeds),
-                    "seeds_used": [r["seed_used"] for r in level_runs],
-                    "final_accuracy": [r["final"]["test_accuracy"] if r["final"] else None
-                                       for r in level_runs],
-                    "accuracy": {**_stats(accs), "n": len(accs)},
-                    "test_log_loss_mean": float(np.mean([r["final"]["test_log_loss"]
-                                                         for r in ok])) if ok else None,
-                    "failed": [r["seed"] for r in level_runs if r.get("failed")],
-                    "retries": sum(len(r["attempts"]) for r in level_runs),
-                    "iterations": first["iterations"] if first else [],
-                    "test_accuracy_mean": _mean_curve(level_runs, "test_accuracy"),
-                    "epsilon_spent_per_iteration": first["epsilon"] if first else [],
-                })
+                levels.append(_level(plan, eps, cal, level_runs))
             centralized = _centralized(data, plan)
-        finally:
-            bar.close()
     np_run = nonprivate[0]
     np_summary = {
         "label": "non-private consensus ADMM",
@@ -352,17 +354,13 @@ def run_consensus_reproduction(
         "nonprivate": np_summary,
         "centralized": centralized,
         "runs": runs,
-        "png": "consensus.png",
-        "json": "consensus.json",
     }
     title = (f"DP consensus ADMM on Adult: {plan.clients} clients, λ={plan.lam:g}, ρ={plan.rho:g}, "
              f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
              f"{len(plan.seeds)} seeds")
-    png = plot_consensus(plot_levels, title=title, nonprivate=np_summary,
-                         centralized_accuracy=centralized["test_accuracy"],
-                         target_accuracy=TARGET_ACCURACY)
-    writer.write_json("consensus.json", payload)
-    writer.write_bytes("consensus.png", png)
+    run.emit("consensus", payload, lambda: plot_consensus(
+        plot_levels, title=title, nonprivate=np_summary,
+        centralized_accuracy=centralized["test_accuracy"], target_accuracy=TARGET_ACCURACY))
 
     at_one = next((lv for lv in levels if math.isclose(lv["epsilon"], TARGET_EPSILON)), None)
     acc = at_one["accuracy"] if at_one and at_one["accuracy"]["n"] else None
@@ -375,35 +373,6 @@ def run_consensus_reproduction(
         "nonprivate_accuracy": np_summary["test_accuracy"],
         "centralized_accuracy": centralized["test_accuracy"],
     }
-    notes = [
-        "Paper 002 has no experiments: no published number is reproduced here; the target "
-        f"(accuracy ≥ {TARGET_ACCURACY:g} at ε = 1) is this project's.",
-        "The noise multiplier z = σ/Δ is per round; the same z serves every seed of a level. "
-        "σ = z · 2c1/((λ/n + ρ) m_i) with c1 = 1 (logistic loss, unit rows).",
-        "The non-private run has no randomness (one seed); the scikit-learn model minimises the "
-        "same objective centrally and is the ceiling of the consensus iterates.",
-    ]
-    if np_summary["test_accuracy"] is not None:
-        gap = 100.0 * (centralized["test_accuracy"] - np_summary["test_accuracy"])
-        notes.append(
-            f"After {plan.iterations} iterations the non-private consensus run is {gap:.2f} "
-            "points of test accuracy below the centralised optimum of the same objective (ADMM "
-            f"at ρ = {plan.rho:g} has not converged); "
-            + (f"at ε = 1 privacy costs a further "
-               f"{100.0 * (np_summary['test_accuracy'] - acc['mean']):.2f} points (mean)."
-               if acc is not None else "ε = 1 was not run.")
-        )
-    retried = sum(lv["retries"] for lv in levels)
-    if retried:
-        notes.append(
-            f"{retried} local solves missed Newton's tolerance (LocalSolveError) and their runs "
-            "were rerun with the seed shifted by 1000 (seeds_used in consensus.json)."
-        )
-    failed = [(lv["epsilon"], s) for lv in levels for s in lv["failed"]]
-    if failed:
-        notes.append(f"Runs failed every attempt (ε, seed): {failed}.")
-    if plan.quick:
-        notes.append("Quick mode: numbers are for a smoke test, not the experiment.")
     summary: dict[str, Any] = {
         "quick": plan.quick,
         "plan": asdict(plan),
@@ -415,6 +384,6 @@ def run_consensus_reproduction(
         "nonprivate": {k: v for k, v in np_summary.items()
                        if k not in ("iterations", "test_accuracy_mean")},
         "centralized": centralized,
-        "notes": notes,
+        "notes": _notes(plan, levels, np_summary, centralized, acc),
     }
-    return write_summary(writer, summary, started=started, markdown=_markdown)
+    return run.finish(summary, _markdown)

@@ -40,22 +40,17 @@ import platform
 import resource
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 from dpfed._validation import check_int, check_positive
 from dpfed.dca.secure_sum import secure_sum
 from dpfed.dca.synthetic import UniformClients
-from dpfed.experiments.output import (
-    Progress,
-    finish_markdown,
-    open_output,
-    output_folder,
-    write_summary,
-)
-from dpfed.experiments.plotting import require_matplotlib
 from dpfed.experiments.plotting_dca import plot_dca_scaling
+from dpfed.experiments.report import ReportTemplate, summary_markdown
+from dpfed.experiments.runner import Reproduction
 
 __all__ = [
     "PAPER_CLIENTS",
@@ -87,11 +82,9 @@ PAPER_SPARK_SECONDS: dict[tuple[int, int], float] = {
     (n, d): _TABLE[r][c] for r, d in enumerate(PAPER_DIMS) for c, n in enumerate(PAPER_CLIENTS)
 }
 
-_COMPARISON_NOTE = (
-    "dpfed's figure is an in-process simulation of every party on one machine; the paper's is "
-    "a Spark cluster that sent the messages over a network (both without encryption). The ratio "
-    "compares the cost of computing the protocol, not of communicating it."
-)
+#: The prose of the report (summary.md and the notes).
+REPORT = ReportTemplate("dca_scaling.md")
+_COMPARISON_NOTE = REPORT.paragraph("note-comparison")
 
 
 def paper_seconds(n_clients: int, dim: int, compute_nodes: int = PAPER_COMPUTE_NODES):
@@ -184,8 +177,6 @@ def time_secure_sum(
         when the cell is in the paper's table, and ``check`` (the largest deviation of the
         total from the inputs' sum, in units of the noise's standard deviation).
     """
-    import numpy as np
-
     n = check_int("n_clients", n_clients, minimum=2)
     d = check_int("dim", dim, minimum=1)
     m = check_int("compute_nodes", compute_nodes, minimum=1)
@@ -289,26 +280,13 @@ def _fmt_load(load: dict) -> str:
 def _markdown(summary: dict) -> str:
     plan = summary["plan"]
     mode = "quick (a subset of the cells; a smoke test)" if summary["quick"] else "full"
-    lines = [
-        "# DCA secure sum: runtime against the paper's Table 1 (Heikkilä et al., 2017)",
-        "",
-        f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s. Machine: {summary['machine']}; "
-        f"load average {_fmt_load(summary['load_average_1m'])} (other work on the machine "
-        "slows the timings down).",
-        "",
-        f"M = {plan['compute_nodes']} compute nodes, T = 0, median of {plan['repeats']} "
-        "repeat(s) per cell; seconds of one full secure sum (noise, encoding, AES-256 "
-        "counter-mode masks, agreement, node sums, decoding; input synthesis included, no "
-        "encryption).",
-        "",
-        f"**{_COMPARISON_NOTE}**",
-        "",
-        "## Seconds: dpfed / paper (Spark) and the speed-up",
-        "",
-        "| d \\ N | " + " | ".join(f"{n:g}" for n in plan["clients"]) + " |",
-        "|---|" + "---:|" * len(plan["clients"]),
-    ]
+    head = REPORT.render(
+        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", machine=summary["machine"],
+        load=_fmt_load(summary["load_average_1m"]), compute_nodes=plan["compute_nodes"],
+        repeats=plan["repeats"], comparison=_COMPARISON_NOTE,
+    )
     cells = {(c["n_clients"], c["dim"]): c for c in summary["cells"]}
+    rows = []
     for d in plan["dims"]:
         row = []
         for n in plan["clients"]:
@@ -318,26 +296,22 @@ def _markdown(summary: dict) -> str:
                 continue
             ratio = f" ({c['ratio']:.0f}x)" if c["ratio"] else ""
             row.append(f"{_fmt_seconds(c['median'])} / {_fmt_seconds(c['paper_seconds'])}{ratio}")
-        lines.append(f"| {d:g} | " + " | ".join(row) + " |")
-    lines += [
-        "",
-        "## Per cell",
-        "",
-        "| N | d | workers | median s | min s | inputs s | keystream GB/s | paper s | "
-        "speed-up | max deviation / noise std |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for c in summary["cells"]:
-        gbps = c["keystream_gb_per_s"]
-        speedup = "-" if c["ratio"] is None else f"{c['ratio']:.0f}x"
-        lines.append(
-            f"| {c['n_clients']} | {c['dim']} | {c['workers']} | {c['median']:.4g} | "
-            f"{c['min']:.4g} | {c['values_seconds']:.3g} | "
-            f"{'-' if gbps is None else f'{gbps:.2f}'} | {_fmt_seconds(c['paper_seconds'])} | "
-            f"{speedup} | "
-            f"{c['check']['in_noise_stds']:.2g} |"
+        rows.append(REPORT.render("grid-row", d=f"{d:g}", cells=" | ".join(row)))
+    grid = REPORT.render("grid", clients=" | ".join(f"{n:g}" for n in plan["clients"]),
+                         align="---:|" * len(plan["clients"]), rows=rows)
+    per_cell = [
+        REPORT.render(
+            "cell-row", n=c["n_clients"], d=c["dim"], workers=c["workers"],
+            median=f"{c['median']:.4g}", min=f"{c['min']:.4g}",
+            inputs=f"{c['values_seconds']:.3g}",
+            gbps="-" if c["keystream_gb_per_s"] is None else f"{c['keystream_gb_per_s']:.2f}",
+            paper=_fmt_seconds(c["paper_seconds"]),
+            speedup="-" if c["ratio"] is None else f"{c['ratio']:.0f}x",
+            deviation=f"{c['check']['in_noise_stds']:.2g}",
         )
-    return finish_markdown(lines, summary)
+        for c in summary["cells"]
+    ]
+    return summary_markdown([head, grid, REPORT.render("cells", rows=per_cell)], summary)
 
 
 def _machine() -> str:
@@ -387,9 +361,8 @@ def run_dca_scaling(
     DpfedInputError
         If matplotlib is missing or ``out_dir`` is not a folder.
     """
-    started = time.perf_counter()
+    run = Reproduction("dca-scaling", out_dir, progress=progress)
     load_start = _load()
-    require_matplotlib()
     if workers != "auto":
         workers = check_int("workers", workers, minimum=1)
     if quick:
@@ -397,27 +370,20 @@ def run_dca_scaling(
     else:
         plan = full_plan(workers=workers) if repeats is None else full_plan(repeats, workers)
     check_int("repeats", plan.repeats, minimum=1)
-    writer = open_output(output_folder(out_dir))
-    bar = Progress(len(plan.clients) * len(plan.dims), progress, "reproduce dca-scaling")
     cells = []
-    try:
+    with run.running(len(plan.clients) * len(plan.dims)):
         for d in plan.dims:
             for n in plan.clients:
                 cells.append(time_secure_sum(
                     n, d, plan.compute_nodes, repeats=plan.repeats, workers=plan.workers,
                     noise_std=plan.noise_std, seed=plan.seed,
                 ))
-                bar.step(f"N={n} d={d}")
-    finally:
-        bar.close()
+                run.step(f"N={n} d={d}")
     title = (f"DCA secure sum, M = {plan.compute_nodes}: dpfed (in-process simulation, "
              f"{_machine()}) vs the paper's Spark cluster")
-    png = plot_dca_scaling(cells, title=title)
     payload = {"experiment": "dca-scaling", "paper": "004 (Heikkilä et al., 2017), Table 1",
-               "plan": asdict(plan), "cells": cells, "comparison": _COMPARISON_NOTE,
-               "png": "dca_scaling.png", "json": "dca_scaling.json"}
-    writer.write_json("dca_scaling.json", payload)
-    writer.write_bytes("dca_scaling.png", png)
+               "plan": asdict(plan), "cells": cells, "comparison": _COMPARISON_NOTE}
+    run.emit("dca_scaling", payload, lambda: plot_dca_scaling(cells, title=title))
 
     compared = [c for c in cells if c["ratio"] is not None]
     headlines = {
@@ -427,19 +393,10 @@ def run_dca_scaling(
         "largest_cell_seconds": max(cells, key=lambda c: c["n_clients"] * c["dim"])["median"],
         "peak_rss_mb": max(c["peak_rss_mb"] for c in cells),
     }
-    notes = [
-        _COMPARISON_NOTE,
-        "The paper's Table 1 excludes encryption; so does this run (envelope encryption is "
-        "available with `dpfed dca bench --encrypt`).",
-        "Input synthesis (bounded uniform vectors, generated block by block) is inside the "
-        "timed run; its share is the 'inputs s' column (seconds summed over workers).",
-        "Each total was checked against the inputs' sum: the deviation is the clients' noise "
-        "(about one noise standard deviation) plus rounding.",
-        "peak_rss_mb is this process's peak resident memory; worker processes hold a few "
-        "MiB of buffers each.",
-    ]
+    notes = [_COMPARISON_NOTE] + [REPORT.paragraph(block) for block in (
+        "note-encryption", "note-inputs", "note-check", "note-memory")]
     if plan.quick:
-        notes.append("Quick mode: the four smallest cells only.")
+        notes.append(REPORT.paragraph("note-quick"))
     summary: dict[str, Any] = {
         "quick": plan.quick,
         "plan": asdict(plan),
@@ -449,4 +406,4 @@ def run_dca_scaling(
         "headlines": headlines,
         "notes": notes,
     }
-    return write_summary(writer, summary, started=started, markdown=_markdown)
+    return run.finish(summary, _markdown)

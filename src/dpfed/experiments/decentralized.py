@@ -79,39 +79,34 @@ written last: if anything fails midway, they are absent.
 
 from __future__ import annotations
 
-import contextlib
 import math
+import multiprocessing
 import os
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.core.local import LocalSolveError
 from dpfed.core.losses import get_loss
-from dpfed.core.rows import normalize_rows
-from dpfed.data import horizontal_split, load_dataset, make_graph
-from dpfed.experiments.output import (
-    ArtifactWriter,
-    Progress,
-    finish_markdown,
-    fmt,
-    open_output,
-    output_folder,
-    write_summary,
-)
-from dpfed.experiments.plotting import require_matplotlib
+from dpfed.data import make_graph
+from dpfed.experiments.adult import AdultParts, adult_folder, load_adult_parts
 from dpfed.experiments.plotting_horizontal import (
     plot_convergence,
     plot_eta,
     plot_nonprivate,
     plot_seeds,
     plot_tradeoff,
+)
+from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
+from dpfed.experiments.runner import (
+    Reproduction,
+    limit_blas_threads,
+    stopwatch,
+    with_retries,
+    without_runs,
 )
 from dpfed.protocols.decentralized.alpha_design import (
     PAPER_WEIGHTS,
@@ -128,12 +123,6 @@ from dpfed.protocols.decentralized.driver import (
     train_decentralized,
 )
 
-DATA_ENV_VAR = "DPFED_DATA"
-ADULT_SOURCE = (
-    "UCI Machine Learning Repository, Adult (Census Income), "
-    "https://archive.ics.uci.edu/dataset/2/adult (files adult.data and adult.test)"
-)
-
 #: (rho, C^R) of the paper's section V for each algorithm.
 PAPER_SETTINGS: dict[str, tuple[float, float]] = {
     "none": (1e-10, 1750.0),
@@ -144,8 +133,8 @@ PAPER_SETTINGS: dict[str, tuple[float, float]] = {
 PAPER_CURVES = {"dvp": (0.2, 25.0), "pvp": (20.0, 20.0)}
 TARGET_RELATIVE_GAP = 1e-3
 TARGET_MER_POINTS = 2.0
-_ATTEMPTS = 3
-_RETRY_SEED_STEP = 1000
+#: The prose of the report (summary.md and the notes).
+REPORT = ReportTemplate("decentralized.md")
 
 
 @dataclass(frozen=True)
@@ -225,148 +214,6 @@ def quick_plan() -> DecentralizedPlan:
 
 
 # ---------------------------------------------------------------------------------------------
-# Progress
-
-
-# ---------------------------------------------------------------------------------------------
-# Data
-
-
-@dataclass
-class AdultParts:
-    """Adult with unit rows, split evenly among parties (nodes or clients)."""
-
-    parts: list[tuple[np.ndarray, np.ndarray]]
-    X_test: np.ndarray
-    y_test: np.ndarray
-    preprocessing: str
-    source: str
-
-    def describe(self) -> dict:
-        return {
-            "name": "adult",
-            "n_train": int(sum(X.shape[0] for X, _ in self.parts)),
-            "n_test": int(self.X_test.shape[0]),
-            "n_features": int(self.X_test.shape[1]),
-            "parties": len(self.parts),
-            "rows_per_party": [int(X.shape[0]) for X, _ in self.parts],
-            "preprocessing": self.preprocessing,
-            "source": self.source,
-        }
-
-    def stacked(self) -> tuple[np.ndarray, np.ndarray]:
-        return (np.vstack([X for X, _ in self.parts]),
-                np.concatenate([y for _, y in self.parts]))
-
-
-def adult_base(data_dir: str | os.PathLike[str] | None, command: str) -> Path:
-    """The data folder holding ``adult/adult.data`` and ``adult/adult.test``.
-
-    Raises
-    ------
-    DpfedInputError
-        Naming the missing folder or file.
-    """
-    if data_dir is not None:
-        base, origin = Path(data_dir).expanduser(), "--data-dir (data_dir)"
-    else:
-        env = os.environ.get(DATA_ENV_VAR, "").strip()
-        if not env:
-            raise DpfedInputError(
-                f"the {command} reproduction reads UCI Adult from a data folder, but none was "
-                f"given. Pass --data-dir DIR (data_dir=...) or set the {DATA_ENV_VAR} "
-                "environment variable to a folder holding adult/adult.data and "
-                f"adult/adult.test ({ADULT_SOURCE})."
-            )
-        base, origin = Path(env).expanduser(), f"the {DATA_ENV_VAR} environment variable"
-    if not base.is_dir():
-        raise DpfedInputError(
-            f"{origin} points at {str(base)!r}, which is not an existing folder. Expected a "
-            f"folder holding adult/adult.data and adult/adult.test ({ADULT_SOURCE})."
-        )
-    for name in ("adult.data", "adult.test"):
-        path = base / "adult" / name
-        if not path.is_file():
-            raise DpfedInputError(
-                f"the {command} reproduction needs {str(path)!r}, which was not found. "
-                f"Expected adult/adult.data and adult/adult.test under {str(base)!r} "
-                f"({ADULT_SOURCE})."
-            )
-    return base.resolve()
-
-
-def _subsample(n: int, limit: int | None, rng: np.random.Generator) -> np.ndarray | None:
-    if limit is None or n <= limit:
-        return None
-    return np.sort(rng.choice(n, size=limit, replace=False))
-
-
-def load_adult_parts(
-    base: Path,
-    *,
-    parties: int,
-    max_train_rows: int | None = None,
-    max_test_rows: int | None = None,
-    seed: int = 0,
-) -> AdultParts:
-    """Adult, (subsampled,) rows scaled to unit norm, split evenly with ``rng=seed``."""
-    ds = load_dataset("adult", base)
-    X, y = np.asarray(ds.X_train, float), np.asarray(ds.y_train, float)
-    Xt, yt = np.asarray(ds.X_test, float), np.asarray(ds.y_test, float)
-    steps = []
-    rng = np.random.default_rng(seed)
-    rows = _subsample(X.shape[0], max_train_rows, rng)
-    test_rows = _subsample(Xt.shape[0], max_test_rows, rng)
-    if rows is not None:
-        X, y = X[rows], y[rows]
-    if test_rows is not None:
-        Xt, yt = Xt[test_rows], yt[test_rows]
-    if rows is not None or test_rows is not None:
-        steps.append(f"rows subsampled to {X.shape[0]} train / {Xt.shape[0]} test "
-                     f"(default_rng({seed}), quick mode)")
-    X, Xt = normalize_rows(X), normalize_rows(Xt)
-    steps.append("one-hot categorical and [0, 1]-scaled continuous attributes (dpfed reader), "
-                 "then every row scaled to unit l2 norm (normalize_rows)")
-    index = horizontal_split(X.shape[0], parties, rng=seed)
-    steps.append(f"rows split evenly among {parties} parties (horizontal_split, rng={seed})")
-    return AdultParts(
-        parts=[(X[i], y[i]) for i in index], X_test=Xt, y_test=yt,
-        preprocessing="; ".join(steps), source=getattr(ds, "source", ADULT_SOURCE),
-    )
-
-
-def limit_blas_threads():
-    """A context limiting BLAS to one thread (``threadpoolctl``, a scikit-learn dependency)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-@contextlib.contextmanager
-def adult_experiment(out_dir: str | os.PathLike[str], data_dir: str | os.PathLike[str] | None,
-                     command: str, *, parties: int, plan: Any
-                     ) -> Iterator[tuple[AdultParts, ArtifactWriter]]:
-    """The common start of the Adult experiments: matplotlib present, the data folder and
-    ``out_dir`` checked, Adult loaded and split into ``parties`` parts as ``plan`` says
-    (``max_train_rows``, ``max_test_rows``, ``split_seed``), the output folder created; BLAS
-    limited to one thread inside the block.
-
-    Yields
-    ------
-    data : AdultParts
-    writer : ArtifactWriter
-        Writes atomically into the output folder (``writer.out_dir``).
-    """
-    require_matplotlib()
-    base = adult_base(data_dir, command)
-    out = output_folder(out_dir)
-    with limit_blas_threads():
-        data = load_adult_parts(base, parties=parties, max_train_rows=plan.max_train_rows,
-                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        yield data, open_output(out)
-
-
-# ---------------------------------------------------------------------------------------------
 # Runs
 
 
@@ -416,29 +263,24 @@ _SERIES = ("train_objective", "misclassification_rate", "node_misclassification_
 def execute_run(spec: RunSpec, data: AdultParts) -> dict:
     """Train one run and digest it (retrying a private run whose local solve failed)."""
     graph = make_graph(spec.graph, len(data.parts), rng=0)
-    attempts: list[dict] = []
-    tries = 1 if spec.perturbation == "none" else _ATTEMPTS
-    for k in range(tries):
-        seed = spec.seed + _RETRY_SEED_STEP * k
+
+    def train(seed: int):
         cfg = DecentralizedConfig(
             loss_scale=spec.loss_scale, rho=spec.rho, eta=spec.eta, iterations=spec.iterations,
             perturbation=spec.perturbation, alpha=spec.alpha, schedule="constant",
             delta=spec.delta, seed=seed,
         )
-        started = time.perf_counter()
-        try:
-            result = train_decentralized(data.parts, graph, cfg, X_test=data.X_test,
-                                         y_test=data.y_test)
-        except LocalSolveError as exc:
-            attempts.append({"seed": seed, "error": str(exc),
-                             "seconds": time.perf_counter() - started})
-            continue
-        return _digest(spec, result, seed, attempts, time.perf_counter() - started)
+        return train_decentralized(data.parts, graph, cfg, X_test=data.X_test,
+                                   y_test=data.y_test)
+
+    done = with_retries(train, spec.seed, retry=spec.perturbation != "none")
+    if done.result is not None:
+        return _digest(spec, done.result, done.seed_used, done.attempts, done.seconds)
     return {
-        "key": spec.key, "spec": asdict(spec), "failed": attempts[-1]["error"],
-        "attempts": attempts, "seed_used": None, "final": None, "privacy": None,
+        "key": spec.key, "spec": asdict(spec), "failed": done.error,
+        "attempts": done.attempts, "seed_used": None, "final": None, "privacy": None,
         "iterations": [], **{k: [] for k in _SERIES},
-        "seconds": sum(a["seconds"] for a in attempts),
+        "seconds": sum(a["seconds"] for a in done.attempts),
     }
 
 
@@ -493,9 +335,7 @@ _WORKER_DATA: AdultParts | None = None
 
 def _init_worker(data: AdultParts) -> None:
     global _WORKER_DATA
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
+    limit_blas_threads()  # for the life of the worker process
     _WORKER_DATA = data
 
 
@@ -508,14 +348,12 @@ def _worker_run(spec: RunSpec) -> dict:
 class RunCache:
     """Runs each spec once, in worker processes when there are several workers."""
 
-    def __init__(self, data: AdultParts, workers: int, progress: Progress) -> None:
-        self.data, self.progress = data, progress
+    def __init__(self, data: AdultParts, workers: int, step: Callable[[str], None]) -> None:
+        self.data, self.step = data, step
         self._done: dict[RunSpec, dict] = {}
         self._pending: dict[RunSpec, Future] = {}
         self._pool: ProcessPoolExecutor | None = None
         if workers > 1:
-            import multiprocessing
-
             self._pool = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker, initargs=(data,),
@@ -536,7 +374,7 @@ class RunCache:
                 self._done[spec] = future.result()
             else:
                 self._done[spec] = execute_run(spec, self.data)
-            self.progress.step(spec.key)
+            self.step(spec.key)
         return self._done[spec]
 
     def many(self, specs: Sequence[RunSpec]) -> list[dict]:
@@ -560,7 +398,7 @@ class RunCache:
 class _Context:
     plan: DecentralizedPlan
     data: AdultParts
-    writer: ArtifactWriter
+    run: Reproduction
     runs: RunCache
     optima: dict[tuple[float, float], dict] = field(default_factory=dict)
 
@@ -576,16 +414,6 @@ class _Context:
             self.optima[key] = {"rho": rho, "loss_scale": loss_scale, "objective": value,
                                 "norm": float(np.linalg.norm(f)), "test_mer": mer}
         return self.optima[key]
-
-
-def _emit(ctx: _Context, stem: str, payload: dict, render: Callable[[], bytes]) -> dict:
-    """Render the figure, then write ``stem.json`` and ``stem.png`` (each atomically)."""
-    png_name, json_name = f"{stem}.png", f"{stem}.json"
-    payload = {**payload, "png": png_name, "json": json_name}
-    png = render()
-    ctx.writer.write_json(json_name, payload)
-    ctx.writer.write_bytes(png_name, png)
-    return payload
 
 
 def _final(run: Mapping[str, Any], key: str) -> float | None:
@@ -656,7 +484,7 @@ def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
 
 def nonprivate_experiment(ctx: _Context) -> dict:
     """Non-private runs on each graph: relative gap to the centralised optimum, test MER."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan = ctx.plan
     rho, scale = PAPER_SETTINGS["none"]
     optimum = ctx.optimum(rho, scale)
@@ -694,11 +522,11 @@ def nonprivate_experiment(ctx: _Context) -> dict:
         "target_relative_gap": TARGET_RELATIVE_GAP,
         "target_met": all(t.get("target_met", False) for t in table.values()),
         "runs": {g: r for g, r in zip(plan.graphs, runs, strict=True)},
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (f"Non-private decentralized ADMM (Algorithm 1) on Adult: {plan.nodes} nodes, "
              f"ρ={rho:g}, C^R={scale:g}, η={plan.eta:g}")
-    return _emit(ctx, "nonprivate", payload, lambda: plot_nonprivate(
+    return ctx.run.emit("nonprivate", payload, lambda: plot_nonprivate(
         curves, title=title, centralized_mer=optimum["test_mer"],
         target_gap=TARGET_RELATIVE_GAP))
 
@@ -721,7 +549,7 @@ def _references(ctx: _Context) -> dict[str, dict]:
 
 def convergence_experiment(ctx: _Context) -> dict:
     """Figure 3: DVP and PVP at each alpha, empirical loss and MER per iteration."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan = ctx.plan
     refs = _references(ctx)
     panels, table, runs_out = [], [], {}
@@ -747,11 +575,11 @@ def convergence_experiment(ctx: _Context) -> dict:
         "noise_calibration": [noise_calibration(plan, ctx.data, a)
                               for a in plan.convergence_alphas],
         "runs": runs_out | {v["run"]["key"]: v["run"] for v in refs.values()},
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (f"Figure 3: convergence of DVP (ρ=10^-2.5, C^R=1750) and PVP (ρ=0.1, C^R=146)\n"
              f"on Adult, {plan.nodes} nodes on a ring, {plan.eta_text()}, constant α")
-    return _emit(ctx, "fig3_convergence", payload,
+    return ctx.run.emit("fig3_convergence", payload,
                  lambda: plot_convergence(panels, references=references, title=title))
 
 
@@ -787,7 +615,7 @@ def _paper_curve_choice(method: str) -> dict:
 
 def tradeoff_experiment(ctx: _Context) -> dict:
     """Figures 4-5: final loss and MER against alpha, fitted L_acc, chosen alpha."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan = ctx.plan
     methods, runs_out, fig_methods = {}, {}, {}
     for m in ("dvp", "pvp"):
@@ -841,11 +669,11 @@ def tradeoff_experiment(ctx: _Context) -> dict:
         "methods": methods,
         "nonprivate": reference,
         "runs": runs_out,
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (f"Privacy-accuracy trade-off at iteration {plan.iterations}: DVP vs PVP on Adult "
              f"({plan.nodes} nodes, ring)\n{plan.eta_text()}")
-    return _emit(ctx, "fig4_tradeoff", payload,
+    return ctx.run.emit("fig4_tradeoff", payload,
                  lambda: plot_tradeoff(fig_methods, title=title, reference=reference))
 
 
@@ -863,7 +691,7 @@ def _less(a: float | None, b: float | None) -> bool | None:
 
 def seeds_experiment(ctx: _Context) -> dict:
     """Spread of the final loss and MER of DVP and PVP over seeds."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan = ctx.plan
     rows, groups, runs_out = [], [], {}
     for alpha in plan.seed_alphas:
@@ -902,16 +730,16 @@ def seeds_experiment(ctx: _Context) -> dict:
         "rows": rows,
         "dvp_varies_less": {f"{r['alpha']:g}": r["dvp_varies_less"] for r in rows},
         "runs": runs_out,
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (f"Spread over {len(plan.seeds)} seeds at iteration {plan.iterations}: DVP vs PVP "
              f"on Adult ({plan.nodes} nodes, ring)\n{plan.eta_text()}")
-    return _emit(ctx, "fig5_seeds", payload, lambda: plot_seeds(groups, title=title))
+    return ctx.run.emit("fig5_seeds", payload, lambda: plot_seeds(groups, title=title))
 
 
 def eta_experiment(ctx: _Context) -> dict:
     """DVP and PVP at one alpha over the ADMM penalty eta (the paper does not give eta)."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan = ctx.plan
     alpha = plan.eta_alpha
     methods, fig_methods, runs_out = {}, {}, {}
@@ -955,11 +783,11 @@ def eta_experiment(ctx: _Context) -> dict:
         "methods": methods,
         "nonprivate": reference,
         "runs": runs_out,
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (f"Beyond the paper: DVP and PVP at α={alpha:g} against the ADMM penalty η "
              f"(Adult, {plan.nodes} nodes, ring, {plan.iterations} iterations)")
-    return _emit(ctx, "eta_sensitivity", payload,
+    return ctx.run.emit("eta_sensitivity", payload,
                  lambda: plot_eta(fig_methods, title=title, reference=reference))
 
 
@@ -1023,190 +851,146 @@ def _retry_notes(runs: Sequence[dict]) -> list[str]:
     failed = [r for r in runs if r.get("failed")]
     notes = []
     if retried:
-        notes.append(
-            f"{len(retried)} of {len(runs)} runs hit a local solve that missed Newton's tolerance "
-            "(LocalSolveError: the runtime refuses to release an inexact objective-perturbation "
-            "update) and were rerun with the seed shifted by 1000: "
-            + ", ".join(f"{r['key']} -> seed {r['seed_used']}" for r in retried) + "."
-        )
+        notes.append(REPORT.paragraph(
+            "note-retried", retried=len(retried), runs=len(runs),
+            reruns=", ".join(f"{r['key']} -> seed {r['seed_used']}" for r in retried),
+        ))
     if failed:
-        notes.append(
-            f"{len(failed)} runs failed every attempt and are reported as missing: "
-            + ", ".join(r["key"] for r in failed) + "."
-        )
+        notes.append(REPORT.paragraph("note-failed", failed=len(failed),
+                                      keys=", ".join(r["key"] for r in failed)))
     return notes
 
 
 def _summary_markdown(summary: dict) -> str:
-    h = summary["headlines"]
-    plan = summary["plan"]
-    lines = ["# Decentralized ADMM with dynamic DP: reproduction of Zhang & Zhu (paper 001)", ""]
+    h, plan, ds = summary["headlines"], summary["plan"], summary["dataset"]
     mode = "quick (subsampled, few iterations; a smoke test, not the reproduction)" \
         if summary["quick"] else "full"
-    ds = summary["dataset"]
-    lines += [
-        f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s ({summary['workers']} worker "
-        f"process{'es' if summary['workers'] > 1 else ''}).",
-        "",
-        f"Adult: {ds['n_train']} training rows (unit l2 norm, {ds['n_features']} columns) split "
-        f"evenly over {plan['nodes']} nodes, {ds['n_test']} test rows; {plan['iterations']} "
-        f"iterations, η = {plan['eta']:g} (non-private), {plan['dvp_eta']:g} (DVP), "
-        f"{plan['pvp_eta']:g} (PVP), logistic loss, R = ||f||²/2, c1 = 1/4. Paper settings: "
-        "non-private ρ = 1e-10, C^R = 1750; DVP ρ = 10^-2.5, C^R = 1750; PVP ρ = 0.1, "
-        "C^R = 146.",
-        "",
-        "## Targets",
-        "",
-        "| target | measured | verdict |",
-        "|---|---|---|",
+    etas = {"eta": f"{plan['eta']:g}", "dvp_eta": f"{plan['dvp_eta']:g}"}
+    iterations = plan["iterations"]
+    head = REPORT.render(
+        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", workers=summary["workers"],
+        processes="processes" if summary["workers"] > 1 else "process", n_train=ds["n_train"],
+        n_features=ds["n_features"], nodes=plan["nodes"], n_test=ds["n_test"],
+        iterations=iterations, pvp_eta=f"{plan['pvp_eta']:g}", **etas,
+    )
+    gap_rows = [
+        REPORT.render("gap-row", iterations=iterations, graph=g,
+                      target=f"{TARGET_RELATIVE_GAP:g}", gap=fmt(v, 3),
+                      verdict=_met(None if v is None else v <= TARGET_RELATIVE_GAP))
+        for g, v in h["nonprivate_relative_gap"].items()
     ]
-    gaps = h["nonprivate_relative_gap"]
-    for g, v in gaps.items():
-        lines.append(f"| non-private relative objective gap at iteration {plan['iterations']}, "
-                     f"{g} ≤ {TARGET_RELATIVE_GAP:g} | {fmt(v, 3)} | "
-                     f"{_met(None if v is None else v <= TARGET_RELATIVE_GAP)} |")
-    diff = h["dvp_alpha1_mer_points_above_nonprivate"]
-    lines.append(
-        f"| DVP α=1 test MER at iteration {plan['iterations']} within {TARGET_MER_POINTS:g} "
-        f"points of non-private (DVP η={plan['dvp_eta']:g}, non-private η={plan['eta']:g}) | "
-        f"{fmt(h['dvp_alpha1_mer'])} vs "
-        f"{fmt(h['nonprivate_mer'])} ({fmt(diff, 3)} points) | {_met(h['dvp_mer_target_met'])} |"
-    )
-    tuned = h["dvp_eta_sensitivity"]
-    lines.append(
-        f"| same, at the η of lowest training objective (η={fmt(tuned['chosen_eta'])}, "
-        f"eta_sensitivity) | {fmt(tuned['mer'])} ({fmt(tuned['points_above_nonprivate'], 3)} "
-        f"points) | {_met(tuned['target_met'])} |"
-    )
-    for r in h["seed_robustness"]:
-        lines.append(
-            f"| paper's claim: DVP's empirical loss varies less over seeds (α={r['alpha']:g}) | "
-            f"std {fmt(r['dvp_loss_std'], 3)} (DVP) vs {fmt(r['pvp_loss_std'], 3)} (PVP); MER std "
-            f"{fmt(r['dvp_mer_std'], 3)} vs {fmt(r['pvp_mer_std'], 3)} | "
-            f"{'confirmed' if r['dvp_varies_less'] else 'not confirmed'} "
-            f"(MER: {'DVP varies less' if r['dvp_mer_varies_less'] else 'PVP varies less'}) |"
+    seed_rows = [
+        REPORT.render(
+            "seed-row", alpha=f"{r['alpha']:g}", dvp_loss_std=fmt(r["dvp_loss_std"], 3),
+            pvp_loss_std=fmt(r["pvp_loss_std"], 3), dvp_mer_std=fmt(r["dvp_mer_std"], 3),
+            pvp_mer_std=fmt(r["pvp_mer_std"], 3),
+            verdict="confirmed" if r["dvp_varies_less"] else "not confirmed",
+            mer_verdict="DVP varies less" if r["dvp_mer_varies_less"] else "PVP varies less",
         )
+        for r in h["seed_robustness"]
+    ]
+    tuned = h["dvp_eta_sensitivity"]
+    targets = REPORT.render(
+        "targets", gap_rows=gap_rows, iterations=iterations,
+        target_points=f"{TARGET_MER_POINTS:g}", dvp_mer=fmt(h["dvp_alpha1_mer"]),
+        nonprivate_mer=fmt(h["nonprivate_mer"]),
+        points=fmt(h["dvp_alpha1_mer_points_above_nonprivate"], 3),
+        verdict=_met(h["dvp_mer_target_met"]), chosen_eta=fmt(tuned["chosen_eta"]),
+        tuned_mer=fmt(tuned["mer"]), tuned_points=fmt(tuned["points_above_nonprivate"], 3),
+        tuned_verdict=_met(tuned["target_met"]), seed_rows=seed_rows, **etas,
+    )
     figs = summary["figures"]
-    lines += ["", "## Figure 3: final values (iteration "
-              f"{plan['iterations']}, seed 0)", "",
-              f"The last round of a private run is the stop step (for PVP one DVP step with PVP's "
-              f"ρ and C^R); 'MER before stop' is round {plan['iterations'] - 1}.", "",
-              "| α | method | J (empirical loss) | mean log loss | test MER | MER before stop | "
-              "node MER | disagreement | total ε (δ) |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    rows = []
     for r in figs["convergence"]["final"]:
         if r.get("failed"):
-            lines.append(f"| {r['alpha']:g} | {r['method'].upper()} | failed: "
-                         f"{r['failed']} | | | | | | |")
+            rows.append(REPORT.render("convergence-failed-row", alpha=f"{r['alpha']:g}",
+                                      method=r["method"].upper(), failed=r["failed"]))
             continue
-        lines.append(
-            f"| {r['alpha']:g} | {r['method'].upper()} | {fmt(r.get('train_objective'))} | "
-            f"{fmt(r.get('mean_log_loss'))} | {fmt(r.get('misclassification_rate'))} | "
-            f"{fmt(r.get('misclassification_rate_before_stop'))} | "
-            f"{fmt(r.get('node_misclassification_rate'))} | {fmt(r.get('disagreement'), 3)} | "
-            f"{fmt(r.get('epsilon_total'))} (δ={fmt(r.get('epsilon_delta'), 2)}) |"
-        )
+        rows.append(REPORT.render(
+            "convergence-row", alpha=f"{r['alpha']:g}", method=r["method"].upper(),
+            objective=fmt(r.get("train_objective")), log_loss=fmt(r.get("mean_log_loss")),
+            mer=fmt(r.get("misclassification_rate")),
+            mer_before_stop=fmt(r.get("misclassification_rate_before_stop")),
+            node_mer=fmt(r.get("node_misclassification_rate")),
+            disagreement=fmt(r.get("disagreement"), 3), epsilon=fmt(r.get("epsilon_total")),
+            delta=fmt(r.get("epsilon_delta"), 2),
+        ))
     for r in figs["convergence"]["references"].values():
-        lines.append(f"| - | {r['label']} | {fmt(r.get('train_objective'))} | "
-                     f"{fmt(r.get('mean_log_loss'))} | {fmt(r.get('misclassification_rate'))} | "
-                     f"- | {fmt(r.get('node_misclassification_rate'))} | "
-                     f"{fmt(r.get('disagreement'), 3)} | 0 |")
-    lines += ["", "## Fitted accuracy-loss curves and the chosen α", "",
-              "L_acc(α) = c4 e^{-c5 α} + c6 fitted to the final mean training log loss over α ∈ "
-              + ", ".join(f"{a:g}" for a in plan["tradeoff_alphas"])
-              + "; α* maximises U_priv(α) − L_acc(α) on [0.01, 1] with w = (0.02, 6, 9, 1).", "",
-              "| method | c4 | c5 | c6 | rms | fit describes the data | α* | L_acc(α*) | "
-              "U_priv(α*) | α* at a range end | α* from the paper's curve |",
-              "|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|"]
+        rows.append(REPORT.render(
+            "convergence-reference-row", label=r["label"],
+            objective=fmt(r.get("train_objective")), log_loss=fmt(r.get("mean_log_loss")),
+            mer=fmt(r.get("misclassification_rate")),
+            node_mer=fmt(r.get("node_misclassification_rate")),
+            disagreement=fmt(r.get("disagreement"), 3),
+        ))
+    convergence = REPORT.render("convergence", iterations=iterations,
+                                before_stop=iterations - 1, rows=rows)
+    fit_rows = []
     for m, v in h["fits"].items():
         fit, ch, paper = v["fit"] or {}, v["choice"] or {}, v["paper_curve_choice"]
-        lines.append(
-            f"| {m.upper()} | {fmt(fit.get('c4'))} | {fmt(fit.get('c5'))} | {fmt(fit.get('c6'))} "
-            f"| {fmt(fit.get('rms'), 3)} | {fmt(fit.get('describes_data'))} | "
-            f"{fmt(ch.get('alpha'), 3)} | {fmt(ch.get('loss'))} | "
-            f"{fmt(ch.get('utility'))} | {fmt(ch.get('at_boundary'))} | "
-            f"{fmt(paper['alpha'], 3)} (c4={paper['c4']:g}, c5={paper['c5']:g}) |"
-        )
+        fit_rows.append(REPORT.render(
+            "fit-row", method=m.upper(), c4=fmt(fit.get("c4")), c5=fmt(fit.get("c5")),
+            c6=fmt(fit.get("c6")), rms=fmt(fit.get("rms"), 3),
+            describes=fmt(fit.get("describes_data")), alpha=fmt(ch.get("alpha"), 3),
+            loss=fmt(ch.get("loss")), utility=fmt(ch.get("utility")),
+            at_boundary=fmt(ch.get("at_boundary")), paper_alpha=fmt(paper["alpha"], 3),
+            paper_c4=f"{paper['c4']:g}", paper_c5=f"{paper['c5']:g}",
+        ))
     trade = figs["tradeoff"]["methods"]
-    lines += ["", "| α | DVP mean log loss | DVP MER | PVP mean log loss | PVP MER |",
-              "|---:|---:|---:|---:|---:|"]
-    for k, a in enumerate(trade["dvp"]["alphas"]):
-        lines.append(
-            f"| {a:g} | {fmt(trade['dvp']['mean_log_loss'][k])} | "
-            f"{fmt(trade['dvp']['misclassification_rate'][k])} | "
-            f"{fmt(trade['pvp']['mean_log_loss'][k])} | "
-            f"{fmt(trade['pvp']['misclassification_rate'][k])} |"
+    tradeoff_rows = [
+        REPORT.render(
+            "tradeoff-row", alpha=f"{a:g}", dvp_loss=fmt(trade["dvp"]["mean_log_loss"][k]),
+            dvp_mer=fmt(trade["dvp"]["misclassification_rate"][k]),
+            pvp_loss=fmt(trade["pvp"]["mean_log_loss"][k]),
+            pvp_mer=fmt(trade["pvp"]["misclassification_rate"][k]),
         )
-    lines += ["", "## Honest total privacy over the run", "",
-              f"Each broadcast is α-DP (the paper's dynamic DP). A node broadcasts "
-              f"{plan['iterations']} times; the totals of one node:", "",
-              "| α per release | basic composition ε (δ = 0) | advanced composition ε "
-              f"(δ = {plan['delta']:g}) |", "|---:|---:|---:|"]
-    for e in h["epsilon_totals"]:
-        lines.append(f"| {e['alpha']:g} | {fmt(e['basic_epsilon'])} | "
-                     f"{fmt(e['advanced_epsilon'])} |")
-    lines += ["", "## Seeds", ""]
+        for k, a in enumerate(trade["dvp"]["alphas"])
+    ]
+    fits = REPORT.render("fits", alphas=", ".join(f"{a:g}" for a in plan["tradeoff_alphas"]),
+                        fit_rows=fit_rows, tradeoff_rows=tradeoff_rows)
+    totals = REPORT.render(
+        "totals", iterations=iterations, delta=f"{plan['delta']:g}",
+        rows=[REPORT.render("total-row", alpha=f"{e['alpha']:g}",
+                            basic=fmt(e["basic_epsilon"]), advanced=fmt(e["advanced_epsilon"]))
+              for e in h["epsilon_totals"]],
+    )
+    items = []
     for r in figs["seeds"]["rows"]:
         for m in ("dvp", "pvp"):
             s, t = r[m]["loss"], r[m]["mer"]
-            lines.append(
-                f"- α={r['alpha']:g} {m.upper()} over {s['n']} seeds: mean log loss "
-                f"{fmt(s['mean'])} (std {fmt(s['std'], 3)}, min {fmt(s['min'])}, max "
-                f"{fmt(s['max'])}); MER {fmt(t['mean'])} (std {fmt(t['std'], 3)}, min "
-                f"{fmt(t['min'])}, max {fmt(t['max'])})"
-            )
-    lines += ["", f"## η sensitivity (α = {figs['eta']['alpha']:g}, seed 0)", "",
-              "| method | η | J | mean log loss | test MER | retries |",
-              "|---|---:|---:|---:|---:|---:|"]
+            items.append(REPORT.render(
+                "seed-item", alpha=f"{r['alpha']:g}", method=m.upper(), n=s["n"],
+                loss_mean=fmt(s["mean"]), loss_std=fmt(s["std"], 3), loss_min=fmt(s["min"]),
+                loss_max=fmt(s["max"]), mer_mean=fmt(t["mean"]), mer_std=fmt(t["std"], 3),
+                mer_min=fmt(t["min"]), mer_max=fmt(t["max"]),
+            ))
+    eta_rows = []
     for m, v in figs["eta"]["methods"].items():
         for k, e in enumerate(v["eta"]):
-            star = " (chosen)" if e == v["chosen_eta"] else ""
-            lines.append(f"| {m.upper()} | {e:g}{star} | {fmt(v['train_objective'][k])} | "
-                         f"{fmt(v['mean_log_loss'][k])} | "
-                         f"{fmt(v['misclassification_rate'][k])} | {v['retries'][k]} |")
-    return finish_markdown(lines, summary)
+            eta_rows.append(REPORT.render(
+                "eta-row", method=m.upper(), eta=f"{e:g}",
+                chosen=" (chosen)" if e == v["chosen_eta"] else "",
+                objective=fmt(v["train_objective"][k]), log_loss=fmt(v["mean_log_loss"][k]),
+                mer=fmt(v["misclassification_rate"][k]), retries=v["retries"][k],
+            ))
+    eta = REPORT.render("eta", alpha=f"{figs['eta']['alpha']:g}", rows=eta_rows)
+    return summary_markdown([head, targets, convergence, fits, totals,
+                             REPORT.render("seeds", rows=items), eta], summary)
 
 
-def _notes(figs: Mapping[str, dict], headlines: dict, runs: Sequence[dict],
-           plan: DecentralizedPlan) -> list[str]:
+def _notes(headlines: dict, runs: Sequence[dict], plan: DecentralizedPlan) -> list[str]:
     notes = [
-        f"The paper gives neither η nor the graph. A ring and η = {plan.eta:g} for the "
-        "non-private Algorithm 1 (it converges to the centralised optimum with them) are this "
-        f"reproduction's choices, and η = {plan.dvp_eta:g} for DVP and {plan.pvp_eta:g} for "
-        "PVP: in the η sweep (eta_sensitivity, seed 0) these give each scheme its lowest "
-        "training objective. The sweep looks at private outputs, so the choice of η itself is "
-        "not covered by any ε (a deployment would fix η before seeing data). The per-iteration "
-        "guarantee holds for any η, but η sets DVP's noise: a = α − 2 ln(1 + c1 C^R / "
-        "(B_p (ρ + 2 η N_p))); for a ≥ α/2 the noise takes a (ζ = a/2), below it the extra "
-        "penalty Φ takes half of α (ζ = α/4); see noise_calibration in fig3_convergence.json.",
-        "Empirical loss in figures 4-5 and the seed spread is the mean training log loss of the "
-        "final average model, (J − ρ||f̄||²/2)/C^R, so DVP (C^R = 1750) and PVP (C^R = 146) are "
-        "on one scale; figure 3 plots J itself, as the runtime reports it.",
-        "The paper does not write its alpha-selection problem down; α* maximises "
-        "U_priv − L_acc on [0.01, 1] (dpfed.protocols.decentralized.alpha_design). "
-        "The paper's weights put "
-        "U_priv on a scale of about 0.1, so α* depends on how steeply the measured loss falls "
-        "with α; 'fit describes the data' is false when the residual exceeds a tenth of the "
-        "losses' range or the fitted curve goes negative, and α* is then not meaningful.",
-        "Totals: the paper guarantees α per broadcast only; the run's honest total is the "
-        "composition over all broadcasts (basic Tα, or advanced composition at δ = 1e-5, "
-        "whichever is smaller is the runtime's 'epsilon'). The totals are proved bounds for "
-        "DVP and PVP (adaptive composition): every round reads, besides the node's rows and "
-        "fresh noise, only broadcast values. For PVP this departs from the paper's eq. 18, "
-        "whose proximal centre reads the node's unreleased f_p(t) − e_p(t); dpfed uses its "
-        "last broadcast V_p(t) there (and in the final DVP step).",
+        REPORT.paragraph("note-eta", eta=f"{plan.eta:g}", dvp_eta=f"{plan.dvp_eta:g}",
+                         pvp_eta=f"{plan.pvp_eta:g}"),
+        REPORT.paragraph("note-empirical-loss"),
+        REPORT.paragraph("note-alpha"),
+        REPORT.paragraph("note-totals"),
     ]
     if headlines["dvp_mer_target_met"] is False:
-        notes.append(
-            f"DVP at α = 1 misses the 2-point MER target at η = {plan.dvp_eta:g}: the dual "
-            "perturbation "
-            "(mean norm C^R/(2B_p)·d/ζ) dominates the weakly regularised local problems "
-            "(ρ + Φ + 2ηN_p is small), so the nodes disagree strongly; a larger η damps it "
-            "(eta_sensitivity)."
-        )
+        notes.append(REPORT.paragraph("note-dvp-mer-missed", dvp_eta=f"{plan.dvp_eta:g}"))
     notes += _retry_notes(runs)
     if plan.quick:
-        notes.append("Quick mode: numbers are for a smoke test, not the reproduction.")
+        notes.append(REPORT.paragraph("note-quick"))
     return notes
 
 
@@ -1220,10 +1004,6 @@ def _all_specs(plan: DecentralizedPlan) -> list[RunSpec]:
     specs += [paper_spec(m, plan, alpha=plan.eta_alpha, eta=e) for m in ("dvp", "pvp")
               for e in plan.eta_grid]
     return list(dict.fromkeys(specs))
-
-
-def _without_runs(payload: Mapping[str, Any]) -> dict:
-    return {k: v for k, v in payload.items() if k != "runs"}
 
 
 def run_decentralized_reproduction(
@@ -1266,30 +1046,31 @@ def run_decentralized_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
-    started = time.perf_counter()
     plan = quick_plan() if quick else full_plan()
     if workers is not None:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise DpfedInputError(f"workers must be an integer >= 1. Found {workers!r}.")
         plan = DecentralizedPlan(**{**asdict(plan), "workers": workers})
-    with adult_experiment(out_dir, data_dir, "decentralized", parties=plan.nodes,
-                          plan=plan) as (data, writer):
+    run = Reproduction("decentralized", out_dir, progress=progress)
+    base = adult_folder(data_dir, "decentralized")
+    with limit_blas_threads():
+        data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
+                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
         specs = _all_specs(plan)
-        bar = Progress(len(specs), progress, "reproduce decentralized")
-        cache = RunCache(data, plan.workers, bar)
-        ctx = _Context(plan=plan, data=data, writer=writer, runs=cache)
-        try:
-            cache.submit(specs)
-            figs = {
-                "nonprivate": nonprivate_experiment(ctx),
-                "convergence": convergence_experiment(ctx),
-                "tradeoff": tradeoff_experiment(ctx),
-                "seeds": seeds_experiment(ctx),
-                "eta": eta_experiment(ctx),
-            }
-        finally:
-            cache.close()
-            bar.close()
+        with run.running(len(specs)):
+            cache = RunCache(data, plan.workers, run.step)
+            ctx = _Context(plan=plan, data=data, run=run, runs=cache)
+            try:
+                cache.submit(specs)
+                figs = {
+                    "nonprivate": nonprivate_experiment(ctx),
+                    "convergence": convergence_experiment(ctx),
+                    "tradeoff": tradeoff_experiment(ctx),
+                    "seeds": seeds_experiment(ctx),
+                    "eta": eta_experiment(ctx),
+                }
+            finally:
+                cache.close()
     headlines = _headlines(figs, plan)
     runs = cache.all_runs()
     summary: dict[str, Any] = {
@@ -1298,9 +1079,9 @@ def run_decentralized_reproduction(
         "plan": asdict(plan),
         "dataset": data.describe(),
         "headlines": headlines,
-        "figures": {k: _without_runs(v) for k, v in figs.items()},
+        "figures": {k: without_runs(v) for k, v in figs.items()},
         "runs": {"total": len(runs), "retried": sum(1 for r in runs if r.get("attempts")),
                  "failed": [r["key"] for r in runs if r.get("failed")]},
-        "notes": _notes(figs, headlines, runs, plan),
+        "notes": _notes(headlines, runs, plan),
     }
-    return write_summary(writer, summary, started=started, markdown=_summary_markdown)
+    return run.finish(summary, _summary_markdown)

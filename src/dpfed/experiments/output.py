@@ -1,4 +1,4 @@
-"""Output of the reproduction commands: files written atomically, values made JSON-safe."""
+"""Output of the reproductions: files written atomically, values made JSON-safe."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import contextlib
 import json
 import math
 import os
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,63 +68,6 @@ class ArtifactWriter:
         return self.write_bytes(name, text.encode("utf-8"))
 
 
-#: The files :func:`write_summary` writes, last, after every other file of a reproduction.
-SUMMARY_FILES = ("summary.md", "summary.json")
-
-
-def write_summary(writer: ArtifactWriter, summary: Mapping[str, Any], *, started: float,
-                  markdown: Callable[[dict], str]) -> dict:
-    """Complete and write the summary of a reproduction: ``summary.md``, then ``summary.json``.
-
-    Parameters
-    ----------
-    writer : ArtifactWriter
-        The writer of the reproduction's other files.
-    summary : mapping
-        The summary without ``out_dir``, ``files`` and ``seconds``.
-    started : float
-        ``time.perf_counter()`` at the start of the reproduction.
-    markdown : callable
-        Renders the completed summary as ``summary.md``.
-
-    Returns
-    -------
-    dict
-        The completed summary, JSON-safe (:func:`jsonable`): first ``out_dir``, the folder's
-        absolute path; last ``files``, every file written, these two last, and ``seconds``,
-        the wall time so far.
-    """
-    full = {"out_dir": str(writer.out_dir.resolve()), **summary,
-            "files": [*writer.files, *SUMMARY_FILES], "seconds": time.perf_counter() - started}
-    writer.write_text("summary.md", markdown(full))
-    writer.write_json("summary.json", full)
-    return jsonable(full)
-
-
-def finish_markdown(lines: list[str], summary: Mapping[str, Any]) -> str:
-    """The text of a ``summary.md``: ``lines``, then the sections ``## Notes`` (if the
-    summary has notes) and ``## Files``."""
-    lines = list(lines)
-    if summary["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in summary["notes"]]
-    lines += ["", "## Files", ""] + [f"- `{f}`" for f in summary["files"]]
-    return "\n".join(lines) + "\n"
-
-
-def fmt(value: Any, digits: int = 4) -> str:
-    """A value for a markdown table: ``n/a`` for None, ``yes``/``no`` for a bool, ``inf`` for a
-    non-finite float, a float to ``digits`` significant digits, anything else as ``str``."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return "inf"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
 def jsonable(obj: Any) -> Any:
     """``obj`` with numpy scalars and arrays as Python values, tuples as lists and
     non-finite floats as ``None`` (strict JSON has no infinity)."""
@@ -146,23 +87,3 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
-
-
-class Progress:
-    """A tqdm bar over all runs, only when asked for and standard error is a terminal."""
-
-    def __init__(self, total: int, enabled: bool, desc: str) -> None:
-        self._bar = None
-        if enabled and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, desc=desc, unit="run")
-
-    def step(self, description: str) -> None:
-        if self._bar is not None:
-            self._bar.set_postfix_str(description)
-            self._bar.update(1)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()

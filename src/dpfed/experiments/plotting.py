@@ -1,12 +1,16 @@
-"""Figures of the reproduction, rendered to PNG bytes with matplotlib's Agg canvas.
+"""What every figure of the reproductions shares: the canvas, the PNG bytes, axis helpers.
 
-matplotlib is optional (``pip install "dpfed[plot]"``): it is imported inside the functions,
-so ``import dpfed`` and ``import dpfed.experiments`` never need it. The figures are built on
+matplotlib is optional (``pip install "dpfed[plot]"``): it is imported inside the functions
+that draw (the only function-level imports of the experiments), so ``import dpfed`` and
+``import dpfed.experiments`` never need it. The figures are built on
 :class:`matplotlib.figure.Figure` with an explicit Agg canvas, never through ``pyplot``, so no
 global backend or figure state is touched (safe in servers and threads).
 
-Every function takes plain data (lists of per-iteration dicts as written to the JSON files)
-and returns the PNG file's bytes; writing them is the caller's business.
+The figures themselves live with their reproduction, one module per concept
+(:mod:`~dpfed.experiments.plotting_vertical`, :mod:`~dpfed.experiments.plotting_horizontal`,
+:mod:`~dpfed.experiments.plotting_bayes`, :mod:`~dpfed.experiments.plotting_dca`): each takes
+plain data (as written to the JSON files) and returns the PNG file's bytes; writing them is
+the caller's business.
 """
 
 from __future__ import annotations
@@ -18,19 +22,19 @@ from typing import Any
 
 from dpfed._validation import DpfedInputError
 
-#: Colours and line styles of the methods, shared by every figure.
-_STYLE: dict[str, dict[str, Any]] = {
-    "admm": {"color": "tab:blue", "linestyle": "-", "marker": "o"},
-    "sgd": {"color": "tab:orange", "linestyle": "-", "marker": "s"},
-    "admm_noisy": {"color": "tab:blue", "linestyle": "--", "marker": "^"},
-    "sgd_noisy": {"color": "tab:orange", "linestyle": "--", "marker": "v"},
-}
-_BASELINE_STYLE = {
-    "local_only": {"color": "tab:red", "linestyle": ":", "linewidth": 1.8},
-    "centralized": {"color": "black", "linestyle": "-.", "linewidth": 1.4},
-}
-_LEVEL_COLOURS = ("black", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown",
-                  "tab:pink", "tab:olive")
+__all__ = [
+    "finite",
+    "finite_xy",
+    "integer_xticks",
+    "log_ticks",
+    "new_figure",
+    "plain_log_labels",
+    "png_bytes",
+    "require_matplotlib",
+    "seed_band",
+    "series",
+]
+
 _DPI = 110
 
 
@@ -43,6 +47,7 @@ def require_matplotlib() -> None:
         With the command that installs the plotting extra.
     """
     try:
+        # optional dependency (the plot extra): imported only to check that it is there
         import matplotlib  # noqa: F401
         from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
         from matplotlib.figure import Figure  # noqa: F401
@@ -56,6 +61,7 @@ def require_matplotlib() -> None:
 def new_figure(width: float, height: float):
     """A matplotlib figure of ``width`` x ``height`` inches on the Agg canvas (no display)."""
     require_matplotlib()
+    # matplotlib is optional (the plot extra): imported when a figure is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -71,206 +77,71 @@ def png_bytes(fig) -> bytes:
     return buffer.getvalue()
 
 
-def _series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    """``(iterations, values)`` of the finite entries of ``key``."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for entry in history:
-        value = entry.get(key)
-        if value is None or not math.isfinite(float(value)):
-            continue
-        xs.append(float(entry["iteration"]))
-        ys.append(float(value))
-    return xs, ys
+def finite(values: Sequence[Any]) -> list[float]:
+    """The values that are finite numbers (``None``, infinities and NaN left out)."""
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def finite_xy(xs: Sequence[Any], ys: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """The pairs of ``(xs, ys)`` whose ``y`` is a finite number, as two lists of floats."""
+    out_x, out_y = [], []
+    for x, y in zip(xs, ys, strict=True):
+        if y is not None and math.isfinite(float(y)):
+            out_x.append(float(x))
+            out_y.append(float(y))
+    return out_x, out_y
+
+
+def series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """``(iterations, values)`` of the finite entries of ``key`` in a per-iteration history."""
+    return finite_xy([entry.get("iteration") for entry in history],
+                     [entry.get(key) for entry in history])
+
+
+def seed_band(ax, xs: Sequence[float], centre: Sequence[float], low: Sequence[float],
+              high: Sequence[float], *, label: str, colour: str = "tab:blue",
+              **line: Any) -> None:
+    """A final value against the privacy budget: its min-max band over seeds and a line
+    through its centre (median or mean) with a marker at each budget.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    xs, centre, low, high : sequence of float
+        Budgets, and the centre, minimum and maximum over seeds at each.
+    label : str
+        Legend text of the line (the band's is ``"min-max over seeds"``).
+    colour : str, default "tab:blue"
+    **line
+        More properties of the line (``linewidth``, ...).
+    """
+    ax.fill_between(xs, low, high, color=colour, alpha=0.2, label="min-max over seeds")
+    ax.plot(xs, centre, color=colour, marker="o", label=label, **line)
 
 
 def integer_xticks(ax) -> None:
     """Integer ticks only on the x axis (rounds)."""
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import MaxNLocator  # optional dependency, see the module docstring
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _plain_log_labels(axis) -> None:
+def log_ticks(ax, ticks: Sequence[float]) -> None:
+    """A log-scale x axis with a labelled tick (``"%g"``) at each of ``ticks`` only."""
+    from matplotlib.ticker import NullFormatter  # optional dependency, see the module docstring
+
+    ax.set_xscale("log")
+    ax.set_xticks(list(ticks))
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plain_log_labels(axis) -> None:
     """Decimal tick labels on a log axis, on major and minor ticks alike."""
+    # optional dependency, see the module docstring
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
     axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 3.0, 5.0)))
     axis.set_major_formatter(fmt)
     axis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
-
-
-def _robust_top(curves: Sequence[Sequence[float]], floor: float) -> float:
-    """Upper y-limit that shows the converged parts of every curve: a blow-up of one noisy
-    curve must not flatten the others (it runs off the top instead)."""
-    tails = [v for ys in curves for v in ys[1:]] or [v for ys in curves for v in ys]
-    if not tails:
-        return 1.0
-    finals = [ys[-1] for ys in curves if ys]
-    top = max(max(finals) * 1.15, min(max(tails), 3.0 * max(finals)))
-    return max(top, floor)
-
-
-def plot_training_curves(
-    runs: Mapping[str, Mapping[str, Any]],
-    *,
-    title: str,
-    baselines: Mapping[str, Mapping[str, Any]] | None = None,
-) -> bytes:
-    """Training objective and test log loss per epoch (the paper's figures 1 and 2).
-
-    Parameters
-    ----------
-    runs : mapping
-        Key (``admm``, ``sgd``, ``admm_noisy``, ``sgd_noisy`` or any other) -> dict with
-        ``label`` (legend text) and ``history`` (list of dicts with ``iteration``,
-        ``train_objective``, ``test_log_loss``).
-    title : str
-        Figure title.
-    baselines : mapping, optional
-        ``centralized`` / ``local_only`` -> dict with ``label``, ``train_objective`` and
-        ``test_log_loss``, drawn as horizontal lines (the centralised training objective is
-        the optimum of the objective every method minimises).
-
-    Returns
-    -------
-    bytes
-        The PNG file.
-    """
-    fig = new_figure(11.0, 5.0)
-    axes = fig.subplots(1, 2)
-    panels = (
-        ("train_objective", "training objective (log loss + L2)", "(a) training objective"),
-        ("test_log_loss", "test log loss", "(b) test log loss"),
-    )
-    for ax, (key, ylabel, subtitle) in zip(axes, panels, strict=True):
-        drawn: list[list[float]] = []
-        for name, run in runs.items():
-            xs, ys = _series(run["history"], key)
-            if not xs:
-                continue
-            style = dict(_STYLE.get(name, {}))
-            style["markevery"] = max(1, len(xs) // 10)
-            ax.plot(xs, ys, label=run["label"], markersize=4, linewidth=1.6, **style)
-            drawn.append(ys)
-        lowest = min((min(ys) for ys in drawn), default=0.0)
-        for name, base in (baselines or {}).items():
-            value = base.get(key)
-            if value is None or (name != "centralized" and key == "train_objective"):
-                continue  # local-only minimises a different (smaller-model) objective
-            ax.axhline(float(value), label=base["label"], **_BASELINE_STYLE.get(name, {}))
-            lowest = min(lowest, float(value))
-        ax.set_ylim(max(0.0, lowest - 0.05 * abs(lowest)) * 0.98, _robust_top(drawn, lowest * 1.1))
-        integer_xticks(ax)
-        ax.set_xlabel("epoch (ADMM iteration / SGD pass over the data)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(subtitle, fontsize=10)
-        ax.grid(True, alpha=0.3)
-    handles, labels = axes[1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=8.5, frameon=False)
-    fig.suptitle(title, fontsize=11)
-    return png_bytes(fig)
-
-
-def plot_noise_levels(
-    curves: Sequence[Mapping[str, Any]],
-    *,
-    title: str,
-    baselines: Mapping[str, Mapping[str, Any]],
-) -> bytes:
-    """Test log loss per iteration at several noise levels (the paper's figure 3).
-
-    Parameters
-    ----------
-    curves : sequence of dict
-        Each with ``label`` and ``history`` (dicts with ``iteration`` and ``test_log_loss``).
-    title : str
-    baselines : mapping
-        ``local_only`` / ``centralized`` -> dict with ``label`` and ``test_log_loss``.
-
-    Returns
-    -------
-    bytes
-        The PNG file.
-    """
-    fig = new_figure(7.6, 5.4)
-    ax = fig.subplots()
-    drawn: list[list[float]] = []
-    for k, curve in enumerate(curves):
-        xs, ys = _series(curve["history"], "test_log_loss")
-        if not xs:
-            continue
-        colour = _LEVEL_COLOURS[k % len(_LEVEL_COLOURS)]
-        ax.plot(xs, ys, label=curve["label"], color=colour, linewidth=1.7, marker="o",
-                markersize=3, markevery=max(1, len(xs) // 10))
-        drawn.append(ys)
-    values = [v for ys in drawn for v in ys]
-    for name, base in baselines.items():
-        value = base.get("test_log_loss")
-        if value is None:
-            continue
-        ax.axhline(float(value), label=base["label"], **_BASELINE_STYLE.get(name, {}))
-        values.append(float(value))
-    if values and min(values) > 0:
-        # log scale: a level that ruins the model stays visible without flattening the rest
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) * 0.93, max(values) * 1.15)
-        _plain_log_labels(ax.yaxis)
-    integer_xticks(ax)
-    ax.set_xlabel("ADMM iteration (epoch)")
-    ax.set_ylabel("test log loss (log scale)" if ax.get_yscale() == "log" else "test log loss")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)
-    return png_bytes(fig)
-
-
-def plot_frontier(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    title: str,
-    baselines: Mapping[str, Mapping[str, Any]],
-) -> bytes:
-    """Final test log loss against the total epsilon: median and min-max over seeds.
-
-    Parameters
-    ----------
-    rows : sequence of dict
-        One per target epsilon, with ``epsilon``, ``median``, ``min`` and ``max`` (of the
-        final test log loss over seeds).
-    title : str
-    baselines : mapping
-        ``local_only`` / ``centralized`` -> dict with ``label`` and ``test_log_loss``.
-
-    Returns
-    -------
-    bytes
-        The PNG file.
-    """
-    fig = new_figure(7.6, 5.4)
-    ax = fig.subplots()
-    eps = [float(r["epsilon"]) for r in rows]
-    med = [float(r["median"]) for r in rows]
-    lo = [float(r["min"]) for r in rows]
-    hi = [float(r["max"]) for r in rows]
-    ax.fill_between(eps, lo, hi, color="tab:blue", alpha=0.2, label="min-max over seeds")
-    ax.plot(eps, med, color="tab:blue", marker="o", linewidth=1.8,
-            label="DP ADMM sharing, sound mechanism (median)")
-    for name, base in baselines.items():
-        value = base.get("test_log_loss")
-        if value is not None:
-            ax.axhline(float(value), label=base["label"], **_BASELINE_STYLE.get(name, {}))
-    ax.set_xscale("log")
-    if eps:
-        from matplotlib.ticker import NullFormatter
-
-        ax.set_xticks(eps)
-        ax.set_xticklabels([f"{e:g}" for e in eps])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel(r"total privacy budget $\varepsilon$ (log scale)")
-    ax.set_ylabel("final test log loss")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3, which="both")
-    fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)
-    return png_bytes(fig)

@@ -5,18 +5,26 @@ at several :math:`\\alpha` (figure 3), the privacy-accuracy trade-off with the f
 :math:`L_{acc}` curves (figures 4 and 5), and the spread over seeds; the consensus figure shows
 DP consensus ADMM (paper 002) at several total privacy budgets.
 
-Like :mod:`dpfed.experiments.plotting` (whose ``new_figure`` and ``png_bytes`` are reused),
-every function takes plain data as written to the JSON files, imports matplotlib lazily, never
-touches ``pyplot`` and returns the PNG file's bytes.
+Each function takes plain data as written to the JSON files and returns the PNG file's bytes
+(:mod:`dpfed.experiments.plotting`: the canvas, matplotlib imported lazily).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dpfed.experiments.plotting import integer_xticks, new_figure, png_bytes
+import numpy as np
+
+from dpfed.experiments.plotting import (
+    finite,
+    finite_xy,
+    integer_xticks,
+    log_ticks,
+    new_figure,
+    png_bytes,
+    seed_band,
+)
 
 #: Colours of the methods, shared by every figure.
 METHOD_COLOURS = {"dvp": "tab:blue", "pvp": "tab:orange", "none": "black"}
@@ -31,29 +39,6 @@ _REFERENCE_STYLE = {
 }
 _LEVEL_COLOURS = ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple",
                   "tab:brown", "tab:pink")
-
-
-def _finite(values: Sequence[Any]) -> list[float]:
-    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
-
-
-def _xy(xs: Sequence[Any], ys: Sequence[Any]) -> tuple[list[float], list[float]]:
-    """The pairs of ``(xs, ys)`` whose ``y`` is a finite number."""
-    out_x, out_y = [], []
-    for x, y in zip(xs, ys, strict=True):
-        if y is not None and math.isfinite(float(y)):
-            out_x.append(float(x))
-            out_y.append(float(y))
-    return out_x, out_y
-
-
-def _log_alpha_axis(ax, alphas: Sequence[float]) -> None:
-    from matplotlib.ticker import NullFormatter
-
-    ax.set_xscale("log")
-    ax.set_xticks(list(alphas))
-    ax.set_xticklabels([f"{a:g}" for a in alphas])
-    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def plot_nonprivate(
@@ -85,12 +70,12 @@ def plot_nonprivate(
     ax_gap, ax_mer = fig.subplots(1, 2)
     for kind, curve in curves.items():
         style = dict(_GRAPH_STYLE.get(kind, {"color": "tab:gray", "marker": "^"}))
-        xs, ys = _xy(curve["iterations"], curve["relative_gap"])
+        xs, ys = finite_xy(curve["iterations"], curve["relative_gap"])
         ys = [max(y, 1e-16) for y in ys]
         every = max(1, len(xs) // 10)
         ax_gap.plot(xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every,
                     **style)
-        xs, ys = _xy(curve["iterations"], curve["misclassification_rate"])
+        xs, ys = finite_xy(curve["iterations"], curve["misclassification_rate"])
         ax_mer.plot(xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every,
                     **style)
     if target_gap is not None:
@@ -148,11 +133,11 @@ def plot_convergence(
             for name, run in panel["runs"].items():
                 if run is None:
                     continue
-                xs, ys = _xy(run["iterations"], run[key])
+                xs, ys = finite_xy(run["iterations"], run[key])
                 ax.plot(xs, ys, color=METHOD_COLOURS.get(name, "tab:gray"), linewidth=1.5,
                         label=run["label"])
             for name, ref in references.items():
-                xs, ys = _xy(ref["iterations"], ref[key])
+                xs, ys = finite_xy(ref["iterations"], ref[key])
                 ax.plot(xs, ys, label=ref["label"], **_REFERENCE_STYLE.get(name, {}))
             if row == 0:
                 ax.set_yscale("log")
@@ -193,15 +178,13 @@ def plot_tradeoff(
     bytes
         The PNG file.
     """
-    import numpy as np
-
     fig = new_figure(15.0, 4.9)
     ax_loss, ax_mer, ax_net = fig.subplots(1, 3)
     all_alphas: set[float] = set()
     for name, m in methods.items():
         colour = METHOD_COLOURS.get(name, "tab:gray")
         label = METHOD_LABELS.get(name, name)
-        xs, ys = _xy(m["alphas"], m["loss"])
+        xs, ys = finite_xy(m["alphas"], m["loss"])
         all_alphas.update(xs)
         ax_loss.plot(xs, ys, "o", color=colour, label=f"{label}, measured")
         fit = m.get("fit")
@@ -220,10 +203,10 @@ def plot_tradeoff(
             ax_loss.plot([choice["alpha"]], [choice["loss"]], "*", color=colour, markersize=14,
                          markeredgecolor="black", label=rf"chosen $\alpha^\star$ = "
                                                         rf"{choice['alpha']:.3g}")
-        xs, ys = _xy(m["alphas"], m["misclassification_rate"])
+        xs, ys = finite_xy(m["alphas"], m["misclassification_rate"])
         ax_mer.plot(xs, ys, "o-", color=colour, label=f"{label}, final output")
         if m.get("misclassification_rate_before_stop") is not None:
-            xs, ys = _xy(m["alphas"], m["misclassification_rate_before_stop"])
+            xs, ys = finite_xy(m["alphas"], m["misclassification_rate_before_stop"])
             ax_mer.plot(xs, ys, "^--", color=colour, alpha=0.7, markersize=4,
                         label=f"{label.split(' ')[0]}, round before the stop step")
         net = m.get("net_utility") if usable else None
@@ -239,7 +222,7 @@ def plot_tradeoff(
                 ax.axhline(float(value), color="black", linestyle="-.", linewidth=1.2,
                            label=reference.get("label", "non-private"))
     alphas = sorted(all_alphas)
-    losses = _finite([v for m in methods.values() for v in m["loss"]])
+    losses = finite([v for m in methods.values() for v in m["loss"]])
     if reference is not None and reference.get("loss") is not None:
         losses.append(float(reference["loss"]))
     if losses and min(losses) > 0 and max(losses) > 10 * min(losses):
@@ -250,7 +233,7 @@ def plot_tradeoff(
         ax_loss.set_ylim(min(losses) - pad, max(losses) + pad)
     for ax in (ax_loss, ax_mer, ax_net):
         if alphas:
-            _log_alpha_axis(ax, sorted({*alphas, 0.01}) if ax is ax_net else alphas)
+            log_ticks(ax, sorted({*alphas, 0.01}) if ax is ax_net else alphas)
         ax.set_xlabel(r"$\alpha_p(t)$ (log scale)")
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=7.5)
@@ -289,7 +272,7 @@ def plot_seeds(
               f"{g['alpha']:g}" for g in groups]
     for ax, key, ylabel in ((axes[0], "loss", "final empirical loss (mean training log loss)"),
                             (axes[1], "misclassification_rate", "final test MER")):
-        data = [_finite(g[key]) for g in groups]
+        data = [finite(g[key]) for g in groups]
         positions = list(range(1, len(groups) + 1))
         shown = [(p, d) for p, d in zip(positions, data, strict=True) if d]
         if shown:
@@ -340,7 +323,7 @@ def plot_eta(
     for ax, key, ylabel in ((axes[0], "loss", "final empirical loss (mean training log loss)"),
                             (axes[1], "misclassification_rate", "final test MER")):
         for name, m in methods.items():
-            xs, ys = _xy(m["eta"], m[key])
+            xs, ys = finite_xy(m["eta"], m[key])
             etas.update(xs)
             colour = METHOD_COLOURS.get(name, "tab:gray")
             ax.plot(xs, ys, "o-", color=colour, label=METHOD_LABELS.get(name, name))
@@ -352,7 +335,7 @@ def plot_eta(
             ax.axhline(float(reference[key]), color="black", linestyle="-.", linewidth=1.2,
                        label=reference.get("label", "non-private"))
         if etas:
-            _log_alpha_axis(ax, sorted(etas))
+            log_ticks(ax, sorted(etas))
         ax.set_xlabel(r"ADMM penalty $\eta$ (log scale)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3, which="both")
@@ -397,13 +380,13 @@ def plot_consensus(
     ax_acc, ax_eps, ax_final = fig.subplots(1, 3)
     for k, level in enumerate(levels):
         colour = _LEVEL_COLOURS[k % len(_LEVEL_COLOURS)]
-        xs, ys = _xy(level["iterations"], level["test_accuracy_mean"])
+        xs, ys = finite_xy(level["iterations"], level["test_accuracy_mean"])
         ax_acc.plot(xs, ys, color=colour, linewidth=1.5, label=level["label"])
-        xs, ys = _xy(level["iterations"], level["epsilon_spent"])
+        xs, ys = finite_xy(level["iterations"], level["epsilon_spent"])
         ax_eps.plot(xs, ys, color=colour, linewidth=1.5, marker="o", markersize=3,
                     label=level["label"])
     if nonprivate is not None:
-        xs, ys = _xy(nonprivate["iterations"], nonprivate["test_accuracy_mean"])
+        xs, ys = finite_xy(nonprivate["iterations"], nonprivate["test_accuracy_mean"])
         ax_acc.plot(xs, ys, color="black", linewidth=1.8, label="non-private")
     if centralized_accuracy is not None:
         ax_acc.axhline(centralized_accuracy, color="black", linestyle="-.", linewidth=1.2,
@@ -413,9 +396,8 @@ def plot_consensus(
         mean = [lv["final_mean"] for lv in levels]
         lo = [lv["final_min"] for lv in levels]
         hi = [lv["final_max"] for lv in levels]
-        ax_final.fill_between(eps, lo, hi, color="tab:blue", alpha=0.2, label="min-max over seeds")
-        ax_final.plot(eps, mean, "o-", color="tab:blue", label="DP consensus ADMM (mean)")
-        _log_alpha_axis(ax_final, eps)
+        seed_band(ax_final, eps, mean, lo, hi, label="DP consensus ADMM (mean)")
+        log_ticks(ax_final, eps)
     if nonprivate is not None and nonprivate.get("final_mean") is not None:
         ax_final.axhline(float(nonprivate["final_mean"]), color="black", linewidth=1.4,
                          label="non-private consensus ADMM")

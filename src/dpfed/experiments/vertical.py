@@ -67,8 +67,7 @@ from __future__ import annotations
 
 import math
 import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,34 +84,27 @@ from dpfed.data import (
     vertical_split,
 )
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
-from dpfed.experiments.output import ArtifactWriter as _Writer
-from dpfed.experiments.output import (
-    Progress,
-    finish_markdown,
-    fmt,
-    open_output,
-    output_folder,
-    write_summary,
-)
-from dpfed.experiments.plotting import (
+from dpfed.experiments.plotting_vertical import (
     plot_frontier,
     plot_noise_levels,
     plot_training_curves,
-    require_matplotlib,
+)
+from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
+from dpfed.experiments.runner import (
+    Reproduction,
+    data_folder,
+    stopwatch,
+    subsample_rows,
+    without_runs,
 )
 from dpfed.protocols.vertical.calibration import sound_defaults
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical_sgd import train_vertical_sgd
 
-DATA_ENV_VAR = "DPFED_DATA"
-
+#: The prose of the report (summary.md and the notes).
+REPORT = ReportTemplate("vertical.md")
 #: What every output says of the paper mechanism's epsilon figures.
-PAPER_EPSILON_NOTE = (
-    "The paper mechanism's ε figures (keys paper_*) are the paper's Theorem 1 / Corollary 1 "
-    "formula, not privacy guarantees: Lemma 1 assumes the noisy models stay in the ball of "
-    "radius b1 (the Gaussian noise is unbounded) and lambda_min(D_m^T D_m) >= d_m (false "
-    "whenever d_m^2 > N, e.g. on arcene); each run's privacy.paper_epsilon_reason says why."
-)
+PAPER_EPSILON_NOTE = REPORT.paragraph("note-paper-epsilon")
 
 #: Where the named sets come from, for the "skipped" notes.
 _SOURCES = {
@@ -262,14 +254,6 @@ def quick_plan() -> ReproductionPlan:
 
 
 # ---------------------------------------------------------------------------------------------
-# Output: atomic files
-
-
-# ---------------------------------------------------------------------------------------------
-# Progress
-
-
-# ---------------------------------------------------------------------------------------------
 # Data
 
 
@@ -301,34 +285,6 @@ class PreparedData:
         }
 
 
-def _data_base(data_dir: str | os.PathLike[str] | None) -> Path:
-    if data_dir is not None:
-        base = Path(data_dir).expanduser()
-        origin = "--data-dir (data_dir)"
-    else:
-        env = os.environ.get(DATA_ENV_VAR, "").strip()
-        if not env:
-            raise DpfedInputError(
-                "the vertical reproduction reads a9a, arcene, madelon and gisette from a data "
-                f"folder, but none was given. Pass --data-dir DIR (data_dir=...) or set the "
-                f"{DATA_ENV_VAR} environment variable to a folder holding a9a/a9a and "
-                "a9a/a9a.t (and arcene/, madelon/, gisette/ for figure 2)."
-            )
-        base, origin = Path(env).expanduser(), f"the {DATA_ENV_VAR} environment variable"
-    if not base.is_dir():
-        raise DpfedInputError(
-            f"{origin} points at {str(base)!r}, which is not an existing folder. Expected a "
-            "folder holding a9a/a9a and a9a/a9a.t (and arcene/, madelon/, gisette/)."
-        )
-    return base.resolve()
-
-
-def _subsample(n: int, limit: int | None, rng: np.random.Generator) -> np.ndarray | None:
-    if limit is None or n <= limit:
-        return None
-    return np.sort(rng.choice(n, size=limit, replace=False))
-
-
 def _unit_rows(blocks: list) -> list:
     return [normalize_rows(b) for b in blocks]
 
@@ -340,19 +296,11 @@ def prepare_dataset(
     spec = DATASETS[name]
     ds = load_dataset(name, base)
     X, y, Xt, yt = ds.X_train, ds.y_train, ds.X_test, ds.y_test
-    steps = []
-    rng = np.random.default_rng(plan.seed)
-    rows = _subsample(X.shape[0], plan.max_train_rows, rng)
-    test_rows = _subsample(Xt.shape[0], plan.max_test_rows, rng)
-    if rows is not None or test_rows is not None:
-        if rows is not None:
-            X, y = X[rows], y[rows]
-        if test_rows is not None:
-            Xt, yt = Xt[test_rows], yt[test_rows]
-        steps.append(
-            f"rows subsampled to {X.shape[0]} train / {Xt.shape[0]} test "
-            f"(default_rng({plan.seed}), quick mode)"
-        )
+    X, y, Xt, yt, subsampled = subsample_rows(
+        X, y, Xt, yt, max_train_rows=plan.max_train_rows, max_test_rows=plan.max_test_rows,
+        seed=plan.seed,
+    )
+    steps = [subsampled] if subsampled else []
     if spec.standardize:
         X = X.toarray() if sp.issparse(X) else X
         Xt = Xt.toarray() if sp.issparse(Xt) else Xt
@@ -538,27 +486,16 @@ def _brief(run: Mapping[str, Any]) -> dict:
 class _Context:
     plan: ReproductionPlan
     data: _DataCache
-    writer: _Writer
-    progress: Progress
+    run: Reproduction
     notes: list[str] = field(default_factory=list)
 
     def step(self, description: str) -> None:
-        self.progress.step(description)
-
-
-def _emit(ctx: _Context, stem: str, payload: dict, render: Callable[[], bytes]) -> dict:
-    """Render the figure, then write ``stem.json`` and ``stem.png`` (each atomically)."""
-    png_name, json_name = f"{stem}.png", f"{stem}.json"
-    payload = {**payload, "png": png_name, "json": json_name}
-    png = render()
-    ctx.writer.write_json(json_name, payload)
-    ctx.writer.write_bytes(png_name, png)
-    return payload
+        self.run.step(description)
 
 
 def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
     """Figures 1 and 2: ADMM vs SGD per epoch, exact and with noise of one level."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
     sigma = data.plan.noise_sigma
     runs: dict[str, dict] = {}
@@ -598,7 +535,7 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
         "final": {key: _brief(run) for key, run in runs.items()},
         "baselines": baselines,
         "runs": runs,
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     n = data.describe()
     title = (
@@ -606,15 +543,15 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
         f"{n['n_features']} features split {'|'.join(map(str, data.plan.split))}, "
         f"λ={data.plan.lam:g}"
     )
-    return _emit(
-        ctx, f"figure{figure}_{name}", payload,
+    return ctx.run.emit(
+        f"figure{figure}_{name}", payload,
         lambda: plot_training_curves(runs, title=title, baselines=baselines),
     )
 
 
 def noise_levels_experiment(ctx: _Context, name: str) -> dict:
     """Figure 3: test log loss per iteration at several paper-mechanism noise levels."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
     exact = _admm(data, iterations=plan.noise_iterations)
     exact["label"] = "no noise"
@@ -651,15 +588,15 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
         "paper_epsilon_note": PAPER_EPSILON_NOTE,
         "runs": {"no_noise": exact, **{f"sigma={r['paper_epsilon']['noise_sigma']:g}": r
                                        for r in levels}},
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (
         f"Figure 3: {name}, test log loss of DP ADMM sharing (paper mechanism, "
         f"T={plan.noise_iterations}, δ={plan.paper_delta:g});\n"
         "ε′ = the paper's Theorem 1 + Corollary 1 formula (not a privacy guarantee)"
     )
-    return _emit(
-        ctx, f"figure3_{name}", payload,
+    return ctx.run.emit(
+        f"figure3_{name}", payload,
         lambda: plot_noise_levels([exact, *levels], title=title, baselines=baselines),
     )
 
@@ -681,7 +618,7 @@ def frontier_iterations(epsilon: float, n_samples: int) -> int:
 
 def frontier_experiment(ctx: _Context, name: str) -> dict:
     """Sound mechanism: final test log loss against the total epsilon, over seeds."""
-    started = time.perf_counter()
+    elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
     baselines = ctx.data.baselines(name)
     local = baselines["local_only"]["test_log_loss"]
@@ -725,14 +662,14 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
         "baselines": baselines,
         "smallest_epsilon_beating_local_only": min(beating) if beating else None,
         "runs": runs,
-        "seconds": time.perf_counter() - started,
+        "seconds": elapsed(),
     }
     title = (
         f"Privacy-utility frontier on {name}: DP ADMM sharing, sound mechanism\n"
         f"(δ={plan.frontier_delta:g}, {len(plan.frontier_seeds)} seeds, "
         f"{plan.frontier_accountant.upper()} accountant)"
     )
-    return _emit(ctx, f"frontier_{name}", payload,
+    return ctx.run.emit(f"frontier_{name}", payload,
                  lambda: plot_frontier(rows, title=title, baselines=baselines))
 
 
@@ -741,93 +678,87 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
 
 
 def _summary_markdown(summary: dict) -> str:
-    lines = ["# Vertical learning by DP ADMM sharing: reproduction of Hu et al. (AAAI 2020)", ""]
     mode = "quick (subsampled, few iterations)" if summary["quick"] else "full"
-    lines += [f"Mode: {mode}. Wall time: {summary['seconds']:.1f} s.", ""]
-    lines += ["## Data sets", "", "| data set | train | test | split | λ | ρ | preprocessing |",
-              "|---|---:|---:|---|---:|---:|---|"]
-    for d in summary["datasets"].values():
-        split = " \\| ".join(map(str, d["split"]))
-        lines.append(
-            f"| {d['name']} | {d['n_train']} | {d['n_test']} | {split}"
-            f" | {d['lam']:g} ({d['lam_choice']}) | {fmt(d['rho']) if d['rho'] else '1/4'} "
-            f"| {d['preprocessing']} |"
+    sections = [REPORT.render("head", mode=mode, seconds=f"{summary['seconds']:.1f}")]
+    sections.append(REPORT.render("datasets", rows=[
+        REPORT.render(
+            "dataset-row", name=d["name"], n_train=d["n_train"], n_test=d["n_test"],
+            split=" \\| ".join(map(str, d["split"])), lam=f"{d['lam']:g}",
+            lam_choice=d["lam_choice"], rho=fmt(d["rho"]) if d["rho"] else "1/4",
+            preprocessing=d["preprocessing"],
         )
+        for d in summary["datasets"].values()
+    ]))
     if summary["skipped"]:
-        lines += ["", "Skipped:", ""]
-        lines += [f"- **{k}**: {v}" for k, v in summary["skipped"].items()]
+        sections.append(REPORT.render("skipped", items=[
+            REPORT.render("skipped-item", name=k, reason=v)
+            for k, v in summary["skipped"].items()
+        ]))
     curves = summary["figures"].get("training_curves", [])
     if curves:
-        lines += ["", "## Figures 1 and 2: final values after the last epoch", "",
-                  "| figure | data set | method | epochs | train objective | test log loss | "
-                  "test accuracy |", "|---|---|---|---:|---:|---:|---:|"]
+        rows = []
         for fig in curves:
-            ds = fig["dataset"]["name"]
+            cells = {"figure": fig["figure"], "dataset": fig["dataset"]["name"]}
             for run in fig["runs"].values():
                 f = run["final"]
-                lines.append(
-                    f"| {fig['figure']} | {ds} | {run['label']} | {fmt(f.get('iteration'))} | "
-                    f"{fmt(f.get('train_objective'))} | {fmt(f.get('test_log_loss'))} | "
-                    f"{fmt(f.get('test_accuracy'))} |"
-                )
+                rows.append(REPORT.render(
+                    "curves-row", method=run["label"], epochs=fmt(f.get("iteration")),
+                    objective=fmt(f.get("train_objective")),
+                    log_loss=fmt(f.get("test_log_loss")),
+                    accuracy=fmt(f.get("test_accuracy")), **cells,
+                ))
             for base in fig["baselines"].values():
-                lines.append(
-                    f"| {fig['figure']} | {ds} | {base['label']} (scikit-learn) | - | "
-                    f"{fmt(base['train_objective'])} | {fmt(base['test_log_loss'])} | "
-                    f"{fmt(base['test_accuracy'])} |"
-                )
+                rows.append(REPORT.render(
+                    "curves-baseline-row", label=base["label"],
+                    objective=fmt(base["train_objective"]),
+                    log_loss=fmt(base["test_log_loss"]), accuracy=fmt(base["test_accuracy"]),
+                    **cells,
+                ))
+        sections.append(REPORT.render("curves", rows=rows))
     noise = summary["figures"].get("noise_levels", [])
     if noise:
-        lines += ["", "## Figure 3: noise level -> the paper's epsilon formula (paper mechanism)",
-                  "", PAPER_EPSILON_NOTE, "",
-                  "Per-iteration ε from Theorem 1 (largest over parties; the theorem assumes "
-                  "ε ≤ 1), total ε′ from Corollary 1 over T iterations with δ′ = δ/2, and the "
-                  "PLD accountant's ε for the same Gaussian releases with Lemma 1's C as the "
-                  "sensitivity.", "",
-                  "| data set | σ | T | δ | paper's ε per iteration | paper's Corollary 1 ε′ | "
-                  "PLD ε with Lemma 1's C | final test log loss | test accuracy |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        rows = []
         for fig in noise:
             ds = fig["dataset"]["name"]
-            lines.append(
-                f"| {ds} | 0 | {fig['iterations']} | - | - | - | - | "
-                f"{fmt(fig['no_noise']['test_log_loss'])} | "
-                f"{fmt(fig['no_noise']['test_accuracy'])} |"
-            )
+            rows.append(REPORT.render(
+                "noise-exact-row", dataset=ds, iterations=fig["iterations"],
+                log_loss=fmt(fig["no_noise"]["test_log_loss"]),
+                accuracy=fmt(fig["no_noise"]["test_accuracy"]),
+            ))
             for row in fig["levels"]:
-                lines.append(
-                    f"| {ds} | {row['noise_sigma']:g} | {row['iterations']} | "
-                    f"{row['delta_total']:g} | {fmt(row['paper_epsilon_step_max'])} | "
-                    f"{_format_log10(row['log10_paper_epsilon'])} | "
-                    f"{fmt(row['paper_epsilon_pld'])} | {fmt(row['test_log_loss'])} | "
-                    f"{fmt(row['test_accuracy'])} |"
-                )
+                rows.append(REPORT.render(
+                    "noise-row", dataset=ds, sigma=f"{row['noise_sigma']:g}",
+                    iterations=row["iterations"], delta=f"{row['delta_total']:g}",
+                    epsilon_step=fmt(row["paper_epsilon_step_max"]),
+                    epsilon_total=_format_log10(row["log10_paper_epsilon"]),
+                    epsilon_pld=fmt(row["paper_epsilon_pld"]),
+                    log_loss=fmt(row["test_log_loss"]), accuracy=fmt(row["test_accuracy"]),
+                ))
             for base in fig["baselines"].values():
-                lines.append(
-                    f"| {ds} | {base['label']} | | | | | | {fmt(base['test_log_loss'])} | "
-                    f"{fmt(base['test_accuracy'])} |"
-                )
+                rows.append(REPORT.render(
+                    "noise-baseline-row", dataset=ds, label=base["label"],
+                    log_loss=fmt(base["test_log_loss"]), accuracy=fmt(base["test_accuracy"]),
+                ))
+        sections.append(REPORT.render("noise", paper_epsilon_note=PAPER_EPSILON_NOTE,
+                                      rows=rows))
     for fig in summary["figures"].get("frontier", []):
-        ds = fig["dataset"]["name"]
         base = fig["baselines"]
-        lines += ["", f"## Frontier: sound mechanism on {ds}", "",
-                  f"δ = {fig['delta']:g}, {fig['accountant'].upper()} accountant, seeds "
-                  f"{fig['rows'][0]['seeds'] if fig['rows'] else []}. Local-only test log loss "
-                  f"{fmt(base['local_only']['test_log_loss'])}, centralised "
-                  f"{fmt(base['centralized']['test_log_loss'])}.", "",
-                  "| target ε | spent ε | T | median test log loss | min | max | "
-                  "median accuracy | beats local-only |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---|"]
-        for r in fig["rows"]:
-            lines.append(
-                f"| {r['epsilon']:g} | {fmt(r['epsilon_spent_max'])} | {r['iterations']} | "
-                f"{fmt(r['median'])} | {fmt(r['min'])} | {fmt(r['max'])} | "
-                f"{fmt(r['test_accuracy_median'])} | {'yes' if r['beats_local_only'] else 'no'} |"
-            )
         smallest = fig["smallest_epsilon_beating_local_only"]
-        lines += ["", "Smallest ε whose median beats local-only: "
-                  + (f"**{smallest:g}**" if smallest is not None else "**none** (null)")]
-    return finish_markdown(lines, summary)
+        sections.append(REPORT.render(
+            "frontier", dataset=fig["dataset"]["name"], delta=f"{fig['delta']:g}",
+            accountant=fig["accountant"].upper(),
+            seeds=str(fig["rows"][0]["seeds"] if fig["rows"] else []),
+            local_only=fmt(base["local_only"]["test_log_loss"]),
+            centralized=fmt(base["centralized"]["test_log_loss"]),
+            rows=[REPORT.render(
+                "frontier-row", epsilon=f"{r['epsilon']:g}", spent=fmt(r["epsilon_spent_max"]),
+                iterations=r["iterations"], median=fmt(r["median"]), min=fmt(r["min"]),
+                max=fmt(r["max"]), accuracy=fmt(r["test_accuracy_median"]),
+                beats="yes" if r["beats_local_only"] else "no",
+            ) for r in fig["rows"]],
+            smallest=f"**{smallest:g}**" if smallest is not None else "**none** (null)",
+        ))
+    return summary_markdown(sections, summary)
 
 
 def _key_numbers(figures: Mapping[str, list[dict]]) -> dict:
@@ -925,11 +856,12 @@ def run_vertical_reproduction(
     their complete files, nothing half-written or temporary remains, and the summaries (written
     last) are absent. See the module docstring for the experimental decisions.
     """
-    started = time.perf_counter()
-    require_matplotlib()
+    run = Reproduction("vertical", out_dir, progress=progress)
     plan = quick_plan() if quick else full_plan()
-    base = _data_base(data_dir)
-    out = output_folder(out_dir)
+    base = data_folder(
+        data_dir, command="vertical", reads="a9a, arcene, madelon and gisette",
+        holding="a9a/a9a and a9a/a9a.t (and arcene/, madelon/, gisette/ for figure 2)",
+    )
     cache = _DataCache(base, plan)
     wanted = _dedupe(plan.figure1 + plan.figure2 + plan.figure3 + plan.frontier)
     if not any(cache.available(name) for name in wanted):
@@ -937,11 +869,9 @@ def run_vertical_reproduction(
             f"the data folder {str(base)!r} holds none of {', '.join(wanted)}. Expected e.g. "
             "a9a/a9a and a9a/a9a.t from " + _SOURCES["a9a"] + "."
         )
-    writer = open_output(out)
-    bar = Progress(_count_runs(plan, cache), progress, "reproduce vertical")
-    ctx = _Context(plan=plan, data=cache, writer=writer, progress=bar)
+    ctx = _Context(plan=plan, data=cache, run=run)
     figures: dict[str, list[dict]] = {"training_curves": [], "noise_levels": [], "frontier": []}
-    try:
+    with run.running(_count_runs(plan, cache)):
         for figure, names in (("1", plan.figure1), ("2", plan.figure2)):
             for name in names:
                 if cache.available(name):
@@ -954,54 +884,31 @@ def run_vertical_reproduction(
         for name in plan.frontier:
             if cache.available(name):
                 figures["frontier"].append(frontier_experiment(ctx, name))
-    finally:
-        bar.close()
-    notes = _notes(figures, plan)
     summary: dict[str, Any] = {
         "quick": plan.quick,
         "plan": {k: v for k, v in plan.__dict__.items() if k != "noise_levels"}
         | {"noise_levels": {n: list(plan.levels(n)) for n in _dedupe(plan.figure3)}},
         "datasets": {n: d.describe() for n, d in cache.loaded().items()},
         "skipped": dict(cache.skipped),
-        "figures": {k: [_without_runs(p) for p in v] for k, v in figures.items()},
+        "figures": {k: [without_runs(p) for p in v] for k, v in figures.items()},
         "key_numbers": _key_numbers(figures),
-        "notes": notes,
+        "notes": _notes(figures, plan),
     }
-    return write_summary(writer, summary, started=started,
-                         markdown=lambda s: _summary_markdown({**s, "figures": figures}))
-
-
-def _without_runs(payload: Mapping[str, Any]) -> dict:
-    return {k: v for k, v in payload.items() if k != "runs"}
+    return run.finish(summary, lambda s: _summary_markdown({**s, "figures": figures}))
 
 
 def _notes(figures: Mapping[str, list[dict]], plan: ReproductionPlan) -> list[str]:
-    notes = [
-        "All methods see the same blocks: each party's rows scaled to unit l2 norm (dense "
-        "NIPS 2003 sets standardised first with training statistics).",
-        "ADMM starts from x = y = z = 0; SGD from small random parameters (as in the paper). "
-        "One ADMM iteration and one SGD pass over the data each count as one epoch.",
-        "The noisy SGD variant adds N(0, σ²) to every prediction a passive party shares; FDML "
-        "gives no privacy accounting for it.",
-    ]
+    notes = [REPORT.paragraph(key) for key in ("note-blocks", "note-start", "note-noisy-sgd")]
     paper_notes = {n for fig in figures.get("noise_levels", []) for n in fig["privacy_notes"]
                    if not n.startswith(("label:", "party"))}
     notes += sorted(paper_notes)
     if figures.get("noise_levels"):
         notes.append(PAPER_EPSILON_NOTE)
-        notes.append(
-            "Corollary 1's ε′ grows like T·ε·e^ε: the noise levels that leave the model usable "
-            "correspond to per-iteration ε far above Theorem 1's range (ε ≤ 1), so even the "
-            "paper's formula is vacuous there; the PLD column accounts the same Gaussian "
-            "releases with Lemma 1's C as the sensitivity, which is not a proven sensitivity."
-        )
+        notes.append(REPORT.paragraph("note-corollary1"))
     for fig in figures.get("frontier", []):
         notes += [n for n in fig["privacy_notes"] if n not in notes]
     if any(f["dataset"]["name"] == "madelon" for f in figures.get("training_curves", [])):
-        notes.append(
-            "madelon is a non-linear (XOR-like) problem: every linear model, centralised "
-            "included, stays near chance (test log loss about 0.67)."
-        )
+        notes.append(REPORT.paragraph("note-madelon"))
     if plan.quick:
-        notes.append("Quick mode: numbers are for a smoke test, not the reproduction.")
+        notes.append(REPORT.paragraph("note-quick"))
     return notes
