@@ -12,7 +12,7 @@ from dpfed.parameters import (
     add_config_arguments,
     config_from_table,
     config_kwargs,
-    job_param_types,
+    job_parameters,
     param,
     parameter_names,
     parameters,
@@ -43,13 +43,27 @@ def test_one_vocabulary_the_noise_seed_is_the_only_secret(config):
 
 
 def test_the_registered_protocols_take_their_job_parameters_from_the_configs():
-    assert get_protocol("vertical").params == VERTICAL_PARAMS == job_param_types(VerticalConfig)
-    assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_param_types(
+    assert get_protocol("vertical").params == VERTICAL_PARAMS == job_parameters(VerticalConfig)
+    assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_parameters(
         ConsensusConfig)
     graph = {"graph", "graph_seed", "p", "radius"}
     assert set(DECENTRALIZED_PARAMS) - graph == set(parameter_names(DecentralizedConfig))
-    assert VERTICAL_PARAMS["bounds"] == (dict,)  # the job file now has every field
-    assert VERTICAL_PARAMS["tol"] == (list,) and VERTICAL_PARAMS["lam"] == (int, float)
+    assert VERTICAL_PARAMS["bounds"].toml_types == (dict,)  # the job file has every field
+    assert VERTICAL_PARAMS["tol"].toml_types == (list,)
+    assert VERTICAL_PARAMS["lam"].toml_types == (int, float)
+
+
+def test_a_tuple_parameter_reads_its_length_from_its_type():
+    tol = VERTICAL_PARAMS["tol"]  # tuple[float, float], metavar ABS REL
+    assert tol.length == 2
+    assert tol.read([0, 1], "[params].tol") == [0.0, 1.0]
+    with pytest.raises(DpfedInputError, match=r"\[params\]\.tol must be \[abs, rel\], 2 finite"):
+        tol.read([1e-3], "[params].tol")
+    alphas = DECENTRALIZED_PARAMS["node_alphas"]  # tuple[float, ...]
+    assert alphas.length is None
+    assert alphas.read([1, 0.5, 2], "x") == [1.0, 0.5, 2.0]
+    with pytest.raises(DpfedInputError, match="x must be a list of finite numbers"):
+        alphas.read([1, True], "x")
 
 
 def test_a_job_table_builds_the_config_with_nested_bounds_and_tuples():

@@ -5,7 +5,7 @@ A protocol's configuration is a frozen dataclass whose every field is declared w
 that every party reads) and, for text, its choices. The type comes from the field's annotation.
 From that one definition come
 
-* the job file's ``[params]`` table and its validation (:func:`job_param_types`,
+* the job file's ``[params]`` table and its validation (:func:`job_parameters`,
   :func:`config_from_table`),
 * the command line's options (:func:`add_config_arguments`, :func:`config_kwargs`),
 * and the estimators' parameters (:func:`parameter_names`),
@@ -66,6 +66,9 @@ class Parameter:
         None is allowed (the default then means "decided from other values").
     default : Any
     info : ParamInfo
+    length : int or None
+        The number of values of a fixed-length tuple (``tuple[float, float]``: 2); None for
+        any other kind and for a variable-length tuple (``tuple[float, ...]``).
     """
 
     name: str
@@ -73,6 +76,7 @@ class Parameter:
     optional: bool
     default: Any
     info: ParamInfo
+    length: int | None = None
 
     @property
     def toml_types(self) -> tuple[type, ...]:
@@ -89,6 +93,38 @@ class Parameter:
             return (list,)
         return (dict,)  # a nested configuration: a TOML table
 
+    def read(self, value: Any, where: str) -> Any:
+        """A job file's ``value`` of this parameter, checked: its TOML type, finite numbers, a
+        tuple's length; a tuple comes back as a list of floats, anything else as given.
+
+        Raises
+        ------
+        DpfedInputError
+            Naming ``where``, the value and what was expected. The value's range is the
+            configuration's ``validated()``'s to check.
+        """
+        if self.kind is tuple:
+            numbers = isinstance(value, list | tuple) and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in value
+            )
+            if self.length is not None and not (numbers and len(value) == self.length):
+                names = ", ".join(m.lower() for m in self.info.metavar or ())
+                raise DpfedInputError(f"{where} must be [{names}], {self.length} finite numbers. "
+                                      f"Found {value!r}.")
+            if not numbers:
+                raise DpfedInputError(f"{where} must be a list of finite numbers. Found {value!r}.")
+            return [float(v) for v in value]
+        types = self.toml_types
+        if isinstance(value, bool) and bool not in types:
+            raise DpfedInputError(f"{where} must be a number. Found {value!r}.")
+        if not isinstance(value, types):
+            expected = " or ".join(t.__name__ for t in types)
+            raise DpfedInputError(f"{where} must be {expected}. Found {value!r}.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DpfedInputError(f"{where} must be finite. Found {value!r}.")
+        return value
+
 
 def param(default: Any = None, *, help: str, public: bool = True,
           choices: Iterable[str] | None = None, metavar: Iterable[str] | None = None) -> Any:
@@ -98,7 +134,7 @@ def param(default: Any = None, *, help: str, public: bool = True,
     return dataclasses.field(default=default, metadata={_KEY: info})
 
 
-def _kind(name: str, hint: Any) -> tuple[type, bool]:
+def _kind(name: str, hint: Any) -> tuple[type, bool, int | None]:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
     optional = type(None) in args
@@ -107,9 +143,10 @@ def _kind(name: str, hint: Any) -> tuple[type, bool]:
         raise TypeError(f"parameter {name!r} must have one type (or it or None). Found {hint!r}.")
     kind = rest[0]
     if typing.get_origin(kind) is tuple:
-        return tuple, optional
+        items = typing.get_args(kind)
+        return tuple, optional, None if Ellipsis in items else len(items)
     if kind in (bool, int, float, str) or dataclasses.is_dataclass(kind):
-        return kind, optional
+        return kind, optional, None
     raise TypeError(f"parameter {name!r} has a type a job file cannot hold: {hint!r}.")
 
 
@@ -127,8 +164,8 @@ def parameters(config: type) -> list[Parameter]:
         info = f.metadata.get(_KEY)
         if info is None:
             raise TypeError(f"{config.__name__}.{f.name} must be declared with param().")
-        kind, optional = _kind(f.name, hints[f.name])
-        out.append(Parameter(f.name, kind, optional, f.default, info))
+        kind, optional, length = _kind(f.name, hints[f.name])
+        out.append(Parameter(f.name, kind, optional, f.default, info, length))
     return out
 
 
@@ -137,10 +174,11 @@ def parameter_names(config: type) -> list[str]:
     return [p.name for p in parameters(config)]
 
 
-def job_param_types(config: type, *, exclude: Iterable[str] = ()) -> dict[str, tuple[type, ...]]:
-    """``[params]`` keys of a job file and the TOML types each takes."""
+def job_parameters(config: type, *, exclude: Iterable[str] = ()) -> dict[str, Parameter]:
+    """``[params]`` keys of a job file, each with the parameter that reads its value
+    (:meth:`Parameter.read`)."""
     skip = set(exclude)
-    return {p.name: p.toml_types for p in parameters(config) if p.name not in skip}
+    return {p.name: p for p in parameters(config) if p.name not in skip}
 
 
 def secret_parameters(config: type) -> list[str]:
@@ -156,7 +194,7 @@ def _number(where: str, value: Any) -> float:
 
 def config_from_table(config: type, table: Mapping[str, Any], *, where: str = "[params]",
                       exclude: Iterable[str] = ()) -> Any:
-    """The ``config`` dataclass from a job-file table (types as :func:`job_param_types`);
+    """The ``config`` dataclass from a job-file table (values read by :meth:`Parameter.read`);
     keys in ``exclude`` belong to something else and are left out.
 
     Lists become tuples of numbers and nested tables nested configurations; the dataclass
@@ -178,9 +216,7 @@ def config_from_table(config: type, table: Mapping[str, Any], *, where: str = "[
     for key, value in table.items():
         p = by_name[key]
         if p.kind is tuple:
-            if not isinstance(value, list | tuple):
-                raise DpfedInputError(f"{where}.{key} must be a list of numbers. Found {value!r}.")
-            value = tuple(float(_number(f"{where}.{key}[{k}]", v)) for k, v in enumerate(value))
+            value = tuple(p.read(value, f"{where}.{key}"))
         elif dataclasses.is_dataclass(p.kind):
             if not isinstance(value, Mapping):
                 raise DpfedInputError(f"{where}.{key} must be a table. Found {value!r}.")
@@ -343,7 +379,7 @@ __all__ = [
     "add_config_arguments",
     "config_from_table",
     "config_kwargs",
-    "job_param_types",
+    "job_parameters",
     "option_name",
     "param",
     "parameter_names",

@@ -247,10 +247,10 @@ def test_shares_of_the_next_round_are_refused_until_the_round_is_over(first_roun
 STATE_CONFIGS = {
     "none": VerticalConfig(lam=1e-2, iterations=5, seed=1),
     "sound": VerticalConfig(
-        mechanism="sound", noise_sigma=2.0, delta=1e-5, seed=3, iterations=4, accountant="rdp",
+        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=3, iterations=4, accountant="rdp",
     ),
     "sound-protected": VerticalConfig(
-        mechanism="sound", noise_sigma=2.0, delta=1e-5, seed=4, iterations=4, accountant="rdp",
+        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=4, iterations=4, accountant="rdp",
         protect_label_holder=True,
     ),
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpfed._validation import check_binary_labels
+from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
@@ -58,10 +58,10 @@ SOUND = dict(mechanism="sound", delta=1e-5, seed=2, iterations=3, accountant="rd
     "options",
     [
         pytest.param(dict(epsilon=4.0), id="epsilon-rdp"),
-        pytest.param(dict(noise_sigma=1.5), id="sigma"),
-        pytest.param(dict(noise_sigma=1.5, score_rounds=1), id="score-rounds-1"),
-        pytest.param(dict(noise_sigma=1.5, score_rounds=0), id="score-rounds-0"),
-        pytest.param(dict(noise_sigma=1.5, score_rounds=9), id="score-rounds-above-T"),
+        pytest.param(dict(noise_multiplier=1.5), id="multiplier"),
+        pytest.param(dict(noise_multiplier=1.5, score_rounds=1), id="score-rounds-1"),
+        pytest.param(dict(noise_multiplier=1.5, score_rounds=0), id="score-rounds-0"),
+        pytest.param(dict(noise_multiplier=1.5, score_rounds=9), id="score-rounds-above-T"),
     ],
 )
 def test_sound_plan_is_what_each_party_releases(problem, options):
@@ -84,8 +84,8 @@ def test_sound_plan_is_what_each_party_releases(problem, options):
     "options",
     [
         pytest.param(dict(epsilon=4.0), id="epsilon"),
-        pytest.param(dict(noise_sigma=1.5), id="sigma"),
-        pytest.param(dict(noise_sigma=1.5, score_rounds=1), id="score-rounds-ignored"),
+        pytest.param(dict(noise_multiplier=1.5), id="multiplier"),
+        pytest.param(dict(noise_multiplier=1.5, score_rounds=1), id="score-rounds-ignored"),
     ],
 )
 def test_protected_label_holder_plan_is_what_it_releases(problem, options):
@@ -180,9 +180,12 @@ def test_no_mechanism_plans_nothing(problem):
     [
         (dict(), [NoPrivacy, NoPrivacy, NoPrivacy]),
         (dict(mechanism="paper", noise_sigma=0.5, delta=1e-5), [PaperMechanism] * 3),
-        (dict(mechanism="sound", noise_sigma=1.0, delta=1e-5), [NoPrivacy, *[SoundMechanism] * 2]),
         (
-            dict(mechanism="sound", noise_sigma=1.0, delta=1e-5, protect_label_holder=True),
+            dict(mechanism="sound", noise_multiplier=1.0, delta=1e-5),
+            [NoPrivacy, *[SoundMechanism] * 2],
+        ),
+        (
+            dict(mechanism="sound", noise_multiplier=1.0, delta=1e-5, protect_label_holder=True),
             [SoundMechanism] * 3,
         ),
     ],
@@ -203,3 +206,22 @@ def test_party_rng_streams_are_reproducible_and_distinct():
         assert np.array_equal(a, b)
     assert not np.array_equal(draws[0], draws[1])
     assert not np.array_equal(draws[1], draws[2])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(mechanism="sound", noise_sigma=1.0), "noise_sigma belongs to the other mechanism"),
+        (dict(mechanism="paper", noise_multiplier=1.0),
+         "noise_multiplier belongs to the other mechanism"),
+        (dict(mechanism="sound", epsilon=1.0, noise_multiplier=1.0),
+         "exactly one of epsilon or noise_multiplier"),
+        (dict(mechanism="paper"), "exactly one of epsilon or noise_sigma"),
+        (dict(noise_multiplier=1.0), "need a privacy mechanism"),
+    ],
+)
+def test_each_mechanism_takes_its_own_noise_scale(options, message):
+    # the sound mechanism's scale is a multiplier of its enforced sensitivity, the paper's an
+    # absolute sigma: one option for both would let a user pass the one meaning the other
+    with pytest.raises(DpfedInputError, match=message):
+        VerticalConfig(delta=1e-5, **options).validated()

@@ -50,7 +50,12 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
     iterations : int or None
         ADMM rounds; None: 20 without noise, the sound mechanism's public rule with it.
     mechanism : {"none", "paper", "sound"}
-    epsilon, delta, noise_sigma : float or None
+    epsilon, delta : float or None
+        Target total privacy.
+    noise_multiplier : float or None
+        Sound mechanism, instead of epsilon: the per-round noise multiplier.
+    noise_sigma : float or None
+        Paper mechanism, instead of epsilon: the paper's absolute sigma.
     accountant : {"pld", "rdp"}
     bounds : SoundBounds or None
         None: the sound mechanism's public rule
@@ -85,6 +90,7 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         mechanism: str = "none",
         epsilon: float | None = None,
         delta: float | None = None,
+        noise_multiplier: float | None = None,
         noise_sigma: float | None = None,
         accountant: str = "pld",
         bounds: SoundBounds | None = None,
@@ -100,6 +106,7 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         self.mechanism = mechanism
         self.epsilon = epsilon
         self.delta = delta
+        self.noise_multiplier = noise_multiplier
         self.noise_sigma = noise_sigma
         self.accountant = accountant
         self.bounds = bounds
@@ -110,7 +117,8 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         return VerticalConfig(
             loss=self.loss, regularizer=self.regularizer, lam=self.lam, rho=self.rho,
             iterations=self.iterations, mechanism=self.mechanism, epsilon=self.epsilon,
-            delta=self.delta, noise_sigma=self.noise_sigma, accountant=self.accountant,
+            delta=self.delta, noise_multiplier=self.noise_multiplier,
+            noise_sigma=self.noise_sigma, accountant=self.accountant,
             seed=self.random_state, bounds=self.bounds,
             protect_label_holder=self.protect_label_holder,
         )

@@ -53,7 +53,6 @@ simulation.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from pathlib import Path
@@ -127,27 +126,7 @@ def _params(table: Any, protocol: Protocol) -> dict[str, Any]:
         raise DpfedInputError(f"[params] must be a table. Found {table!r}.")
     allowed = protocol.params
     _reject_unknown(table, set(allowed), "[params]")
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        types = allowed[key]
-        if isinstance(value, bool) and bool not in types:
-            raise DpfedInputError(f"[params].{key} must be a number. Found {value!r}.")
-        if not isinstance(value, types):
-            expected = " or ".join(t.__name__ for t in types)
-            raise DpfedInputError(f"[params].{key} must be {expected}. Found {value!r}.")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise DpfedInputError(f"[params].{key} must be finite. Found {value!r}.")
-        if key == "tol" and isinstance(value, list | tuple):
-            if len(value) != 2 or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-                for v in value
-            ):
-                raise DpfedInputError(
-                    f"[params].tol must be [abs, rel], two finite numbers. Found {value!r}."
-                )
-            value = [float(v) for v in value]
-        out[key] = value
-    return out
+    return {key: allowed[key].read(value, f"[params].{key}") for key, value in table.items()}
 
 
 def _budget(value: Any, where: str) -> Budget | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dpfed._validation import DpfedInputError
+from dpfed.parameters import Parameter
 from dpfed.runtime.messages import Message
 
 if TYPE_CHECKING:  # the job file imports this module
@@ -43,8 +44,9 @@ class RoundReport(typing.Protocol):
         ...
 
 
-#: Job-file parameter table: key -> the TOML value types it takes.
-ParamTypes = Mapping[str, tuple[type, ...]]
+#: Job-file parameter table: key -> the parameter that reads its value
+#: (:meth:`dpfed.parameters.Parameter.read`).
+ParamTypes = Mapping[str, Parameter]
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Protocol(ABC):
     @property
     @abstractmethod
     def params(self) -> ParamTypes:
-        """The keys ``[params]`` may hold and the TOML types each takes."""
+        """The keys ``[params]`` may hold, each with the parameter that reads its value."""
 
     @property
     @abstractmethod

@@ -15,7 +15,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
-from dpfed.parameters import config_from_table, job_param_types
+from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.consensus.driver import (
     ConsensusConfig,
@@ -170,7 +170,7 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
 
 # -- decentralized -----------------------------------------------------------------------------
 #: Keys of ``[params]`` for consensus ADMM: every field of :class:`ConsensusConfig`.
-CONSENSUS_PARAMS = job_param_types(ConsensusConfig)
+CONSENSUS_PARAMS = job_parameters(ConsensusConfig)
 
 class ConsensusProtocol(Protocol):
     """Consensus ADMM with a server: clients hold row ranges, one ``role = "server"`` party

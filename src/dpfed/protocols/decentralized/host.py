@@ -6,16 +6,16 @@ registered :data:`PROTOCOL` (see :mod:`dpfed.protocols.row_hosts`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
-from dpfed.data import make_graph
+from dpfed.data import GRAPHS, make_graph
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
-from dpfed.parameters import config_from_table, job_param_types
+from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.accounting import Release
 from dpfed.protocols.decentralized.driver import (
     ITERATE_FIGURES,
@@ -45,7 +45,18 @@ for _kind in DECENTRALIZED_MESSAGES:
     register_message(_kind)
 
 
-_GRAPH_KEYS = ("graph", "graph_seed", "p", "radius")
+@dataclass(frozen=True)
+class GraphParams:
+    """The job's graph, built by every node alike from ``[params]`` (nodes in party order)
+    with :func:`dpfed.data.make_graph`."""
+
+    graph: str = param("ring", help="topology of the network", choices=GRAPHS)
+    graph_seed: int = param(0, help="seed of a random topology (public: every node builds it)")
+    p: float | None = param(help="edge probability of an erdos-renyi graph")
+    radius: float | None = param(help="connection radius of a geometric graph")
+
+
+_GRAPH_KEYS = tuple(job_parameters(GraphParams))
 
 
 def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
@@ -53,12 +64,10 @@ def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
 
 
 def _graph(spec: JobSpec):
-
-    p = spec.params
+    graph = config_from_table(
+        GraphParams, {k: v for k, v in spec.params.items() if k in _GRAPH_KEYS})
     return make_graph(
-        p.get("graph", "ring"), len(spec.parties), rng=p.get("graph_seed", 0),
-        p=p.get("p"), radius=p.get("radius"),
-    )
+        graph.graph, len(spec.parties), rng=graph.graph_seed, p=graph.p, radius=graph.radius)
 
 
 class DecentralizedHost(RowHost):
@@ -170,9 +179,7 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
 #: Keys of ``[params]`` for decentralized ADMM: every field of :class:`DecentralizedConfig`,
 #: and the graph, built from ``graph``, ``graph_seed``, ``p`` and ``radius`` by every node
 #: alike (nodes in party order).
-DECENTRALIZED_PARAMS = job_param_types(DecentralizedConfig) | {
-    "graph": (str,), "graph_seed": (int,), "p": (int, float), "radius": (int, float),
-}
+DECENTRALIZED_PARAMS = job_parameters(DecentralizedConfig) | job_parameters(GraphParams)
 
 
 class DecentralizedProtocol(Protocol):

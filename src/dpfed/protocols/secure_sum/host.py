@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from dpfed.dca.calibration import calibrate_dca
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
+from dpfed.parameters import job_parameters, param
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator
@@ -247,17 +249,30 @@ class SecureSumHost(RoleDelegate):
         }
 
 
-#: Keys of ``[params]`` for the DCA secure sum: the length ``dim`` of the vectors, the
-#: per-client noise either as ``noise_std``
-#: or calibrated from ``epsilon``, ``delta`` and ``l2_sensitivity`` (``calibration`` pld, rdp or
-#: classic), ``tolerated`` dropped or colluding clients, the fixed-point ``fractional_bits`` and
-#: a simulation ``seed`` of the noise (without one every client draws its noise from its own
-#: secret).
-SECURE_SUM_PARAMS: dict[str, tuple[type, ...]] = {
-    "mechanism": (str,), "noise_std": (int, float), "epsilon": (int, float),
-    "delta": (int, float), "l2_sensitivity": (int, float), "calibration": (str,),
-    "tolerated": (int,), "fractional_bits": (int,), "seed": (int,), "dim": (int,),
-}
+@dataclass(frozen=True)
+class SecureSumParams:
+    """``[params]`` of a DCA secure sum: the length ``dim`` of the vectors, the per-client
+    noise either as ``noise_std`` or calibrated from ``epsilon``, ``delta`` and
+    ``l2_sensitivity`` (``calibration`` pld, rdp or classic), ``tolerated`` dropped or colluding
+    clients, the fixed-point ``fractional_bits`` and a simulation ``seed`` of the noise (without
+    one every client draws its noise from its own secret). The host checks the values."""
+
+    mechanism: str = param("none", help="per-client noise", choices=("none", "gaussian"))
+    noise_std: float | None = param(help="instead of epsilon: each client's noise scale")
+    epsilon: float | None = param(help="target epsilon of the sum")
+    delta: float | None = param(help="target delta of the sum")
+    l2_sensitivity: float | None = param(help="L2 sensitivity of one client's vector")
+    calibration: str = param("pld", help="calibration of the noise",
+                             choices=("pld", "rdp", "classic"))
+    tolerated: int = param(0, help="dropped or colluding clients the noise still covers")
+    fractional_bits: int = param(DEFAULT_FRACTIONAL_BITS, help="bits of the fixed-point fraction")
+    seed: int | None = param(help="seed of every client's noise (a simulation only)",
+                             public=False)
+    dim: int | None = param(help="length D >= 1 of the summed vectors")
+
+
+#: Keys of ``[params]`` for the DCA secure sum (:class:`SecureSumParams`).
+SECURE_SUM_PARAMS = job_parameters(SecureSumParams)
 
 
 class SecureSumProtocol(Protocol):

@@ -75,9 +75,12 @@ class VerticalConfig:
     mechanism : {"none", "paper", "sound"}
     epsilon, delta : float or None
         Target total privacy; ``delta`` is also the delta at which spending is reported.
+    noise_multiplier : float or None
+        Sound mechanism, instead of a target epsilon: the per-round noise multiplier (noise
+        standard deviation over the enforced L2 sensitivity, before the model/scores split).
     noise_sigma : float or None
-        Instead of a target epsilon: the paper mechanism's sigma, or the sound mechanism's
-        per-round noise multiplier.
+        Paper mechanism, instead of a target epsilon: the paper's sigma, the absolute standard
+        deviation of its Gaussian (not a multiplier: the paper scales no sensitivity by it).
     accountant : {"pld", "rdp"}
         Accountant of the sound mechanism (the paper mechanism certifies no epsilon; it reports
         the paper's Corollary 1 formula and a PLD figure as ``paper_epsilon*``).
@@ -117,8 +120,10 @@ class VerticalConfig:
     mechanism: str = param("none", help="privacy mechanism", choices=("none", "paper", "sound"))
     epsilon: float | None = param(help="target total epsilon")
     delta: float | None = param(help="target total delta")
+    noise_multiplier: float | None = param(
+        help="instead of epsilon: the sound mechanism's per-round noise multiplier")
     noise_sigma: float | None = param(
-        help="instead of epsilon: the paper's sigma or the sound per-round noise multiplier")
+        help="instead of epsilon: the paper mechanism's sigma (absolute noise scale)")
     accountant: str = param("pld", help="accountant of the sound mechanism", choices=("pld", "rdp"))
     seed: int | None = param(help="seed of every party's noise (in process or a simulation)",
                              public=False)
@@ -176,21 +181,35 @@ class VerticalConfig:
             check_positive("epsilon", self.epsilon)
         if self.delta is not None:
             check_open_unit("delta", self.delta)
+        if self.noise_multiplier is not None:
+            check_positive("noise_multiplier", self.noise_multiplier)
         if self.noise_sigma is not None:
             check_positive("noise_sigma", self.noise_sigma)
         private = self.mechanism != "none"
-        if not private and (self.epsilon is not None or self.noise_sigma is not None):
+        # each mechanism names its own noise scale: a multiplier of the enforced sensitivity
+        # (sound) or the paper's absolute sigma (paper)
+        scales = {"noise_multiplier": self.noise_multiplier, "noise_sigma": self.noise_sigma}
+        noise_name = "noise_sigma" if self.mechanism == "paper" else "noise_multiplier"
+        other_name = "noise_multiplier" if self.mechanism == "paper" else "noise_sigma"
+        noise_given = any(v is not None for v in scales.values())
+        if not private and (self.epsilon is not None or noise_given):
             raise DpfedInputError(
-                "epsilon and noise_sigma need a privacy mechanism (paper or sound). "
-                f"Found mechanism {self.mechanism!r}."
+                "epsilon, noise_multiplier and noise_sigma need a privacy mechanism (paper or "
+                f"sound). Found mechanism {self.mechanism!r}."
             )
         if private:
             if self.delta is None:
                 raise DpfedInputError(f"the {self.mechanism} mechanism needs delta. Found none.")
-            if (self.epsilon is None) == (self.noise_sigma is None):
+            if scales[other_name] is not None:
                 raise DpfedInputError(
-                    f"the {self.mechanism} mechanism takes exactly one of epsilon or noise_sigma. "
-                    f"Found epsilon={self.epsilon}, noise_sigma={self.noise_sigma}."
+                    f"{other_name} belongs to the other mechanism; the {self.mechanism} "
+                    f"mechanism takes {noise_name}. Found {other_name}={scales[other_name]}."
+                )
+            noise = scales[noise_name]
+            if (self.epsilon is None) == (noise is None):
+                raise DpfedInputError(
+                    f"the {self.mechanism} mechanism takes exactly one of epsilon or "
+                    f"{noise_name}. Found epsilon={self.epsilon}, {noise_name}={noise}."
                 )
         adaptive = (not private) if self.adaptive_rho is None else bool(self.adaptive_rho)
         if adaptive and self.protect_label_holder:
@@ -281,8 +300,8 @@ def _calibrate_sound(cfg: VerticalConfig) -> float:
     """Per-round noise multiplier ``z`` (split into model and scores multipliers by
     :func:`split_noise_multiplier`) whose T model and S scores releases spend at most
     epsilon (S from :func:`_sound_score_rounds`)."""
-    if cfg.noise_sigma is not None:
-        return float(cfg.noise_sigma)
+    if cfg.noise_multiplier is not None:
+        return float(cfg.noise_multiplier)
     steps, score_steps = cfg.iterations, _sound_score_rounds(cfg)
     f = cfg.model_fraction
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:

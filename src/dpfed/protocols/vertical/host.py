@@ -20,7 +20,7 @@ from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.data import load_dataset
 from dpfed.data.specs import parties_preprocessing
-from dpfed.parameters import config_from_table, job_param_types
+from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
@@ -52,7 +52,7 @@ for _kind in VERTICAL_MESSAGES:
     register_message(_kind)
 
 #: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`.
-VERTICAL_PARAMS = job_param_types(VerticalConfig)
+VERTICAL_PARAMS = job_parameters(VerticalConfig)
 
 EVALUATION_NOTE = (
     "evaluation: every round each party sent the label holder the scores of its current model "
