@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from dpfed._validation import DpfedInputError
+from dpfed.parameters import job_parameters, param
 from dpfed.runtime import registry
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.registry import PROTOCOL_REGISTRY, JobRecord, Protocol, get_protocol
@@ -53,11 +55,17 @@ def test_a_protocol_missing_a_member_cannot_be_built():
         Incomplete()
 
 
+@dataclass(frozen=True)
+class EchoConfig:
+    iterations: int = param(1, help="rounds")
+    mechanism: str = param("none", help="privacy mechanism", choices=("none", "gaussian"))
+
+
 class Echo(Protocol):
     """The smallest protocol: every party holds rows; no server."""
 
     name = "echo"
-    params: ClassVar[dict] = {"iterations": (int,), "mechanism": (str,)}
+    params: ClassVar[dict] = job_parameters(EchoConfig)
     holds = "rows"
     dataless_role = None
     same_rows = False
