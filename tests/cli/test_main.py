@@ -47,7 +47,7 @@ def test_train_vertical_writes_the_result_schema(tmp_path, capsys):
 
 def test_sound_run_reports_its_privacy(tmp_path):
     code, out = _train(tmp_path, "--mechanism", "sound", "--epsilon", "4", "--delta", "1e-5",
-                       "--seed", "3")
+                       "--seed", "3", "--rounds-above-rule")
     assert code == 0
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["mechanism"] == "sound" and privacy["accountant"] == "pld"

@@ -8,13 +8,15 @@ import sys
 
 import pytest
 
+from dpfed._validation import DpfedInputError
 from dpfed.cli import build_parser, main
 from dpfed.cli.horizontal import CONSENSUS_DEFAULTS
+from dpfed.cli.vertical import rounds_line
 from dpfed.parameters import config_kwargs, option_name, parameters
 from dpfed.protocols.consensus.driver import ConsensusConfig
 from dpfed.protocols.decentralized.driver import DecentralizedConfig
-from dpfed.protocols.vertical.calibration import SoundBounds
-from dpfed.protocols.vertical.driver import VerticalConfig
+from dpfed.protocols.vertical.calibration import SoundBounds, sound_defaults
+from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds
 
 CONFIGS = {"vertical": VerticalConfig, "consensus": ConsensusConfig,
            "decentralized": DecentralizedConfig}
@@ -110,3 +112,36 @@ def test_a_missing_extra_is_named(monkeypatch, capsys):
     _without_grpc(monkeypatch)
     assert main(["run", "--config", "job.toml", "--out", "r.json"]) == 2
     assert "dpfed run needs the 'net' extra (grpc is missing)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", sorted(CONFIGS))
+def test_rounds_are_optional_for_every_train_command(protocol):
+    required = {"vertical": ["--data", "x", "--split", "1,1"],
+                "consensus": ["--data", "x", "--clients", "2"],
+                "decentralized": ["--data", "x", "--nodes", "3"]}[protocol]
+    args = _train_parser(protocol).parse_args([*required, "--out", "o.json"])
+    assert args.iterations is None  # the configuration's default or public rule decides
+
+
+SOUND_EPS1 = VerticalConfig(mechanism="sound", epsilon=1.0, delta=1e-5)
+
+
+def test_the_output_says_what_the_rule_chose():
+    line = rounds_line(SOUND_EPS1, False, 30_000, False)
+    rule = sound_defaults(1.0, 30_000).iterations
+    assert line.startswith(f"rounds: {rule}, picked by the sound mechanism's public rule")
+    assert rounds_line(VerticalConfig(), False, 100, False) == "rounds: 20 (default)"
+    assert rounds_line(VerticalConfig(iterations=7), True, 100, False) == "rounds: 7"
+
+
+def test_rounds_above_the_rule_are_refused_with_their_predicted_cost():
+    above = dataclasses.replace(SOUND_EPS1, iterations=20)
+    plan = sound_rounds(above, 30_000)
+    assert plan.above_rule and plan.noise_multiplier > 2 * plan.rule_noise_multiplier
+    with pytest.raises(DpfedInputError) as refused:
+        rounds_line(above, True, 30_000, False)
+    message = str(refused.value)
+    assert f"{plan.noise_multiplier:.3g} at 20 rounds" in message
+    assert f"{plan.rule_noise_multiplier:.3g} at the rule's {plan.rule_iterations}" in message
+    assert "--rounds-above-rule" in message
+    assert "given;" in rounds_line(above, True, 30_000, True)  # the user insists: run, say so

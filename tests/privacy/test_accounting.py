@@ -44,9 +44,32 @@ DIRECT_CASES = [(3.0, 5, 1e-5), (8.0, 20, 1e-6), (20.0, 100, 1e-5), (1.5, 1, 1e-
 
 
 @pytest.mark.parametrize(("z", "steps", "delta"), DIRECT_CASES)
-def test_pld_equals_dp_accounting(z: float, steps: int, delta: float) -> None:
+def test_pld_is_dp_accountings_pld_without_its_discretisation(
+    z: float, steps: int, delta: float
+) -> None:
+    # Gaussian releases compose exactly (Gaussian DP); dp-accounting's PLD approaches that
+    # figure from above as its discretisation shrinks
     direct = PLDAccountant().compose(dp_accounting.GaussianDpEvent(z), steps).get_epsilon(delta)
-    assert gaussian_epsilon(z, steps, delta, accountant="pld") == pytest.approx(direct, abs=1e-9)
+    exact = gaussian_epsilon(z, steps, delta, accountant="pld")
+    assert exact <= direct + 1e-12
+    assert exact == pytest.approx(direct, rel=1e-5)
+    fine = PLDAccountant(value_discretization_interval=1e-6)
+    fine_direct = fine.compose(dp_accounting.GaussianDpEvent(z), steps).get_epsilon(delta)
+    assert abs(fine_direct - exact) <= abs(direct - exact) + 1e-12
+
+
+@pytest.mark.parametrize("z", [0.05, 0.3, 1.0, 4.0, 50.0, 2000.0])
+@pytest.mark.parametrize("steps", [1, 7, 400])
+@pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-10])
+def test_pld_is_the_analytic_gaussian_of_the_composed_multiplier(z, steps, delta) -> None:
+    # T releases at z are one release at z / sqrt(T) (Gaussian DP composes mu^2 additively)
+    analytic = dp_accounting.get_epsilon_gaussian(z / math.sqrt(steps), delta)
+    assert gaussian_epsilon(z, steps, delta, accountant="pld") == pytest.approx(
+        analytic, rel=1e-9, abs=1e-12)
+    mixed = [z] * steps + [2.0 * z]
+    composed = dp_accounting.get_epsilon_gaussian((steps + 0.25) ** -0.5 * z, delta)
+    assert gaussian_releases_epsilon(mixed, delta) == pytest.approx(composed, rel=1e-9,
+                                                                    abs=1e-12)
 
 
 @pytest.mark.parametrize(

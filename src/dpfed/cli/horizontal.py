@@ -71,8 +71,7 @@ def add_train_consensus(sub: Any) -> None:
     )
     _add_data(p)
     p.add_argument("--clients", type=parse_int, required=True)
-    add_config_arguments(p, ConsensusConfig, required=("iterations",),
-                         defaults=CONSENSUS_DEFAULTS)
+    add_config_arguments(p, ConsensusConfig, defaults=CONSENSUS_DEFAULTS)
     p.set_defaults(func=run_train_consensus)
 
 
@@ -108,7 +107,7 @@ def add_train_decentralized(sub: Any) -> None:
         f"{k} ({v[0]:g}, {v[1]:g}, {v[2]:g})" for k, v in PAPER_SETTINGS.items()
     )
     add_config_arguments(
-        p, DecentralizedConfig, required=("iterations",),
+        p, DecentralizedConfig,
         notes=dict.fromkeys(("rho", "loss_scale", "eta"), paper),
     )
     p.set_defaults(func=run_train_decentralized)

@@ -17,7 +17,7 @@ from dpfed.cli.common import print_result
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
-from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_vertical
 
 
 def add_train_vertical(sub: Any) -> None:
@@ -33,7 +33,13 @@ def add_train_vertical(sub: Any) -> None:
     p.add_argument(
         "--split", required=True, help="columns per party, label holder first, e.g. 66,57"
     )
-    add_config_arguments(p, VerticalConfig, required=("iterations",))
+    add_config_arguments(p, VerticalConfig)
+    p.add_argument(
+        "--rounds-above-rule",
+        action="store_true",
+        help="run the sound mechanism with more --iterations than its public rule picks "
+             "(each round then gets more noise; refused without this flag)",
+    )
     p.add_argument(
         "--baselines",
         action="store_true",
@@ -59,9 +65,38 @@ def load_blocks(
     return dataset, split, blocks, test_blocks
 
 
+def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
+                rounds_above_rule: bool) -> str:
+    """What the run's rounds are and where they come from; refuses (``DpfedInputError``) a
+    sound run with a target epsilon and more rounds than the public rule picks unless
+    ``rounds_above_rule``, naming the per-round noise of both."""
+    cfg = config.validated()
+    if cfg.mechanism != "sound" or cfg.epsilon is None:
+        return f"rounds: {cfg.iterations}" + ("" if given else " (default)")
+    plan = sound_rounds(cfg, n_samples)
+    cost = (f"per-round noise multiplier {plan.noise_multiplier:.3g} at {plan.iterations} "
+            f"rounds against {plan.rule_noise_multiplier:.3g} at the rule's "
+            f"{plan.rule_iterations}")
+    if not given:
+        return (f"rounds: {plan.iterations}, picked by the sound mechanism's public rule for "
+                f"epsilon {cfg.epsilon:g} (--iterations to choose)")
+    if plan.above_rule and not rounds_above_rule:
+        raise DpfedInputError(
+            f"--iterations {plan.iterations} is above the {plan.rule_iterations} rounds the "
+            f"sound mechanism's public rule picks for epsilon {cfg.epsilon:g}: {cost}, so "
+            "every release is noisier and the model can end worse than the label holder's "
+            "alone. Leave --iterations out to use the rule, or add --rounds-above-rule to "
+            "run anyway."
+        )
+    return f"rounds: {plan.iterations} (given; {cost})"
+
+
 def run_train_vertical(args: argparse.Namespace) -> int:
     config = VerticalConfig(**config_kwargs(VerticalConfig, args)).validated()
     dataset, split, blocks, test_blocks = load_blocks(args)
+    line = rounds_line(config, args.iterations is not None, blocks[0].shape[0],
+                       args.rounds_above_rule)
+    print(line)
     result = train_vertical(
         blocks,
         dataset.y_train,

@@ -52,10 +52,11 @@ from typing import Any
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
+from dpfed.core.threads import limit_blas_threads
 from dpfed.experiments.adult import AdultParts, adult_folder, load_adult_parts
 from dpfed.experiments.plotting_horizontal import plot_consensus
 from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
-from dpfed.experiments.runner import Reproduction, limit_blas_threads, with_retries
+from dpfed.experiments.runner import Reproduction, with_retries
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 

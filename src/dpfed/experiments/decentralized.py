@@ -91,6 +91,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
+from dpfed.core.threads import limit_blas_threads
 from dpfed.data import make_graph
 from dpfed.experiments.adult import AdultParts, adult_folder, load_adult_parts
 from dpfed.experiments.plotting_horizontal import (
@@ -103,7 +104,6 @@ from dpfed.experiments.plotting_horizontal import (
 from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
 from dpfed.experiments.runner import (
     Reproduction,
-    limit_blas_threads,
     stopwatch,
     with_retries,
     without_runs,

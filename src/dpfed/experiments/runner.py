@@ -15,8 +15,8 @@ Every reproduction runs the same way, through one :class:`Reproduction`:
    only for a complete run.
 
 Helpers the reproductions share: :func:`stopwatch` (the ``seconds`` of a payload),
-:func:`with_retries` (a run whose exact local solve fails is rerun with a shifted seed),
-:func:`limit_blas_threads` and :func:`without_runs`.
+:func:`with_retries` (a run whose exact local solve fails is rerun with a shifted seed) and
+:func:`without_runs`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from dpfed._validation import DpfedInputError
@@ -48,7 +47,6 @@ __all__ = [
     "Reproduction",
     "RetriedRun",
     "data_folder",
-    "limit_blas_threads",
     "stopwatch",
     "subsample",
     "subsample_rows",
@@ -297,12 +295,6 @@ def subsample_rows(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray, *,
     step = (f"rows subsampled to {X.shape[0]} train / {X_test.shape[0]} test "
             f"(default_rng({seed}), quick mode)")
     return X, y, X_test, y_test, step
-
-
-def limit_blas_threads() -> Any:
-    """A context limiting BLAS to one thread (``threadpoolctl``, a scikit-learn dependency):
-    faster for these small problems, and the same numbers in every process."""
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 @dataclass

@@ -37,6 +37,7 @@ import numpy as np
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
+from dpfed.core.threads import vector_work
 from dpfed.runtime import wire
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
@@ -545,6 +546,7 @@ class PartyNode:
         threading.Timer(0.1, self.done.set).start()
 
 
+@vector_work
 def run_party(spec: JobSpec, name: str) -> int:
     """``dpfed party``: build party ``name`` and serve it; returns the exit status."""
     node = PartyNode(spec, name)

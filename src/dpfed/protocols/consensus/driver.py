@@ -25,6 +25,7 @@ from dpfed._validation import (
 )
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
+from dpfed.core.threads import vector_work
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
@@ -229,6 +230,7 @@ def global_metrics(model, parts, *, loss, lam, X_test, y_test) -> dict:
     )
 
 
+@vector_work
 def train_consensus(
     parts: Sequence[tuple],
     config: ConsensusConfig | None = None,

@@ -34,6 +34,7 @@ from dpfed._validation import (
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
+from dpfed.core.threads import vector_work
 from dpfed.parameters import param
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.decentralized.calibration import SCHEDULES, alpha_schedule, decentralized_total
@@ -255,6 +256,7 @@ def named_neighbours(graph: nx.Graph, names: list[str]) -> dict[str, list[str]]:
     }
 
 
+@vector_work
 def train_decentralized(
     parts: Sequence[tuple],
     graph: nx.Graph,

@@ -26,6 +26,7 @@ from dpfed._validation import (
 from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
+from dpfed.core.threads import vector_work
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -283,6 +284,58 @@ def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: st
     return gaussian_releases_epsilon([e.noise_multiplier for e in events], delta, accountant)
 
 
+@dataclass(frozen=True)
+class SoundRounds:
+    """The rounds of a sound run against the public rule's, and what each costs.
+
+    Attributes
+    ----------
+    iterations : int
+        The rounds the run makes.
+    rule_iterations : int
+        The rounds :func:`~dpfed.protocols.vertical.calibration.sound_defaults` picks for the
+        same epsilon and N.
+    noise_multiplier, rule_noise_multiplier : float
+        The per-round noise multiplier (before the model/scores split) the target epsilon
+        needs over ``iterations`` and over ``rule_iterations`` rounds.
+    """
+
+    iterations: int
+    rule_iterations: int
+    noise_multiplier: float
+    rule_noise_multiplier: float
+
+    @property
+    def above_rule(self) -> bool:
+        """Whether the run makes more rounds than the rule, so each round is noisier."""
+        return self.iterations > self.rule_iterations
+
+
+def sound_rounds(config: VerticalConfig, n_samples: int) -> SoundRounds:
+    """The rounds of a sound run with a target epsilon, the rule's, and their noise (public
+    quantities only: epsilon, delta, N and the configuration).
+
+    Raises
+    ------
+    DpfedInputError
+        If ``config`` is not the sound mechanism with a target epsilon.
+    """
+    cfg = config.validated()
+    if cfg.mechanism != "sound" or cfg.epsilon is None:
+        raise DpfedInputError(
+            "sound_rounds needs the sound mechanism with a target epsilon. Found mechanism "
+            f"{cfg.mechanism!r}, epsilon {cfg.epsilon!r}."
+        )
+    rule = sound_defaults(cfg.epsilon, n_samples)
+    at_rule = replace(config, iterations=rule.iterations, score_rounds=None).validated()
+    return SoundRounds(
+        iterations=cfg.iterations,
+        rule_iterations=rule.iterations,
+        noise_multiplier=_calibrate_sound(cfg),
+        rule_noise_multiplier=_calibrate_sound(at_rule),
+    )
+
+
 def _sound_score_rounds(cfg: VerticalConfig) -> int:
     """Rounds with a scores (or, protected label holder, dual) release: T - 1 by default.
 
@@ -480,6 +533,7 @@ def _validate_data(blocks, labels, names, *, what: str) -> int:
     return n
 
 
+@vector_work
 def train_vertical(
     blocks: Sequence,
     labels: np.ndarray,
