@@ -18,9 +18,9 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.cli import main
+from dpfed.core.threads import limit_blas_threads
 from dpfed.experiments import decentralized as repro
 from dpfed.experiments.adult import load_adult_parts
-from dpfed.experiments.runner import limit_blas_threads
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("nonprivate", "fig3_convergence", "fig4_tradeoff", "fig5_seeds", "eta_sensitivity")
