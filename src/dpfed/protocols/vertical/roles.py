@@ -17,6 +17,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.admm import ResidualBalancing, Residuals, dual_update, residuals, z_update
+from dpfed.core.anderson import AndersonAcceleration
 from dpfed.core.constraints import Ball
 from dpfed.core.losses import Loss
 from dpfed.core.regularizers import Regularizer
@@ -183,6 +184,16 @@ class LabelHolder(_BlockOwner):
         Protects the label holder's rows and labels by perturbing the broadcast dual.
     warm_start_rounds : int
         Rounds of local-only ADMM on its own block before the first broadcast.
+    relaxation : float
+        Over-relaxation :math:`\\alpha \\in (0, 2)` of the z- and dual updates (1: none):
+        they use :math:`\\hat s = \\alpha s + (1 - \\alpha) z^t` in place of ``s``.
+    anderson_memory : int
+        0: plain rounds. Otherwise safeguarded Anderson acceleration with this memory of the
+        round map on :math:`w = (u_0, \\dots, u_M, z, y/\\rho)` (every party's released scores,
+        the z-iterate and the scaled dual): the label holder extrapolates ``w`` and sends each
+        party ``m`` the residual :math:`r_m = u_m - \\hat u_m + \\hat s - \\hat z` that makes its
+        target :math:`u_m - r_m - \\hat y/\\rho` the target at the extrapolated point. A function
+        of released scores and the label holder's own data only.
     observer : callable or None
         Called with a :class:`RoundRecord` after every round.
     """
@@ -202,10 +213,19 @@ class LabelHolder(_BlockOwner):
         central_radius: float | None = None,
         dual_release: DualRelease | None = None,
         warm_start_rounds: int = 0,
+        relaxation: float = 1.0,
+        anderson_memory: int = 0,
         observer: Callable[[RoundRecord], None] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(name, block, **kwargs)
+        if not 0.0 < relaxation < 2.0:
+            raise DpfedInputError(f"relaxation must lie in (0, 2). Found {relaxation}.")
+        if dual_release is not None and (relaxation != 1.0 or anderson_memory):
+            raise DpfedInputError(
+                "a protected label holder's noisy dual release is analysed for plain rounds; "
+                "relaxation and Anderson acceleration cannot be used with it."
+            )
         self.labels = np.asarray(labels, dtype=float)
         if self.labels.shape != (self.n_samples,):
             raise DpfedInputError(
@@ -229,12 +249,21 @@ class LabelHolder(_BlockOwner):
         self.inbox: dict[str, np.ndarray] = {}
         self.history: list[RoundRecord] = []
         self.warm_start_rounds = int(warm_start_rounds)
+        self.relaxation = float(relaxation)
+        self.anderson = AndersonAcceleration(anderson_memory) if anderson_memory else None
+        # Anderson only: each party's residual (own block included) and the scores of the
+        # point the next round evaluates
+        self.party_residuals: dict[str, np.ndarray] = {}
+        self.point_scores: dict[str, np.ndarray] = {}
 
     # -- the protocol ---------------------------------------------------------------------
     def start(self) -> list[Broadcast]:
         """Round 0: broadcast the initial residual and dual (zeros, or after a warm start)."""
         if self.warm_start_rounds:
             self._warm_start()
+        if self.anderson is not None:  # the first point: the scores every party holds now
+            self.point_scores = {p: np.zeros(self.n_samples) for p in self.parties}
+            self.point_scores[self.name] = self.released_scores.copy()
         return self._broadcast(finished=self.max_rounds == 0)
 
     def handle(self, message: Scores) -> list[Broadcast]:
@@ -267,12 +296,18 @@ class LabelHolder(_BlockOwner):
         arrays, meta = super().state_dict()
         arrays = arrays | {"z": self.z, "dual": self.dual, "residual": self.residual}
         arrays |= {f"inbox/{name}": scores for name, scores in self.inbox.items()}
+        arrays |= {f"party_residual/{k}": v for k, v in self.party_residuals.items()}
+        arrays |= {f"point_scores/{k}": v for k, v in self.point_scores.items()}
         meta = meta | {
             "round": self.round,
             "finished": self.finished,
             "rho": self.rho,
             "history": [asdict(r) for r in self.history],
         }
+        if self.anderson is not None:
+            aa_arrays, aa_meta = self.anderson.state_dict()
+            arrays |= {f"anderson/{k}": v for k, v in aa_arrays.items()}
+            meta["anderson"] = aa_meta
         return arrays, meta
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -285,6 +320,30 @@ class LabelHolder(_BlockOwner):
             key.split("/", 1)[1]: _restored(arrays, key, n)
             for key in arrays if key.startswith("inbox/")
         }
+        names = {self.name, *self.parties}
+        for field in ("party_residual", "point_scores"):
+            restored = {
+                key.split("/", 1)[1]: _restored(arrays, key, n)
+                for key in arrays if key.startswith(f"{field}/")
+            }
+            if not set(restored) <= names:
+                raise ProtocolError(f"checkpoint field {field} names unknown parties.")
+            setattr(self, "party_residuals" if field == "party_residual" else field, restored)
+        if self.anderson is not None:
+            if "anderson" not in meta:
+                raise ProtocolError("checkpoint holds no Anderson state; the job accelerates.")
+            memory = {
+                key.split("/", 1)[1]: arrays[key] for key in arrays if key.startswith("anderson/")
+            }
+            try:
+                self.anderson.load_state_dict(memory, meta["anderson"])
+            except ValueError as error:
+                raise ProtocolError(str(error)) from error
+            width = (len(self.parties) + 3) * self.n_samples
+            if self.anderson.points and self.anderson.points[0].shape != (width,):
+                raise ProtocolError(
+                    f"checkpoint field anderson must hold points of length {width}."
+                )
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
         self.rho = float(meta["rho"])
         self.history = [
@@ -295,12 +354,15 @@ class LabelHolder(_BlockOwner):
     # -- internals ------------------------------------------------------------------------
     def _central_round(self) -> list[Broadcast]:
         t = self.round + 1
-        own = self._x_update(self.residual, self.dual, self.rho, t, send_scores=False)
-        s = own + sum(self.inbox[p] for p in self.parties)
+        own_residual = self.party_residuals.get(self.name, self.residual)
+        own = self._x_update(own_residual, self.dual, self.rho, t, send_scores=False)
+        scores = {self.name: own} | {p: self.inbox[p] for p in self.parties}
+        s = sum(scores[p] for p in self.parties) + own
         self.inbox = {}
-        z_old = self.z
-        z = z_update(self.loss, s, self.dual, self.labels, self.rho)
-        dual = dual_update(self.dual, s, z, self.rho)
+        z_old, dual_old = self.z, self.dual
+        s_hat = s if self.relaxation == 1.0 else self.relaxation * s + (1 - self.relaxation) * z_old
+        z = z_update(self.loss, s_hat, self.dual, self.labels, self.rho)
+        dual = dual_update(self.dual, s_hat, z, self.rho)
         if self.central_ball is not None:
             z, dual = self.central_ball.project(z), self.central_ball.project(dual)
         if self.dual_release is not None:
@@ -319,17 +381,48 @@ class LabelHolder(_BlockOwner):
         finished = t >= self.max_rounds or (self.stop_tol is not None and res.converged)
         record = RoundRecord(t, self.rho, res, finished)
         self.history.append(record)
+        rho_before = self.rho
         if self.adaptive is not None and not finished:
             self.rho = self.adaptive.next_rho(self.rho, res)
             self.loss.check_rho(self.rho)
+        if self.anderson is not None and not finished:
+            self._accelerate(scores, z_old, dual_old, rho_before)
         if self.observer is not None:
             self.observer(record)
         return self._broadcast(finished=finished)
 
+    def _order(self) -> list[str]:
+        return [self.name, *self.parties]
+
+    def _accelerate(
+        self, scores: dict[str, np.ndarray], z_old: np.ndarray, dual_old: np.ndarray, rho: float
+    ) -> None:
+        """Anderson step on the round map of ``w = (u_0..u_M, z, y/rho)``; sets the point the
+        next round evaluates through each party's residual."""
+        assert self.anderson is not None
+        names = self._order()
+        point_scores = [self.point_scores[p] for p in names]
+        point = np.concatenate([*point_scores, z_old, dual_old / rho])
+        value = np.concatenate([*(scores[p] for p in names), self.z, self.dual / rho])
+        if self.rho != rho:  # the map changed with the penalty: start the memory afresh
+            self.anderson.reset()
+        nxt = self.anderson.step(point, value).reshape(len(names) + 2, self.n_samples)
+        z_next, dual_next = nxt[-2], nxt[-1] * self.rho
+        s_next = nxt[:-2].sum(axis=0)
+        self.z, self.dual = z_next, dual_next
+        self.residual = s_next - z_next
+        self.point_scores = {p: nxt[i] for i, p in enumerate(names)}
+        self.party_residuals = {
+            p: scores[p] - nxt[i] + self.residual for i, p in enumerate(names)
+        }
+
     def _broadcast(self, *, finished: bool) -> list[Broadcast]:
         self.finished = finished
         return [
-            Broadcast(self.name, p, self.round, self.residual, self.dual, self.rho, finished)
+            Broadcast(
+                self.name, p, self.round, self.party_residuals.get(p, self.residual), self.dual,
+                self.rho, finished,
+            )
             for p in self.parties
         ]
 
