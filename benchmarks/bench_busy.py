@@ -44,7 +44,8 @@ def _burn(stop: multiprocessing.synchronize.Event) -> None:  # type: ignore[name
 def _jobs(data_dir: str | None, iterations: int) -> dict[str, tuple[Callable[[], object], int]]:
     a9a = load_dataset("a9a", data_dir=data_dir)
     blocks = vertical_split(a9a.X_train, (66, 57))
-    vertical_cfg = VerticalConfig(iterations=iterations, rho=0.25, adaptive_rho=False, seed=0)
+    vertical_cfg = VerticalConfig(iterations=iterations, rho=0.25, adaptive_rho=False, seed=0,
+                                  acceleration="none")
     adult = load_dataset("adult", data_dir=data_dir)
     rows = horizontal_split(adult.X_train.shape[0], 10, rng=np.random.default_rng(0))
     clients = [(adult.X_train[r], adult.y_train[r]) for r in rows]

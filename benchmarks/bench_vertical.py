@@ -70,7 +70,7 @@ def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
     """Per-iteration time of ``train_vertical`` and its time to the target test loss."""
     cfg = VerticalConfig(
         lam=args.lam, rho=args.rho, iterations=args.dpfed_iterations, mechanism="none",
-        adaptive_rho=False,
+        adaptive_rho=False, acceleration="none",  # the prototype's iterates: plain rounds
     )
     per_iter = []
     for _ in range(args.repeats):
@@ -107,7 +107,7 @@ def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
     run = train_vertical(
         blocks, y, VerticalConfig(
             lam=args.lam, rho=args.rho, iterations=args.max_iterations, mechanism="none",
-            adaptive_rho=False,
+            adaptive_rho=False, acceleration="none",
         ),
         test_blocks=test_blocks, test_labels=y_test,
     )

@@ -70,7 +70,8 @@ def test_prototype_iterates_agree_with_train_vertical(proto, options) -> None:
     blocks, y, test, yt = _problem()
     lam, rho = 1e-2, 0.25
     ours = train_vertical(
-        blocks, y, VerticalConfig(lam=lam, rho=rho, iterations=5, adaptive_rho=False),
+        blocks, y, VerticalConfig(lam=lam, rho=rho, iterations=5, adaptive_rho=False,
+                                 acceleration="none"),
         test_blocks=test, test_labels=yt,
     )
     theirs = proto.prototype_admm(blocks, y, lam=lam, rho=rho, iterations=5,
