@@ -248,6 +248,10 @@ STATE_CONFIGS = {
     "none": VerticalConfig(lam=1e-2, iterations=5, seed=1),
     "sound": VerticalConfig(
         mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=3, iterations=4, accountant="rdp",
+        passive_weighting=False,
+    ),
+    "sound-weighted": VerticalConfig(
+        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=5, iterations=4, accountant="rdp",
     ),
     "sound-protected": VerticalConfig(
         mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=4, iterations=4, accountant="rdp",

@@ -190,7 +190,10 @@ def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch)
     cfg = VerticalConfig(mechanism="sound", epsilon=8.0, delta=1e-5, iterations=3, seed=0)
     res = train_vertical(blocks, y, cfg)
     labels = [(e.round, e.label) for e in res.ledger.events("party1")]
-    assert labels == [(1, "model"), (1, "scores"), (2, "model"), (2, "scores"), (3, "model")]
+    assert labels == [
+        (1, "model"), (1, "scores"), (2, "model"), (2, "scores"), (3, "model"),
+        (3, "statistics"),  # the passive weighting's three numbers, not scores
+    ]
     # replay the protocol and watch the wire: round 3 carries round 2's scores again
     from dpfed.runtime import inprocess
 

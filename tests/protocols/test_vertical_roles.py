@@ -77,6 +77,7 @@ def test_admm_sharing_reaches_the_centralised_optimum():
 @pytest.mark.parametrize("mechanism", [
     dict(),
     dict(mechanism="sound", epsilon=4.0, delta=1e-5),
+    dict(mechanism="sound", epsilon=4.0, delta=1e-5, passive_weighting=False),
     dict(mechanism="paper", noise_sigma=0.5, delta=1e-5),
 ])
 def test_a_seeded_run_is_bit_identical(mechanism):
@@ -88,7 +89,11 @@ def test_a_seeded_run_is_bit_identical(mechanism):
     assert [h["train_objective"] for h in a.history] == [h["train_objective"] for h in b.history]
     if mechanism:
         c = train_vertical(blocks, y, VerticalConfig(**{**cfg.__dict__, "seed": 8}))
-        assert not np.array_equal(a.models["party1"], c.models["party1"])
+        # another seed draws other noise: other models, or (weighted to 0 on this tiny
+        # problem) other released statistics
+        assert not np.array_equal(a.models["party1"], c.models["party1"]) or (
+            a.weighting != c.weighting
+        )
 
 
 def test_sparse_and_dense_blocks_give_the_same_model():

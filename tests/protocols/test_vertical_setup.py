@@ -74,7 +74,7 @@ def test_sound_plan_is_what_each_party_releases(problem, options):
     )
     assert plans["label"] == []  # unprotected label holder: its data leave it exactly
     for name in ("bank", "shop"):
-        assert len(plans[name]) == cfg.iterations + score_rounds
+        assert len(plans[name]) == cfg.iterations + score_rounds + int(cfg.passive_weighting)
         if cfg.epsilon is not None:
             spent = gaussian_releases_epsilon(plans[name], cfg.delta, cfg.accountant)
             assert spent <= cfg.epsilon

@@ -19,6 +19,7 @@ from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.estimators._scores import ScoreClassifierMixin
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
+from dpfed.protocols.vertical.roles import predicted_scores
 
 
 def _split_columns(X, split: Sequence[int]) -> list:
@@ -156,8 +157,11 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         blocks = self._blocks(X)
         total = np.zeros(X.shape[0])
         mechs = self.result_.mechanisms
-        for mech, block, model in zip(mechs, blocks, self.party_models_.values(), strict=True):
-            total += np.asarray(mech.prepare_block(block) @ model).reshape(-1)
+        bounds = self.result_.score_bounds
+        for mech, block, (name, model) in zip(
+            mechs, blocks, self.party_models_.items(), strict=True
+        ):
+            total += predicted_scores(mech.prepare_block(block), model, bounds.get(name))
         return total
 
 

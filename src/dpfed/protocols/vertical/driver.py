@@ -49,6 +49,11 @@ from dpfed.protocols.vertical.mechanisms import (
     corollary1_step_epsilon,
 )
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
+from dpfed.protocols.vertical.weighting import (
+    STATISTICS_SHARE,
+    StatisticsRelease,
+    supports_weighting,
+)
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.progress import progress_bar
@@ -127,6 +132,12 @@ class VerticalConfig:
         passive parties' analysis is unchanged. Default ``anderson`` without a mechanism,
         ``none`` with one (so private runs are the plain protocol); refused with the paper
         mechanism and with ``protect_label_holder``.
+    passive_weighting : bool or None
+        Sound mechanism: the label holder weighs the passive parties' final models by a factor
+        in [0, 1] chosen from released statistics so that the model's training loss stays
+        below its local-only model's (:mod:`dpfed.protocols.vertical.weighting`; one more
+        small release per passive party, accounted). Default: on for the sound mechanism
+        without label-holder protection, for a loss of bounded slope and curvature.
     """
 
     loss: str = param("logistic", help="loss of the label holder's z-update",
@@ -166,6 +177,8 @@ class VerticalConfig:
     acceleration: str | None = param(
         help="the label holder's acceleration of the rounds (default: anderson without noise, "
              "none with it)", choices=ACCELERATIONS)
+    passive_weighting: bool | None = param(
+        help="sound: weigh the passive models so the result is never worse than local-only")
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""
@@ -275,10 +288,31 @@ class VerticalConfig:
             raise DpfedInputError("a warm start would release the label holder's exact model.")
         if self.b1 is not None:
             check_positive("b1", self.b1)
+        weighting = self.passive_weighting
+        if weighting is None:
+            weighting = (
+                self.mechanism == "sound" and not self.protect_label_holder
+                and supports_weighting(loss)
+            )
+        if weighting and self.mechanism != "sound":
+            raise DpfedInputError(
+                f"passive_weighting is part of the sound mechanism. Found {self.mechanism!r}."
+            )
+        if weighting and self.protect_label_holder:
+            raise DpfedInputError(
+                "passive_weighting broadcasts exact derivatives of the label holder's loss; it "
+                "cannot be used with protect_label_holder."
+            )
+        if weighting and not supports_weighting(loss):
+            raise DpfedInputError(
+                "passive_weighting needs a loss of bounded slope and curvature (logistic, "
+                f"smoothed_hinge, sigmoid). Found {self.loss!r}."
+            )
         return replace(
             self, rho=float(rho), adaptive_rho=adaptive, warm_start_rounds=int(warm),
             acceleration=acceleration,
             iterations=int(iterations), model_fraction=float(model_fraction),
+            passive_weighting=bool(weighting),
         )
 
 
@@ -295,6 +329,8 @@ class VerticalResult:
     seconds: float
     mechanisms: list[PartyMechanism] = field(default_factory=list)
     exact: dict | None = None  # history figures computed from exact private values
+    weighting: dict | None = None  # the label holder's passive weight and its bounds
+    score_bounds: dict[str, float | None] = field(default_factory=dict)  # prediction clips
 
     @property
     def final(self) -> dict:
@@ -309,6 +345,7 @@ class VerticalResult:
             "history": self.history,
             "final": self.final,
             "privacy": self.privacy,
+            "weighting": self.weighting,
             "seconds": self.seconds,
         }, self.exact)
 
@@ -391,24 +428,34 @@ def _sound_score_rounds(cfg: VerticalConfig) -> int:
     return cfg.iterations - 1
 
 
+def statistics_multiplier(noise_multiplier: float) -> float:
+    """The weighting statistics' multiplier: :data:`~dpfed.protocols.vertical.weighting.
+    STATISTICS_SHARE` of one round's budget (in Gaussian DP's ``mu^2``)."""
+    return noise_multiplier / math.sqrt(STATISTICS_SHARE)
+
+
 def _calibrate_sound(cfg: VerticalConfig) -> float:
     """Per-round noise multiplier ``z`` (split into model and scores multipliers by
-    :func:`split_noise_multiplier`) whose T model and S scores releases spend at most
-    epsilon (S from :func:`_sound_score_rounds`)."""
+    :func:`split_noise_multiplier`) whose T model and S scores releases (and, with passive
+    weighting, one statistics release) spend at most epsilon (S from
+    :func:`_sound_score_rounds`)."""
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
     steps, score_steps = cfg.iterations, _sound_score_rounds(cfg)
     f = cfg.model_fraction
+    extra = STATISTICS_SHARE if cfg.passive_weighting else 0.0
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
     # start from the exact analytic-Gaussian multiplier of one release, then let the
     # accountant have the last word (raise z until it certifies epsilon).
     import dp_accounting
 
     z1 = float(dp_accounting.get_sigma_gaussian(cfg.epsilon, cfg.delta))
-    z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f))
+    z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
+        if cfg.passive_weighting:
+            multipliers += (statistics_multiplier(z),)
         if gaussian_releases_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
             return z
         z *= 1.0005 if cfg.accountant == "pld" else 1.01
@@ -479,7 +526,38 @@ def build_mechanisms(
             "sound mechanism: the passive parties' rows are protected; the label holder's rows "
             "and labels are not (set protect_label_holder to protect them)."
         )
+    if cfg.passive_weighting:
+        notes.append(
+            "passive weighting: the label holder scaled the passive parties' models by the "
+            "weight in weighting.weight, chosen from their released statistics so that the "
+            "training loss stays below its local-only model's (one more release per passive "
+            "party, accounted)."
+        )
     return mechs, dual, notes
+
+
+def prediction_bound(bounds: SoundBounds) -> float:
+    """The largest passive score a weighted job predicts with: ``min(R B_x, 4 B_u)``.
+
+    Four times the clip of the released scores: what the central node saw while training
+    stays unclipped, and the weighting statistics' sensitivities shrink with the bound.
+    """
+    return min(bounds.row_norm * bounds.model_radius, 4.0 * bounds.score_clip)
+
+
+def statistics_release(cfg: VerticalConfig, n_samples: int) -> StatisticsRelease | None:
+    """The weighting statistics' release of a resolved sound configuration (None without
+    passive weighting)."""
+    if not cfg.passive_weighting or cfg.bounds is None:
+        return None
+    loss = get_loss(cfg.loss)
+    return StatisticsRelease(
+        n_samples=n_samples,
+        score_bound=prediction_bound(cfg.bounds),
+        lipschitz=float(loss.lipschitz),
+        smoothness=float(loss.smoothness),
+        noise_multiplier=statistics_multiplier(_calibrate_sound(cfg)),
+    )
 
 
 @dataclass(frozen=True)
@@ -493,6 +571,7 @@ class VerticalSetup:
     dual_release: DualRelease | None
     notes: list[str]
     n_samples: int
+    statistics_release: StatisticsRelease | None = None
 
 
 def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: int) -> VerticalSetup:
@@ -501,7 +580,9 @@ def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: in
     applied = [m.bounds for m in mechanisms if isinstance(m, SoundMechanism)]
     if cfg.bounds is None and applied:
         cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
-    return VerticalSetup(cfg, mechanisms, dual_release, notes, n_samples)
+    return VerticalSetup(
+        cfg, mechanisms, dual_release, notes, n_samples, statistics_release(cfg, n_samples)
+    )
 
 
 def party_rng(seed: int | None, index: int, n_parties: int) -> np.random.Generator:
@@ -527,7 +608,10 @@ def make_vertical_role(
         inner_iterations=cfg.inner_iterations, mechanism=setup.mechanisms[index], rng=rng,
     )
     if index > 0:
-        return PassiveParty(names[index], block, label_holder=names[0], **common)
+        return PassiveParty(
+            names[index], block, label_holder=names[0],
+            statistics_release=setup.statistics_release, **common,
+        )
     return LabelHolder(
         names[0], block, labels, parties=list(names[1:]), loss=get_loss(cfg.loss), rho=cfg.rho,
         max_rounds=cfg.iterations, stop_tol=cfg.tol,
@@ -536,7 +620,7 @@ def make_vertical_role(
         dual_release=setup.dual_release, warm_start_rounds=cfg.warm_start_rounds,
         relaxation=RELAXATION if cfg.acceleration in ("relaxed", "anderson") else 1.0,
         anderson_memory=ANDERSON_MEMORY if cfg.acceleration == "anderson" else 0,
-        observer=observer, **common,
+        statistics_release=setup.statistics_release, observer=observer, **common,
     )
 
 
@@ -554,6 +638,8 @@ def planned_multipliers(setup: VerticalSetup, index: int) -> list[float]:
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
             plan += [scores.noise_multiplier] * rounds
+            if setup.statistics_release is not None:
+                plan += [setup.statistics_release.release.noise_multiplier]
         elif setup.dual_release is not None:
             plan += [setup.dual_release.release.noise_multiplier] * steps
         return plan
@@ -687,7 +773,8 @@ def train_vertical(
     )
     return VerticalResult(
         models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms,
-        exact,
+        exact, None if holder.weighting is None else holder.weighting.as_dict(),
+        {r.name: r.score_bound for r in [holder, *passive]},
     )
 
 
@@ -717,7 +804,7 @@ def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
     roles = [holder, *passive]
     return round_metrics(
         record, loss=holder.loss, labels=y, lam=cfg.lam,
-        train_scores=[np.asarray(r.block @ r.model).reshape(-1) for r in roles],
+        train_scores=[r.scores(r.block) for r in roles],
         regularization=[r.regularization() for r in roles],
         test_scores=(
             None if test_blocks is None

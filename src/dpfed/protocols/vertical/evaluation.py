@@ -63,6 +63,7 @@ class RoundReport(Message):
     primal_residual: float | None
     dual_residual: float | None
     finished: bool
+    passive_weight: float | None = None
 
     def entry(self) -> dict[str, Any]:
         """The history entry, as :func:`round_metrics` returns it."""
@@ -76,6 +77,7 @@ class RoundReport(Message):
             "rho": self.rho,
             "primal_residual": self.primal_residual,
             "dual_residual": self.dual_residual,
+            "passive_weight": self.passive_weight,
         }
 
 
@@ -100,7 +102,15 @@ def round_metrics(
 
     the test log loss and accuracy of :math:`\sum_m D^{test}_m \tilde x_m`, and the largest
     epsilon any party has spent (None when some party's spending has no certified figure).
+    A record with a passive weight :math:`\beta` (the label holder's last round of a weighted
+    job) scales the passive parties' scores by :math:`\beta` and their (quadratic) regulariser
+    values by :math:`\beta^2`, as their models are scaled when they receive it.
     """
+    weight = record.passive_weight
+    if weight is not None:
+        train_scores = None if train_scores is None else _weighted(train_scores, weight)
+        test_scores = None if test_scores is None else _weighted(test_scores, weight)
+        regularization = [regularization[0], *(weight * weight * r for r in regularization[1:])]
     certified = [e for e in epsilons if e is not None]
     epsilon = None if len(certified) < len(epsilons) else max(certified, default=0.0)
     entry: dict[str, Any] = {
@@ -113,6 +123,7 @@ def round_metrics(
         "rho": record.rho,
         "primal_residual": record.residuals.primal,
         "dual_residual": record.residuals.dual,
+        "passive_weight": weight,
     }
     if train_scores is not None:
         s = sum(train_scores)
@@ -124,6 +135,10 @@ def round_metrics(
         entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -test_labels * st)))
         entry["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == test_labels))
     return entry
+
+
+def _weighted(scores: Sequence[np.ndarray], weight: float) -> list[np.ndarray]:
+    return [scores[0], *(weight * s for s in scores[1:])]
 
 
 class _Evaluated:
@@ -138,11 +153,8 @@ class _Evaluated:
 
     def _own_share(self) -> tuple[np.ndarray | None, np.ndarray | None, float, float]:
         role = self.role
-        train = np.asarray(role.block @ role.model).reshape(-1) if self.train else None
-        test = (
-            None if self.test_block is None
-            else np.asarray(self.test_block @ role.model).reshape(-1)
-        )
+        train = role.scores(role.block) if self.train else None
+        test = None if self.test_block is None else role.scores(self.test_block)
         return train, test, role.regularization(), self.epsilon_of(role.events)
 
     def state_dict(self):
@@ -259,7 +271,7 @@ class EvaluatedLabelHolder(_Evaluated):
         return RoundReport(
             self.name, self.leader, record.round,
             entry["train_objective"], entry["test_log_loss"], entry["test_accuracy"],
-            entry["epsilon"], entry["rho"], *residuals, record.finished,
+            entry["epsilon"], entry["rho"], *residuals, record.finished, record.passive_weight,
         )
 
     def state_dict(self):

@@ -26,6 +26,15 @@ from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.protocols.vertical.weighting import (
+    STATISTICS,
+    PassiveWeight,
+    StatisticsRelease,
+    WeightingRequest,
+    choose_passive_weight,
+    fit_local_model,
+    third_derivative_bound,
+)
 from dpfed.runtime.messages import ProtocolError
 
 
@@ -58,6 +67,9 @@ class _BlockOwner:
         self.model = np.zeros(self.n_features)
         self.released_scores = np.zeros(self.n_samples)
         self.events: list[PrivacyEvent] = []
+        # largest score the model predicts on a row (None: unclipped); a weighted job clips the
+        # passive parties' predictions so their statistics bound what the model predicts
+        self.score_bound: float | None = None
 
     def _x_update(self, residual, dual, rho, round, *, send_scores=True) -> np.ndarray:
         target = self.mechanism.clip_target(self.released_scores - residual - dual / rho)
@@ -77,8 +89,11 @@ class _BlockOwner:
 
     def partial_scores(self, block) -> np.ndarray:
         """Scores of this party's columns of new rows (the prediction protocol's share)."""
-        prepared = self.mechanism.prepare_block(block)
-        return np.asarray(prepared @ self.model).reshape(-1)
+        return self.scores(self.mechanism.prepare_block(block))
+
+    def scores(self, prepared_block) -> np.ndarray:
+        """The model's scores of prepared rows, clipped to ``score_bound`` when it is set."""
+        return predicted_scores(prepared_block, self.model, self.score_bound)
 
     def regularization(self) -> float:
         return self.regularizer.value(self.model)
@@ -94,6 +109,7 @@ class _BlockOwner:
         meta = {
             "rng": generator_state(self.rng),
             "events": [asdict(e) for e in self.events],
+            "score_bound": self.score_bound,
         }
         return arrays, meta
 
@@ -103,6 +119,14 @@ class _BlockOwner:
         self.released_scores = _restored(arrays, "released_scores", (self.n_samples,))
         restore_generator_state(self.rng, meta["rng"])
         self.events = [PrivacyEvent(**e) for e in meta["events"]]
+        bound = meta.get("score_bound")
+        self.score_bound = None if bound is None else float(bound)
+
+
+def predicted_scores(prepared_block, model: np.ndarray, bound: float | None) -> np.ndarray:
+    """``prepared_block @ model``, shape ``(N,)``, clipped to ``[-bound, bound]`` unless None."""
+    scores = np.asarray(prepared_block @ model).reshape(-1)
+    return scores if bound is None else np.clip(scores, -bound, bound)
 
 
 def _restored(arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -115,9 +139,20 @@ def _restored(arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...]) -
 class PassiveParty(_BlockOwner):
     """A party holding features only. It receives broadcasts and answers with its scores."""
 
-    def __init__(self, name: str, block, *, label_holder: str, **kwargs) -> None:
+    def __init__(
+        self,
+        name: str,
+        block,
+        *,
+        label_holder: str,
+        statistics_release: StatisticsRelease | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(name, block, **kwargs)
         self.label_holder = label_holder
+        self.statistics_release = statistics_release
+        if statistics_release is not None:
+            self.score_bound = statistics_release.score_bound
         self.round = 0
         self.finished = False
 
@@ -138,10 +173,39 @@ class PassiveParty(_BlockOwner):
                 )
         if message.finished:
             self.finished = True
+            if message.passive_weight is not None:
+                self._scale_model(message.passive_weight)
             return []
         scores = self._x_update(message.residual, message.dual, message.rho, message.round + 1)
         self.round = message.round + 1
-        return [Scores(self.name, self.label_holder, self.round, scores)]
+        statistics = None
+        if any(v is not None for v in (message.gradient, message.curvature, message.change)):
+            statistics = self._release_statistics(message)
+        return [Scores(self.name, self.label_holder, self.round, scores, statistics)]
+
+    def _release_statistics(self, message: Broadcast) -> np.ndarray:
+        """The noisy statistics of this party's scores that the label holder asked for."""
+        release = self.statistics_release
+        if (release is None or message.gradient is None or message.curvature is None
+                or message.change is None):
+            raise ProtocolError(
+                f"{self.name} was asked for weighting statistics the job does not plan or "
+                f"without all of gradient, curvature and change (round {message.round} from "
+                f"{message.sender})."
+            )
+        request = WeightingRequest(message.gradient, message.curvature, message.change)
+        released = release.apply(self.scores(self.block), request, self.rng)
+        self.events.append(release.event(self.name, self.round))
+        return released
+
+    def _scale_model(self, weight: float) -> None:
+        if not (np.isfinite(weight) and 0.0 <= weight <= 1.0):
+            raise ProtocolError(
+                f"{self.name} accepts a passive weight in [0, 1]. Found {weight!r}."
+            )
+        self.model = weight * self.model
+        if self.score_bound is not None:
+            self.score_bound = weight * self.score_bound
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays, meta = super().state_dict()
@@ -160,6 +224,7 @@ class RoundRecord:
     rho: float
     residuals: Residuals
     finished: bool
+    passive_weight: float | None = None  # the label holder's weight of the passive scores
 
 
 class LabelHolder(_BlockOwner):
@@ -194,6 +259,11 @@ class LabelHolder(_BlockOwner):
         party ``m`` the residual :math:`r_m = u_m - \\hat u_m + \\hat s - \\hat z` that makes its
         target :math:`u_m - r_m - \\hat y/\\rho` the target at the extrapolated point. A function
         of released scores and the label holder's own data only.
+    statistics_release : StatisticsRelease or None
+        Weigh the passive parties' final models (:mod:`dpfed.protocols.vertical.weighting`):
+        the label holder fits its exact local-only model, asks every party for the released
+        statistics of its last scores and scales the passive models by the weight that keeps
+        the training loss below the local-only model's.
     observer : callable or None
         Called with a :class:`RoundRecord` after every round.
     """
@@ -215,6 +285,7 @@ class LabelHolder(_BlockOwner):
         warm_start_rounds: int = 0,
         relaxation: float = 1.0,
         anderson_memory: int = 0,
+        statistics_release: StatisticsRelease | None = None,
         observer: Callable[[RoundRecord], None] | None = None,
         **kwargs,
     ) -> None:
@@ -255,6 +326,15 @@ class LabelHolder(_BlockOwner):
         # point the next round evaluates
         self.party_residuals: dict[str, np.ndarray] = {}
         self.point_scores: dict[str, np.ndarray] = {}
+        self.statistics_release = statistics_release
+        self.local_model: np.ndarray | None = None
+        self.statistics: dict[str, np.ndarray] = {}
+        self.weighting: PassiveWeight | None = None
+        if statistics_release is not None and dual_release is not None:
+            raise DpfedInputError(
+                "weighting the passive parties broadcasts exact derivatives of the label "
+                "holder's loss; it cannot be used with a protected label holder."
+            )
 
     # -- the protocol ---------------------------------------------------------------------
     def start(self) -> list[Broadcast]:
@@ -264,6 +344,8 @@ class LabelHolder(_BlockOwner):
         if self.anderson is not None:  # the first point: the scores every party holds now
             self.point_scores = {p: np.zeros(self.n_samples) for p in self.parties}
             self.point_scores[self.name] = self.released_scores.copy()
+        if self.statistics_release is not None:
+            self._fit_local_model()
         return self._broadcast(finished=self.max_rounds == 0)
 
     def handle(self, message: Scores) -> list[Broadcast]:
@@ -281,6 +363,21 @@ class LabelHolder(_BlockOwner):
             raise ProtocolError(
                 f"{self.name} already holds round {message.round} scores from {message.sender}."
             )
+        if (message.statistics is not None) != self._requests_statistics(self.round):
+            raise ProtocolError(
+                f"{self.name} expected weighting statistics from {message.sender} in round "
+                f"{message.round} {'and' if message.statistics is None else 'only in round'} "
+                f"{self.max_rounds}. Found {'none' if message.statistics is None else 'some'}."
+            )
+        if message.statistics is not None:
+            if message.statistics.shape != (len(STATISTICS),) or not np.all(
+                np.isfinite(message.statistics)
+            ):
+                raise ProtocolError(
+                    f"statistics from {message.sender} must be {len(STATISTICS)} finite values. "
+                    f"Found shape {message.statistics.shape}."
+                )
+            self.statistics[message.sender] = message.statistics
         if message.scores.shape != (self.n_samples,) or not np.all(np.isfinite(message.scores)):
             raise ProtocolError(
                 f"scores from {message.sender} must be {self.n_samples} finite values. "
@@ -298,11 +395,15 @@ class LabelHolder(_BlockOwner):
         arrays |= {f"inbox/{name}": scores for name, scores in self.inbox.items()}
         arrays |= {f"party_residual/{k}": v for k, v in self.party_residuals.items()}
         arrays |= {f"point_scores/{k}": v for k, v in self.point_scores.items()}
+        arrays |= {f"statistics/{name}": v for name, v in self.statistics.items()}
+        if self.local_model is not None:
+            arrays["local_model"] = self.local_model
         meta = meta | {
             "round": self.round,
             "finished": self.finished,
             "rho": self.rho,
             "history": [asdict(r) for r in self.history],
+            "weighting": None if self.weighting is None else asdict(self.weighting),
         }
         if self.anderson is not None:
             aa_arrays, aa_meta = self.anderson.state_dict()
@@ -344,18 +445,32 @@ class LabelHolder(_BlockOwner):
                 raise ProtocolError(
                     f"checkpoint field anderson must hold points of length {width}."
                 )
+        self.statistics = {
+            key.split("/", 1)[1]: _restored(arrays, key, (len(STATISTICS),))
+            for key in arrays if key.startswith("statistics/")
+        }
+        if "local_model" in arrays:
+            self.local_model = _restored(arrays, "local_model", (self.n_features,))
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
         self.rho = float(meta["rho"])
         self.history = [
-            RoundRecord(r["round"], r["rho"], Residuals(**r["residuals"]), r["finished"])
+            RoundRecord(
+                r["round"], r["rho"], Residuals(**r["residuals"]), r["finished"],
+                r.get("passive_weight"),
+            )
             for r in meta["history"]
         ]
+        weighting = meta.get("weighting")
+        self.weighting = None if weighting is None else PassiveWeight(**weighting)
 
     # -- internals ------------------------------------------------------------------------
     def _central_round(self) -> list[Broadcast]:
         t = self.round + 1
-        own_residual = self.party_residuals.get(self.name, self.residual)
-        own = self._x_update(own_residual, self.dual, self.rho, t, send_scores=False)
+        if self._requests_statistics(self.round):
+            own = self.released_scores  # its block stays as the statistics assumed
+        else:
+            own_residual = self.party_residuals.get(self.name, self.residual)
+            own = self._x_update(own_residual, self.dual, self.rho, t, send_scores=False)
         scores = {self.name: own} | {p: self.inbox[p] for p in self.parties}
         s = sum(scores[p] for p in self.parties) + own
         self.inbox = {}
@@ -379,7 +494,10 @@ class LabelHolder(_BlockOwner):
         )
         self.z, self.dual, self.residual, self.round = z, dual, residual, t
         finished = t >= self.max_rounds or (self.stop_tol is not None and res.converged)
-        record = RoundRecord(t, self.rho, res, finished)
+        weight = None
+        if finished and self.statistics:
+            weight = self._weigh_passive_parties()
+        record = RoundRecord(t, self.rho, res, finished, weight)
         self.history.append(record)
         rho_before = self.rho
         if self.adaptive is not None and not finished:
@@ -418,13 +536,72 @@ class LabelHolder(_BlockOwner):
 
     def _broadcast(self, *, finished: bool) -> list[Broadcast]:
         self.finished = finished
-        return [
-            Broadcast(
-                self.name, p, self.round, self.party_residuals.get(p, self.residual), self.dual,
-                self.rho, finished,
-            )
-            for p in self.parties
-        ]
+        request = (
+            self._request() if not finished and self._requests_statistics(self.round) else None
+        )
+        weight = self.weighting.weight if finished and self.weighting is not None else None
+        messages = []
+        for index, p in enumerate(self.parties):
+            share = None
+            if request is not None:
+                share = request if index == 0 else request.without_change()
+            messages.append(Broadcast(
+                self.name, p, self.round, self.party_residuals.get(p, self.residual),
+                self.dual, self.rho, finished,
+                gradient=None if share is None else share.gradient,
+                curvature=None if share is None else share.curvature,
+                change=None if share is None else share.change,
+                passive_weight=weight,
+            ))
+        return messages
+
+    # -- weighting of the passive parties ---------------------------------------------------
+    def _requests_statistics(self, round: int) -> bool:
+        """Whether the broadcast of ``round`` asks for statistics (before the last x-update)."""
+        return self.statistics_release is not None and round == self.max_rounds - 1
+
+    def _fit_local_model(self) -> None:
+        """The exact local-only model: what the label holder learns without federating."""
+        l2 = self.reg_weight * self.regularizer.strong_convexity
+        self.local_model = fit_local_model(self.block, self.labels, self.loss, l2)
+
+    def _change(self) -> tuple[np.ndarray, np.ndarray]:
+        """Local-only scores and the change of its block's scores since, shapes ``(N,)``."""
+        if self.local_model is None:
+            raise ProtocolError(f"{self.name} has no local model to weigh the parties against.")
+        local = np.asarray(self.block @ self.local_model).reshape(-1)
+        return local, np.asarray(self.block @ self.model).reshape(-1) - local
+
+    def _request(self) -> WeightingRequest:
+        """The request to the first passive party (the others get it without the change)."""
+        release = self.statistics_release
+        if release is None:
+            raise ProtocolError(f"{self.name} does not weigh the passive parties.")
+        local, change = self._change()
+        bound = release.score_bound
+        return WeightingRequest.at(self.loss, local, self.labels, np.clip(change, -bound, bound))
+
+    def _weigh_passive_parties(self) -> float:
+        """Choose the passive weight, combine the label holder's own model accordingly."""
+        release = self.statistics_release
+        if release is None or self.local_model is None:
+            raise ProtocolError(f"{self.name} holds statistics it did not ask for.")
+        missing = [p for p in self.parties if p not in self.statistics]
+        if missing:
+            raise ProtocolError(f"{self.name} misses the weighting statistics of {missing}.")
+        _, change = self._change()
+        request = self._request()
+        c3 = third_derivative_bound(self.loss)
+        self.weighting = choose_passive_weight(
+            own_change=change - request.change,
+            request=request,
+            upper_bounds=[release.upper(self.statistics[p]) for p in self.parties],
+            c3=0.0 if c3 is None else c3,
+        )
+        self.statistics = {}
+        beta = self.weighting.weight
+        self.model = (1.0 - beta) * self.local_model + beta * self.model
+        return beta
 
     def _warm_start(self) -> None:
         """Local-only ADMM on the label holder's block: nothing leaves the label holder."""

@@ -1,0 +1,122 @@
+"""The sound mechanism's privacy-utility frontier, rounds left to the public rule, against the
+label holder alone and the centralised model.
+
+Run ``python benchmarks/bench_frontier.py --help``; see ``benchmarks/README.md``. For each
+data set of ``bench_rounds.py`` (same splits, preprocessing and ``lam``) and each target
+epsilon, the same run trains the sound mechanism with the defaults (passive weighting on) and
+without passive weighting, over several seeds, and records the test log loss against the
+local-only and centralised models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench_rounds import PLANS, cross_validated_lam, prepare
+from dpfed.estimators.baselines import fit_centralized, fit_local_only
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
+
+HERE = Path(__file__).resolve().parent
+EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+#: The configurations compared at every epsilon.
+CONFIGS: dict[str, dict] = {
+    "default": {},
+    "unweighted": {"passive_weighting": False},
+}
+
+
+def _lam(name: str, data: dict) -> tuple[float, str]:
+    plan = PLANS[name]
+    if plan.lam is not None:
+        return plan.lam, plan.lam_choice
+    recorded = HERE / "results" / "rounds.json"
+    if recorded.is_file():
+        entry = json.loads(recorded.read_text())["sets"].get(name)
+        if entry is not None:
+            return float(entry["lam"]), plan.lam_choice + " (from results/rounds.json)"
+    return cross_validated_lam(data["blocks"], data["y"])["lam"], plan.lam_choice
+
+
+def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> dict:
+    data = prepare(PLANS[name], data_dir)
+    lam, lam_choice = _lam(name, data)
+    args = dict(lam=lam, test_blocks=data["test_blocks"], test_labels=data["y_test"])
+    central = fit_centralized(data["blocks"], data["y"], **args)["test_log_loss"]
+    local = fit_local_only(data["blocks"], data["y"], **args)["test_log_loss"]
+    out: dict = {
+        "split": data["split"], "preprocessing": data["preprocessing"], "lam": lam,
+        "lam_choice": lam_choice, "central_test_log_loss": central,
+        "local_test_log_loss": local, "epsilons": {},
+    }
+    for epsilon in epsilons:
+        row: dict = {}
+        for config, extra in CONFIGS.items():
+            losses, weights, rounds, spent = [], [], None, []
+            start = time.perf_counter()
+            for seed in seeds:
+                cfg = VerticalConfig(mechanism="sound", epsilon=epsilon, delta=delta, lam=lam,
+                                     seed=seed, **extra)
+                result = train_vertical(data["blocks"], data["y"], cfg,
+                                        test_blocks=data["test_blocks"],
+                                        test_labels=data["y_test"])
+                losses.append(result.final["test_log_loss"])
+                weights.append(None if result.weighting is None else result.weighting["weight"])
+                spent.append(result.privacy["epsilon"])
+                rounds = result.config.iterations
+            row[config] = {
+                "rounds": rounds,
+                "test_log_loss": losses,
+                "mean": float(np.mean(losses)),
+                "worst_over_local": float(np.max(losses) - local),
+                "mean_over_central": float(np.mean(losses) - central),
+                "passive_weight": weights,
+                "epsilon_spent": max(spent),
+                "seconds": time.perf_counter() - start,
+            }
+        out["epsilons"][f"{epsilon:g}"] = row
+        d = row["default"]
+        print(f"  epsilon {epsilon:g}: T={d['rounds']} mean {d['mean']:.4f} (worst over local "
+              f"{d['worst_over_local']:+.4f}, over central {d['mean_over_central']:+.4f}); "
+              f"unweighted mean {row['unweighted']['mean']:.4f} (worst over local "
+              f"{row['unweighted']['worst_over_local']:+.4f})", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"),
+                        help="folder holding a9a/, adult/, dexter/, arcene/, madelon/ "
+                             "(default: $DPFED_DATA)")
+    parser.add_argument("--sets", default=",".join(PLANS),
+                        help=f"comma-separated data sets (default {','.join(PLANS)})")
+    parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS),
+                        help="comma-separated target epsilons")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
+    parser.add_argument("--delta", type=float, default=1e-5, help="target delta (default 1e-5)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "frontier.json")
+    args = parser.parse_args(argv)
+    epsilons = [float(e) for e in args.epsilons.split(",")]
+    result: dict = {"delta": args.delta, "seeds": list(range(args.seeds)), "configs": CONFIGS,
+                    "sets": {}, "skipped": {}}
+    for name in args.sets.split(","):
+        if args.data_dir is None or not (Path(args.data_dir) / name).is_dir():
+            result["skipped"][name] = f"no folder {name}/ under the data directory"
+            print(f"{name}: skipped (no folder {name}/ under {args.data_dir})")
+            continue
+        print(f"{name}:", flush=True)
+        result["sets"][name] = measure_set(
+            name, args.data_dir, epsilons=epsilons, seeds=range(args.seeds), delta=args.delta
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
