@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,9 @@ PRIVATE = dict(lam=0.1, rho=0.5, iterations=6, mechanism="gaussian", epsilon=2.0
     (dict(lam=0.0), "lam"),
     (dict(rho=-1.0), "rho"),
     (dict(iterations=0), "iterations"),
+    (dict(relaxation=2.0), "relaxation"),
+    (dict(relaxation=0.0), "relaxation"),
+    (dict(average_last=0), "average_last"),
 ])
 def test_invalid_configurations_are_refused(changes, match):
     with pytest.raises(DpfedInputError, match=match):
@@ -129,9 +133,15 @@ def test_without_noise_the_job_reaches_the_centralized_minimiser():
     assert res.final["test_accuracy"] > 0.85
 
 
-@pytest.mark.parametrize("accountant", ["rdp", "pld"])
-def test_privacy_block_matches_the_events_and_the_hand_computed_noise(accountant):
-    cfg = ConsensusConfig(**(PRIVATE | dict(accountant=accountant, iterations=4)), seed=0)
+@pytest.mark.parametrize("accountant, relaxation, average_last",
+                         [("rdp", 1.0, 1), ("pld", 1.0, 1), ("pld", 1.6, 3)])
+def test_privacy_block_matches_the_events_and_the_hand_computed_noise(
+    accountant, relaxation, average_last
+):
+    """Also with over-relaxation and averaging: both post-process released values, so the
+    noise, its sensitivity and the spent epsilon are those of plain ADMM."""
+    cfg = ConsensusConfig(**(PRIVATE | dict(accountant=accountant, iterations=4)), seed=0,
+                          relaxation=relaxation, average_last=average_last)
     res = train_consensus(PARTS, cfg, X_test=X_TEST, y_test=Y_TEST)
     privacy = res.privacy
     T, n = cfg.iterations, len(PARTS)
@@ -165,6 +175,35 @@ def test_privacy_block_matches_the_events_and_the_hand_computed_noise(accountant
         assert release.noise_multiplier == z
     assert privacy["epsilon"] == max(b["epsilon"] for b in privacy["per_party"].values())
     assert res.history[-1]["epsilon"] == privacy["epsilon"]
+
+
+def test_average_last_reports_the_mean_of_the_last_global_models():
+    cfg = ConsensusConfig(**PRIVATE, seed=2)
+    plain = train_consensus(PARTS, cfg, X_test=X_TEST, y_test=Y_TEST)
+    averaged = train_consensus(PARTS, replace(cfg, average_last=3), X_test=X_TEST,
+                               y_test=Y_TEST)
+    models = [r.model for r in plain.rounds]
+    # the same run (averaging is post-processing), reported at the mean of the last three
+    for a, b in zip(plain.rounds, averaged.rounds, strict=True):
+        assert np.array_equal(a.model, b.model)
+    np.testing.assert_allclose(averaged.model, np.mean(models[-3:], axis=0), rtol=0,
+                               atol=1e-15)
+    first = averaged.history[1]  # round 2: the mean of the two models so far
+    s = X_TEST @ ((models[0] + models[1]) / 2)
+    assert first["test_accuracy"] == np.mean(np.where(s > 0, 1.0, -1.0) == Y_TEST)
+    assert averaged.history[0]["test_accuracy"] == plain.history[0]["test_accuracy"]
+
+
+def test_over_relaxation_converges_to_the_centralized_minimiser():
+    lam = 0.1
+    res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=60,
+                                                 relaxation=1.6))
+    X = np.vstack([X for X, _ in PARTS])
+    y = np.concatenate([y for _, y in PARTS])
+    weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
+    reference = solve_local(X, y, get_loss("logistic"),
+                            LocalProblem(loss_weight=weights, l2=lam), tol=1e-13).x
+    np.testing.assert_allclose(res.model, reference, rtol=0, atol=1e-6)
 
 
 def test_history_has_the_vertical_schema_and_epsilon_grows():

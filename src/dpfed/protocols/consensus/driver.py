@@ -32,7 +32,12 @@ from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.consensus.calibration import calibrate_consensus, consensus_sensitivity
-from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer, ServerRecord
+from dpfed.protocols.consensus.roles import (
+    ConsensusClient,
+    ConsensusServer,
+    ServerRecord,
+    check_relaxation,
+)
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.progress import progress_bar
@@ -65,6 +70,12 @@ class ConsensusConfig:
     accountant : {"pld", "rdp", "moments"}
         How the total is computed and calibrated (``moments``: the paper's closed form).
     seed : int or None
+    relaxation : float
+        Over-relaxation :math:`\alpha \in (0, 2)` of the server's average and of every
+        client's dual update (1: paper 002's ADMM); see :mod:`dpfed.protocols.consensus.roles`.
+    average_last : int
+        The job's model after round :math:`k` is the mean of the global models of its last
+        ``average_last`` rounds (1: the global model itself); post-processing of broadcasts.
     """
 
     loss: str = param("logistic", help="loss of every client's local problem")
@@ -79,12 +90,17 @@ class ConsensusConfig:
                             choices=("pld", "rdp", "moments"))
     seed: int | None = param(help="seed of the noise (in process or a simulation)",
                              public=False)
+    relaxation: float = param(1.0, help="over-relaxation alpha in (0, 2) of the average "
+                              "(1: paper 002's ADMM)")
+    average_last: int = param(1, help="the model is the mean of the last k global models")
 
     def validated(self) -> ConsensusConfig:
         loss = get_loss(self.loss)
         check_positive("lam", self.lam)
         check_positive("rho", self.rho)
         check_int("iterations", self.iterations, minimum=1)
+        check_relaxation(self.relaxation)
+        check_int("average_last", self.average_last, minimum=1)
         if self.mechanism not in CONSENSUS_MECHANISMS:
             raise DpfedInputError(
                 f"mechanism must be one of {CONSENSUS_MECHANISMS}. Found {self.mechanism!r}."
@@ -162,6 +178,14 @@ def noise_multiplier_of(cfg: ConsensusConfig) -> float | None:
     return calibrate_consensus(
         cfg.epsilon, cfg.delta, cfg.iterations, accountant=cfg.accountant
     ).noise_multiplier
+
+
+def output_model(models: Sequence[np.ndarray], average_last: int) -> np.ndarray:
+    """The job's model after the last of ``models`` (the global models so far): the mean of
+    the last ``average_last`` of them (fewer in the first rounds); the last one for 1."""
+    if average_last == 1 or len(models) == 1:
+        return np.array(models[-1], dtype=float)
+    return np.mean(np.asarray(models[-average_last:], dtype=float), axis=0)
 
 
 def client_release(cfg: ConsensusConfig, z: float | None, n_clients: int, m_i: int):
@@ -284,18 +308,21 @@ def train_consensus(
         ConsensusClient(
             names[i], X, y, server=SERVER, loss=loss, lam=cfg.lam, n_clients=n, rho=cfg.rho,
             release=client_release(cfg, z, n, X.shape[0]), rng=rngs[i],
+            relaxation=cfg.relaxation,
         )
         for i, (X, y) in enumerate(prepared)
     ]
     history: list[dict] = []
+    models: list[np.ndarray] = []
     clock = {"train": 0.0, "since": time.perf_counter()}
     bar = progress_bar(cfg.iterations, progress)
 
     def observe(record: ServerRecord) -> None:
         clock["train"] += time.perf_counter() - clock["since"]
         entry = {"iteration": record.round, "seconds": clock["train"]}
-        entry |= global_metrics(record.model, prepared, loss=loss, lam=cfg.lam,
-                                X_test=X_test, y_test=y_test)
+        models.append(record.model)
+        entry |= global_metrics(output_model(models, cfg.average_last), prepared, loss=loss,
+                                lam=cfg.lam, X_test=X_test, y_test=y_test)
         entry["epsilon"] = max(client_epsilon(c.events, cfg) for c in clients) if private else 0.0
         entry["primal_residual"] = record.primal_residual
         entry["dual_residual"] = record.dual_residual
@@ -305,7 +332,8 @@ def train_consensus(
         clock["since"] = time.perf_counter()
 
     server = ConsensusServer(SERVER, names, n_features=d, rho=cfg.rho,
-                             max_rounds=cfg.iterations, observer=observe)
+                             max_rounds=cfg.iterations, observer=observe,
+                             relaxation=cfg.relaxation)
     clock["since"] = time.perf_counter()
     InProcessTransport({SERVER: server} | {c.name: c for c in clients}).run(server.start())
     if bar is not None:
@@ -317,8 +345,9 @@ def train_consensus(
     privacy = consensus_privacy(cfg, clients, z)
     if private:
         privacy["notes"] += in_process_seed_note(cfg.seed)
+    final = output_model(models, cfg.average_last) if models else server.model.copy()
     return ConsensusResult(
-        server.model.copy(), history, privacy, ledger, replace(cfg), server.history,
+        final, history, privacy, ledger, replace(cfg), server.history,
         clock["train"], {c.name: c.n_samples for c in clients},
         exact_values(["train_objective"] if private else [], left_parties=False),
     )

@@ -24,6 +24,7 @@ from dpfed.protocols.consensus.driver import (
     consensus_objective,
     consensus_privacy,
     noise_multiplier_of,
+    output_model,
     test_metrics,
 )
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
@@ -67,7 +68,8 @@ class ConsensusHost(RowHost):
             self.holds_data = False
             self.plan = []
             self.role = ConsensusServer(
-                name, clients, n_features=self.n_features, rho=cfg.rho, max_rounds=cfg.iterations
+                name, clients, n_features=self.n_features, rho=cfg.rho, max_rounds=cfg.iterations,
+                relaxation=cfg.relaxation,
             )
             return
         if cfg.mechanism != "none":
@@ -79,6 +81,7 @@ class ConsensusHost(RowHost):
             name, X, y, server=server, loss=self.loss, lam=cfg.lam, n_clients=len(clients),
             rho=cfg.rho, release=release,
             rng=noise_generator(spec, name, index=index, n_parties=len(clients)),
+            relaxation=cfg.relaxation,
         )
         self.plan = [] if release is None else [release.noise_multiplier] * cfg.iterations
 
@@ -106,13 +109,17 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
     clients = [p.name for p in spec.parties if p.role != "server"]
     rounds = accounts[server]["rounds"]
     models = [r["model"] for r in rounds]  # released: averages of the noisy uploads
+    # the job's model after every round (post-processing of the global models)
+    outputs = [output_model(models[:t], cfg.average_last) for t in range(1, len(models) + 1)]
+    if cfg.average_last > 1:
+        models = [m.tolist() for m in outputs]
     X_test, y_test = held_out_rows(spec)
     losses = {c: evaluate(c, models) for c in clients} if spec.evaluate == "full" else None
     events = {c: [PrivacyEvent(**e) for e in accounts[c]["events"]] for c in clients}
     n = len(clients)
     history = []
     for t, r in enumerate(rounds, start=1):
-        w = np.asarray(r["model"], dtype=float)
+        w = outputs[t - 1]
         entry: dict[str, Any] = {"iteration": t, "seconds": None, "train_objective": None}
         if losses is not None:
             entry["train_objective"] = consensus_objective(

@@ -9,12 +9,17 @@ Client :math:`i` holds rows :math:`X_i` (shape ``(m_i, d)``) and labels :math:`y
     \tilde w_i^k &= \arg\min_{w_i} \frac{1}{m_i}\sum_j \ell(x_{ij}^\top w_i; y_{ij})
         + \frac{\lambda}{n} R(w_i) - \gamma_i^{k-1\top}(w_i - w^{k-1})
         + \frac{\rho}{2}\|w_i - w^{k-1}\|^2 \;+\; \mathcal N(0, \sigma^2 I) \\
-    w^k &= \frac1n \sum_i \tilde w_i^k - \frac{1}{n\rho} \sum_i \gamma_i^{k-1} \\
-    \gamma_i^k &= \gamma_i^{k-1} - \rho(\tilde w_i^k - w^k)
+    \hat w_i^k &= \alpha \tilde w_i^k + (1 - \alpha) w^{k-1} \\
+    w^k &= \frac1n \sum_i \hat w_i^k - \frac{1}{n\rho} \sum_i \gamma_i^{k-1} \\
+    \gamma_i^k &= \gamma_i^{k-1} - \rho(\hat w_i^k - w^k)
 
-(paper 002, eqs. 3, 5, 6). The server broadcasts :math:`w^k`; each client updates its own
-dual from its released model and :math:`w^k` exactly as the server does, so duals never
-travel and every input of a client's next update other than its own rows is public.
+(paper 002, eqs. 3, 5, 6, for the relaxation :math:`\alpha = 1`; :math:`\alpha \in (0, 2)`
+is ADMM's over-relaxation, Boyd et al. 2011, section 3.4.3). The server broadcasts
+:math:`w^k`; each client updates its own dual from its released model, the previous global
+model and :math:`w^k` exactly as the server does, so duals never travel and every input of a
+client's next update other than its own rows is public. The relaxation is a public constant
+and touches only released values, so it changes neither the local problem's strong
+convexity nor the sensitivity of its minimiser.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfed._validation import DpfedInputError
+from dpfed._validation import DpfedInputError, check_positive
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
 from dpfed.privacy.gaussian import GaussianRelease
@@ -33,6 +38,21 @@ from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
 from dpfed.runtime.messages import ProtocolError
+
+
+def check_relaxation(alpha: float) -> None:
+    """Refuse an over-relaxation outside ``(0, 2)``, where ADMM is not known to converge."""
+    check_positive("relaxation", alpha)
+    if not alpha < 2.0:
+        raise DpfedInputError(f"relaxation must be in (0, 2). Found {alpha}.")
+
+
+def relaxed(alpha: float, released: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    r""":math:`\alpha \tilde w + (1 - \alpha) w^{k-1}`; the release itself for
+    :math:`\alpha = 1` (bit for bit, as without relaxation)."""
+    if alpha == 1.0:
+        return released
+    return alpha * released + (1.0 - alpha) * previous
 
 
 def _check_vector(name: str, value: np.ndarray, d: int, sender: str) -> None:
@@ -60,6 +80,8 @@ class ConsensusClient:
     release : GaussianRelease or None
         The noise of every round's upload (None: no noise).
     rng : numpy.random.Generator
+    relaxation : float
+        Over-relaxation :math:`\\alpha \\in (0, 2)` of the dual update, the server's (1: none).
     """
 
     def __init__(
@@ -75,8 +97,11 @@ class ConsensusClient:
         rho: float,
         release: GaussianRelease | None,
         rng: np.random.Generator,
+        relaxation: float = 1.0,
     ) -> None:
+        check_relaxation(relaxation)
         self.name, self.server = name, server
+        self.relaxation = float(relaxation)
         self.X, self.y = X, np.asarray(y, dtype=float)
         self.n_samples, self.n_features = X.shape
         self.loss, self.lam, self.n_clients, self.rho = loss, lam, n_clients, rho
@@ -84,6 +109,7 @@ class ConsensusClient:
         self.gamma = np.zeros(self.n_features)
         self.exact = np.zeros(self.n_features)
         self.released = np.zeros(self.n_features)
+        self.center = np.zeros(self.n_features)  # the global model of the last update
         self.round = 0
         self.finished = False
         self.events: list[PrivacyEvent] = []
@@ -101,7 +127,9 @@ class ConsensusClient:
         _check_vector("the global model", message.model, self.n_features, message.sender)
         gamma = self.gamma
         if message.round > 0:
-            gamma = gamma - self.rho * (self.released - message.model)
+            gamma = gamma - self.rho * (
+                relaxed(self.relaxation, self.released, self.center) - message.model
+            )
         if message.finished:
             self.gamma, self.finished = gamma, True
             return []
@@ -111,7 +139,7 @@ class ConsensusClient:
         )
         # solve first: a failed solve leaves the client's state as it was
         self.exact = solve_local(self.X, self.y, self.loss, problem, x0=self.exact).x
-        self.gamma = gamma
+        self.gamma, self.center = gamma, np.array(message.model, dtype=float)
         self.round = message.round + 1
         if self.release is None:
             self.released = self.exact.copy()
@@ -127,7 +155,8 @@ class ConsensusClient:
         return [LocalModel(self.name, self.server, self.round, self.released)]
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"gamma": self.gamma, "exact": self.exact, "released": self.released}
+        arrays = {"gamma": self.gamma, "exact": self.exact, "released": self.released,
+                  "center": self.center}
         meta = {
             "rng": generator_state(self.rng),
             "events": [asdict(e) for e in self.events],
@@ -140,6 +169,7 @@ class ConsensusClient:
         self.gamma = np.array(arrays["gamma"], dtype=float)
         self.exact = np.array(arrays["exact"], dtype=float)
         self.released = np.array(arrays["released"], dtype=float)
+        self.center = np.array(arrays["center"], dtype=float)
         restore_generator_state(self.rng, meta["rng"])
         self.events = [PrivacyEvent(**e) for e in meta["events"]]
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
@@ -168,6 +198,8 @@ class ConsensusServer:
     max_rounds : int
     observer : callable or None
         Called with a :class:`ServerRecord` after every round.
+    relaxation : float
+        Over-relaxation :math:`\\alpha \\in (0, 2)` of the average (1: paper 002's).
     """
 
     def __init__(
@@ -179,7 +211,10 @@ class ConsensusServer:
         rho: float,
         max_rounds: int,
         observer: Callable[[ServerRecord], None] | None = None,
+        relaxation: float = 1.0,
     ) -> None:
+        check_relaxation(relaxation)
+        self.relaxation = float(relaxation)
         if len(clients) < 1 or len(set(clients)) != len(clients):
             raise DpfedInputError(f"clients must be distinct names. Found {list(clients)}.")
         self.name = name
@@ -222,8 +257,9 @@ class ConsensusServer:
         uploads = [self.inbox[c] for c in self.clients]
         self.inbox = {}
         previous = self.model
-        model = sum(uploads) / n - sum(self.gammas[c] for c in self.clients) / (n * self.rho)
-        for c, w in zip(self.clients, uploads, strict=True):
+        mixed = [relaxed(self.relaxation, w, previous) for w in uploads]
+        model = sum(mixed) / n - sum(self.gammas[c] for c in self.clients) / (n * self.rho)
+        for c, w in zip(self.clients, mixed, strict=True):
             self.gammas[c] = self.gammas[c] - self.rho * (w - model)
         self.model = model
         self.round += 1
