@@ -3,9 +3,9 @@ label holder alone and the centralised model.
 
 Run ``python benchmarks/bench_frontier.py --help``; see ``benchmarks/README.md``. For each
 data set of ``bench_rounds.py`` (same splits, preprocessing and ``lam``) and each target
-epsilon, the same run trains the sound mechanism with the defaults (passive weighting on) and
-without passive weighting, over several seeds, and records the test log loss against the
-local-only and centralised models.
+epsilon, the same run trains the sound mechanism with the defaults (passive weighting on),
+without passive weighting, and with the label holder protected too, over several seeds, and
+records the test log loss and accuracy against the local-only and centralised models.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 CONFIGS: dict[str, dict] = {
     "default": {},
     "unweighted": {"passive_weighting": False},
+    "protected": {"protect_label_holder": True},
 }
 
 
@@ -57,7 +58,7 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
     for epsilon in epsilons:
         row: dict = {}
         for config, extra in CONFIGS.items():
-            losses, weights, rounds, spent = [], [], None, []
+            losses, accuracies, weights, rounds, spent = [], [], [], None, []
             start = time.perf_counter()
             for seed in seeds:
                 cfg = VerticalConfig(mechanism="sound", epsilon=epsilon, delta=delta, lam=lam,
@@ -66,6 +67,7 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
                                         test_blocks=data["test_blocks"],
                                         test_labels=data["y_test"])
                 losses.append(result.final["test_log_loss"])
+                accuracies.append(result.final["test_accuracy"])
                 weights.append(None if result.weighting is None else result.weighting["weight"])
                 spent.append(result.privacy["epsilon"])
                 rounds = result.config.iterations
@@ -75,6 +77,8 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
                 "mean": float(np.mean(losses)),
                 "worst_over_local": float(np.max(losses) - local),
                 "mean_over_central": float(np.mean(losses) - central),
+                "test_accuracy": accuracies,
+                "mean_accuracy": float(np.mean(accuracies)),
                 "passive_weight": weights,
                 "epsilon_spent": max(spent),
                 "seconds": time.perf_counter() - start,
@@ -84,7 +88,9 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
         print(f"  epsilon {epsilon:g}: T={d['rounds']} mean {d['mean']:.4f} (worst over local "
               f"{d['worst_over_local']:+.4f}, over central {d['mean_over_central']:+.4f}); "
               f"unweighted mean {row['unweighted']['mean']:.4f} (worst over local "
-              f"{row['unweighted']['worst_over_local']:+.4f})", flush=True)
+              f"{row['unweighted']['worst_over_local']:+.4f}); protected accuracy "
+              f"{row['protected']['mean_accuracy']:.4f} (min "
+              f"{min(row['protected']['test_accuracy']):.4f})", flush=True)
     return out
 
 

@@ -85,17 +85,23 @@ def test_sound_plan_is_what_each_party_releases(problem, options):
     [
         pytest.param(dict(epsilon=4.0), id="epsilon"),
         pytest.param(dict(noise_multiplier=1.5), id="multiplier"),
-        pytest.param(dict(noise_multiplier=1.5, score_rounds=1), id="score-rounds-ignored"),
+        pytest.param(dict(noise_multiplier=1.5, score_rounds=1), id="score-rounds-1"),
     ],
 )
 def test_protected_label_holder_plan_is_what_it_releases(problem, options):
     blocks, y = problem
     config = VerticalConfig(**(SOUND | options), protect_label_holder=True)
     plans = _check_plans_match_releases(config, blocks, y)
-    steps = config.validated().iterations
-    # a model release and a dual release every round; passive parties release scores each round
-    assert len(plans["label"]) == 2 * steps
-    assert len(plans["bank"]) == len(plans["shop"]) == 2 * steps
+    cfg = config.validated()
+    steps = cfg.iterations
+    scores = steps - 1 if cfg.score_rounds is None else min(cfg.score_rounds, steps)
+    # the label holder: its local model once, a dual in rounds 0 .. T-1; passive parties as
+    # without protection (no statistics: weighting is off)
+    assert len(plans["label"]) == 1 + steps
+    assert len(plans["bank"]) == len(plans["shop"]) == steps + scores
+    if cfg.epsilon is not None:
+        for plan in plans.values():
+            assert gaussian_releases_epsilon(plan, cfg.delta, cfg.accountant) <= cfg.epsilon
 
 
 @pytest.mark.parametrize(

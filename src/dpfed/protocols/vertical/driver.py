@@ -186,7 +186,7 @@ class VerticalConfig:
         get_regularizer(self.regularizer)
         check_positive("lam", self.lam, allow_zero=True)
         rule = (
-            sound_defaults(self.epsilon, 1)
+            sound_defaults(self.epsilon, 1, protect_label_holder=self.protect_label_holder)
             if self.mechanism == "sound" and (self.epsilon is None or self.epsilon > 0)
             else None
         )
@@ -405,7 +405,7 @@ def sound_rounds(config: VerticalConfig, n_samples: int) -> SoundRounds:
             "sound_rounds needs the sound mechanism with a target epsilon. Found mechanism "
             f"{cfg.mechanism!r}, epsilon {cfg.epsilon!r}."
         )
-    rule = sound_defaults(cfg.epsilon, n_samples)
+    rule = sound_defaults(cfg.epsilon, n_samples, protect_label_holder=cfg.protect_label_holder)
     at_rule = replace(config, iterations=rule.iterations, score_rounds=None).validated()
     return SoundRounds(
         iterations=cfg.iterations,
@@ -416,13 +416,11 @@ def sound_rounds(config: VerticalConfig, n_samples: int) -> SoundRounds:
 
 
 def _sound_score_rounds(cfg: VerticalConfig) -> int:
-    """Rounds with a scores (or, protected label holder, dual) release: T - 1 by default.
+    """A passive party's rounds with a scores release: T - 1 by default.
 
-    The last round's scores only reach the final z- and dual updates, never a model. A
-    protected label holder releases its dual every round, so then every round counts.
+    The last round's scores only reach the final z- and dual updates, never a model. (A
+    protected label holder releases one model and T duals: :func:`_holder_multipliers`.)
     """
-    if cfg.protect_label_holder:
-        return cfg.iterations
     if cfg.score_rounds is not None:
         return min(int(cfg.score_rounds), cfg.iterations)
     return cfg.iterations - 1
@@ -434,16 +432,21 @@ def statistics_multiplier(noise_multiplier: float) -> float:
     return noise_multiplier / math.sqrt(STATISTICS_SHARE)
 
 
-def _calibrate_sound(cfg: VerticalConfig) -> float:
+def _calibrate_sound(
+    cfg: VerticalConfig, *, model_steps: int | None = None, score_steps: int | None = None,
+    statistics: bool | None = None,
+) -> float:
     """Per-round noise multiplier ``z`` (split into model and scores multipliers by
-    :func:`split_noise_multiplier`) whose T model and S scores releases (and, with passive
-    weighting, one statistics release) spend at most epsilon (S from
-    :func:`_sound_score_rounds`)."""
+    :func:`split_noise_multiplier`) whose model and scores releases (and, with passive
+    weighting, one statistics release) spend at most epsilon. Default counts: a passive
+    party's, T models and S scores (S from :func:`_sound_score_rounds`)."""
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
-    steps, score_steps = cfg.iterations, _sound_score_rounds(cfg)
+    steps = cfg.iterations if model_steps is None else model_steps
+    score_steps = _sound_score_rounds(cfg) if score_steps is None else score_steps
+    statistics = cfg.passive_weighting if statistics is None else statistics
     f = cfg.model_fraction
-    extra = STATISTICS_SHARE if cfg.passive_weighting else 0.0
+    extra = STATISTICS_SHARE if statistics else 0.0
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
     # start from the exact analytic-Gaussian multiplier of one release, then let the
     # accountant have the last word (raise z until it certifies epsilon).
@@ -454,7 +457,7 @@ def _calibrate_sound(cfg: VerticalConfig) -> float:
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
-        if cfg.passive_weighting:
+        if statistics:
             multipliers += (statistics_multiplier(z),)
         if gaussian_releases_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
             return z
@@ -507,20 +510,28 @@ def build_mechanisms(
         rule = sound_defaults(
             cfg.epsilon, n_samples, rho=cfg.rho,
             loss_slope=slope if slope is not None and math.isfinite(slope) else 1.0,
+            protect_label_holder=cfg.protect_label_holder,
         )
         cfg = replace(cfg, bounds=rule.bounds)
-    z = _calibrate_sound(cfg)
-    zx, zu = split_noise_multiplier(z, cfg.model_fraction)
+    zx, zu = split_noise_multiplier(_calibrate_sound(cfg), cfg.model_fraction)
 
-    def sound() -> SoundMechanism:
+    def sound(model_multiplier: float, scores_multiplier: float) -> SoundMechanism:
         return SoundMechanism(
-            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=zx, scores_multiplier=zu,
-            score_rounds=_sound_score_rounds(cfg),
+            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=model_multiplier,
+            scores_multiplier=scores_multiplier, score_rounds=_sound_score_rounds(cfg),
         )
 
-    mechs = [sound() if cfg.protect_label_holder else NoPrivacy()]
-    mechs += [sound() for _ in n_features[1:]]
-    dual = DualRelease(bounds=cfg.bounds, noise_multiplier=zu) if cfg.protect_label_holder else None
+    per_party: list[PartyMechanism] = [NoPrivacy()]
+    dual = None
+    if cfg.protect_label_holder:
+        # one model (its local model, round 0) and T duals: calibrated on their own
+        holder_x, holder_y = split_noise_multiplier(
+            _calibrate_sound(cfg, model_steps=1, score_steps=cfg.iterations, statistics=False),
+            cfg.model_fraction,
+        )
+        per_party = [sound(holder_x, holder_y)]
+        dual = DualRelease(bounds=cfg.bounds, noise_multiplier=holder_y)
+    per_party += [sound(zx, zu) for _ in n_features[1:]]
     if not cfg.protect_label_holder:
         notes.append(
             "sound mechanism: the passive parties' rows are protected; the label holder's rows "
@@ -533,7 +544,7 @@ def build_mechanisms(
             "training loss stays below its local-only model's (one more release per passive "
             "party, accounted)."
         )
-    return mechs, dual, notes
+    return per_party, dual, notes
 
 
 def prediction_bound(bounds: SoundBounds) -> float:
@@ -634,7 +645,7 @@ def planned_multipliers(setup: VerticalSetup, index: int) -> list[float]:
     steps = cfg.iterations
     if isinstance(mech, SoundMechanism):
         model, scores = mech.releases(cfg.rho)
-        plan = [model.noise_multiplier] * steps
+        plan = [model.noise_multiplier] * (steps if index > 0 else 1)
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
             plan += [scores.noise_multiplier] * rounds

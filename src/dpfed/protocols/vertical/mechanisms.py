@@ -265,6 +265,21 @@ class SoundMechanism(PartyMechanism):
         )
         return model, scores
 
+    def local_model_release(self, loss_slope: float, tolerance: float) -> GaussianRelease:
+        r"""The release of a protected label holder's regularised local model (its round 0).
+
+        :math:`x = \arg\min_x \sum_i \ell(\langle d_i, x\rangle; y_i) + \frac\mu2\|x\|^2`
+        with rows of norm at most :math:`R` and :math:`|\ell'| \le L`: replacing one row and
+        its label changes the gradient by at most :math:`2LR`, so the minimisers move by at
+        most :math:`2LR/\mu`; a solve stopped at gradient norm ``tolerance`` adds
+        :math:`2\,\mathrm{tolerance}/\mu` (both solves within it of their minimisers).
+        """
+        if self._strong_convexity is None:
+            raise RuntimeError("check_regularizer must run before release")
+        mu = self._strong_convexity
+        sensitivity = 2.0 * (loss_slope * self.bounds.row_norm + tolerance) / mu
+        return GaussianRelease.from_multiplier("model", sensitivity, self.model_multiplier)
+
     def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
         model_release, scores_release = self.releases(rho)
         radius = self.bounds.model_radius

@@ -24,7 +24,7 @@ from dpfed.core.regularizers import Regularizer
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
-from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
+from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism, SoundMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.weighting import (
     STATISTICS,
@@ -36,6 +36,10 @@ from dpfed.protocols.vertical.weighting import (
     third_derivative_bound,
 )
 from dpfed.runtime.messages import ProtocolError
+
+#: A protected label holder's local model is solved to a gradient norm of this times ``L R``
+#: (the slack enters its sensitivity).
+LOCAL_MODEL_TOLERANCE = 1e-3
 
 
 class _BlockOwner:
@@ -346,6 +350,8 @@ class LabelHolder(_BlockOwner):
             self.point_scores[self.name] = self.released_scores.copy()
         if self.statistics_release is not None:
             self._fit_local_model()
+        if self.dual_release is not None and self.max_rounds > 0:
+            self._released_start()
         return self._broadcast(finished=self.max_rounds == 0)
 
     def handle(self, message: Scores) -> list[Broadcast]:
@@ -466,8 +472,9 @@ class LabelHolder(_BlockOwner):
     # -- internals ------------------------------------------------------------------------
     def _central_round(self) -> list[Broadcast]:
         t = self.round + 1
-        if self._requests_statistics(self.round):
-            own = self.released_scores  # its block stays as the statistics assumed
+        if self._requests_statistics(self.round) or self.dual_release is not None:
+            # its block stays: as the statistics assumed, or as released in round 0
+            own = self.released_scores
         else:
             own_residual = self.party_residuals.get(self.name, self.residual)
             own = self._x_update(own_residual, self.dual, self.rho, t, send_scores=False)
@@ -480,7 +487,10 @@ class LabelHolder(_BlockOwner):
         dual = dual_update(self.dual, s_hat, z, self.rho)
         if self.central_ball is not None:
             z, dual = self.central_ball.project(z), self.central_ball.project(dual)
-        if self.dual_release is not None:
+        last = t >= self.max_rounds
+        if self.dual_release is not None and last:
+            residual, dual = np.zeros(self.n_samples), self.dual  # nothing more goes out
+        elif self.dual_release is not None:
             noisy, event = self.dual_release.apply(dual, party=self.name, round=t, rng=self.rng)
             self.events.append(event)
             residual = (noisy - self.dual) / self.rho
@@ -602,6 +612,39 @@ class LabelHolder(_BlockOwner):
         beta = self.weighting.weight
         self.model = (1.0 - beta) * self.local_model + beta * self.model
         return beta
+
+    def _released_start(self) -> None:
+        """A protected label holder's round 0: it releases its regularised local model (output
+        perturbation) and the noisy dual of the central step from its scores alone, so the
+        first x-updates already fit what its own model leaves unexplained."""
+        mechanism = self.mechanism
+        if not isinstance(mechanism, SoundMechanism):
+            raise ProtocolError(f"{self.name}: a protected label holder needs the sound mechanism.")
+        slope = self.loss.lipschitz
+        if slope is None or not np.isfinite(slope):
+            raise DpfedInputError(
+                f"a protected label holder's local model needs a loss of bounded slope. Found "
+                f"{self.loss.name}."
+            )
+        mu = self.reg_weight * self.regularizer.strong_convexity + mechanism.prox_weight
+        tolerance = LOCAL_MODEL_TOLERANCE * float(slope) * mechanism.bounds.row_norm
+        x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
+        release = mechanism.local_model_release(float(slope), tolerance)
+        noisy = x + release.sample(self.rng, x.shape)
+        self.events.append(PrivacyEvent(
+            party=self.name, round=0, mechanism="gaussian",
+            noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
+            sigma=release.sigma, label=release.label,
+        ))
+        self.model = noisy
+        self.released_scores = np.asarray(self.block @ noisy).reshape(-1)
+        zeros = np.zeros(self.n_samples)
+        self.z = z_update(self.loss, self.released_scores, zeros, self.labels, self.rho)
+        dual = dual_update(zeros, self.released_scores, self.z, self.rho)
+        assert self.dual_release is not None
+        released, event = self.dual_release.apply(dual, party=self.name, round=0, rng=self.rng)
+        self.events.append(event)
+        self.dual, self.residual = released, released / self.rho
 
     def _warm_start(self) -> None:
         """Local-only ADMM on the label holder's block: nothing leaves the label holder."""

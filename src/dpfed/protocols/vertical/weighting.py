@@ -58,6 +58,7 @@ import numpy as np
 import scipy.optimize
 
 from dpfed._validation import DpfedInputError
+from dpfed.core.local import LocalSolveError
 from dpfed.core.losses import Loss
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
@@ -91,7 +92,9 @@ def supports_weighting(loss: Loss) -> bool:
     )
 
 
-def fit_local_model(block, labels: np.ndarray, loss: Loss, l2: float) -> np.ndarray:
+def fit_local_model(
+    block, labels: np.ndarray, loss: Loss, l2: float, *, tolerance: float | None = None
+) -> np.ndarray:
     r"""The label holder's local-only model: :math:`\arg\min_x \sum_i \ell(\langle d_i, x
     \rangle; y_i) + \frac{l_2}{2}\|x\|^2` by L-BFGS (a block of any width, dense or sparse).
 
@@ -102,10 +105,17 @@ def fit_local_model(block, labels: np.ndarray, loss: Loss, l2: float) -> np.ndar
     loss : Loss
     l2 : float
         Ridge weight of the summed form (> 0).
+    tolerance : float or None
+        Refuse a solution whose gradient norm exceeds it (None: no check).
 
     Returns
     -------
     ndarray, shape (d,)
+
+    Raises
+    ------
+    LocalSolveError
+        If ``tolerance`` is given and not reached.
     """
     if not l2 > 0:
         raise DpfedInputError(f"the local-only model needs a ridge weight > 0. Found {l2}.")
@@ -121,7 +131,23 @@ def fit_local_model(block, labels: np.ndarray, loss: Loss, l2: float) -> np.ndar
         objective, np.zeros(block.shape[1]), jac=True, method="L-BFGS-B",
         options={"maxiter": 5000, "gtol": 1e-9 * max(n, 1), "ftol": 1e-15},
     )
-    return np.asarray(found.x, dtype=float)
+    x = np.asarray(found.x, dtype=float)
+    if tolerance is not None:
+        for _ in range(50):  # L-BFGS's own test is on the largest entry: polish to the norm
+            norm = float(np.linalg.norm(objective(x)[1]))
+            if norm <= tolerance:
+                return x
+            found = scipy.optimize.minimize(
+                objective, x, jac=True, method="L-BFGS-B",
+                options={"maxiter": 5000, "gtol": tolerance / (10 * math.sqrt(x.size)),
+                         "ftol": 0.0},
+            )
+            x = np.asarray(found.x, dtype=float)
+        raise LocalSolveError(
+            f"the local model did not reach gradient norm {tolerance:.3g} (found {norm:.3g}); "
+            "it must not be released."
+        )
+    return x
 
 
 @dataclass(frozen=True)
