@@ -511,7 +511,7 @@ def set_scalar(**changes):
     (set_array(1, offset=40), "'right' must lie inside the 56-byte payload"),
     (set_array(1, offset=2**70), "'right' must lie inside"),
     (set_array(1, shape=[2, 1], nbytes=16), "16 trailing bytes not covered by any array"),
-    (mutate(kind="Scores"), "Scores frame fields must be ['scores']"),
+    (mutate(kind="Scores"), "Scores frame fields must be ['scores', 'statistics']"),
     (set_scalar(bogus=1), "Found missing [], unexpected ['bogus']"),
     (set_scalar(left=1.0), "lists field(s) ['left'] both as arrays and as scalars"),
     (set_scalar(done=1), "field WireTestPair.done must be bool. Found 1"),

@@ -304,8 +304,10 @@ def sound_defaults(
     it leaves unexplained) at every epsilon, since more rounds split the budget into noisier
     duals (measured on a9a: epsilon 8 with 2 and 3 rounds is 0.9 and 1.5 points of accuracy
     below one round); :math:`\tau` (here also the local model's ridge) falls with epsilon:
-    :math:`0.003 N` below 1.5, :math:`0.001 N` below 3, :math:`0.0003 N` above, and
-    :math:`B_x = 4` from epsilon 3.
+    :math:`0.003 N` below 1.5, :math:`0.001 N` below 3, :math:`0.0003 N` above,
+    :math:`B_x = 4` from epsilon 3, and the dual is clipped to :math:`B_y = L/2` (the dual
+    :math:`\ell'(z)` of a row its model classifies correctly is below :math:`L/2`; halving
+    :math:`\Delta_y` halves the noise of the only release that carries the labels).
 
     ``epsilon=None`` (a fixed noise multiplier instead of a target) gives the
     :math:`\varepsilon = 8` setting.
@@ -326,7 +328,7 @@ def sound_defaults(
         target_clip=loss_slope / rho,
         score_clip=1.0 if eps >= 24.0 else 0.5,
         prox_weight=tau_per_row * n_samples,
-        dual_clip=loss_slope,
+        dual_clip=loss_slope / 2.0 if protect_label_holder else loss_slope,
     )
     return SoundDefaults(iterations=iterations, bounds=bounds, model_fraction=0.5)
 

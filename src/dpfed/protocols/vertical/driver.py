@@ -537,14 +537,17 @@ def build_mechanisms(
             "sound mechanism: the passive parties' rows are protected; the label holder's rows "
             "and labels are not (set protect_label_holder to protect them)."
         )
-    if cfg.passive_weighting:
-        notes.append(
-            "passive weighting: the label holder scaled the passive parties' models by the "
-            "weight in weighting.weight, chosen from their released statistics so that the "
-            "training loss stays below its local-only model's (one more release per passive "
-            "party, accounted)."
-        )
     return per_party, dual, notes
+
+
+def weighting_note(weight: float) -> str:
+    """What the result says of the label holder's weight of the passive parties."""
+    return (
+        f"passive weighting: the label holder weighted the passive parties' models by "
+        f"{weight:.3g} (1: fully; 0: its local-only model), chosen from their released "
+        "statistics so that the training loss stays below its local-only model's (one more "
+        "release per passive party, accounted)."
+    )
 
 
 def prediction_bound(bounds: SoundBounds) -> float:
@@ -771,6 +774,8 @@ def train_vertical(
     models = {holder.name: holder.model.copy()} | {p.name: p.model.copy() for p in passive}
     private = cfg.mechanism != "none"
     notes = setup.notes + (in_process_seed_note(cfg.seed) if private else [])
+    if holder.weighting is not None:
+        notes.append(weighting_note(holder.weighting.weight))
     premises = (
         {r.name: r.mechanism.eigenvalue_premise(r.solver.spectrum) for r in [holder, *passive]}
         if cfg.mechanism == "paper" else None

@@ -30,6 +30,7 @@ from dpfed.protocols.vertical.driver import (
     planned_multipliers,
     privacy_summary,
     vertical_setup,
+    weighting_note,
 )
 from dpfed.protocols.vertical.evaluation import (
     EvalShare,
@@ -275,6 +276,9 @@ def vertical_result(
         for event in finals[name]["events"]:
             ledger.record(PrivacyEvent(**event))
     notes = list(setup.notes)
+    weight = history[-1].get("passive_weight") if history else None
+    if weight is not None:
+        notes.append(weighting_note(weight))
     if spec.evaluate == "full":
         notes.append(EVALUATION_NOTE)
     elif spec.evaluate == "test" and setup.config.mechanism != "none":
