@@ -115,3 +115,20 @@ def test_paper_premise_stays_with_the_party_and_the_result_certifies_no_epsilon(
     assert reasons[2].startswith("bank:") and "not checked across parties" in reasons[2]
     assert privacy["per_party"]["label"]["eigenvalue_premise"] is False
     assert privacy["per_party"]["bank"]["eigenvalue_premise"] is None
+
+
+def test_a_networked_sound_job_says_its_weight_and_the_cost_of_rounds_above_the_rule(tmp_path):
+    """Epsilon 2 on these rows: the rule picks 1 round; the job file asks for 2."""
+    spec = _job(tmp_path, SOUND)
+    hosts = {name: VerticalHost(spec, name) for name, _, _ in SPLIT}
+    leader = _Leader()
+    InProcessTransport({**hosts, LEADER: leader}).run(hosts["label"].start())
+    weight = leader.history[-1]["passive_weight"]
+    assert 0.0 <= weight <= 1.0
+    finals = {name: host.final() for name, host in hosts.items()}
+    n = hosts["label"].n_samples
+    notes = vertical_result(spec, leader.history, finals, n_samples=n, seconds=0.0)["privacy"][
+        "notes"]
+    assert any(f"models by {weight:.3g}" in note for note in notes)
+    (cost,) = [note for note in notes if note.startswith("rounds: 2, above the 1")]
+    assert "per-round noise multiplier" in cost

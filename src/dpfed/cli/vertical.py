@@ -84,9 +84,9 @@ def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
         raise DpfedInputError(
             f"--iterations {plan.iterations} is above the {plan.rule_iterations} rounds the "
             f"sound mechanism's public rule picks for epsilon {cfg.epsilon:g}: {cost}, so "
-            "every release is noisier and the model can end worse than the label holder's "
-            "alone. Leave --iterations out to use the rule, or add --rounds-above-rule to "
-            "run anyway."
+            "every release is noisier and the model ends further from the centralised one "
+            "(or, weighted down, at the label holder's alone). Leave --iterations out to use "
+            "the rule, or add --rounds-above-rule to run anyway."
         )
     return f"rounds: {plan.iterations} (given; {cost})"
 

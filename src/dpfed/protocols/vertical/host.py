@@ -29,6 +29,7 @@ from dpfed.protocols.vertical.driver import (
     party_epsilon,
     planned_multipliers,
     privacy_summary,
+    sound_rounds,
     vertical_setup,
     weighting_note,
 )
@@ -276,6 +277,15 @@ def vertical_result(
         for event in finals[name]["events"]:
             ledger.record(PrivacyEvent(**event))
     notes = list(setup.notes)
+    if cfg.mechanism == "sound" and cfg.epsilon is not None:
+        plan = sound_rounds(cfg, n_samples)
+        if plan.above_rule:
+            notes.append(
+                f"rounds: {plan.iterations}, above the {plan.rule_iterations} the sound "
+                f"mechanism's public rule picks for epsilon {cfg.epsilon:g}: per-round noise "
+                f"multiplier {plan.noise_multiplier:.3g} against {plan.rule_noise_multiplier:.3g}"
+                " (leave iterations out of the job file to use the rule)."
+            )
     weight = history[-1].get("passive_weight") if history else None
     if weight is not None:
         notes.append(weighting_note(weight))
