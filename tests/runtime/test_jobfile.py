@@ -509,11 +509,11 @@ def test_bad_budgets_are_refused(tmp_path, budget, pattern):
 def test_listen_address_is_local_and_outside_the_digest(tmp_path):
     doc = _doc()
     plain = _load(tmp_path, doc)
-    doc["party"][1]["listen"] = "0.0.0.0:52052"
-    doc["leader"]["listen"] = "0.0.0.0:52050"
+    doc["party"][1]["listen"] = "0.0.0.0:18052"
+    doc["leader"]["listen"] = "0.0.0.0:18050"
     spec = _load(tmp_path, doc)
-    assert spec.party(spec.names[1]).bind == "0.0.0.0:52052"
-    assert spec.leader.bind == "0.0.0.0:52050"
+    assert spec.party(spec.names[1]).bind == "0.0.0.0:18052"
+    assert spec.leader.bind == "0.0.0.0:18050"
     assert spec.party(spec.names[0]).bind == spec.party(spec.names[0]).address
     assert spec.digest == plain.digest
     doc["party"][1]["listen"] = "no-port"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import threading
 import time
@@ -15,6 +17,8 @@ import pytest
 from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime.budget import BudgetLedger
+
+from .conftest import DPFED
 
 SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
@@ -152,7 +156,14 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     assert job.procs["label"].poll() is None and job.procs["shop"].poll() is None
 
     job.start_party("bank")  # restarts from its checkpoint
-    done = job.run("--resume")
+    # the command the leader printed, run as printed (from another folder)
+    (printed,) = re.findall(r"continue with `(dpfed run [^`]*)`", text)
+    command = shlex.split(printed)
+    assert command[:2] == ["dpfed", "run"] and "--out" in command and "--resume" in command
+    done = subprocess.run(
+        [*DPFED, *command[1:]], capture_output=True, text=True, timeout=120, env=job.env(),
+        cwd=job.folder.parent,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
     reference = _inprocess("breast_cancer", (10, 10, 10), params, rngs=job.secret_rngs())

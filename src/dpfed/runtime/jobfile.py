@@ -103,7 +103,7 @@ def _number(table: dict[str, Any], key: str, where: str, default: float) -> floa
 
 
 def _listen(table: dict[str, Any], where: str) -> str:
-    """The optional local listening address (e.g. ``0.0.0.0:52052`` behind a NAT)."""
+    """The optional local listening address (e.g. ``0.0.0.0:18052`` behind a NAT)."""
     if "listen" not in table:
         return ""
     return _address(_text(table, "listen", where), f"{where}.listen")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import queue
+import shlex
 import sys
 import threading
 import time
@@ -74,6 +75,7 @@ class Leader:
         self.protocol = get_protocol(spec.protocol)
         self.resume = resume
         self.progress = progress
+        self.out: Path | None = None
         self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
         if self.identity.name != LEADER:
             raise DpfedInputError(
@@ -204,6 +206,7 @@ class Leader:
         JobStopped
             The job stopped part-way; the parties keep their state for ``--resume``.
         """
+        self.out = Path(out)
         server = serve(
             self.identity, self.spec.leader.bind,
             {"Deliver": self._deliver, "Control": self._refuse_control},
@@ -408,7 +411,15 @@ class Leader:
         raise JobStopped(
             f"job {self.spec.id} stopped in round {len(self.history) + 1}: {why}. "
             f"Checkpoint: {self.checkpoint_path}. Once every party serves again, continue with "
-            f"`dpfed run --config {self.spec.path} --resume`."
+            f"`{self.resume_command()}`."
+        )
+
+    def resume_command(self) -> str:
+        """The command that continues this job, as it can be pasted into a shell."""
+        out = self.out if self.out is not None else Path("result.json")
+        return (
+            f"dpfed run --config {shlex.quote(str(Path(self.spec.path).resolve()))} "
+            f"--out {shlex.quote(str(out.resolve()))} --resume"
         )
 
     # -- output -----------------------------------------------------------------------------

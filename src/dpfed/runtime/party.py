@@ -362,8 +362,9 @@ class PartyNode:
         if self.begun and not resume:
             raise DpfedInputError(
                 f"{self.name} holds a checkpoint of job {self.spec.id} at round "
-                f"{self.host.round}; continue it with `dpfed run --resume`, or remove "
-                f"{self.folder} to start afresh."
+                f"{self.host.round}; continue it with the leader's `dpfed run --config "
+                f"{self.spec.path} --out RESULT --resume` (RESULT: the stopped run's --out), "
+                f"or remove {self.folder} to start afresh."
             )
         if not self.opened:
             if self.ledger is not None:
@@ -529,8 +530,8 @@ class PartyNode:
         return self.host.final() | {"model": str(model_path)}
 
     def _suspend(self, request: SuspendJob) -> dict[str, Any]:
-        _log(self.name, f"job suspended by the leader: {request.reason}; waiting "
-                        "for `dpfed run --resume`")
+        _log(self.name, f"job suspended by the leader: {request.reason}; state kept, waiting "
+                        "for the leader's `dpfed run ... --resume`")
         self.opened = False
         return {"round": self.host.round}
 
