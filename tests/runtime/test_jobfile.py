@@ -596,3 +596,21 @@ def test_a_seed_of_the_wrong_type_is_refused_in_a_simulation(tmp_path):
     doc["job"]["simulation"] = True
     doc["params"]["seed"] = 1.5
     _refused(tmp_path, doc, "[params].seed", "1.5")
+
+
+@pytest.mark.parametrize(
+    ("params", "pattern"),
+    [
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"mechanism": "sound", "epsilon": 1.0, "delta": None}, "needs delta"),
+        ({"mechanism": "none", "noise_multiplier": 2.0, "epsilon": None, "delta": None},
+         "need a privacy mechanism"),
+    ],
+)
+def test_params_a_protocol_cannot_run_are_refused_when_the_file_is_read(tmp_path, params,
+                                                                        pattern):
+    """What a party's host would refuse, every process refuses on reading the file: the
+    leader never waits on parties for a job none of them can run."""
+    doc = _doc()
+    doc["params"] = {k: v for k, v in (doc["params"] | params).items() if v is not None}
+    _refused(tmp_path, doc, pattern)

@@ -5,8 +5,10 @@ The test plays the leader and the label holder against party ``bank``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+from dataclasses import replace
 
 import grpc
 import numpy as np
@@ -78,9 +80,14 @@ def bank(netjob, job_certs):
 
 def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs, foreign_certs):
     job, proc, leader, address, spec = bank
-    # a leader whose job file differs is refused
+    # a leader whose job file differs is refused, naming where
     code, why = _code(lambda: leader.control(_open("0" * 64), timeout=10))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "job file differs" in why
+    other = replace(spec, params=spec.params | {"iterations": 6, "lam": 0.5})
+    keys = json.dumps(other.key_digests())
+    code, why = _code(lambda: leader.control(_open(other.digest, keys=keys), timeout=10))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "differs from the leader's at params.iterations, params.lam;" in why
     # so is a leader of another version, or one that speaks other message kinds
     code, why = _code(lambda: leader.control(_open(spec.digest, version="0.0.1"), timeout=10))
     assert code == grpc.StatusCode.FAILED_PRECONDITION

@@ -46,6 +46,7 @@ class OpenJob(ControlRequest):
     resume: bool
     version: str
     kinds: str
+    keys: str = "{}"  # JSON of JobSpec.key_digests(): where two job files differ
 
 
 @register_message

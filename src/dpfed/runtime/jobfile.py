@@ -296,7 +296,7 @@ def load_job(path: str | Path) -> JobSpec:
     if len(set(addresses)) != len(addresses):
         raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
     max_mb = _number(job, "max_message_mb", "[job]", 64)
-    return JobSpec(
+    spec = JobSpec(
         path=path,
         id=job_id,
         protocol=protocol.name,
@@ -315,6 +315,8 @@ def load_job(path: str | Path) -> JobSpec:
         fsync=fsync,
         simulation=simulation,
     )
+    protocol.check_job(spec)
+    return spec
 
 
 __all__ = [

@@ -94,10 +94,8 @@ class JobSpec:
     def endpoint(self, name: str) -> Endpoint:
         return self.leader if name == LEADER else self.party(name)
 
-    @property
-    def digest(self) -> str:
-        """SHA-256 of what every process of the job must agree on (no local paths)."""
-        shared = {
+    def _shared(self) -> dict[str, Any]:
+        return {
             "id": self.id,
             "protocol": self.protocol,
             "params": self.params,
@@ -110,8 +108,32 @@ class JobSpec:
                 for p in self.parties
             ],
         }
-        text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what every process of the job must agree on (no local paths)."""
+        return _sha256(self._shared())
+
+    def key_digests(self) -> dict[str, str]:
+        """One SHA-256 per key of :attr:`digest`'s content (``params.<name>`` per parameter,
+        ``parties.<name>`` per party, ``parties`` for their order), so that two processes
+        whose files differ can name where without showing each other the values."""
+        shared = self._shared()
+        keys = {k: _sha256(v) for k, v in shared.items() if k not in ("params", "parties")}
+        keys |= {f"params.{k}": _sha256(v) for k, v in self.params.items()}
+        keys |= {f"parties.{row[0]}": _sha256(row) for row in shared["parties"]}
+        keys["parties"] = _sha256([p.name for p in self.parties])
+        return keys
+
+
+def differing_keys(ours: dict[str, str], theirs: dict[str, str]) -> list[str]:
+    """The keys of two :meth:`JobSpec.key_digests` that differ or exist on one side only."""
+    return sorted(k for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k))
+
+
+def _sha256(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _shown(span: tuple[int, int] | None) -> list[int] | None:
@@ -136,4 +158,4 @@ def describe(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-__all__ = ["LEADER", "Budget", "Endpoint", "JobSpec", "PartySpec", "describe"]
+__all__ = ["LEADER", "Budget", "Endpoint", "JobSpec", "PartySpec", "describe", "differing_keys"]

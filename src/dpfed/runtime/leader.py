@@ -20,6 +20,7 @@ checkpoints, re-sending whatever was not acknowledged; nothing is handled twice.
 from __future__ import annotations
 
 import hashlib
+import json
 import queue
 import shlex
 import sys
@@ -293,6 +294,7 @@ class Leader:
                     infos[name] = self._control(
                         name, OpenJob, digest=self.spec.digest, resume=self.resume,
                         version=__version__, kinds=kinds_fingerprint(self.protocol.messages),
+                        keys=json.dumps(self.spec.key_digests(), sort_keys=True),
                     )
                     break
                 except RemoteError as exc:

@@ -55,6 +55,7 @@ from dpfed.runtime.control import (
     check_open,
 )
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
+from dpfed.runtime.jobspec import differing_keys
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
 from dpfed.runtime.messages import Message, ProtocolError
@@ -354,9 +355,16 @@ class PartyNode:
     def _open(self, request: OpenJob) -> dict[str, Any]:
         check_open(request, get_protocol(self.spec.protocol).messages, self.name)
         if request.digest != self.spec.digest:
+            try:
+                theirs = json.loads(request.keys)
+            except ValueError:
+                theirs = {}
+            where = differing_keys(self.spec.key_digests(), theirs) if theirs else []
             raise DpfedInputError(
-                f"{self.name}'s job file differs from the leader's (job, parameters, parties or "
-                "addresses); every process must run the same job file."
+                f"{self.name}'s job file differs from the leader's"
+                + (f" at {', '.join(where)}" if where else
+                   " (job, parameters, parties or addresses)")
+                + "; every process must run the same job file."
             )
         resume = request.resume
         if self.begun and not resume:

@@ -125,6 +125,11 @@ class Protocol(ABC):
         """Whether ``[params]`` asks for a privacy mechanism (then exact figures stay home
         unless ``[job].evaluate = "full"``)."""
 
+    def check_job(self, spec: JobSpec) -> None:  # noqa: B027 (optional hook)
+        """Refuse (``DpfedInputError``) a job whose ``[params]`` the protocol cannot run, as
+        its hosts would, so that ``dpfed run`` and ``dpfed party`` refuse a bad job file
+        before they contact anyone. Default: accept."""
+
     @abstractmethod
     def host(self, spec: JobSpec, name: str) -> ProtocolHost:
         """Party ``name``'s side of the job: its data, its role, its budget plan."""

@@ -201,6 +201,9 @@ class ConsensusProtocol(Protocol):
     def private(self, params: Mapping[str, Any]) -> bool:
         return params.get("mechanism", "none") != "none"
 
+    def check_job(self, spec: JobSpec) -> None:
+        config_from_table(ConsensusConfig, spec.params).validated()
+
     def host(self, spec: JobSpec, name: str) -> ConsensusHost:
         return ConsensusHost(spec, name)
 

@@ -200,6 +200,9 @@ class DecentralizedProtocol(Protocol):
     def private(self, params: Mapping[str, Any]) -> bool:
         return params.get("perturbation", "none") != "none"
 
+    def check_job(self, spec: JobSpec) -> None:
+        _decentralized_config(spec.params)
+
     def host(self, spec: JobSpec, name: str) -> DecentralizedHost:
         return DecentralizedHost(spec, name)
 

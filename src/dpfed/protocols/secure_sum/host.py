@@ -297,6 +297,9 @@ class SecureSumProtocol(Protocol):
     def private(self, params: Mapping[str, Any]) -> bool:
         return params.get("mechanism", "none") != "none"
 
+    def check_job(self, spec: JobSpec) -> None:
+        noise_plan(spec)
+
     def host(self, spec: JobSpec, name: str) -> SecureSumHost:
         return SecureSumHost(spec, name)
 

@@ -245,6 +245,9 @@ class VerticalProtocol(Protocol):
     def private(self, params: Mapping[str, Any]) -> bool:
         return params.get("mechanism", "none") != "none"
 
+    def check_job(self, spec: JobSpec) -> None:
+        vertical_config(spec.params)
+
     def host(self, spec: JobSpec, name: str) -> VerticalHost:
         return VerticalHost(spec, name)
 
