@@ -56,7 +56,8 @@ def test_budget_set_show_close(tmp_path, capsys):
 
 def test_budget_show_of_a_missing_ledger_is_an_error(tmp_path, capsys):
     assert main(["budget", "show", "--ledger", str(tmp_path / "none.sqlite")]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "label holder whose rows are not protected" in err
     assert not (tmp_path / "none.sqlite").exists()
 
 

@@ -37,8 +37,18 @@ def configure_budget(p: argparse.ArgumentParser) -> None:
 def open_ledger(path: str, *, must_exist: bool = True) -> BudgetLedger:
     """The ledger at ``path`` (refused if missing and ``must_exist``)."""
     if must_exist and not Path(path).is_file():
-        raise DpfedInputError(f"ledger {path!r} does not exist.")
+        raise DpfedInputError(f"ledger {path!r} does not exist. {NO_LEDGER}")
     return BudgetLedger(path)
+
+
+#: Why a party may have no ledger (said with every "does not exist").
+NO_LEDGER = (
+    "A party's ledger is created when it first runs a job that releases noisy values computed "
+    "from its data (at the job file's `ledger`, default <workdir>/ledger.sqlite). A party that "
+    "releases nothing noisy has none: a consensus server or a compute node (no data), a label "
+    "holder whose rows are not protected (its data leave it exactly; protect_label_holder "
+    "protects them), any party of a job without a mechanism or of a simulation."
+)
 
 
 def run_budget_show(args: argparse.Namespace) -> int:
