@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import threading
 import time
@@ -51,7 +52,8 @@ def _lead_until_round(job, k: int) -> tuple[subprocess.Popen, list[str]]:
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     lines: list[str] = []
     follow(leader, lines)
-    assert wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
+    reached = wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
+    assert reached, "".join(lines)
     return leader, lines
 
 
@@ -243,3 +245,56 @@ def test_killed_leader_resumes(netjob):
     assert result["privacy_guarantee"].startswith("none: noise is shared")
     assert result["privacy"]["notes"][0].startswith("no privacy: noise is shared")
     assert all("SIMULATION, seed 2" in job.log(name) for name in job.names)
+
+
+def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(netjob):
+    """The leader says within 5 s whom it waits for; a party never reached ends the job with
+    its own status (4, not the resumable 1) and the command that starts it."""
+    job = netjob(BREAST_CANCER_3, params={"iterations": 3}, job={"round_timeout": 6.0})
+    for name in ("label", "bank"):  # shop never starts
+        job.start_party(name)
+    started = time.monotonic()
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    lines: list[str] = []
+    seen: dict[str, float] = {}
+
+    def read() -> None:
+        for line in leader.stderr:
+            lines.append(line)
+            if "waiting for shop" in line and "first" not in seen:
+                seen["first"] = time.monotonic() - started
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    code = leader.wait(timeout=60)
+    took = time.monotonic() - started
+    reader.join(timeout=5)
+    text = "".join(lines)
+    assert code == 4, text
+    assert seen.get("first", 99.0) < 5.0, text
+    assert "shop" in text and "never reached" in text and "--name shop" in text
+    assert "--resume" not in text
+    assert took < 6.0 + 10.0, text  # the open's deadline, not twice the round timeout
+    assert not job.out.exists()
+
+
+def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the_job(netjob):
+    params = SOUND | {"iterations": 40}
+    job = netjob(BREAST_CANCER_3, params=params, job={"evaluate": "full"},
+                 budgets={"bank": BUDGET, "shop": BUDGET})
+    job.start_parties()
+    leader, lines = _lead_until_round(job, 2)
+    leader.send_signal(signal.SIGINT)
+    assert leader.wait(timeout=30) == 130
+    time.sleep(0.2)
+    text = "".join(lines)
+    assert "interrupted; no result was written" in text and "keep their state" in text, text
+    assert not job.out.exists()
+    (printed,) = re.findall(r"continue with `(dpfed run [^`]*)`", text)
+    done = subprocess.run(
+        [*DPFED, *shlex.split(printed)[1:]], capture_output=True, text=True, timeout=120,
+        env=job.env(), cwd=job.folder.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(job.out.read_text())
+    assert len(result["history"]) == 40

@@ -12,7 +12,13 @@ from typing import Any
 from dpfed.cli.common import print_result
 from dpfed.runtime.disclosure import result_warnings
 from dpfed.runtime.jobfile import load_job
-from dpfed.runtime.leader import EXIT_STOPPED, JobStopped, run_job
+from dpfed.runtime.leader import (
+    EXIT_STOPPED,
+    EXIT_UNREACHABLE,
+    JobStopped,
+    Leader,
+    PartyUnreachable,
+)
 from dpfed.runtime.party import run_party
 
 
@@ -40,11 +46,23 @@ def configure_run(p: argparse.ArgumentParser) -> None:
 
 def run_run_command(args: argparse.Namespace) -> int:
     spec = load_job(args.config)
+    leader = Leader(spec, resume=args.resume, progress=not args.quiet)
     try:
-        result = run_job(spec, args.out, resume=args.resume, progress=not args.quiet)
+        result = leader.run(args.out)
+    except KeyboardInterrupt:
+        if leader.checkpoint_path.exists():
+            kept = ("the parties keep their state and the leader its checkpoint; continue with "
+                    f"`{leader.resume_command()}`")
+        else:
+            kept = "no round had run, so there is nothing to resume"
+        print(f"dpfed: interrupted; no result was written; {kept}", file=sys.stderr)
+        return 130
     except JobStopped as exc:
         print(f"dpfed: {exc}", file=sys.stderr)
         return EXIT_STOPPED
+    except PartyUnreachable as exc:
+        print(f"dpfed: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if result["protocol"] == "secure_sum":
         print_secure_sum(result, args.out)
     else:

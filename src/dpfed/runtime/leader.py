@@ -60,12 +60,23 @@ from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
 EXIT_STOPPED = 1
+#: ``dpfed run``'s status when a party was never reached (nothing ran, nothing to resume).
+EXIT_UNREACHABLE = 4
 
 _POLL = 0.25
 
 
 class JobStopped(RuntimeError):
     """The job stopped (a party is gone, refused, or too slow); it can be resumed."""
+
+
+class PartyUnreachable(RuntimeError):
+    """A party never answered the job's opening: nothing ran, so there is nothing to resume."""
+
+
+#: Seconds before the leader first says which parties it is still waiting for, and between
+#: repeats.
+WAITING_FIRST, WAITING_EVERY = 2.0, 10.0
 
 
 class Leader:
@@ -287,9 +298,21 @@ class Leader:
 
     def _open_all(self) -> dict[str, dict[str, Any]]:
         infos: dict[str, dict[str, Any]] = {}
-        for name in sorted(self.spec.names):
+        started = time.monotonic()
+        next_word = started + WAITING_FIRST
+        names = sorted(self.spec.names)
+        for name in names:
             deadline = time.monotonic() + self.spec.round_timeout
             while True:
+                if time.monotonic() >= next_word:
+                    waiting = [n for n in names if n not in infos]
+                    self._log(
+                        f"waiting for {waiting[0]} at {self.spec.party(waiting[0]).address} "
+                        f"(not serving yet, {time.monotonic() - started:.0f} s)"
+                        + (f"; not yet opened: {', '.join(waiting[1:])}" if waiting[1:] else "")
+                        + f"; giving up after {self.spec.round_timeout:g} s"
+                    )
+                    next_word = time.monotonic() + WAITING_EVERY
                 try:
                     infos[name] = self._control(
                         name, OpenJob, digest=self.spec.digest, resume=self.resume,
@@ -304,11 +327,21 @@ class Leader:
                     if starting and time.monotonic() < deadline:
                         time.sleep(0.2)
                         continue
-                    # every party of a job that cannot start stops, and frees its reservation
+                    # every party of a job that cannot start stops, and frees its reservation;
+                    # one never reached is not waited for again
+                    never = starting
                     self._broadcast(
                         AbortJob, reason=f"{name} could not open the job",
-                        retry_for=self.spec.round_timeout,
+                        retry_for=0.0 if never else self.spec.round_timeout,
                     )
+                    if never:
+                        raise PartyUnreachable(
+                            f"party {name!r} at {self.spec.party(name).address} was never "
+                            f"reached within {self.spec.round_timeout:g} s ({exc.details}). "
+                            "Nothing ran and nothing was recorded; start it (`dpfed party "
+                            f"--config {shlex.quote(str(Path(self.spec.path).resolve()))} "
+                            f"--name {name}`) and run this command again."
+                        ) from None
                     if exc.retryable:
                         raise JobStopped(
                             f"party {name!r} at {self.spec.party(name).address} did not answer "
