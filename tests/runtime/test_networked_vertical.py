@@ -276,6 +276,9 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
     assert "--resume" not in text
     assert took < 6.0 + 10.0, text  # the open's deadline, not twice the round timeout
     assert not job.out.exists()
+    assert job.wait_parties() == {"label": 1, "bank": 1}  # told to abort, nothing kept
+    for name in ("label", "bank"):
+        assert "aborted before it began" in job.log(name) and "nothing ran" in job.log(name)
 
 
 def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the_job(netjob):

@@ -545,9 +545,16 @@ class PartyNode:
 
     def _abort(self, request: AbortJob) -> dict[str, Any]:
         released = bool(self.host.events)
-        if self.opened and self.ledger is not None and not released:
+        freed = self.opened and self.ledger is not None and not released
+        if freed:
             self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
-        self._stop(EXIT_ABORTED, f"job {self.spec.id} aborted: {request.reason}")
+        if self.begun:
+            message = (f"job {self.spec.id} not continued: {request.reason}; its state is kept "
+                       f"in {self.folder} for the leader's `dpfed run ... --resume`")
+        else:
+            message = (f"job {self.spec.id} aborted before it began: {request.reason}; nothing "
+                       "ran" + ("; its budget reservation is freed" if freed else ""))
+        self._stop(EXIT_ABORTED, message)
         return {"released": released}
 
     def _stop(self, code: int, message: str) -> None:
