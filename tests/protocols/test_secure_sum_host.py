@@ -75,14 +75,12 @@ def test_only_a_sensitivity_makes_a_share_accountable(tmp_path):
 def test_classic_calibration_above_epsilon_one_is_refused_before_any_noise(tmp_path):
     params = ('dim = 3\nmechanism = "gaussian"\nepsilon = 2.0\ndelta = 1e-5\n'
               'l2_sensitivity = 1.0\ncalibration = "classic"')
-    spec = _job(tmp_path, params)
     pattern = r"method 'classic'.*proven only for a per-release epsilon <= 1.*'pld' or 'rdp'"
+    # every process refuses the job file when it reads it, before it reads secrets or draws
+    # noise (so a client never builds its side)
     with pytest.raises(DpfedInputError, match=pattern):
-        noise_plan(spec)
-    # a client refuses the job when it builds its side, before it reads secrets or draws noise
-    with pytest.raises(DpfedInputError, match=pattern):
-        SecureSumHost(spec, "c0")
-    assert not (spec.party("c0").workdir / "s").exists()
+        _job(tmp_path, params)
+    assert not (tmp_path / "work").exists()
     # inside the range the classic calibration is accepted
     ok = _job(tmp_path, params.replace("epsilon = 2.0", "epsilon = 1.0"))
     assert noise_plan(ok)["calibration"].classic_valid
