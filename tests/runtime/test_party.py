@@ -173,6 +173,12 @@ def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs,
     # nothing above changed the party: the real round-1 message is still the next one
     status = leader.control(_request(StatusRequest), timeout=10)
     assert status["round"] == 1
+    # every refusal is logged at the party, with the peer's name
+    log = job.log("bank")
+    assert "[bank] refused a control request from label: only the leader" in log
+    assert "[bank] refused a control request from leader:" in log and "serves job" in log
+    assert "[bank] refused a message from mallory:" in log
+    assert "[bank] refused a message from label:" in log
     assert label.deliver(frame(1, 2), timeout=10) == b"ok"
     assert leader.control(_request(StatusRequest), timeout=10)["round"] == 2
     log = job.log("bank")

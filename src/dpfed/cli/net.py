@@ -19,6 +19,7 @@ from dpfed.runtime.leader import (
     Leader,
     PartyUnreachable,
 )
+from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from dpfed.runtime.party import run_party
 
 
@@ -26,10 +27,20 @@ def configure_party(p: argparse.ArgumentParser) -> None:
     """``dpfed party``."""
     p.add_argument("--config", required=True, help="the job file (TOML)")
     p.add_argument("--name", required=True, help="the party this process serves")
+    add_log_options(p)
     p.set_defaults(func=run_party_command)
 
 
+def add_log_options(p: argparse.ArgumentParser) -> None:
+    """``--log-level`` and ``--log-format`` of the runtime's processes."""
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info",
+                   help="least severe messages shown (default info)")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                   help="text: '[name] message' lines; json: one object per line")
+
+
 def run_party_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_format)
     return run_party(load_job(args.config), args.name)
 
 
@@ -41,10 +52,12 @@ def configure_run(p: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue a stopped job from its checkpoints"
     )
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    add_log_options(p)
     p.set_defaults(func=run_run_command)
 
 
 def run_run_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
     leader = Leader(spec, resume=args.resume, progress=not args.quiet)
     try:

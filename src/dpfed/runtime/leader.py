@@ -55,6 +55,7 @@ from dpfed.runtime.control import (
 from dpfed.runtime.disclosure import with_simulation
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
+from dpfed.runtime.logs import process_logger
 from dpfed.runtime.registry import JobRecord, RoundReport, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
 
@@ -480,7 +481,7 @@ class Leader:
 
     @staticmethod
     def _log(text: str) -> None:
-        print(f"[leader] {text}", file=sys.stderr, flush=True)
+        process_logger(__name__, LEADER).info(text)
 
 
 def run_job(

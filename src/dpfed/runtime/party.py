@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +58,7 @@ from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.jobspec import differing_keys
 from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
+from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import build_host, get_protocol
@@ -71,8 +72,8 @@ EXIT_FINISHED, EXIT_ABORTED, EXIT_IDLE = 0, 1, 3
 SNAPSHOT_RECORDS, SNAPSHOT_BYTES = 64, 64 * 2**20
 
 
-def _log(name: str, text: str) -> None:
-    print(f"[{name}] {text}", file=sys.stderr, flush=True)
+def _log(name: str, text: str, level: int = logging.INFO) -> None:
+    process_logger(__name__, name).log(level, text)
 
 
 class PartyNode:
@@ -107,7 +108,7 @@ class PartyNode:
                 ),
                 call_timeout=spec.round_timeout,
                 max_bytes=spec.max_message_bytes,
-                on_refused=lambda peer, why: _log(self.name, why),
+                on_refused=lambda peer, why: _log(self.name, why, logging.WARNING),
             )
             for peer in peers
         }
@@ -176,7 +177,7 @@ class PartyNode:
             return b"ok"
         except Refused as exc:
             self.refusals += 1
-            _log(self.name, f"refused a message from {peer}: {exc}")
+            _log(self.name, f"refused a message from {peer}: {exc}", logging.WARNING)
             raise
 
     def _deliver_checked(self, payload: memoryview, peer: str) -> None:
@@ -311,6 +312,13 @@ class PartyNode:
 
     # -- control plane ----------------------------------------------------------------------
     def _control(self, payload: bytes, peer: str) -> bytes:
+        try:
+            return self._control_checked(payload, peer)
+        except Refused as exc:
+            _log(self.name, f"refused a control request from {peer}: {exc}", logging.WARNING)
+            raise
+
+    def _control_checked(self, payload: bytes, peer: str) -> bytes:
         if peer != LEADER:
             raise Refused(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -545,9 +553,10 @@ class PartyNode:
 
     def _abort(self, request: AbortJob) -> dict[str, Any]:
         released = bool(self.host.events)
-        freed = self.opened and self.ledger is not None and not released
-        if freed:
+        freed = False
+        if self.opened and self.ledger is not None and not released:
             self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
+            freed = True
         if self.begun:
             message = (f"job {self.spec.id} not continued: {request.reason}; its state is kept "
                        f"in {self.folder} for the leader's `dpfed run ... --resume`")

@@ -44,6 +44,7 @@ from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
+from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
 from dpfed.runtime.registry import JobRecord, Protocol
 from dpfed.runtime.wire import register_message
@@ -156,16 +157,13 @@ class VerticalHost(RoleDelegate):
         Its outcome is a fact about this party's private rows: it never goes into a message,
         :meth:`describe` or :meth:`final`.
         """
-        import sys
-
         p = self.eigenvalue_premise
         verdict = "holds" if p.holds else "fails"
-        print(
-            f"[{self.name}] paper mechanism: Lemma 1's premise lambda_min(D^T D) >= d_m on this "
+        process_logger(__name__, self.name).info(
+            f"paper mechanism: Lemma 1's premise lambda_min(D^T D) >= d_m on this "
             f"party's block {verdict} (lambda_min = {p.min_eigenvalue:.4g}, d_m = {p.n_features}, "
             f"N = {p.n_samples}); kept on this party, not sent. The paper's epsilon is not a "
-            "guarantee either way (the noise is unbounded).",
-            file=sys.stderr, flush=True,
+            "guarantee either way (the noise is unbounded)."
         )
 
     def _epsilon(self, events: Sequence[PrivacyEvent]) -> float | None:
