@@ -8,6 +8,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -301,3 +302,66 @@ def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
     assert len(result["history"]) == 40
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_flood_of_idle_connections_holds_no_memory_and_the_job_still_runs(netjob):
+    """2,000 TCP connections that never start their TLS handshake: the party drops them after
+    its handshake timeout, holds at most its connection limit at once, stays within 50 MB of
+    its idle memory, and the job then runs to the end."""
+    import resource
+    import socket
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2200:
+        if hard != resource.RLIM_INFINITY and hard < 2200:
+            pytest.skip(f"needs 2,200 open files; the limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2200, hard))
+    job = netjob(BREAST_CANCER_3, params={"iterations": 3})
+    job.start_parties()
+    address = job.config.read_text().split('name = "bank"')[1].split('"')[1]
+    host, port = address.rsplit(":", 1)
+    bank = job.procs["bank"].pid
+    # the party is serving: its idle memory
+    assert wait_for(lambda: "serving job" in job.log("bank"), timeout=30)
+    time.sleep(0.5)
+    idle = _rss_mb(bank)
+    flood = []
+    try:
+        for _ in range(2000):
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                s.connect((host, int(port)))
+            except OSError:
+                s.close()
+                continue
+            flood.append(s)
+        time.sleep(1.0)
+        during = _rss_mb(bank)
+        time.sleep(4.0)  # past the handshake timeout
+        after = _rss_mb(bank)
+        dropped = 0
+        for s in flood:  # the party closed them: end of stream
+            s.setblocking(False)
+            try:
+                dropped += s.recv(1) == b""
+            except (BlockingIOError, ConnectionResetError):
+                dropped += not isinstance(sys.exc_info()[1], BlockingIOError)
+        done = job.run()
+        assert done.returncode == 0, done.stderr
+    finally:
+        for s in flood:
+            s.close()
+    assert len(flood) >= 500  # the flood did reach the party
+    assert dropped >= 0.9 * len(flood), (dropped, len(flood))
+    assert during - idle < 50 and after - idle < 50, (idle, during, after)
+    assert len(json.loads(job.out.read_text())["history"]) == 3

@@ -57,7 +57,13 @@ from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.registry import JobRecord, RoundReport, get_protocol
-from dpfed.runtime.transport import Connection, Refused, RemoteError, serve
+from dpfed.runtime.transport import (
+    Connection,
+    Refused,
+    RemoteError,
+    connection_limit,
+    serve,
+)
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
 EXIT_STOPPED = 1
@@ -224,6 +230,7 @@ class Leader:
             self.identity, self.spec.leader.bind,
             {"Deliver": self._deliver, "Control": self._refuse_control},
             max_bytes=self.spec.max_message_bytes,
+            max_connections=connection_limit(len(self.spec.names) + 1),
         )
         try:
             infos = self._open_all()

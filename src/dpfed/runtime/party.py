@@ -62,7 +62,7 @@ from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import build_host, get_protocol
-from dpfed.runtime.transport import Connection, Refused, serve
+from dpfed.runtime.transport import Connection, Refused, connection_limit, serve
 
 #: Exit statuses of ``dpfed party``.
 EXIT_FINISHED, EXIT_ABORTED, EXIT_IDLE = 0, 1, 3
@@ -136,6 +136,7 @@ class PartyNode:
             self.identity, self.party.bind,
             {"Deliver": self._deliver, "Control": self._control},
             max_bytes=self.spec.max_message_bytes,
+            max_connections=connection_limit(len(self.spec.names) + 1),
         )
         what = f"restored at round {self.host.round}" if self.restored else "ready"
         _log(self.name, f"serving job {self.spec.id} on {self.party.address} ({what})")

@@ -64,18 +64,36 @@ def peer_name(context: grpc.ServicerContext, ca_pem: bytes) -> str:
         raise Refused(grpc.StatusCode.UNAUTHENTICATED, str(exc)) from None
 
 
+#: Seconds a connection may take to complete its TLS handshake before the server drops it
+#: (gRPC's default is 120: a flood of idle connections would hold memory that long).
+HANDSHAKE_TIMEOUT = 3.0
+#: Fewest concurrent incoming connections a server accepts (:func:`connection_limit`).
+MIN_CONNECTIONS = 512
+
+
+def connection_limit(n_processes: int) -> int:
+    """Concurrent incoming connections a process of a job with ``n_processes`` processes
+    accepts: ``max(512, 4 n)`` (every peer's channel, with room for reconnections)."""
+    return max(MIN_CONNECTIONS, 4 * int(n_processes))
+
+
 def serve(
     identity: TlsIdentity,
     address: str,
     handlers: Mapping[str, Handler],
     *,
     max_bytes: int,
+    max_connections: int = MIN_CONNECTIONS,
+    handshake_timeout: float = HANDSHAKE_TIMEOUT,
     workers: int = 8,
 ) -> grpc.Server:
     """Start a server on ``address`` that accepts mutually authenticated TLS only.
 
     Each handler gets the request bytes and the verified peer name and returns the reply
-    bytes; raising :class:`Refused` answers with that status and message.
+    bytes; raising :class:`Refused` answers with that status and message. At most
+    ``max_connections`` incoming connections are held at once, and one that has not completed
+    its handshake within ``handshake_timeout`` seconds is dropped, so a flood of idle or
+    unauthenticated connections neither holds memory nor starves the job for long.
     """
 
     def wrap(handler: Handler) -> Any:
@@ -93,7 +111,13 @@ def serve(
         root_certificates=identity.ca_pem,
         require_client_auth=True,
     )
-    server = grpc.server(ThreadPoolExecutor(max_workers=workers), options=_options(max_bytes))
+    limits = [
+        ("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)),
+        ("grpc.max_allowed_incoming_connections", int(max_connections)),
+    ]
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=workers), options=_options(max_bytes) + limits
+    )
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(
             SERVICE, {name: wrap(h) for name, h in handlers.items()}
