@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from bench_rounds import PLANS, cross_validated_lam, prepare
+from bench_rounds import (
+    PLANS,
+    add_set_arguments,
+    cross_validated_lam,
+    prepare,
+    present_sets,
+    write_result,
+)
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 
@@ -96,11 +102,7 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"),
-                        help="folder holding a9a/, adult/, dexter/, arcene/, madelon/ "
-                             "(default: $DPFED_DATA)")
-    parser.add_argument("--sets", default=",".join(PLANS),
-                        help=f"comma-separated data sets (default {','.join(PLANS)})")
+    add_set_arguments(parser)
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS),
                         help="comma-separated target epsilons")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
@@ -110,17 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     epsilons = [float(e) for e in args.epsilons.split(",")]
     result: dict = {"delta": args.delta, "seeds": list(range(args.seeds)), "configs": CONFIGS,
                     "sets": {}, "skipped": {}}
-    for name in args.sets.split(","):
-        if args.data_dir is None or not (Path(args.data_dir) / name).is_dir():
-            result["skipped"][name] = f"no folder {name}/ under the data directory"
-            print(f"{name}: skipped (no folder {name}/ under {args.data_dir})")
-            continue
+    for name in present_sets(args, result["skipped"]):
         print(f"{name}:", flush=True)
         result["sets"][name] = measure_set(
             name, args.data_dir, epsilons=epsilons, seeds=range(args.seeds), delta=args.delta
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result)
     return 0
 
 

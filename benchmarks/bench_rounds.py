@@ -146,13 +146,36 @@ def measure_set(plan: SetPlan, data_dir: str | None, *, rounds: int, margin: flo
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_set_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--data-dir`` and ``--sets`` (the keys of :data:`PLANS`)."""
     parser.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"),
                         help="folder holding a9a/, adult/, dexter/, arcene/, madelon/ "
                              "(default: $DPFED_DATA)")
     parser.add_argument("--sets", default=",".join(PLANS),
                         help=f"comma-separated data sets (default {','.join(PLANS)})")
+
+
+def present_sets(args: argparse.Namespace, skipped: dict) -> list[str]:
+    """The sets of ``--sets`` whose folder is under ``--data-dir``; the others are noted in
+    ``skipped`` and said."""
+    present = []
+    for name in args.sets.split(","):
+        if args.data_dir is None or not (Path(args.data_dir) / name).is_dir():
+            skipped[name] = f"no folder {name}/ under the data directory"
+            print(f"{name}: skipped (no folder {name}/ under {args.data_dir})")
+            continue
+        present.append(name)
+    return present
+
+
+def write_result(out: Path, result: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_set_arguments(parser)
     parser.add_argument("--rounds", type=int, default=60, help="rounds of every run (default 60)")
     parser.add_argument("--margin", type=float, default=0.005,
                         help="target: central test log loss + margin (default 0.005)")
@@ -160,21 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result: dict = {"rounds": args.rounds, "margin": args.margin, "parties": 2,
                     "configs": CONFIGS, "sets": {}, "skipped": {}}
-    for name in args.sets.split(","):
-        plan = PLANS[name]
-        if args.data_dir is None or not (Path(args.data_dir) / name).is_dir():
-            result["skipped"][name] = f"no folder {name}/ under the data directory"
-            print(f"{name}: skipped (no folder {name}/ under {args.data_dir})")
-            continue
-        entry = measure_set(plan, args.data_dir, rounds=args.rounds, margin=args.margin)
+    for name in present_sets(args, result["skipped"]):
+        entry = measure_set(PLANS[name], args.data_dir, rounds=args.rounds, margin=args.margin)
         result["sets"][name] = entry
         runs = entry["runs"]
         print(f"{name}: split {entry['split']}, lam {entry['lam']:g}, central "
               f"{entry['central_test_log_loss']:.4f}, local {entry['local_test_log_loss']:.4f}; "
               "rounds to target " + ", ".join(
                   f"{k} {v['rounds_to_target']}" for k, v in runs.items()), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_result(args.out, result)
     return 0
 
 

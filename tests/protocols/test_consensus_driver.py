@@ -112,15 +112,22 @@ def test_seeded_runs_are_reproducible():
     assert not np.array_equal(a.model, c.model)
 
 
+def _centralized(lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The minimiser of eq. 1a over every part's rows (each part's loss averaged), and the
+    stacked rows, labels and loss weights."""
+    X = np.vstack([X for X, _ in PARTS])
+    y = np.concatenate([y for _, y in PARTS])
+    weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
+    minimiser = solve_local(X, y, get_loss("logistic"),
+                            LocalProblem(loss_weight=weights, l2=lam), tol=1e-13).x
+    return minimiser, X, y, weights
+
+
 def test_without_noise_the_job_reaches_the_centralized_minimiser():
     lam = 0.1
     res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=80),
                           X_test=X_TEST, y_test=Y_TEST)
-    X = np.vstack([X for X, _ in PARTS])
-    y = np.concatenate([y for _, y in PARTS])
-    weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
-    reference = solve_local(X, y, get_loss("logistic"),
-                            LocalProblem(loss_weight=weights, l2=lam), tol=1e-13).x
+    reference, X, y, weights = _centralized(lam)
     np.testing.assert_allclose(res.model, reference, rtol=0, atol=1e-6)
     # train_objective is F(w)/n of eq. 1a
     n = len(PARTS)
@@ -198,12 +205,7 @@ def test_over_relaxation_converges_to_the_centralized_minimiser():
     lam = 0.1
     res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=60,
                                                  relaxation=1.6))
-    X = np.vstack([X for X, _ in PARTS])
-    y = np.concatenate([y for _, y in PARTS])
-    weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
-    reference = solve_local(X, y, get_loss("logistic"),
-                            LocalProblem(loss_weight=weights, l2=lam), tol=1e-13).x
-    np.testing.assert_allclose(res.model, reference, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(res.model, _centralized(lam)[0], rtol=0, atol=1e-6)
 
 
 def test_history_has_the_vertical_schema_and_epsilon_grows():

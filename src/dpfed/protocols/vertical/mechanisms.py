@@ -287,7 +287,7 @@ class SoundMechanism(PartyMechanism):
         norm = float(np.linalg.norm(x_tilde))
         if norm > radius:
             x_tilde = x_tilde * (radius / norm)
-        events = [_event(party, round, model_release)]
+        events = [release_event(party, round, model_release)]
         clip = self.bounds.score_clip
         if not send_scores:
             return Release(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
@@ -295,11 +295,12 @@ class SoundMechanism(PartyMechanism):
             return Release(x_tilde, None, events)  # the party re-sends its last scores
         scores = np.clip(_matvec(block, x_tilde), -clip, clip)
         scores = scores + scores_release.sample(rng, scores.shape)
-        events.append(_event(party, round, scores_release))
+        events.append(release_event(party, round, scores_release))
         return Release(x_tilde, scores, events)
 
 
-def _event(party: str, round: int, release: GaussianRelease) -> PrivacyEvent:
+def release_event(party: str, round: int, release: GaussianRelease) -> PrivacyEvent:
+    """The ledger entry of ``release`` made by ``party`` in ``round``."""
     return PrivacyEvent(
         party=party, round=round, mechanism="gaussian",
         noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
@@ -322,7 +323,7 @@ class DualRelease:
     ) -> tuple[np.ndarray, PrivacyEvent]:
         clip = self.bounds.dual_clip
         noisy = np.clip(dual, -clip, clip) + self.release.sample(rng, dual.shape)
-        return noisy, _event(party, round, self.release)
+        return noisy, release_event(party, round, self.release)
 
 
 MECHANISMS = ("none", "paper", "sound")

@@ -24,7 +24,12 @@ from dpfed.core.regularizers import Regularizer
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
-from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism, SoundMechanism
+from dpfed.protocols.vertical.mechanisms import (
+    DualRelease,
+    PartyMechanism,
+    SoundMechanism,
+    release_event,
+)
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.weighting import (
     STATISTICS,
@@ -631,11 +636,7 @@ class LabelHolder(_BlockOwner):
         x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
         release = mechanism.local_model_release(float(slope), tolerance)
         noisy = x + release.sample(self.rng, x.shape)
-        self.events.append(PrivacyEvent(
-            party=self.name, round=0, mechanism="gaussian",
-            noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
-            sigma=release.sigma, label=release.label,
-        ))
+        self.events.append(release_event(self.name, 0, release))
         self.model = noisy
         self.released_scores = np.asarray(self.block @ noisy).reshape(-1)
         zeros = np.zeros(self.n_samples)

@@ -62,6 +62,7 @@ from dpfed.core.local import LocalSolveError
 from dpfed.core.losses import Loss
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.vertical.mechanisms import release_event
 
 #: Share of one round's Gaussian-DP budget (``mu^2``) the statistics release gets: it is three
 #: numbers whose sensitivities shrink as 1/N, so a small share is plenty.
@@ -230,12 +231,7 @@ class StatisticsRelease:
 
     def event(self, party: str, round: int) -> PrivacyEvent:
         """The ledger entry of one release by ``party`` in ``round``."""
-        release = self.release
-        return PrivacyEvent(
-            party=party, round=round, mechanism="gaussian",
-            noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
-            sigma=release.sigma, label=release.label,
-        )
+        return release_event(party, round, self.release)
 
     def statistics(self, scores: np.ndarray, request: WeightingRequest) -> np.ndarray:
         """The exact normalised statistics of ``scores`` (shape ``(N,)``), shape ``(3,)``."""
