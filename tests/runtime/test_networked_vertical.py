@@ -365,3 +365,12 @@ def test_a_flood_of_idle_connections_holds_no_memory_and_the_job_still_runs(netj
     assert dropped >= 0.9 * len(flood), (dropped, len(flood))
     assert during - idle < 50 and after - idle < 50, (idle, during, after)
     assert len(json.loads(job.out.read_text())["history"]) == 3
+
+
+def test_ctrl_c_on_a_party_says_its_state_is_kept(netjob):
+    job = netjob(BREAST_CANCER_3, params={"iterations": 3})
+    proc = job.start_party("bank")
+    assert wait_for(lambda: "serving job" in job.log("bank"), timeout=30)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert "bank interrupted; what it has handled is kept in" in job.log("bank")

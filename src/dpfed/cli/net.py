@@ -41,7 +41,15 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
 
 def run_party_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
-    return run_party(load_job(args.config), args.name)
+    spec = load_job(args.config)
+    try:
+        return run_party(spec, args.name)
+    except KeyboardInterrupt:
+        folder = spec.party(args.name).workdir / spec.id
+        print(f"dpfed: {args.name} interrupted; what it has handled is kept in {folder} "
+              "(journal, snapshot, noise secret): start it again with the same command and it "
+              "continues the job", file=sys.stderr)
+        return 130
 
 
 def configure_run(p: argparse.ArgumentParser) -> None:
