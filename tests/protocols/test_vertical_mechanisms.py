@@ -8,6 +8,8 @@ import pytest
 
 from dpfed import DpfedInputError
 from dpfed.core import L2, Ball
+from dpfed.core.losses import get_loss
+from dpfed.core.rows import clip_rows
 from dpfed.core.spectral import GramSpectrum
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.accounting import corollary1_epsilon
@@ -20,6 +22,8 @@ from dpfed.protocols.vertical.calibration import (
 )
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical.mechanisms import PaperMechanism, SoundMechanism
+from dpfed.protocols.vertical.roles import LOCAL_MODEL_TOLERANCE
+from dpfed.protocols.vertical.weighting import fit_local_model
 
 from ..conftest import make_vertical_problem
 
@@ -219,3 +223,33 @@ def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch)
     assert [m.round for m in sent] == [1, 2, 3]
     assert np.array_equal(sent[2].scores, sent[1].scores)
     assert not np.array_equal(sent[1].scores, sent[0].scores)
+
+
+def test_a_protected_label_holders_local_model_moves_at_most_its_sensitivity():
+    """Round 0's output perturbation: replacing one row and its label moves the regularised
+    local model by at most 2(LR + g)/mu; adversarial replacements come near the bound."""
+    rng = np.random.default_rng(3)
+    n, d, R, mu = 200, 5, 1.0, 4.0
+    X = clip_rows(rng.normal(0, 1, (n, d)), R)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    loss = get_loss("logistic")
+    bounds = SoundBounds(row_norm=R, model_radius=2.0, target_clip=4.0, score_clip=0.5,
+                         prox_weight=mu)
+    mech = SoundMechanism(bounds=bounds, reg_weight=0.0, model_multiplier=1.0,
+                          scores_multiplier=1.0)
+    mech.check_regularizer(L2(), 0.0)
+    g = LOCAL_MODEL_TOLERANCE * R
+    bound = mech.local_model_release(1.0, g).l2_sensitivity
+    assert bound == pytest.approx(2 * (R + g) / mu)
+    x = fit_local_model(X, y, loss, mu, tolerance=g)
+    worst = 0.0
+    for _ in range(100):
+        i = rng.integers(n)
+        X2, y2 = X.copy(), y.copy()
+        direction = -y[i] * x / max(np.linalg.norm(x), 1e-12)  # against the model, label flipped
+        X2[i] = R * (direction if rng.random() < 0.7 else clip_rows(rng.normal(0, 1, (1, d)), R)[0])
+        y2[i] = -y[i]
+        moved = float(np.linalg.norm(fit_local_model(X2, y2, loss, mu, tolerance=g) - x))
+        assert moved <= bound
+        worst = max(worst, moved)
+    assert worst > bound / 20  # the bound is not vacuous
