@@ -375,10 +375,14 @@ class LabelHolder(_BlockOwner):
                 f"{self.name} already holds round {message.round} scores from {message.sender}."
             )
         if (message.statistics is not None) != self._requests_statistics(self.round):
+            expected = (
+                f"weighting statistics with the scores of round {message.round}"
+                if message.statistics is None
+                else f"weighting statistics only with the scores of round {self.max_rounds}"
+            )
             raise ProtocolError(
-                f"{self.name} expected weighting statistics from {message.sender} in round "
-                f"{message.round} {'and' if message.statistics is None else 'only in round'} "
-                f"{self.max_rounds}. Found {'none' if message.statistics is None else 'some'}."
+                f"{self.name} expected {expected} from {message.sender}. Found "
+                f"{'none' if message.statistics is None else f'some in round {message.round}'}."
             )
         if message.statistics is not None:
             if message.statistics.shape != (len(STATISTICS),) or not np.all(
