@@ -84,3 +84,15 @@ def test_classic_calibration_above_epsilon_one_is_refused_before_any_noise(tmp_p
     # inside the range the classic calibration is accepted
     ok = _job(tmp_path, params.replace("epsilon = 2.0", "epsilon = 1.0"))
     assert noise_plan(ok)["calibration"].classic_valid
+
+
+@pytest.mark.parametrize(
+    ("params", "pattern"),
+    [
+        ("tolerated = 2", r"\[params\].tolerated must be in \[0, 1\] for 2 clients"),
+        ("dim = 0", r"needs \[params\].dim"),
+    ],
+)
+def test_a_bad_secure_sum_file_is_refused_when_it_is_read(tmp_path, params, pattern):
+    with pytest.raises(DpfedInputError, match=pattern):
+        _job(tmp_path, params if params.startswith("dim") else f"dim = 3\n{params}")

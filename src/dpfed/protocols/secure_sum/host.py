@@ -54,6 +54,33 @@ def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
     return clients, nodes
 
 
+def checked_params(spec: JobSpec) -> tuple[int, int, int]:
+    """``(fractional_bits, tolerated, dim)`` of a secure-sum job, each checked against the
+    job's clients (what every process refuses when it reads the job file).
+
+    Raises
+    ------
+    DpfedInputError
+        Naming the value and the range it must lie in.
+    """
+    clients, _ = _roles(spec)
+    p = spec.params
+    bits = check_fractional_bits(p.get("fractional_bits", DEFAULT_FRACTIONAL_BITS))
+    tolerated = int(p.get("tolerated", 0))
+    if not 0 <= tolerated < len(clients):
+        raise DpfedInputError(
+            f"[params].tolerated must be in [0, {len(clients) - 1}] for {len(clients)} "
+            f"clients. Found {tolerated}."
+        )
+    dim = int(p.get("dim", 0))
+    if dim < 1:
+        raise DpfedInputError(
+            f"a secure_sum job needs [params].dim, the length D >= 1 of the summed vectors. "
+            f"Found {p.get('dim')!r}."
+        )
+    return bits, tolerated, dim
+
+
 def noise_plan(spec: JobSpec) -> dict[str, Any]:
     """Each client's noise standard deviation and how it was chosen.
 
@@ -147,15 +174,7 @@ class SecureSumHost(RoleDelegate):
         self.spec, self.name = spec, name
         clients, nodes = _roles(spec)
         p = spec.params
-        self.fractional_bits = check_fractional_bits(
-            p.get("fractional_bits", DEFAULT_FRACTIONAL_BITS)
-        )
-        tolerated = int(p.get("tolerated", 0))
-        if not 0 <= tolerated < len(clients):
-            raise DpfedInputError(
-                f"[params].tolerated must be in [0, {len(clients) - 1}] for {len(clients)} "
-                f"clients. Found {tolerated}."
-            )
+        self.fractional_bits, tolerated, self.dim = checked_params(spec)
         self.noise = noise_plan(spec)
         self.plan = []
         self.release: PrivacyEvent | None = None
@@ -166,12 +185,6 @@ class SecureSumHost(RoleDelegate):
         self.ledger_support = self.noise["client_std"] == 0.0 or "l2_sensitivity" in p
         party = spec.party(name)
         folder = party.workdir / spec.id
-        self.dim = int(p.get("dim", 0))
-        if self.dim < 1:
-            raise DpfedInputError(
-                f"a secure_sum job needs [params].dim, the length D >= 1 of the summed vectors. "
-                f"Found {p.get('dim')!r}."
-            )
         if party.role == "compute":
             self.holds_data = False
             self.n_rows = 0
@@ -298,6 +311,7 @@ class SecureSumProtocol(Protocol):
         return params.get("mechanism", "none") != "none"
 
     def check_job(self, spec: JobSpec) -> None:
+        checked_params(spec)
         noise_plan(spec)
 
     def host(self, spec: JobSpec, name: str) -> SecureSumHost:
