@@ -419,7 +419,8 @@ def _sound_score_rounds(cfg: VerticalConfig) -> int:
     """A passive party's rounds with a scores release: T - 1 by default.
 
     The last round's scores only reach the final z- and dual updates, never a model. (A
-    protected label holder releases one model and T duals: :func:`_holder_multipliers`.)
+    protected label holder releases one model and T duals, calibrated in
+    :func:`build_mechanisms`.)
     """
     if cfg.score_rounds is not None:
         return min(int(cfg.score_rounds), cfg.iterations)

@@ -556,7 +556,8 @@ class LabelHolder(_BlockOwner):
     def _broadcast(self, *, finished: bool) -> list[Broadcast]:
         self.finished = finished
         request = (
-            self._request() if not finished and self._requests_statistics(self.round) else None
+            self._request()[0]
+            if not finished and self._requests_statistics(self.round) else None
         )
         weight = self.weighting.weight if finished and self.weighting is not None else None
         messages = []
@@ -584,21 +585,17 @@ class LabelHolder(_BlockOwner):
         l2 = self.reg_weight * self.regularizer.strong_convexity
         self.local_model = fit_local_model(self.block, self.labels, self.loss, l2)
 
-    def _change(self) -> tuple[np.ndarray, np.ndarray]:
-        """Local-only scores and the change of its block's scores since, shapes ``(N,)``."""
-        if self.local_model is None:
+    def _request(self) -> tuple[WeightingRequest, np.ndarray]:
+        """The request to the first passive party (the others get it without the change), and
+        the part of the label holder's score change that clipping left out of it."""
+        release = self.statistics_release
+        if release is None or self.local_model is None:
             raise ProtocolError(f"{self.name} has no local model to weigh the parties against.")
         local = np.asarray(self.block @ self.local_model).reshape(-1)
-        return local, np.asarray(self.block @ self.model).reshape(-1) - local
-
-    def _request(self) -> WeightingRequest:
-        """The request to the first passive party (the others get it without the change)."""
-        release = self.statistics_release
-        if release is None:
-            raise ProtocolError(f"{self.name} does not weigh the passive parties.")
-        local, change = self._change()
+        change = np.asarray(self.block @ self.model).reshape(-1) - local
         bound = release.score_bound
-        return WeightingRequest.at(self.loss, local, self.labels, np.clip(change, -bound, bound))
+        shared = np.clip(change, -bound, bound)
+        return WeightingRequest.at(self.loss, local, self.labels, shared), change - shared
 
     def _weigh_passive_parties(self) -> float:
         """Choose the passive weight, combine the label holder's own model accordingly."""
@@ -608,11 +605,10 @@ class LabelHolder(_BlockOwner):
         missing = [p for p in self.parties if p not in self.statistics]
         if missing:
             raise ProtocolError(f"{self.name} misses the weighting statistics of {missing}.")
-        _, change = self._change()
-        request = self._request()
+        request, left_out = self._request()
         c3 = third_derivative_bound(self.loss)
         self.weighting = choose_passive_weight(
-            own_change=change - request.change,
+            own_change=left_out,
             request=request,
             upper_bounds=[release.upper(self.statistics[p]) for p in self.parties],
             c3=0.0 if c3 is None else c3,
