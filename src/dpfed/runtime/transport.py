@@ -144,8 +144,14 @@ class RemoteError(RuntimeError):
 
     @property
     def retryable(self) -> bool:
-        """Whether the peer may simply be down or slow (as opposed to refusing)."""
-        return self.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        """Whether the peer may simply be down, slow or stopping (as opposed to refusing).
+
+        A server that stops (Ctrl-C, shutdown) cancels the calls in flight: CANCELLED is a
+        peer going down, never a refusal (refusals carry their own codes)."""
+        return self.code in (
+            grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.CANCELLED,
+        )
 
 
 class Connection:
