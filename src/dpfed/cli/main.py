@@ -43,6 +43,8 @@ COMMANDS: dict[str, Command] = {
     "party": Command("serve one party of a networked job until the job ends",
                      "dpfed.cli.net:configure_party", "net"),
     "run": Command("start and lead a networked job", "dpfed.cli.net:configure_run", "net"),
+    "predict": Command("score new rows with a finished networked job's model",
+                       "dpfed.cli.net:configure_predict", "net"),
     "budget": Command("a party's persistent privacy-budget ledger",
                       "dpfed.cli.budget:configure_budget"),
     "dca": Command("secure aggregation by the DCA secret-sharing sum (paper 004)",

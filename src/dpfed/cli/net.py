@@ -1,4 +1,5 @@
-"""``dpfed party`` and ``dpfed run``: serve one party of a networked job, lead a job.
+"""``dpfed party``, ``dpfed run`` and ``dpfed predict``: serve one party of a networked job,
+lead a job, score new rows with a finished job's model.
 
 Needs the ``net`` extra (grpcio); :mod:`dpfed.cli.main` says so when it is missing.
 """
@@ -21,6 +22,7 @@ from dpfed.runtime.leader import (
 )
 from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from dpfed.runtime.party import run_party
+from dpfed.runtime.prediction import PredictionFailed, run_prediction
 
 
 def configure_party(p: argparse.ArgumentParser) -> None:
@@ -88,6 +90,42 @@ def run_run_command(args: argparse.Namespace) -> int:
         print_secure_sum(result, args.out)
     else:
         print_result(result, args.out)
+    return 0
+
+
+def configure_predict(p: argparse.ArgumentParser) -> None:
+    """``dpfed predict``."""
+    p.add_argument("--config", required=True, help="the finished job's file (TOML)")
+    p.add_argument(
+        "--data", required=True,
+        help="the rows to score, as every party names them at its own site: NAME:test or "
+             "NAME:train of a named data set, or a .npy, .csv or LIBSVM file with the "
+             "training data's columns",
+    )
+    p.add_argument("--out", required=True,
+                   help="receipt JSON (where the recipient wrote the scores, their SHA-256); "
+                        "with --to leader, the scores")
+    p.add_argument("--to", default=None, metavar="NAME",
+                   help="the party that receives the shares and alone sees the scores "
+                        "(default: the label holder), or 'leader'")
+    p.add_argument("--id", default=None, help="the prediction's id (default: time + random)")
+    add_log_options(p)
+    p.set_defaults(func=run_predict_command)
+
+
+def run_predict_command(args: argparse.Namespace) -> int:
+    configure_logging(args.log_level, args.log_format)
+    spec = load_job(args.config)
+    try:
+        receipt = run_prediction(spec, args.data, args.out, recipient=args.to, request=args.id)
+    except PredictionFailed as exc:
+        print(f"dpfed: prediction failed: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_STOPPED
+    where = (f"{args.out}" if receipt["recipient"] == "leader"
+             else f"{receipt['recipient']}'s {receipt['path']} (sha256 {receipt['sha256'][:16]})")
+    print(f"scored {receipt['n_rows']} rows of {args.data} (prediction {receipt['request']}); "
+          f"the scores are in {where}")
+    print(f"wrote {args.out}")
     return 0
 
 

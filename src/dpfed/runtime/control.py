@@ -1,10 +1,10 @@
 """The leader's control requests, as typed messages in the wire format.
 
-The leader drives a job with eight requests, each a frozen dataclass sent to one party as a
-wire frame (:mod:`dpfed.runtime.wire`: versioned header, every field's type checked on
-decode) over the ``Control`` method; the party answers with a JSON object. The requests never
-travel between parties: a party's ``Deliver`` refuses them, and its ``Control`` accepts them
-from the leader's certificate only.
+The leader drives a job with eight requests (and a prediction with the trained model with four
+more), each a frozen dataclass sent to one party as a wire frame (:mod:`dpfed.runtime.wire`:
+versioned header, every field's type checked on decode) over the ``Control`` method; the party
+answers with a JSON object. The requests never travel between parties: a party's ``Deliver``
+refuses them, and its ``Control`` accepts them from the leader's certificate only.
 
 The job opens with :class:`OpenJob`, which carries the leader's package version and a
 fingerprint of the message kinds it speaks (the control requests and the protocol's
@@ -97,10 +97,51 @@ class AbortJob(ControlRequest):
     reason: str
 
 
-#: Every control request, in the order of a job.
+@register_message
+@dataclass(frozen=True)
+class OpenPrediction(ControlRequest):
+    """Check the job file, version and message kinds (as :class:`OpenJob` does) before a
+    prediction with the model of the finished job; nothing is reserved."""
+
+    digest: str
+    version: str
+    kinds: str
+    keys: str = "{}"
+
+
+@register_message
+@dataclass(frozen=True)
+class PredictRequest(ControlRequest):
+    """Score the rows named by ``data`` (as the party resolves it) with its part of the
+    model, and send the share to party ``to`` (or the leader), under the prediction id
+    ``request``."""
+
+    request: str
+    data: str
+    to: str
+
+
+@register_message
+@dataclass(frozen=True)
+class PredictionStatus(ControlRequest):
+    """The recipient's progress on prediction ``request``: rows received from each party,
+    and once complete where it wrote the scores."""
+
+    request: str
+
+
+@register_message
+@dataclass(frozen=True)
+class EndPrediction(ControlRequest):
+    """The prediction is over (``reason``); the party stops serving."""
+
+    reason: str
+
+
+#: Every control request, in the order of a job (then of a prediction).
 CONTROL_REQUESTS: tuple[type[ControlRequest], ...] = (
     OpenJob, BeginJob, StatusRequest, AccountRequest, EvaluateRequest, FinishJob, SuspendJob,
-    AbortJob,
+    AbortJob, OpenPrediction, PredictRequest, PredictionStatus, EndPrediction,
 )
 
 
@@ -114,8 +155,10 @@ def kinds_fingerprint(message_kinds: Iterable[type[Message]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def check_open(request: OpenJob, message_kinds: Iterable[type[Message]], party: str) -> None:
-    """Refuse an :class:`OpenJob` from a leader of another version or other message kinds.
+def check_open(request: OpenJob | OpenPrediction, message_kinds: Iterable[type[Message]],
+               party: str) -> None:
+    """Refuse an :class:`OpenJob` or :class:`OpenPrediction` from a leader of another version
+    or other message kinds.
 
     Raises
     ------
@@ -147,9 +190,13 @@ __all__ = [
     "AccountRequest",
     "BeginJob",
     "ControlRequest",
+    "EndPrediction",
     "EvaluateRequest",
     "FinishJob",
     "OpenJob",
+    "OpenPrediction",
+    "PredictRequest",
+    "PredictionStatus",
     "StatusRequest",
     "SuspendJob",
     "check_open",

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dpfed._validation import DpfedInputError
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_generator
@@ -101,6 +102,19 @@ class ProtocolHost(ABC):
     @abstractmethod
     def losses(self, models: list[list[float]]) -> list[float]:
         """Its mean training loss at each model (evaluation under ``evaluate = "full"``)."""
+
+    def prediction_share(self, data: str) -> np.ndarray:
+        """Its share of the scores of the rows named by ``data``, once the job has finished.
+
+        ``data`` names the new rows as each party resolves it at its own site (a data set's
+        part or a file, see the protocol). The shares of every party add up to the trained
+        model's scores, shape ``(n_rows,)``. Default: refused, for protocols whose parties
+        each hold the whole model (they predict locally, no protocol needed).
+        """
+        raise DpfedInputError(
+            "this protocol has no networked prediction: every party holding a model holds "
+            "all of it and predicts on its own."
+        )
 
 
 class Role(Protocol):

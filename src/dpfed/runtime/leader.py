@@ -37,7 +37,7 @@ from dpfed import __version__
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
-from dpfed.runtime.certs import load_identity
+from dpfed.runtime.certs import TlsIdentity, load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.control import (
     AbortJob,
@@ -83,7 +83,29 @@ class PartyUnreachable(RuntimeError):
 
 #: Seconds before the leader first says which parties it is still waiting for, and between
 #: repeats.
-WAITING_FIRST, WAITING_EVERY = 2.0, 10.0
+WAITING_FIRST, WAITING_EVERY = 1.0, 10.0
+
+
+def leader_connections(spec: JobSpec) -> tuple[TlsIdentity, dict[str, Connection]]:
+    """The leader's identity (its certificate must name ``leader``) and a connection to every
+    party of ``spec``.
+
+    Raises
+    ------
+    DpfedInputError
+        If the certificate is issued to another name (or does not load).
+    """
+    identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
+    if identity.name != LEADER:
+        raise DpfedInputError(
+            f"the leader's certificate {str(spec.leader.certificate)!r} is issued to "
+            f"{identity.name!r}, not to {LEADER!r}."
+        )
+    connections = {
+        p.name: Connection(identity, p.name, p.address, max_bytes=spec.max_message_bytes)
+        for p in spec.parties
+    }
+    return identity, connections
 
 
 class Leader:
@@ -95,18 +117,7 @@ class Leader:
         self.resume = resume
         self.progress = progress
         self.out: Path | None = None
-        self.identity = load_identity(spec.leader.certificate, spec.leader.key, spec.ca)
-        if self.identity.name != LEADER:
-            raise DpfedInputError(
-                f"the leader's certificate {str(spec.leader.certificate)!r} is issued to "
-                f"{self.identity.name!r}, not to {LEADER!r}."
-            )
-        self.connections = {
-            p.name: Connection(
-                self.identity, p.name, p.address, max_bytes=spec.max_message_bytes
-            )
-            for p in spec.parties
-        }
+        self.identity, self.connections = leader_connections(spec)
         self.checkpoint_path = spec.checkpoint / "leader.npz"
         self.lock = threading.Lock()
         self.inbound = InboundLinks()

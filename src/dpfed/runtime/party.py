@@ -47,9 +47,13 @@ from dpfed.runtime.control import (
     AccountRequest,
     BeginJob,
     ControlRequest,
+    EndPrediction,
     EvaluateRequest,
     FinishJob,
     OpenJob,
+    OpenPrediction,
+    PredictionStatus,
+    PredictRequest,
     StatusRequest,
     SuspendJob,
     check_open,
@@ -60,6 +64,15 @@ from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message, ProtocolError
+from dpfed.runtime.prediction import (
+    PREDICTIONS_FOLDER,
+    PredictionCollector,
+    PredictionShare,
+    ShareSender,
+    check_request_id,
+    share_messages,
+    write_predictions,
+)
 from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import build_host, get_protocol
 from dpfed.runtime.transport import Connection, Refused, connection_limit, serve
@@ -125,6 +138,12 @@ class PartyNode:
         self.counter = 0  # inputs handled since the job began (messages and the begin)
         self.snapshot_counter = 0
         self.journal = Journal(self.folder / "journal.bin", fsync=spec.fsync)
+        # a finished job's party serves predictions with its part of the model
+        self.prediction_open = False
+        self.collector: PredictionCollector | None = None
+        self.receipt: dict[str, Any] | None = None
+        self.senders: dict[str, ShareSender] = {}
+        self.scored: dict[str, int] = {}  # prediction id -> rows this party scored
         self.restored = self.checkpoint_path.exists() or self.journal.size() > 0
         if self.restored:
             self._restore()
@@ -139,6 +158,8 @@ class PartyNode:
             max_connections=connection_limit(len(self.spec.names) + 1),
         )
         what = f"restored at round {self.host.round}" if self.restored else "ready"
+        if self.restored and self.host.finished:
+            what = "finished: serving predictions with its part of the model (dpfed predict)"
         _log(self.name, f"serving job {self.spec.id} on {self.party.address} ({what})")
         if self.spec.simulation:
             _log(self.name, f"SIMULATION, seed {self.spec.params['seed']}: {SIMULATION_WARNING}")
@@ -160,6 +181,8 @@ class PartyNode:
             ):
                 time.sleep(0.02)
         finally:
+            for sender in self.senders.values():
+                sender.stop()
             for link in self.links.values():
                 link.stop()
             server.stop(grace=0.5).wait()
@@ -209,6 +232,9 @@ class PartyNode:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"the message is addressed to {message.recipient!r}, not to {self.name!r}",
             )
+        if isinstance(message, PredictionShare):
+            self._take_share(message)
+            return
         sha = hashlib.sha256(payload).digest()
         digest = sha.hex()
         with self.lock:
@@ -255,8 +281,9 @@ class PartyNode:
             return
         self.snapshot()
 
-    def snapshot(self) -> None:
-        """Write the state (no message may be pending) and empty the journal."""
+    def snapshot(self, *, truncate: bool = True) -> None:
+        """Write the state (no message may be pending) and empty the journal (unless
+        ``truncate`` is False: a restart replays only the records after the snapshot)."""
         arrays, meta = self.host.state_dict()
         state = {
             "digest": self.spec.digest,
@@ -270,7 +297,8 @@ class PartyNode:
             self.checkpoint_path, {f"role/{k}": v for k, v in arrays.items()}, state,
             fsync=self.spec.fsync,
         )
-        self.journal.truncate()
+        if truncate:
+            self.journal.truncate()
         self.snapshot_counter = self.counter
 
     def _restore(self) -> None:
@@ -345,6 +373,10 @@ class PartyNode:
             EvaluateRequest: self._evaluate,
             SuspendJob: self._suspend,
             AbortJob: self._abort,
+            OpenPrediction: self._open_prediction,
+            PredictRequest: self._predict,
+            PredictionStatus: self._prediction_status,
+            EndPrediction: self._end_prediction,
         }
         handler = handlers.get(type(request))
         if handler is None or request.sender != LEADER or request.recipient != self.name:
@@ -361,8 +393,8 @@ class PartyNode:
                 raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
         return json.dumps(reply).encode()
 
-    def _open(self, request: OpenJob) -> dict[str, Any]:
-        check_open(request, get_protocol(self.spec.protocol).messages, self.name)
+    def _check_job_file(self, request: OpenJob | OpenPrediction) -> None:
+        """Refuse a leader whose job file differs, naming the keys where it does."""
         if request.digest != self.spec.digest:
             try:
                 theirs = json.loads(request.keys)
@@ -375,6 +407,10 @@ class PartyNode:
                    " (job, parameters, parties or addresses)")
                 + "; every process must run the same job file."
             )
+
+    def _open(self, request: OpenJob) -> dict[str, Any]:
+        check_open(request, get_protocol(self.spec.protocol).messages, self.name)
+        self._check_job_file(request)
         resume = request.resume
         if self.begun and not resume:
             raise DpfedInputError(
@@ -535,6 +571,9 @@ class PartyNode:
         if not self.host.finished:
             raise DpfedInputError(f"{self.name} has not finished (round {self.host.round}).")
         model_path = self.folder / "model.json"
+        # the final state, so that a restart serves predictions without replaying the journal
+        # (whose releases the ledger has closed); the journal stays as the record of the job
+        self.snapshot(truncate=False)
         write_json_atomic(model_path, {
             "job": self.spec.id, "party": self.name,
             "columns": None if self.party.columns is None else list(self.party.columns),
@@ -566,6 +605,94 @@ class PartyNode:
                        "ran" + ("; its budget reservation is freed" if freed else ""))
         self._stop(EXIT_ABORTED, message)
         return {"released": released}
+
+    # -- prediction with the trained model ---------------------------------------------------
+    def _open_prediction(self, request: OpenPrediction) -> dict[str, Any]:
+        protocol = get_protocol(self.spec.protocol)
+        check_open(request, [*protocol.messages, PredictionShare], self.name)
+        self._check_job_file(request)
+        if not self.host.finished:
+            raise DpfedInputError(
+                f"{self.name} has not finished job {self.spec.id} (round {self.host.round}): "
+                "there is no trained model to predict with."
+            )
+        self.prediction_open = True
+        return {"finished": True}
+
+    def _predict(self, request: PredictRequest) -> dict[str, Any]:
+        if not self.prediction_open:
+            raise DpfedInputError("predict before the prediction was opened")
+        request_id = check_request_id(request.request)
+        if request.to not in (*self.spec.names, LEADER):
+            raise DpfedInputError(
+                f"the recipient must be a party of job {self.spec.id} or {LEADER!r}. Found "
+                f"{request.to!r}."
+            )
+        if request_id in self.scored:  # the leader asked again: the share is on its way
+            return {"rows": self.scored[request_id]}
+        scores = np.asarray(self.host.prediction_share(request.data), dtype=np.float64)
+        messages = share_messages(self.name, request.to, request_id, scores,
+                                  max_bytes=self.spec.max_message_bytes)
+        if request.to == self.name:
+            self.collector = PredictionCollector(request_id, request.data, self.spec.names)
+            self.receipt = None
+            for message in messages:
+                self.collector.add(message)
+            self._maybe_write_predictions()
+        else:
+            self.senders[request_id] = ShareSender(
+                self.identity, self.spec, messages, timeout=self.spec.round_timeout
+            )
+        self.scored[request_id] = int(scores.shape[0])
+        _log(self.name, f"scored {scores.shape[0]} rows of {request.data!r} with its part of "
+                        f"the model (prediction {request_id}); its share goes to "
+                        f"{request.to}")
+        return {"rows": int(scores.shape[0])}
+
+    def _take_share(self, share: PredictionShare) -> None:
+        """The recipient takes a share of a prediction (no journal: it is not training)."""
+        with self.lock:
+            collector = self.collector
+            if collector is None or collector.request != share.request:
+                if collector is None and self.prediction_open:
+                    raise Refused(grpc.StatusCode.UNAVAILABLE,
+                                  f"prediction {share.request!r} has not reached {self.name} yet")
+                raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"{self.name} is not the recipient of prediction {share.request!r}")
+            try:
+                collector.add(share)
+            except DpfedInputError as exc:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+            self._maybe_write_predictions()
+            self.last_contact = time.monotonic()
+
+    def _maybe_write_predictions(self) -> None:
+        collector = self.collector
+        if collector is None or self.receipt is not None or not collector.complete:
+            return
+        path = self.folder / PREDICTIONS_FOLDER / f"{collector.request}.json"
+        self.receipt = write_predictions(path, self.spec, collector, self.name)
+        _log(self.name, f"wrote the scores of {collector.n_rows} rows (prediction "
+                        f"{collector.request}) to {path}")
+
+    def _prediction_status(self, request: PredictionStatus) -> dict[str, Any]:
+        sender = self.senders.get(request.request)
+        reply: dict[str, Any] = {
+            "scored": self.scored.get(request.request),
+            "sent": None if sender is None else sender.done,
+            "error": None if sender is None else sender.error,
+        }
+        collector = self.collector
+        if collector is not None and collector.request == request.request:
+            reply |= {"received": collector.received(), "done": self.receipt is not None,
+                      **(self.receipt or {})}
+        return reply
+
+    def _end_prediction(self, request: EndPrediction) -> dict[str, Any]:
+        for sender in self.senders.values():
+            sender.stop()
+        self._stop(EXIT_FINISHED, f"prediction over: {request.reason}")
+        return {}
 
     def _stop(self, code: int, message: str) -> None:
         self.exit_code, self.exit_message = code, message

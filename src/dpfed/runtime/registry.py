@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from dpfed._validation import DpfedInputError
 from dpfed.parameters import Parameter
 from dpfed.runtime.messages import Message
@@ -129,6 +131,12 @@ class Protocol(ABC):
         """Refuse (``DpfedInputError``) a job whose ``[params]`` the protocol cannot run, as
         its hosts would, so that ``dpfed run`` and ``dpfed party`` refuse a bad job file
         before they contact anyone. Default: accept."""
+
+    def prediction_output(self, spec: JobSpec, scores: np.ndarray) -> dict[str, Any]:
+        """What the recipient of a networked prediction writes for the summed ``scores``
+        (shape ``(n_rows,)``): the scores and what the model's loss makes of them. Default:
+        refused (see :meth:`~dpfed.runtime.hosting.ProtocolHost.prediction_share`)."""
+        raise DpfedInputError(f"protocol {self.name!r} has no networked prediction.")
 
     @abstractmethod
     def host(self, spec: JobSpec, name: str) -> ProtocolHost:

@@ -19,6 +19,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.data import load_dataset
+from dpfed.data.prediction import prediction_rows
 from dpfed.data.specs import parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -114,6 +115,7 @@ class VerticalHost(RoleDelegate):
                 f"{dataset.n_features} columns."
             )
         block = column_block(dataset.X_train, first, end)
+        self.total_features = dataset.n_features  # the width new rows must have
         test_block = None
         if spec.evaluate != "none" and dataset.X_test is not None:
             test_block = column_block(dataset.X_test, first, end)
@@ -220,6 +222,23 @@ class VerticalHost(RoleDelegate):
     def describe(self) -> dict[str, Any]:
         return {"n_samples": self.n_samples, "n_features": self.n_features}
 
+    def prediction_share(self, data: str) -> np.ndarray:
+        """This party's scores of its columns of the rows named by ``data``, shape
+        ``(n_rows,)``: its rows prepared as in training (row clipping or normalisation) times
+        its final model, clipped to its prediction bound when it has one, exactly as
+        :meth:`dpfed.estimators.VerticalLinearClassifier.decision_function` computes its
+        share. ``data``: see :func:`dpfed.data.prediction.prediction_rows`."""
+        if not self.finished:
+            raise DpfedInputError(
+                f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
+                "is no trained model to score with."
+            )
+        party = self.spec.party(self.name)
+        rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
+                               base=self.spec.path.parent)
+        first, end = party.columns
+        return self.role.role.partial_scores(column_block(rows, first, end))
+
     def final(self) -> dict[str, Any]:
         """What the leader needs at the end: the party's releases (public) and its shape."""
         return {"events": [asdict(e) for e in self.events], "n_features": self.n_features}
@@ -248,6 +267,14 @@ class VerticalProtocol(Protocol):
 
     def host(self, spec: JobSpec, name: str) -> VerticalHost:
         return VerticalHost(spec, name)
+
+    def prediction_output(self, spec: JobSpec, scores: np.ndarray) -> dict[str, Any]:
+        """The summed scores, and for a binary loss the probability of the positive class
+        :math:`1 / (1 + e^{-s})` (as ``predict_proba``'s second column)."""
+        out: dict[str, Any] = {"scores": scores.tolist()}
+        if get_loss(vertical_config(spec.params).loss).binary:
+            out["probability"] = (1.0 / (1.0 + np.exp(-scores))).tolist()
+        return out
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
         """The ``result.json`` of a networked vertical job (the keys of ``dpfed train``'s)."""
