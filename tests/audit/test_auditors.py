@@ -1,0 +1,62 @@
+"""Every audited mechanism stays below its claim, and every broken one is caught."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.audit.auditors import AUDITORS, get_auditor
+from dpfed.audit.run import run_audit
+
+RUNS = 300
+
+
+@pytest.mark.parametrize("mechanism", sorted(AUDITORS))
+def test_no_lower_bound_exceeds_its_claim(mechanism):
+    result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=1)
+    assert result["claimed_epsilon"] == pytest.approx(1.0, rel=0.02)
+    assert 0.0 <= result["epsilon_lower_bound"] <= result["claimed_epsilon"]
+    if result["realised_epsilon"] is not None:  # the sensitivity the runs realised is covered
+        assert result["realised_epsilon"] <= result["claimed_epsilon"] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("mechanism", sorted(AUDITORS))
+@pytest.mark.parametrize("broken", ["known-noise", "sensitivity"])
+def test_a_broken_configuration_is_caught(mechanism, broken):
+    result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=2, broken=broken,
+                       factor=100.0)
+    assert result["epsilon_lower_bound"] > result["claimed_epsilon"], result
+
+
+def test_the_secure_sums_realised_epsilon_is_the_claim_with_the_audited_clients_own_noise():
+    """The calibration counts N - T - 1 honest noises; the audited client's own noise is a
+    further one, so the realised figure is below the claim, and close to it."""
+    result = run_audit("secure-sum-gaussian", epsilon=1.0, runs=8, seed=0)
+    assert 0.85 < result["realised_epsilon"] < 1.0
+
+
+def test_unknown_mechanism_and_breakage_are_refused():
+    with pytest.raises(DpfedInputError, match="--mechanism must be one of"):
+        get_auditor("laplace", epsilon=1.0, delta=1e-5)
+    with pytest.raises(DpfedInputError, match="broken must be one of"):
+        get_auditor("vertical-sound", epsilon=1.0, delta=1e-5, broken="all")
+
+
+def test_the_command_writes_the_documented_record(tmp_path):
+    out = tmp_path / "audit.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "dpfed.cli", "audit", "--mechanism", "secure-sum-gaussian",
+         "--runs", "50", "--broken", "sensitivity", "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "VIOLATION" in done.stdout
+    record = json.loads(out.read_text())
+    for key in ("claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "runs", "tpr",
+                "fpr", "statistic", "neighbours"):
+        assert key in record
+    assert record["runs"] == 50 and record["confidence"] == 0.95
