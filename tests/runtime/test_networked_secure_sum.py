@@ -200,3 +200,52 @@ def test_a_client_started_late_but_within_the_deadline_is_included(netjob, tmp_p
     _check_equal(result, values, 2, params, dropped=(3,))
     assert "dropped (not in the sum): client3" in out
     assert job.wait_parties(timeout=60) == {n: 0 for n in job.names if n != missing}
+
+
+def test_a_leader_resumed_after_the_deadline_does_not_open_the_window_again(netjob, tmp_path):
+    from dpfed.runtime.jobfile import load_job
+    from dpfed.runtime.leader import Leader
+
+    class CrashAtTheClose(Leader):
+        """A leader that dies once the deadline is in its checkpoint, before any node has
+        been told to close."""
+
+        def _close_submissions(self, closing):
+            raise KeyboardInterrupt
+
+    params = PARAMS | {"tolerated": 1, "deadline": 3.0}
+    job, values = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=3, params=params)
+    _start_and_wait_serving(job, [n for n in job.names if n != "client3"])
+    with pytest.raises(KeyboardInterrupt):
+        CrashAtTheClose(load_job(job.config), progress=False).run(job.out)
+    assert not job.out.exists()
+    # client3 starts between the crash and the resume: too late, it is not opened again
+    _start_and_wait_serving(job, ["client3"])
+    done = job.run("--resume", timeout=120)
+    assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+    assert "closing the submissions at compute0, compute1" in done.stderr
+    assert "waiting for" not in done.stderr
+    result = json.loads(job.out.read_text())
+    _check_equal(result, values, 2, params, dropped=(3,))
+    assert result["n_samples"]["client3"] is None
+    codes = job.wait_parties(timeout=60)
+    assert codes == {**dict.fromkeys(job.names, 0), "client3": 1}  # told it missed the deadline
+    assert "missed the submission deadline" in job.log("client3")
+
+
+def test_a_client_that_refuses_the_job_is_left_out_like_a_missing_one(netjob, tmp_path):
+    params = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "l2_sensitivity": 1.0,
+              "tolerated": 1, "deadline": 3.0}
+    budgets = {f"client{i}": {"epsilon": 1.5, "delta": 1e-5} for i in range(4)}
+    budgets["client3"] = {"epsilon": 0.5, "delta": 1e-5}  # too small: it refuses at open
+    job, _ = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=3, params=params,
+                  budgets=budgets)
+    _start_and_wait_serving(job, job.names)
+    done = job.run(timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "client3 refused the job and is left out" in done.stderr
+    result = json.loads(job.out.read_text())
+    assert result["included"] == ["client0", "client1", "client2"]
+    assert result["dropped"] == ["client3"]
+    assert result["n_samples"] == {"client0": 1, "client1": 1, "client2": 1, "client3": None}
+    assert job.wait_parties(timeout=60) == {**dict.fromkeys(job.names, 0), "client3": 1}
