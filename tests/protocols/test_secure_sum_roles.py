@@ -231,7 +231,8 @@ def test_a_report_that_leaves_too_few_clients_is_refused_before_it_is_stored():
     node = roles["n0"]
     node.close()
     (report,) = roles["n1"].close()
-    with pytest.raises(DpfedInputError, match="2 clients' shares did not reach every"):
+    with pytest.raises(DpfedInputError, match=r"every compute node holds the shares of only "
+                                              r"2 of 4 clients; 2 are missing \(c0, c1\)"):
         node.handle(report)
     assert "n1" not in node.reports and not node.finished
 

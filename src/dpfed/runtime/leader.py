@@ -35,7 +35,7 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn, cast
@@ -295,7 +295,8 @@ class Leader:
             if self.protocol.report is not None:
                 self._follow()
             else:
-                self._follow_status(self.required, closing)
+                self._follow_status(self.required,
+                                    closing if self.deadline_passed else None)
             accounts = {name: self._control(name, AccountRequest) for name in self.required}
             samples = {name: int(info["n_samples"]) for name, info in infos.items()}
             record = JobRecord(
@@ -613,14 +614,20 @@ class Leader:
 
     def _follow_status(self, names: list[str], closing: set[str] | None = None) -> None:
         """Follow a job without round reports: poll until every party of ``names`` has
-        finished. ``closing``: parties still to be sent :class:`CloseSubmissions` (one that
-        was unreachable when the deadline passed), tried at every poll."""
+        finished.
+
+        ``closing`` (after the submission deadline): the parties still to be sent
+        :class:`CloseSubmissions` (unreachable when the deadline passed), tried at every poll.
+        A refused message then refuses the job for good (:meth:`_refuse_dropouts`): the
+        received sets are final, so a resume could not change the outcome.
+        """
         unreachable: dict[str, float] = {}
         last_round, last_progress = -1, time.monotonic()
+        on_refused = self._stop if closing is None else self._refuse_dropouts
         while True:
             if closing:
                 self._close_submissions(closing)
-            statuses = self._poll(unreachable, names)
+            statuses = self._poll(unreachable, names, on_refused=on_refused)
             if statuses and len(statuses) == len(names):
                 if all(s["finished"] for s in statuses.values()):
                     return
@@ -636,10 +643,11 @@ class Leader:
                 )
             time.sleep(_POLL)
 
-    def _poll(self, unreachable: dict[str, float],
-              names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    def _poll(self, unreachable: dict[str, float], names: list[str] | None = None, *,
+              on_refused: Callable[[str], NoReturn] | None = None) -> dict[str, dict[str, Any]]:
         """The status of every party of ``names`` (default: all) that answers; stops the job
-        when one refused a message or is unreachable for longer than ``grace``."""
+        when one is unreachable for longer than ``grace``, or when one refused a message
+        (``on_refused(why)``, default :meth:`_stop`)."""
         now = time.monotonic()
         statuses: dict[str, dict[str, Any]] = {}
         for name in self.spec.names if names is None else names:
@@ -659,7 +667,7 @@ class Leader:
             statuses[name] = status
             for link in status["links"].values():
                 if link["refused"]:
-                    self._stop(f"party {name!r} reports: {link['refused']}")
+                    (on_refused or self._stop)(f"party {name!r} reports: {link['refused']}")
         return statuses
 
     def _rounds(self, names: list[str] | None = None) -> str:

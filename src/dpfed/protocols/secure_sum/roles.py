@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.dca.agreement import agree_included, check_dropouts
+from dpfed.dca.agreement import agree_included
 from dpfed.dca.envelope import Envelope, MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import encode
 from dpfed.dca.keystream import MaskStream
@@ -254,16 +254,7 @@ class ComputeNode:
         """
         if self.closed:
             return []
-        missing = [c for c, ok in zip(self.clients, self.received, strict=True) if not ok]
-        if len(missing) > self.tolerated:
-            shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
-                                               if len(missing) > 10 else "")
-            raise DpfedInputError(
-                f"{self.name} holds the shares of {len(self.clients) - len(missing)} of "
-                f"{len(self.clients)} clients; {len(missing)} are missing ({shown}), but at most "
-                f"tolerated = {self.tolerated} may drop out: the noise would not cover the "
-                "sum. Refusing to close the submissions."
-            )
+        self._check_missing(self.received, f"{self.name} holds the shares of")
         self._agreed(self.reports | {self.name: self.received})  # refuses before any change
         self.reports[self.name] = self.received.copy()
         out: list[Message] = [ReceivedReport(self.name, n, ROUND, self.received.copy())
@@ -276,8 +267,23 @@ class ComputeNode:
         if len(reports) < len(self.nodes):
             return None
         included = agree_included(np.stack([reports[n] for n in self.nodes]))
-        check_dropouts(included, self.tolerated)
+        self._check_missing(included, "every compute node holds the shares of only")
         return included
+
+    def _check_missing(self, held: np.ndarray, what: str) -> None:
+        """Refuse a set of clients, bool of shape (N,), that misses more than ``tolerated``,
+        naming how many it holds (``what`` says whose set it is), which are missing (the first
+        10) and :math:`T`."""
+        missing = [c for c, ok in zip(self.clients, held, strict=True) if not ok]
+        if len(missing) <= self.tolerated:
+            return
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
+                                           if len(missing) > 10 else "")
+        raise DpfedInputError(
+            f"{what} {len(self.clients) - len(missing)} of {len(self.clients)} clients; "
+            f"{len(missing)} are missing ({shown}), but at most tolerated = {self.tolerated} "
+            "may be dropped: the noise would not cover the sum. Refusing to aggregate."
+        )
 
     def _maybe_sum(self) -> list[Message]:
         included = self._agreed(self.reports)
