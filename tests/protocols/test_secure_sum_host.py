@@ -91,8 +91,31 @@ def test_classic_calibration_above_epsilon_one_is_refused_before_any_noise(tmp_p
     [
         ("tolerated = 2", r"\[params\].tolerated must be in \[0, 1\] for 2 clients"),
         ("dim = 0", r"needs \[params\].dim"),
+        ("deadline = 0.0", r"\[params\].deadline must be a number of seconds > 0. Found 0.0"),
+        ("deadline = -3", r"\[params\].deadline must be .* Found -3"),
     ],
 )
 def test_a_bad_secure_sum_file_is_refused_when_it_is_read(tmp_path, params, pattern):
     with pytest.raises(DpfedInputError, match=pattern):
         _job(tmp_path, params if params.startswith("dim") else f"dim = 3\n{params}")
+
+
+def test_only_a_compute_node_closes_and_only_a_deadline_makes_clients_droppable(tmp_path):
+    from dpfed.runtime.registry import Dropouts, get_protocol
+
+    protocol = get_protocol("secure_sum")
+    assert protocol.dropouts(_job(tmp_path, "dim = 3\ntolerated = 1")) is None
+    spec = _job(tmp_path, "dim = 3\ntolerated = 1\ndeadline = 4.5")
+    assert protocol.dropouts(spec) == Dropouts(("c0", "c1"), 1, 4.5)
+    with pytest.raises(DpfedInputError, match=r"c0 is a client .* only a compute node"):
+        SecureSumHost(spec, "c0").close()
+    node = SecureSumHost(spec, "n0")
+    with pytest.raises(DpfedInputError, match=r"0 of 2 clients; 2 are missing \(c0, c1\).*"
+                                              r"tolerated = 1"):
+        node.close()
+    assert not node.role.closed
+    # a protocol without droppable parties keeps the runtime's default: a refusal
+    from dpfed.runtime.hosting import ProtocolHost
+
+    with pytest.raises(DpfedInputError, match="no submission deadline"):
+        ProtocolHost.close(node)

@@ -12,9 +12,11 @@ from dpfed._validation import DpfedInputError
 from dpfed.dca import secure_sum
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import decode
+from dpfed.dca.noise import client_noise
 from dpfed.protocols.secure_sum import (
     ComputeNode,
     NodeKey,
+    ReceivedReport,
     SealedShare,
     SecureSumClient,
 )
@@ -149,3 +151,105 @@ def test_node_state_survives_a_round_trip():
     copy.load_state_dict(arrays, meta)
     np.testing.assert_array_equal(copy.sum, roles["n1"].sum)
     assert copy.finished and copy.included.all()
+
+
+def _late(roles, late: set[str]):
+    """Deliver everything but the shares of the ``late`` clients; return those shares."""
+    held = []
+    _deliver(roles, drop=lambda m: isinstance(m, SealedShare) and m.sender in late
+             and held.append(m) is None)
+    return held
+
+
+def _close_all(roles, nodes) -> list:
+    """Close every node (the submission deadline) and deliver the reports they exchange."""
+    queue = deque(m for k in nodes for m in roles[k].close())
+    while queue:
+        message = queue.popleft()
+        queue.extend(roles[message.recipient].handle(message))
+
+
+def test_closing_with_at_most_tolerated_missing_sums_the_rest_like_inprocess():
+    n, d, m, std, seed = 7, 4, 3, 0.5, 11
+    values = np.random.default_rng(5).normal(scale=3.0, size=(n, d))
+    noisy = np.stack([values[i] + client_noise(seed, i, d, std) for i in range(n)])
+    roles, _clients, nodes = _parties(noisy, m, tolerated=2)
+    _late(roles, {"c1", "c4"})
+    assert not any(roles[k].finished for k in nodes)  # every node waits for c1 and c4
+    _close_all(roles, nodes)
+    reference = secure_sum(values, noise_std=std, rng=seed, compute_nodes=m, tolerated=2,
+                           dropped=[1, 4], fractional_bits=BITS)
+    np.testing.assert_array_equal(_total(roles, nodes), reference.total_encoded)
+    for k in nodes:
+        assert roles[k].finished
+        np.testing.assert_array_equal(np.flatnonzero(roles[k].included), reference.included)
+
+
+def test_closing_with_more_than_tolerated_missing_is_refused_without_change():
+    values = np.ones((5, 2))
+    roles, _clients, _nodes = _parties(values, 2, tolerated=1)
+    _late(roles, {"c1", "c3"})
+    node = roles["n0"]
+    before = node.state_dict()
+    with pytest.raises(DpfedInputError, match=r"3 of 5 clients; 2 are missing \(c1, c3\).*"
+                                              r"tolerated = 1"):
+        node.close()
+    after = node.state_dict()
+    assert not node.closed and after[1] == before[1]
+    for key, array in before[0].items():
+        np.testing.assert_array_equal(after[0][key], array)
+
+
+def test_a_share_after_the_close_is_ignored_and_closing_twice_sends_nothing():
+    values = np.arange(12, dtype=float).reshape(4, 3)
+    roles, _clients, nodes = _parties(values, 2, tolerated=1)
+    held = _late(roles, {"c2"})
+    reports = roles["n0"].close()
+    assert [type(r) for r in reports] == [ReceivedReport] and roles["n0"].closed
+    assert roles["n0"].close() == []
+    late = next(s for s in held if s.recipient == "n0")
+    assert roles["n0"].handle(late) == []  # acknowledged, not stored
+    assert not roles["n0"].received[2]
+    # n1 receives c2's share in time (and so holds every share): c2 is still left out
+    # everywhere, since n0 missed it
+    from_n1 = roles["n1"].handle(next(s for s in held if s.recipient == "n1"))
+    assert roles["n1"].received.all() and roles["n1"].closed
+    for message in reports + from_n1:
+        assert roles[message.recipient].handle(message) == []
+    for k in nodes:
+        np.testing.assert_array_equal(roles[k].included, [True, True, False, True])
+    np.testing.assert_allclose(decode(_total(roles, nodes), BITS),
+                               values[[0, 1, 3]].sum(axis=0), atol=1e-6)
+
+
+def test_a_report_that_leaves_too_few_clients_is_refused_before_it_is_stored():
+    values = np.ones((4, 2))
+    roles, _clients, _nodes = _parties(values, 2, tolerated=1)
+    # n0 misses c0's share and n1 misses c1's: each alone is within T = 1, together not
+    _deliver(roles, drop=lambda m: isinstance(m, SealedShare)
+             and (m.sender, m.recipient) in {("c0", "n0"), ("c1", "n1")})
+    node = roles["n0"]
+    node.close()
+    (report,) = roles["n1"].close()
+    with pytest.raises(DpfedInputError, match=r"every compute node holds the shares of only "
+                                              r"2 of 4 clients; 2 are missing \(c0, c1\)"):
+        node.handle(report)
+    assert "n1" not in node.reports and not node.finished
+
+
+def test_a_closed_node_restored_from_its_state_is_still_closed():
+    values = np.random.default_rng(2).normal(size=(4, 2))
+    roles, clients, nodes = _parties(values, 2, tolerated=1)
+    _late(roles, {"c3"})
+    sent = roles["n0"].close()
+    arrays, meta = roles["n0"].state_dict()
+    copy = ComputeNode("n0", clients=clients, nodes=nodes, dim=2, job_id="job",
+                       key=roles["n0"].key, tolerated=1)
+    copy.load_state_dict(arrays, meta)
+    assert copy.closed and copy.close() == [] and not copy.finished
+    for message in roles["n1"].close():
+        assert copy.handle(message) == [] and roles[message.recipient].handle(message) == []
+    for message in sent:
+        roles[message.recipient].handle(message)
+    np.testing.assert_array_equal(copy.sum, roles["n0"].sum)
+    np.testing.assert_array_equal(copy.included, [True, True, True, False])

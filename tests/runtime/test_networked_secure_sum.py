@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -35,13 +37,19 @@ def _run(job, timeout: float) -> dict:
     return json.loads(job.out.read_text())
 
 
-def _check_equal(result: dict, values: np.ndarray, n_nodes: int, params: dict) -> None:
+def _check_equal(result: dict, values: np.ndarray, n_nodes: int, params: dict,
+                 dropped: tuple[int, ...] = ()) -> None:
+    """The networked sum equals the in-process one bit for bit (client ``i``'s noise comes
+    from the seed and ``i`` in both, whichever clients drop out)."""
     reference = secure_sum(values, noise_std=params["noise_std"], rng=params["seed"],
                            compute_nodes=n_nodes, tolerated=params["tolerated"],
-                           fractional_bits=params["fractional_bits"])
+                           fractional_bits=params["fractional_bits"],
+                           dropped=list(dropped) or None)
     assert result["sum_encoded"] == [int(v) for v in reference.total_encoded]
     np.testing.assert_array_equal(np.array(result["sum"]), reference.total)
-    assert result["included"] == [f"client{i}" for i in range(values.shape[0])]
+    assert result["included"] == [f"client{i}" for i in range(values.shape[0])
+                                  if i not in dropped]
+    assert result["dropped"] == [f"client{i}" for i in dropped]
     # the noise is really there: the noisy sum is not the plain one
     assert not np.allclose(result["sum"], values.sum(axis=0), atol=1e-3)
 
@@ -101,3 +109,143 @@ def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
         assert len(releases) == 1
         assert spent == pytest.approx(1.0, rel=1e-2)
 
+
+
+def _start_and_wait_serving(job, names, timeout: float = 120.0) -> None:
+    """Start ``names`` and wait until each has logged that it serves the job."""
+    for name in names:
+        job.start_party(name)
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while "serving job" not in job.log(name):
+            assert job.procs[name].poll() is None, job.log(name)
+            assert time.monotonic() < deadline, f"{name} is not serving: {job.log(name)}"
+            time.sleep(0.1)
+
+
+def _timed_run(job, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    done = job.run(timeout=timeout)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("DPFED_SLOW"),
+                    reason="24 processes take about a minute on 2 cores; set DPFED_SLOW=1")
+def test_two_clients_that_never_start_are_dropped_at_the_deadline(netjob, tmp_path):
+    deadline = 6.0
+    params = PARAMS | {"deadline": deadline}
+    job, values = _job(netjob, tmp_path, n_clients=20, n_nodes=3, dim=50, params=params)
+    missing = ("client7", "client13")
+    _start_and_wait_serving(job, [n for n in job.names if n not in missing])
+    done, seconds = _timed_run(job, timeout=120)
+    assert done.returncode == 0, done.stderr + "".join(
+        job.log(n) for n in job.names if n not in missing)
+    print(f"leader: {seconds:.1f} s with a deadline of {deadline:g} s")
+    assert seconds < deadline + 5.0, done.stderr
+    result = json.loads(job.out.read_text())
+    _check_equal(result, values, 3, params, dropped=(7, 13))
+    assert result["n_samples"] == {c: None if c in missing else 1 for c in result["clients"]}
+    assert any("client7, client13" in note and "up to 2 dropped" in note
+               for note in result["privacy"]["notes"])
+    assert "waiting for 2 of 20 droppable parties (client13 at" in done.stderr
+    assert "dropping client13, client7 (never opened)" in done.stderr
+    codes = job.wait_parties(timeout=60)
+    assert codes == {n: 0 for n in job.names if n not in missing}
+
+
+def test_more_clients_missing_than_tolerated_is_refused_at_the_deadline(netjob, tmp_path):
+    params = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "l2_sensitivity": 1.0,
+              "tolerated": 1, "deadline": 3.0}
+    budgets = {f"client{i}": {"epsilon": 1.5, "delta": 1e-5} for i in range(5)}
+    job, _ = _job(netjob, tmp_path, n_clients=5, n_nodes=2, dim=3, params=params,
+                  budgets=budgets)
+    missing = ("client1", "client3")
+    started = [n for n in job.names if n not in missing]
+    _start_and_wait_serving(job, started)
+    done = job.run(timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert ("2 of 5 droppable parties were not in by the submission deadline of 3 s "
+            "(client1, client3), but at most tolerated = 1 may be dropped") in done.stderr
+    assert not job.out.exists()
+    assert job.wait_parties(timeout=60) == dict.fromkeys(started, 1)  # told to abort
+    # a client whose share went out has its release in its ledger (the job stays open
+    # there: the share left, whatever the job became)
+    from dpfed.runtime.budget import BudgetLedger
+
+    for i in (0, 2, 4):
+        dataset = f"{job.folder / 'values.npy'}:{i}-{i + 1}"
+        with BudgetLedger(job.folder / "ledgers" / f"client{i}.sqlite") as ledger:
+            assert len(ledger.releases(dataset=dataset, party=f"client{i}")) == 1
+    for name in missing:
+        assert not (job.folder / "ledgers" / f"{name}.sqlite").exists()
+    # the refusal is final: the same job is not run again
+    again = job.run("--resume", timeout=60)
+    assert again.returncode == 2 and "was aborted" in again.stderr, again.stderr
+
+
+def test_a_client_started_late_but_within_the_deadline_is_included(netjob, tmp_path):
+    params = PARAMS | {"tolerated": 1, "deadline": 10.0}
+    job, values = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=5, params=params)
+    late, missing = "client2", "client3"
+    _start_and_wait_serving(job, [n for n in job.names if n not in (late, missing)])
+    leader = subprocess.Popen(job.run_args(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=job.env())
+    time.sleep(2.0)
+    job.start_party(late)
+    out, err = leader.communicate(timeout=120)
+    assert leader.returncode == 0, err + "".join(job.log(n) for n in job.names if n != missing)
+    assert f"waiting for 2 of 4 droppable parties ({late} at" in err
+    result = json.loads(job.out.read_text())
+    _check_equal(result, values, 2, params, dropped=(3,))
+    assert "dropped (not in the sum): client3" in out
+    assert job.wait_parties(timeout=60) == {n: 0 for n in job.names if n != missing}
+
+
+def test_a_leader_resumed_after_the_deadline_does_not_open_the_window_again(netjob, tmp_path):
+    from dpfed.runtime.jobfile import load_job
+    from dpfed.runtime.leader import Leader
+
+    class CrashAtTheClose(Leader):
+        """A leader that dies once the deadline is in its checkpoint, before any node has
+        been told to close."""
+
+        def _close_submissions(self, closing):
+            raise KeyboardInterrupt
+
+    params = PARAMS | {"tolerated": 1, "deadline": 3.0}
+    job, values = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=3, params=params)
+    _start_and_wait_serving(job, [n for n in job.names if n != "client3"])
+    with pytest.raises(KeyboardInterrupt):
+        CrashAtTheClose(load_job(job.config), progress=False).run(job.out)
+    assert not job.out.exists()
+    # client3 starts between the crash and the resume: too late, it is not opened again
+    _start_and_wait_serving(job, ["client3"])
+    done = job.run("--resume", timeout=120)
+    assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
+    assert "closing the submissions at compute0, compute1" in done.stderr
+    assert "waiting for" not in done.stderr
+    result = json.loads(job.out.read_text())
+    _check_equal(result, values, 2, params, dropped=(3,))
+    assert result["n_samples"]["client3"] is None
+    codes = job.wait_parties(timeout=60)
+    assert codes == {**dict.fromkeys(job.names, 0), "client3": 1}  # told it missed the deadline
+    assert "missed the submission deadline" in job.log("client3")
+
+
+def test_a_client_that_refuses_the_job_is_left_out_like_a_missing_one(netjob, tmp_path):
+    params = {"mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5, "l2_sensitivity": 1.0,
+              "tolerated": 1, "deadline": 3.0}
+    budgets = {f"client{i}": {"epsilon": 1.5, "delta": 1e-5} for i in range(4)}
+    budgets["client3"] = {"epsilon": 0.5, "delta": 1e-5}  # too small: it refuses at open
+    job, _ = _job(netjob, tmp_path, n_clients=4, n_nodes=2, dim=3, params=params,
+                  budgets=budgets)
+    _start_and_wait_serving(job, job.names)
+    done = job.run(timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "client3 refused the job and is left out" in done.stderr
+    result = json.loads(job.out.read_text())
+    assert result["included"] == ["client0", "client1", "client2"]
+    assert result["dropped"] == ["client3"]
+    assert result["n_samples"] == {"client0": 1, "client1": 1, "client2": 1, "client3": None}
+    assert job.wait_parties(timeout=60) == {**dict.fromkeys(job.names, 0), "client3": 1}

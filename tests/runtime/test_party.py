@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from dpfed import __version__
+from dpfed._validation import DpfedInputError
+from dpfed.protocols.secure_sum.host import SecureSumHost
 from dpfed.protocols.vertical.host import VERTICAL_MESSAGES
 from dpfed.protocols.vertical.messages import Broadcast
 from dpfed.runtime import wire
@@ -22,11 +24,14 @@ from dpfed.runtime.certs import TlsIdentity, load_identity
 from dpfed.runtime.control import (
     AbortJob,
     BeginJob,
+    CloseSubmissions,
     OpenJob,
     StatusRequest,
     control_request,
     kinds_fingerprint,
 )
+from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.party import PartyNode
 from dpfed.runtime.transport import Connection, RemoteError
 
 PARTIES = [
@@ -208,3 +213,53 @@ def test_leader_refuses_a_party_without_budget(netjob):
     assert "no privacy budget is set for bank" in done.stderr
     assert not job.out.exists()
     assert all(code == 1 for code in job.wait_parties().values())
+
+
+def _secure_sum_node(netjob, tmp_path):
+    """A 3-client, 2-node secure sum with a deadline; compute0 as an in-process party."""
+    np.save(tmp_path / "v.npy", np.arange(6, dtype=float).reshape(3, 2))
+    data = str(tmp_path / "v.npy")
+    parties = [("compute0", data, None), ("compute1", data, None)]
+    parties += [(f"client{i}", data, (i, i + 1)) for i in range(3)]
+    job = netjob(parties, protocol="secure_sum", job={"evaluate": "none"},
+                 params={"dim": 2, "tolerated": 1, "deadline": 5.0})
+    spec = load_job(job.config)
+    node = PartyNode(spec, "compute0")
+    node.opened = True
+    keys = {k: SecureSumHost(spec, k).start()[0] for k in ("compute0", "compute1")}
+    shares = {}
+    for i in range(3):
+        client = SecureSumHost(spec, f"client{i}")
+        out = [m for k in keys.values() for m in client.handle(replace(k, recipient=f"client{i}"))]
+        shares[f"client{i}"] = next(m for m in out if m.recipient == "compute0")
+    return spec, node, shares
+
+
+def _frames(link) -> list[bytes]:
+    return [payload for _, payload in link.queue]
+
+
+def test_a_closed_compute_node_closes_again_when_it_replays_its_journal(netjob, tmp_path):
+    spec, node, shares = _secure_sum_node(netjob, tmp_path)
+    close = control_request(CloseSubmissions, party="compute0")
+    with pytest.raises(DpfedInputError, match="has not begun"):
+        node._close(close)
+    node._begin(control_request(BeginJob, party="compute0"))
+    node._deliver_checked(memoryview(wire.encode(shares["client0"], job="job", seq=1)), "client0")
+    with pytest.raises(DpfedInputError, match=r"2 are missing \(client1, client2\)"):
+        node._close(close)  # refused: nothing journaled
+    node._deliver_checked(memoryview(wire.encode(shares["client2"], job="job", seq=1)), "client2")
+    assert node._close(close) == {"round": 0, "finished": False}
+    # client1 is late: its share is acknowledged and ignored
+    node._deliver_checked(memoryview(wire.encode(shares["client1"], job="job", seq=1)), "client1")
+    role = node.host.role
+    assert role.closed and role.received.tolist() == [True, False, True]
+    sent = _frames(node.links["compute1"])
+    assert len(sent) == 1  # the report of the received set
+    node.journal.close()
+
+    again = PartyNode(spec, "compute0")  # restarted: replays begin, shares, close, late share
+    assert again.restored and again.begun and again.host.role.closed
+    assert again.host.role.received.tolist() == [True, False, True]
+    assert _frames(again.links["compute1"]) == sent  # the very same report, same number
+    again.journal.close()

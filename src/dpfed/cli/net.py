@@ -135,6 +135,8 @@ def print_secure_sum(result: dict[str, Any], out: str) -> None:
     more = f", ... ({len(result['sum'])} values)" if len(result["sum"]) > 8 else ""
     print(f"secure sum of {len(result['included'])} of {len(result['clients'])} clients over "
           f"{len(result['compute_nodes'])} compute nodes: [{shown}{more}]")
+    if result.get("dropped"):
+        print(f"dropped (not in the sum): {', '.join(result['dropped'])}")
     for warning in result_warnings(result):
         print(f"WARNING: {warning}")
     privacy = result["privacy"]

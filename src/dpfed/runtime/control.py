@@ -1,6 +1,6 @@
 """The leader's control requests, as typed messages in the wire format.
 
-The leader drives a job with eight requests (and a prediction with the trained model with four
+The leader drives a job with nine requests (and a prediction with the trained model with four
 more), each a frozen dataclass sent to one party as a wire frame (:mod:`dpfed.runtime.wire`:
 versioned header, every field's type checked on decode) over the ``Control`` method; the party
 answers with a JSON object. The requests never travel between parties: a party's ``Deliver``
@@ -77,6 +77,13 @@ class EvaluateRequest(ControlRequest):
 
 @register_message
 @dataclass(frozen=True)
+class CloseSubmissions(ControlRequest):
+    """The submission deadline passed: stop waiting for the droppable parties' missing inputs
+    (:meth:`dpfed.runtime.hosting.ProtocolHost.close`). Sending it again changes nothing."""
+
+
+@register_message
+@dataclass(frozen=True)
 class FinishJob(ControlRequest):
     """Write the model, close the budget reservation and stop serving."""
 
@@ -140,8 +147,9 @@ class EndPrediction(ControlRequest):
 
 #: Every control request, in the order of a job (then of a prediction).
 CONTROL_REQUESTS: tuple[type[ControlRequest], ...] = (
-    OpenJob, BeginJob, StatusRequest, AccountRequest, EvaluateRequest, FinishJob, SuspendJob,
-    AbortJob, OpenPrediction, PredictRequest, PredictionStatus, EndPrediction,
+    OpenJob, BeginJob, CloseSubmissions, StatusRequest, AccountRequest, EvaluateRequest,
+    FinishJob, SuspendJob, AbortJob, OpenPrediction, PredictRequest, PredictionStatus,
+    EndPrediction,
 )
 
 
@@ -189,6 +197,7 @@ __all__ = [
     "AbortJob",
     "AccountRequest",
     "BeginJob",
+    "CloseSubmissions",
     "ControlRequest",
     "EndPrediction",
     "EvaluateRequest",

@@ -24,7 +24,7 @@ from dpfed.runtime.private_files import load_or_create_secret
 
 
 class ProtocolHost(ABC):
-    """One party's side of a networked job. Every member is required.
+    """One party's side of a networked job. Every member is required but :meth:`close`.
 
     Attributes
     ----------
@@ -102,6 +102,17 @@ class ProtocolHost(ABC):
     @abstractmethod
     def losses(self, models: list[list[float]]) -> list[float]:
         """Its mean training loss at each model (evaluation under ``evaluate = "full"``)."""
+
+    def close(self) -> list[Message]:
+        """The submission deadline passed: stop waiting for missing inputs and return the
+        messages that follows. Refuses (``DpfedInputError``) before changing any state.
+
+        Only a protocol with droppable parties (:meth:`dpfed.runtime.registry.Protocol.dropouts`)
+        overrides it; the default refuses.
+        """
+        raise DpfedInputError(
+            f"{type(self).__name__} has no submission deadline: there is nothing to close."
+        )
 
     def prediction_share(self, data: str) -> np.ndarray:
         """Its share of the scores of the rows named by ``data``, once the job has finished.

@@ -13,6 +13,14 @@ The leader holds no data and takes no part in the protocol's arithmetic. It
    the job with a message naming the party and the round;
 4. collects every party's public account (its releases) and writes ``result.json``.
 
+A protocol whose job can do without some parties (:meth:`dpfed.runtime.registry.Protocol.dropouts`:
+a secure sum's clients, up to ``tolerated`` of them) is led with a submission deadline: the
+required parties are opened and begun as above, then the droppable ones are opened and begun as
+they come, until the deadline. At the deadline a job missing more than ``tolerated`` of them is
+aborted (a refusal, nothing summed); otherwise the required parties are told to close the
+submissions (:class:`~dpfed.runtime.control.CloseSubmissions`) and the job ends without the
+missing parties, which are never waited for again.
+
 A stopped job is resumed with ``dpfed run --resume``: the parties continue from their own
 checkpoints, re-sending whatever was not acknowledged; nothing is handled twice.
 """
@@ -21,13 +29,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import queue
 import shlex
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import grpc
 import numpy as np
@@ -43,6 +54,7 @@ from dpfed.runtime.control import (
     AbortJob,
     AccountRequest,
     BeginJob,
+    CloseSubmissions,
     ControlRequest,
     EvaluateRequest,
     FinishJob,
@@ -127,14 +139,30 @@ class Leader:
         self.started = time.monotonic()
         self.finished = False
         self.protocol_done = False  # the last round's report has arrived
+        # a job with droppable parties: the required ones are opened as usual, the droppable
+        # ones until the submission deadline
+        self.dropouts = self.protocol.dropouts(spec)
+        droppable = set(self.dropouts.parties) if self.dropouts is not None else set()
+        self.required = [n for n in spec.names if n not in droppable]
+        self.droppable = sorted(droppable)
+        self.active = set(spec.names) if self.dropouts is None else set(self.required)
+        self.deadline_passed = False
+        self.dropped: list[str] = []  # droppable parties never opened by the deadline
+        self.droppable_samples: dict[str, int] = {}  # n_samples of those opened
         self._load_or_check_checkpoint()
 
     # -- checkpoint -------------------------------------------------------------------------
     def _load_or_check_checkpoint(self) -> None:
         exists = self.checkpoint_path.exists()
+        if exists:
+            _, state = load_checkpoint(self.checkpoint_path)
+            if state.get("aborted"):
+                raise DpfedInputError(
+                    f"job {self.spec.id} was aborted: {state['aborted']} (see "
+                    f"{str(self.checkpoint_path)!r}); give the job a new id to run it again."
+                )
         if not self.resume:
             if exists:
-                _, state = load_checkpoint(self.checkpoint_path)
                 if not state.get("finished"):
                     raise DpfedInputError(
                         f"job {self.spec.id} has a checkpoint at round {len(state['history'])} "
@@ -163,8 +191,11 @@ class Leader:
         self.inbound.load(state["inbound"])
         self.elapsed = float(state["seconds"])
         self.protocol_done = bool(state["protocol_done"])
+        self.deadline_passed = bool(state.get("deadline_passed", False))
+        self.dropped = list(state.get("dropped", []))
+        self.droppable_samples = dict(state.get("droppable_samples", {}))
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, *, aborted: str | None = None) -> None:
         save_checkpoint(
             self.checkpoint_path, {},
             {
@@ -174,6 +205,10 @@ class Leader:
                 "seconds": self._seconds(),
                 "finished": self.finished,
                 "protocol_done": self.protocol_done,
+                "deadline_passed": self.deadline_passed,
+                "dropped": self.dropped,
+                "droppable_samples": self.droppable_samples,
+                "aborted": aborted,
             },
             fsync=self.spec.fsync,
         )
@@ -232,7 +267,9 @@ class Leader:
         Raises
         ------
         DpfedInputError
-            A party refused the job (budget, job file, checkpoint); nothing ran.
+            A party refused the job (budget, job file, checkpoint); nothing ran. Or, with a
+            submission deadline, more droppable parties than tolerated were not in by then:
+            the job is aborted and nothing is summed.
         JobStopped
             The job stopped part-way; the parties keep their state for ``--resume``.
         """
@@ -244,13 +281,11 @@ class Leader:
             max_connections=connection_limit(len(self.spec.names) + 1),
         )
         try:
-            infos = self._open_all()
+            infos = self._open_all(self.required)
             n_samples = {info["n_samples"] for info in infos.values()}
             if self.protocol.same_rows and len(n_samples) != 1:
-                self._broadcast(
-                    AbortJob, reason="the parties hold different numbers of rows",
-                    retry_for=self.spec.round_timeout,
-                )
+                self._abort_all("the parties hold different numbers of rows",
+                                retry_for=self.spec.round_timeout)
                 raise DpfedInputError(
                     "the parties must hold the same rows in the same order. Found row counts "
                     f"{ {n: i['n_samples'] for n, i in infos.items()} }."
@@ -262,21 +297,29 @@ class Leader:
                 + (f", resuming after round {len(self.history)}" if self.resume else "")
             )
             self.started = time.monotonic()
-            for name in self.spec.names:
+            for name in self.required:
                 self._control(name, BeginJob)
+            closing: set[str] = set()
+            if self.dropouts is not None:
+                infos |= self._gather()
+                closing = self._deadline()
             if self.protocol.report is not None:
                 self._follow()
             else:
-                self._follow_status()
-            accounts = {name: self._control(name, AccountRequest) for name in self.spec.names}
+                self._follow_status(self.required,
+                                    closing if self.deadline_passed else None)
+            accounts = {name: self._control(name, AccountRequest) for name in self.required}
+            samples = {name: int(info["n_samples"]) for name, info in infos.items()}
             record = JobRecord(
                 history=self.history, accounts=accounts,
-                n_samples={name: int(info["n_samples"]) for name, info in infos.items()},
+                n_samples=self.droppable_samples | samples,
                 evaluate=self._evaluate, seconds=self._seconds(),
             )
             result = self.protocol.result(self.spec, record)
-            for name in self.spec.names:
+            for name in self.required:
                 self._control(name, FinishJob)
+            if self.dropouts is not None:
+                self._end_droppable()
             if self.spec.simulation:
                 result = with_simulation(result, SIMULATION_WARNING)
             with self.lock:
@@ -297,11 +340,11 @@ class Leader:
         return self.connections[name].control(frame, timeout=timeout or self.spec.round_timeout)
 
     def _broadcast(self, op: type[ControlRequest], *, retry_for: float = 0.0,
-                   **fields: Any) -> None:
-        """Send ``op`` to every party that answers; a party that is not serving yet is tried
-        again for ``retry_for`` seconds, then left alone."""
+                   names: Iterable[str] | None = None, **fields: Any) -> None:
+        """Send ``op`` to every party of ``names`` (default: all) that answers; a party that
+        is not serving yet is tried again for ``retry_for`` seconds, then left alone."""
         deadline = time.monotonic() + retry_for
-        pending = list(self.spec.names)
+        pending = list(self.spec.names if names is None else names)
         while pending:
             later = []
             for name in pending:
@@ -315,11 +358,27 @@ class Leader:
             pending = later
             time.sleep(0.2)
 
-    def _open_all(self) -> dict[str, dict[str, Any]]:
+    def _abort_all(self, reason: str, *, retry_for: float) -> None:
+        """Tell every party the job will not run: the required ones are tried for
+        ``retry_for`` seconds while not serving, the droppable ones once."""
+        self._broadcast(AbortJob, reason=reason, retry_for=retry_for, names=self.required)
+        self._broadcast(AbortJob, reason=reason, names=self.droppable)
+
+    def _open(self, name: str, *, timeout: float | None = None) -> dict[str, Any]:
+        """Send party ``name`` the job's :class:`OpenJob` and return its description."""
+        return self._control(
+            name, OpenJob, timeout=timeout, digest=self.spec.digest, resume=self.resume,
+            version=__version__, kinds=kinds_fingerprint(self.protocol.messages),
+            keys=json.dumps(self.spec.key_digests(), sort_keys=True),
+        )
+
+    def _open_all(self, parties: list[str]) -> dict[str, dict[str, Any]]:
+        """Open the job at ``parties`` one at a time in name order, each waited for up to
+        ``round_timeout``; any failure aborts the job everywhere."""
         infos: dict[str, dict[str, Any]] = {}
         started = time.monotonic()
         next_word = started + WAITING_FIRST
-        names = sorted(self.spec.names)
+        names = sorted(parties)
         for name in names:
             deadline = time.monotonic() + self.spec.round_timeout
             while True:
@@ -333,11 +392,7 @@ class Leader:
                     )
                     next_word = time.monotonic() + WAITING_EVERY
                 try:
-                    infos[name] = self._control(
-                        name, OpenJob, digest=self.spec.digest, resume=self.resume,
-                        version=__version__, kinds=kinds_fingerprint(self.protocol.messages),
-                        keys=json.dumps(self.spec.key_digests(), sort_keys=True),
-                    )
+                    infos[name] = self._open(name)
                     break
                 except RemoteError as exc:
                     # retry while the party is not serving yet; never re-send an open that
@@ -349,10 +404,8 @@ class Leader:
                     # every party of a job that cannot start stops, and frees its reservation;
                     # one never reached is not waited for again
                     never = starting
-                    self._broadcast(
-                        AbortJob, reason=f"{name} could not open the job",
-                        retry_for=0.0 if never else self.spec.round_timeout,
-                    )
+                    self._abort_all(f"{name} could not open the job",
+                                    retry_for=0.0 if never else self.spec.round_timeout)
                     if never:
                         raise PartyUnreachable(
                             f"party {name!r} at {self.spec.party(name).address} was never "
@@ -370,6 +423,170 @@ class Leader:
                         f"party {name!r} refused the job: {exc.details}"
                     ) from None
         return infos
+
+    # -- droppable parties and the submission deadline --------------------------------------
+    def _gather(self) -> dict[str, dict[str, Any]]:
+        """Open and begin the droppable parties as they come, in passes in name order, until
+        the submission deadline (``deadline`` seconds from now) or until every required party
+        has finished; return the descriptions of those opened.
+
+        Meanwhile the required parties are polled as usual (unreachable beyond ``grace`` or a
+        refused message stops the job) and the droppable ones for refused messages only. A
+        droppable party that refuses the job is logged and left out. Resumed after the
+        deadline had passed, nothing is opened again.
+        """
+        assert self.dropouts is not None
+        infos: dict[str, dict[str, Any]] = {}
+        if self.deadline_passed:
+            return infos
+        begun: set[str] = set()
+        refused: set[str] = set()
+        watched: set[str] = set()  # begun droppable parties not known to be done
+        unreachable: dict[str, float] = {}
+        started = time.monotonic()
+        end = started + self.dropouts.deadline
+        next_word = started + WAITING_FIRST
+        while True:
+            waiting = [n for n in self.droppable if n not in begun and n not in refused]
+            for name in waiting:
+                if time.monotonic() >= end:
+                    break
+                try:
+                    if name not in infos:
+                        infos[name] = self._open(name, timeout=2.0)
+                        self.active.add(name)
+                    self._control(name, BeginJob, timeout=2.0)
+                except RemoteError as exc:
+                    if not exc.retryable:
+                        refused.add(name)
+                        self._log(f"{name} refused the job and is left out: {exc.details}",
+                                  logging.WARNING)
+                    continue  # not serving yet: tried again in the next pass
+                begun.add(name)
+                watched.add(name)
+            statuses = self._poll(unreachable, self.required)
+            self._watch(watched)
+            if len(statuses) == len(self.required) and all(
+                status["finished"] for status in statuses.values()
+            ):
+                break  # every input arrived before the deadline
+            now = time.monotonic()
+            if now >= end:
+                break
+            if now >= next_word:
+                missing = [n for n in self.droppable if n not in begun]
+                if missing:
+                    shown = ", ".join(f"{n} at {self.spec.party(n).address}"
+                                      for n in missing[:10])
+                    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                    self._log(
+                        f"waiting for {len(missing)} of {len(self.droppable)} droppable parties "
+                        f"({shown}{more}; not opened yet) until the submission deadline in "
+                        f"{end - now:.0f} s; at most {self.dropouts.tolerated} may be dropped"
+                    )
+                next_word = now + WAITING_EVERY
+            time.sleep(_POLL)
+        self.droppable_samples = {n: int(info["n_samples"]) for n, info in infos.items()}
+        return infos
+
+    def _watch(self, watched: set[str]) -> None:
+        """Poll the droppable parties of ``watched`` for refused messages, best effort (an
+        unreachable one is ignored); one that has finished and has nothing left to send is
+        no longer watched."""
+        for name in sorted(watched):
+            try:
+                status = self._control(name, StatusRequest, timeout=0.5)
+            except RemoteError:
+                continue
+            links = status["links"].values()
+            for link in links:
+                if link["refused"]:
+                    self._stop(f"party {name!r} reports: {link['refused']}")
+            if status["finished"] and not any(link["pending"] for link in links):
+                watched.discard(name)
+
+    def _deadline(self) -> set[str]:
+        """The submission deadline has passed (or every required party finished before it):
+        refuse the job if more droppable parties than tolerated were never opened; otherwise
+        record the deadline in the checkpoint and tell the required parties that have not
+        finished to close the submissions. Returns those still to be told (unreachable now).
+        """
+        assert self.dropouts is not None
+        if not self.deadline_passed:
+            missing = [n for n in self.droppable if n not in self.droppable_samples]
+            if len(missing) > self.dropouts.tolerated:
+                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
+                                                   if len(missing) > 10 else "")
+                self._refuse_dropouts(
+                    f"{len(missing)} of {len(self.droppable)} droppable parties were not in by "
+                    f"the submission deadline of {self.dropouts.deadline:g} s ({shown}), but at "
+                    f"most tolerated = {self.dropouts.tolerated} may be dropped"
+                )
+            with self.lock:
+                self.deadline_passed = True
+                self.dropped = missing
+                self._checkpoint()
+        closing = set(self.required)
+        statuses = self._poll({}, self.required)
+        closing -= {n for n, status in statuses.items() if status["finished"]}
+        if not closing:
+            return closing
+        self._log(
+            f"submission deadline of {self.dropouts.deadline:g} s passed: "
+            + (f"dropping {', '.join(self.dropped)} (never opened); " if self.dropped else "")
+            + f"closing the submissions at {', '.join(sorted(closing))}"
+        )
+        self._close_submissions(closing)
+        return closing
+
+    def _close_submissions(self, closing: set[str]) -> None:
+        """Send :class:`CloseSubmissions` to the parties of ``closing``; those that accept it
+        leave the set, unreachable ones stay (tried again), a refusal refuses the job."""
+        for name in sorted(closing):
+            try:
+                self._control(name, CloseSubmissions, timeout=min(2.0, self.spec.grace))
+            except RemoteError as exc:
+                if exc.retryable:
+                    continue
+                self._refuse_dropouts(f"{name} refused to close the submissions: {exc.details}")
+            closing.discard(name)
+
+    def _refuse_dropouts(self, why: str) -> NoReturn:
+        """Abort a job that lost more droppable parties than it tolerates: the checkpoint
+        records why (no resume), every reachable party is told to abort, and the run is
+        refused."""
+        with self.lock:
+            self._checkpoint(aborted=why)
+        self._log(f"job {self.spec.id} aborted: {why}", logging.WARNING)
+        self._broadcast(AbortJob, reason=why,
+                        names=[n for n in self.spec.names if n in self.active])
+        raise DpfedInputError(
+            f"job {self.spec.id} refused: {why}. Nothing was summed; the parties were told to "
+            "abort (those that released nothing free their budget reservations)."
+        )
+
+    def _end_droppable(self) -> None:
+        """Best effort, a few seconds at most: a droppable party that has finished is told to
+        finish, any other to abort (it missed the submission deadline); those not reached are
+        logged (they stop after ``idle_timeout``)."""
+
+        def end(name: str) -> str | None:
+            try:
+                status = self._control(name, StatusRequest, timeout=2.0)
+                if status["finished"]:
+                    self._control(name, FinishJob, timeout=2.0)
+                else:
+                    self._control(name, AbortJob, timeout=2.0,
+                                  reason=f"{name} missed the submission deadline")
+            except RemoteError as exc:
+                return f"{name} ({exc.code.name})"
+            return None
+
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(self.droppable)))) as pool:
+            missed = [m for m in pool.map(end, self.droppable) if m is not None]
+        if missed:
+            self._log(f"not reached at the end of the job: {', '.join(missed)}; they stop after "
+                      f"idle_timeout ({self.spec.idle_timeout:g} s)")
 
     def _follow(self) -> None:
         bar = self._bar()
@@ -406,13 +623,23 @@ class Leader:
         reply = self._control(name, EvaluateRequest, models=np.asarray(models, dtype=np.float64))
         return [float(v) for v in reply["losses"]]
 
-    def _follow_status(self) -> None:
-        """Follow a job without round reports: poll until every party has finished."""
+    def _follow_status(self, names: list[str], closing: set[str] | None = None) -> None:
+        """Follow a job without round reports: poll until every party of ``names`` has
+        finished.
+
+        ``closing`` (after the submission deadline): the parties still to be sent
+        :class:`CloseSubmissions` (unreachable when the deadline passed), tried at every poll.
+        A refused message then refuses the job for good (:meth:`_refuse_dropouts`): the
+        received sets are final, so a resume could not change the outcome.
+        """
         unreachable: dict[str, float] = {}
         last_round, last_progress = -1, time.monotonic()
+        on_refused = self._stop if closing is None else self._refuse_dropouts
         while True:
-            statuses = self._poll(unreachable)
-            if statuses and len(statuses) == len(self.spec.names):
+            if closing:
+                self._close_submissions(closing)
+            statuses = self._poll(unreachable, names, on_refused=on_refused)
+            if statuses and len(statuses) == len(names):
                 if all(s["finished"] for s in statuses.values()):
                     return
                 lowest = min(s["round"] for s in statuses.values())
@@ -423,14 +650,18 @@ class Leader:
             if time.monotonic() - last_progress > self.spec.round_timeout:
                 self._stop(
                     f"round {last_round + 1} did not finish within "
-                    f"{self.spec.round_timeout:g} s (parties: {self._rounds()})"
+                    f"{self.spec.round_timeout:g} s (parties: {self._rounds(names)})"
                 )
             time.sleep(_POLL)
 
-    def _poll(self, unreachable: dict[str, float]) -> dict[str, dict[str, Any]]:
+    def _poll(self, unreachable: dict[str, float], names: list[str] | None = None, *,
+              on_refused: Callable[[str], NoReturn] | None = None) -> dict[str, dict[str, Any]]:
+        """The status of every party of ``names`` (default: all) that answers; stops the job
+        when one is unreachable for longer than ``grace``, or when one refused a message
+        (``on_refused(why)``, default :meth:`_stop`)."""
         now = time.monotonic()
         statuses: dict[str, dict[str, Any]] = {}
-        for name in self.spec.names:
+        for name in self.spec.names if names is None else names:
             try:
                 status = self._control(name, StatusRequest, timeout=min(2.0, self.spec.grace))
             except RemoteError as exc:
@@ -447,12 +678,12 @@ class Leader:
             statuses[name] = status
             for link in status["links"].values():
                 if link["refused"]:
-                    self._stop(f"party {name!r} reports: {link['refused']}")
+                    (on_refused or self._stop)(f"party {name!r} reports: {link['refused']}")
         return statuses
 
-    def _rounds(self) -> str:
+    def _rounds(self, names: list[str] | None = None) -> str:
         parts = []
-        for name in self.spec.names:
+        for name in self.spec.names if names is None else names:
             try:
                 status = self._control(name, StatusRequest, timeout=1.0)
                 parts.append(f"{name} at round {status['round']}")
@@ -460,8 +691,9 @@ class Leader:
                 parts.append(f"{name} unreachable")
         return ", ".join(parts)
 
-    def _stop(self, why: str) -> None:
-        self._broadcast(SuspendJob, reason=why)
+    def _stop(self, why: str) -> NoReturn:
+        self._broadcast(SuspendJob, reason=why,
+                        names=[n for n in self.spec.names if n in self.active])
         raise JobStopped(
             f"job {self.spec.id} stopped in round {len(self.history) + 1}: {why}. "
             f"Checkpoint: {self.checkpoint_path}. Once every party serves again, continue with "
@@ -498,8 +730,8 @@ class Leader:
             self._log(f"round {report.round}: {shown}")
 
     @staticmethod
-    def _log(text: str) -> None:
-        process_logger(__name__, LEADER).info(text)
+    def _log(text: str, level: int = logging.INFO) -> None:
+        process_logger(__name__, LEADER).log(level, text)
 
 
 def run_job(

@@ -18,8 +18,8 @@ roles are deterministic, so it reproduces the same messages and releases (the le
 each replayed release against the recorded one and refuses a different one).
 
 A refused message changes nothing and is answered with an error naming the reason; the party
-keeps serving. The leader drives the job through ``Control`` requests (open, begin, status,
-finish, suspend, abort); nobody else may send them.
+keeps serving. The leader drives the job through ``Control`` requests (open, begin, close
+submissions, status, finish, suspend, abort); nobody else may send them.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from dpfed.runtime.control import (
     AbortJob,
     AccountRequest,
     BeginJob,
+    CloseSubmissions,
     ControlRequest,
     EndPrediction,
     EvaluateRequest,
@@ -327,6 +328,8 @@ class PartyNode:
             if kind == b"B":
                 self.begun = True
                 out = self.host.start()
+            elif kind == b"C":
+                out = self.host.close()
             else:
                 envelope = wire.decode(payload, job=self.spec.id,
                                        max_bytes=self.spec.max_message_bytes)
@@ -367,6 +370,7 @@ class PartyNode:
         handlers: dict[type, Callable[[Any], dict[str, Any]]] = {
             OpenJob: self._open,
             BeginJob: self._begin,
+            CloseSubmissions: self._close,
             StatusRequest: self._status,
             FinishJob: self._finish,
             AccountRequest: self._account,
@@ -508,6 +512,23 @@ class PartyNode:
             if link.refused:
                 link.refused = None  # the leader resumes after a refusal was dealt with
         return {"round": self.host.round}
+
+    def _close(self, request: CloseSubmissions) -> dict[str, Any]:
+        """The submission deadline passed: the host stops waiting for missing inputs. The
+        close is journaled like a message, so a restarted party closes again on replay."""
+        if not self.begun:
+            raise DpfedInputError(
+                f"{self.name} cannot close the submissions of job {self.spec.id}: it has not "
+                "begun."
+            )
+        n_events = len(self.host.events)
+        out = self.host.close()  # refuses before changing anything
+        self.counter += 1
+        self.journal.append(b"C", self.counter, b"")
+        self._emit(out, n_events)
+        _log(self.name, f"submissions closed by the leader (the submission deadline passed); "
+                        f"{len(out)} messages follow")
+        return {"round": self.host.round, "finished": self.host.finished}
 
     def _status(self, request: StatusRequest) -> dict[str, Any]:
         return {

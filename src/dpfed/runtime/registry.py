@@ -61,9 +61,11 @@ class JobRecord:
         The round reports' history entries, in round order (empty for a protocol without
         round reports, :attr:`Protocol.report` None).
     accounts : dict of str to dict
-        Every party's public account of the finished job (``ProtocolHost.final()``).
+        Every required party's public account of the finished job (``ProtocolHost.final()``;
+        a droppable party, :meth:`Protocol.dropouts`, has none).
     n_samples : dict of str to int
-        The number of training rows each party declared when the job opened.
+        The number of training rows each party declared when the job opened (a droppable
+        party never opened is absent).
     evaluate : callable
         ``evaluate(name, models) -> list of float``: party ``name``'s training losses at
         ``models``, answered once and only under ``[job].evaluate = "full"``.
@@ -78,8 +80,30 @@ class JobRecord:
     seconds: float
 
 
+@dataclass(frozen=True)
+class Dropouts:
+    """Parties a job can do without: the leader waits for them until a submission deadline
+    and drops those not in by then.
+
+    Attributes
+    ----------
+    parties : tuple of str
+        The droppable parties (a secure sum's clients); every other party is required.
+    tolerated : int
+        At most this many of them may be dropped; more and the job is refused.
+    deadline : float
+        Seconds after the leader has begun the required parties within which a droppable
+        party's input must be in.
+    """
+
+    parties: tuple[str, ...]
+    tolerated: int
+    deadline: float
+
+
 class Protocol(ABC):
-    """One protocol as the networked runtime runs it. Every member is required."""
+    """One protocol as the networked runtime runs it. Every member is required but the
+    hooks with a default (:meth:`check_job`, :meth:`dropouts`)."""
 
     @property
     @abstractmethod
@@ -132,6 +156,16 @@ class Protocol(ABC):
         its hosts would, so that ``dpfed run`` and ``dpfed party`` refuse a bad job file
         before they contact anyone. Default: accept."""
 
+    def dropouts(self, spec: JobSpec) -> Dropouts | None:
+        """The parties job ``spec`` can do without, and until when it waits for them; None
+        (the default): every party is required and waited for up to ``round_timeout``.
+
+        With a value, the leader sends the required parties :class:`CloseSubmissions
+        <dpfed.runtime.control.CloseSubmissions>` at the deadline, which their hosts answer in
+        :meth:`ProtocolHost.close <dpfed.runtime.hosting.ProtocolHost.close>`.
+        """
+        return None
+
     def prediction_output(self, spec: JobSpec, scores: np.ndarray) -> dict[str, Any]:
         """What the recipient of a networked prediction writes for the summed ``scores``
         (shape ``(n_rows,)``): the scores and what the model's loss makes of them. Default:
@@ -178,6 +212,7 @@ def build_host(spec: JobSpec, name: str) -> ProtocolHost:
 
 __all__ = [
     "PROTOCOL_REGISTRY",
+    "Dropouts",
     "JobRecord",
     "ParamTypes",
     "Protocol",

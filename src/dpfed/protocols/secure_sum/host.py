@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.data import load_dataset
 from dpfed.dca.calibration import calibrate_dca
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
@@ -38,8 +37,9 @@ from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedS
 from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient
 from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
+from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import Dropouts, JobRecord, Protocol
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked secure sum.
@@ -56,7 +56,8 @@ def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
 
 def checked_params(spec: JobSpec) -> tuple[int, int, int]:
     """``(fractional_bits, tolerated, dim)`` of a secure-sum job, each checked against the
-    job's clients (what every process refuses when it reads the job file).
+    job's clients, and its ``deadline`` if it has one (what every process refuses when it
+    reads the job file).
 
     Raises
     ------
@@ -77,6 +78,10 @@ def checked_params(spec: JobSpec) -> tuple[int, int, int]:
         raise DpfedInputError(
             f"a secure_sum job needs [params].dim, the length D >= 1 of the summed vectors. "
             f"Found {p.get('dim')!r}."
+        )
+    if "deadline" in p and not 0 < float(p["deadline"]) < math.inf:
+        raise DpfedInputError(
+            f"[params].deadline must be a number of seconds > 0. Found {p['deadline']!r}."
         )
     return bits, tolerated, dim
 
@@ -135,6 +140,7 @@ def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
         elif path.suffix in (".csv", ".txt"):
             matrix = np.loadtxt(path, delimiter=",", ndmin=2)
         else:
+            from dpfed.data import load_dataset  # scikit-learn: only for a named data set
 
             X = load_dataset(party.data, party.data_dir).X_train
             matrix = X.toarray() if hasattr(X, "toarray") else np.asarray(X)
@@ -241,6 +247,17 @@ class SecureSumHost(RoleDelegate):
         """The client's one release once its shares are out (none for a node)."""
         return [self.release] if self.release is not None and self.role.finished else []
 
+    def close(self) -> list[Message]:
+        """The submission deadline passed: a compute node declares the clients it holds final
+        (:meth:`ComputeNode.close`); a client refuses."""
+        if self.holds_data:
+            raise DpfedInputError(
+                f"{self.name} is a client of the secure sum: only a compute node closes the "
+                "submissions."
+            )
+        messages: list[Message] = self.role.close()
+        return messages
+
     def model(self) -> np.ndarray:
         """A compute node's sum of shares (uniformly random on its own); nothing for a
         client."""
@@ -267,8 +284,9 @@ class SecureSumParams:
     """``[params]`` of a DCA secure sum: the length ``dim`` of the vectors, the per-client
     noise either as ``noise_std`` or calibrated from ``epsilon``, ``delta`` and
     ``l2_sensitivity`` (``calibration`` pld, rdp or classic), ``tolerated`` dropped or colluding
-    clients, the fixed-point ``fractional_bits`` and a simulation ``seed`` of the noise (without
-    one every client draws its noise from its own secret). The host checks the values."""
+    clients, the submission ``deadline`` after which missing clients are dropped, the
+    fixed-point ``fractional_bits`` and a simulation ``seed`` of the noise (without one every
+    client draws its noise from its own secret). The host checks the values."""
 
     mechanism: str = param("none", help="per-client noise", choices=("none", "gaussian"))
     noise_std: float | None = param(help="instead of epsilon: each client's noise scale")
@@ -278,6 +296,10 @@ class SecureSumParams:
     calibration: str = param("pld", help="calibration of the noise",
                              choices=("pld", "rdp", "classic"))
     tolerated: int = param(0, help="dropped or colluding clients the noise still covers")
+    deadline: float | None = param(
+        help="seconds after the leader begins the job within which a client's shares must "
+             "reach the compute nodes; clients not in by then are dropped (at most tolerated)"
+    )
     fractional_bits: int = param(DEFAULT_FRACTIONAL_BITS, help="bits of the fixed-point fraction")
     seed: int | None = param(help="seed of every client's noise (a simulation only)",
                              public=False)
@@ -314,11 +336,20 @@ class SecureSumProtocol(Protocol):
         checked_params(spec)
         noise_plan(spec)
 
+    def dropouts(self, spec: JobSpec) -> Dropouts | None:
+        """The clients, droppable up to ``tolerated`` when ``[params].deadline`` is set."""
+        if "deadline" not in spec.params:
+            return None
+        clients, _ = _roles(spec)
+        _, tolerated, _ = checked_params(spec)
+        return Dropouts(tuple(clients), tolerated, float(spec.params["deadline"]))
+
     def host(self, spec: JobSpec, name: str) -> SecureSumHost:
         return SecureSumHost(spec, name)
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
-        return secure_sum_result(spec, record.accounts, seconds=record.seconds)
+        return secure_sum_result(spec, record.accounts, seconds=record.seconds,
+                                 n_samples=record.n_samples)
 
 
 #: The secure sum, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
@@ -326,9 +357,21 @@ PROTOCOL = SecureSumProtocol()
 
 
 def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
-                      seconds: float) -> dict[str, Any]:
-    """The leader's ``result.json`` from the parties' final accounts: the decoded sum and how
-    private it is."""
+                      seconds: float,
+                      n_samples: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+    """The leader's ``result.json`` from the parties' final accounts: the decoded sum, which
+    clients it includes and which dropped out, and how private it is.
+
+    Parameters
+    ----------
+    spec : JobSpec
+    accounts : dict of str to dict
+        The final account of every compute node (and of any client that has one).
+    seconds : float
+    n_samples : mapping of str to int, optional
+        Each client's rows as it declared them when the job opened; a client never opened is
+        absent (None in the result). Default: from ``accounts``.
+    """
     from dataclasses import asdict
 
     clients, nodes = _roles(spec)
@@ -337,6 +380,10 @@ def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         raise DpfedInputError(
             f"the compute nodes summed different sets of clients: {sorted(included)}."
         )
+    agreed = list(next(iter(included)))
+    dropped = [c for c in clients if c not in agreed]
+    if n_samples is None:
+        n_samples = {c: accounts[c]["n_samples"] for c in clients if c in accounts}
     total = np.zeros(len(accounts[nodes[0]]["sum"]), dtype=np.uint64)
     for n in nodes:
         total += np.array(accounts[n]["sum"], dtype=np.uint64)
@@ -355,15 +402,25 @@ def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         )
     else:
         privacy["notes"].append("no noise: the sum is exact and protects no client")
+    if dropped:
+        privacy["notes"].append(
+            f"{len(dropped)} of {len(clients)} clients dropped out and are not in the sum "
+            f"({', '.join(dropped)})"
+            + (f"; the noise calibration covers up to {plan['tolerated']} dropped or colluding "
+               f"clients in all, so the guarantee now holds while at most "
+               f"{plan['tolerated'] - len(dropped)} included clients collude"
+               if plan["mechanism"] != "none" else "")
+        )
     return {
         "protocol": "secure_sum",
         "sum": decode(total, fractional_bits).tolist(),
         "sum_encoded": [int(v) for v in total],
         "fractional_bits": fractional_bits,
         "clients": clients,
-        "included": list(next(iter(included))),
+        "included": agreed,
+        "dropped": dropped,
         "compute_nodes": nodes,
-        "n_samples": {c: accounts[c]["n_samples"] for c in clients},
+        "n_samples": {c: n_samples.get(c) for c in clients},
         "privacy": privacy,
         "seconds": seconds,
         "job": describe(spec),

@@ -7,9 +7,11 @@ keystream), seals share :math:`k` for node :math:`k` only (X25519 + HKDF + AES-G
 job, client, node and round) and sends it.
 
 :class:`ComputeNode` ``k`` sends its public key to every client, opens the envelopes it
-receives, tells the other nodes which clients it has, and when every node has reported sums
-the shares of the clients that *all* nodes received (:func:`dpfed.dca.agreement`); it refuses
-to sum when more than :math:`T` clients are missing. The sum over the nodes' sums is
+receives and, once it holds every client's share or is told that the submission deadline has
+passed (:meth:`ComputeNode.close`), tells the other nodes which clients it has; when every node
+has reported it sums the shares of the clients that *all* nodes received
+(:func:`dpfed.dca.agreement`). It refuses to close or sum when more than :math:`T` clients are
+missing, and ignores a share that arrives after it closed. The sum over the nodes' sums is
 :math:`\sum_{i \in I} (z_i + \eta_i)`; a single node's sum is uniformly distributed.
 
 Both roles are deterministic given their secrets (a client's secret seeds its masks,
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.dca.agreement import agree_included, check_dropouts
+from dpfed.dca.agreement import agree_included
 from dpfed.dca.envelope import Envelope, MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import encode
 from dpfed.dca.keystream import MaskStream
@@ -197,12 +199,22 @@ class ComputeNode:
                 raise ProtocolError(f"{self.name} already holds {message.sender}'s report")
             if message.received.shape != self.received.shape or message.received.dtype != bool:
                 raise ProtocolError(f"a report holds {len(self.clients)} booleans")
+            self._agreed(self.reports | {message.sender: message.received})  # refuses first
             self.reports[message.sender] = message.received.copy()
             return self._maybe_sum()
         raise ProtocolError(f"{self.name} does not expect {type(message).__name__} from "
                             f"{message.sender!r}")
 
+    @property
+    def closed(self) -> bool:
+        """Whether this node has declared its received set final (:meth:`close`)."""
+        return self.name in self.reports
+
     def _share(self, message: SealedShare) -> list[Message]:
+        if self.closed:
+            # too late: the set is final and reported. Acknowledged and ignored, not refused
+            # (a refusal would stop the job over a client that merely came late)
+            return []
         i = self.clients.index(message.sender)
         if self.received[i]:
             raise ProtocolError(f"{self.name} already holds {message.sender}'s share")
@@ -223,21 +235,60 @@ class ComputeNode:
 
     def close(self) -> list[Message]:
         """Declare the clients received so far final: report them to the other nodes, and sum
-        once every node has reported. Called when every share has arrived, or by whoever
-        decides that the missing clients dropped out (at most ``tolerated`` may)."""
-        if self.name in self.reports:
+        once every node has reported.
+
+        Called when every share has arrived, or when the submission deadline has passed
+        (the missing clients dropped out). Closing again returns nothing; a share arriving
+        after the close is ignored.
+
+        Returns
+        -------
+        list of Message
+            This node's :class:`ReceivedReport` to every other node (none when closed before).
+
+        Raises
+        ------
+        DpfedInputError
+            If more than ``tolerated`` clients are missing from this node's received set, or
+            from the set all nodes' reports agree on; nothing changes.
+        """
+        if self.closed:
             return []
+        self._check_missing(self.received, f"{self.name} holds the shares of")
+        self._agreed(self.reports | {self.name: self.received})  # refuses before any change
         self.reports[self.name] = self.received.copy()
         out: list[Message] = [ReceivedReport(self.name, n, ROUND, self.received.copy())
                               for n in self.nodes if n != self.name]
         return out + self._maybe_sum()
 
+    def _agreed(self, reports: dict[str, np.ndarray]) -> np.ndarray | None:
+        """The clients every node received, shape (N,), once ``reports`` holds every node's
+        report (None before); refuses more than ``tolerated`` missing."""
+        if len(reports) < len(self.nodes):
+            return None
+        included = agree_included(np.stack([reports[n] for n in self.nodes]))
+        self._check_missing(included, "every compute node holds the shares of only")
+        return included
+
+    def _check_missing(self, held: np.ndarray, what: str) -> None:
+        """Refuse a set of clients, bool of shape (N,), that misses more than ``tolerated``,
+        naming how many it holds (``what`` says whose set it is), which are missing (the first
+        10) and :math:`T`."""
+        missing = [c for c, ok in zip(self.clients, held, strict=True) if not ok]
+        if len(missing) <= self.tolerated:
+            return
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
+                                           if len(missing) > 10 else "")
+        raise DpfedInputError(
+            f"{what} {len(self.clients) - len(missing)} of {len(self.clients)} clients; "
+            f"{len(missing)} are missing ({shown}), but at most tolerated = {self.tolerated} "
+            "may be dropped: the noise would not cover the sum. Refusing to aggregate."
+        )
+
     def _maybe_sum(self) -> list[Message]:
-        if len(self.reports) < len(self.nodes):
+        included = self._agreed(self.reports)
+        if included is None:
             return []
-        reports = np.stack([self.reports[n] for n in self.nodes])
-        included = agree_included(reports)
-        check_dropouts(included, self.tolerated)
         self.included = included
         self.sum = self.shares[included].sum(axis=0, dtype=np.uint64)
         return []
