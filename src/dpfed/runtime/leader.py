@@ -149,6 +149,7 @@ class Leader:
         self.deadline_passed = False
         self.dropped: list[str] = []  # droppable parties never opened by the deadline
         self.droppable_samples: dict[str, int] = {}  # n_samples of those opened
+        self.unfinished: list[str] = []  # opened droppable parties not finished at the deadline
         self._load_or_check_checkpoint()
 
     # -- checkpoint -------------------------------------------------------------------------
@@ -442,6 +443,7 @@ class Leader:
         begun: set[str] = set()
         refused: set[str] = set()
         watched: set[str] = set()  # begun droppable parties not known to be done
+        finished: set[str] = set()  # droppable parties whose input is out
         unreachable: dict[str, float] = {}
         started = time.monotonic()
         end = started + self.dropouts.deadline
@@ -451,11 +453,13 @@ class Leader:
             for name in waiting:
                 if time.monotonic() >= end:
                     break
+                # a party that does not answer delays the deadline by 0.2 s at most
+                timeout = max(0.2, min(2.0, end - time.monotonic()))
                 try:
                     if name not in infos:
-                        infos[name] = self._open(name, timeout=2.0)
+                        infos[name] = self._open(name, timeout=timeout)
                         self.active.add(name)
-                    self._control(name, BeginJob, timeout=2.0)
+                    self._control(name, BeginJob, timeout=timeout)
                 except RemoteError as exc:
                     if not exc.retryable:
                         refused.add(name)
@@ -465,7 +469,7 @@ class Leader:
                 begun.add(name)
                 watched.add(name)
             statuses = self._poll(unreachable, self.required)
-            self._watch(watched)
+            self._watch(watched, finished)
             if len(statuses) == len(self.required) and all(
                 status["finished"] for status in statuses.values()
             ):
@@ -487,12 +491,13 @@ class Leader:
                 next_word = now + WAITING_EVERY
             time.sleep(_POLL)
         self.droppable_samples = {n: int(info["n_samples"]) for n, info in infos.items()}
+        self.unfinished = sorted(begun - finished)
         return infos
 
-    def _watch(self, watched: set[str]) -> None:
+    def _watch(self, watched: set[str], finished: set[str]) -> None:
         """Poll the droppable parties of ``watched`` for refused messages, best effort (an
-        unreachable one is ignored); one that has finished and has nothing left to send is
-        no longer watched."""
+        unreachable one is ignored); one that has finished joins ``finished``, and is no
+        longer watched once it has nothing left to send."""
         for name in sorted(watched):
             try:
                 status = self._control(name, StatusRequest, timeout=0.5)
@@ -502,8 +507,10 @@ class Leader:
             for link in links:
                 if link["refused"]:
                     self._stop(f"party {name!r} reports: {link['refused']}")
-            if status["finished"] and not any(link["pending"] for link in links):
-                watched.discard(name)
+            if status["finished"]:
+                finished.add(name)
+                if not any(link["pending"] for link in links):
+                    watched.discard(name)
 
     def _deadline(self) -> set[str]:
         """The submission deadline has passed (or every required party finished before it):
@@ -534,6 +541,8 @@ class Leader:
         self._log(
             f"submission deadline of {self.dropouts.deadline:g} s passed: "
             + (f"dropping {', '.join(self.dropped)} (never opened); " if self.dropped else "")
+            + (f"not finished when last asked: {', '.join(self.unfinished)} (left out unless "
+               "their input is in at the close); " if self.unfinished else "")
             + f"closing the submissions at {', '.join(sorted(closing))}"
         )
         self._close_submissions(closing)
