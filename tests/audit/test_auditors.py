@@ -10,12 +10,14 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import AUDITORS, get_auditor
+from dpfed.audit.report import AS_IS, audit_all, audit_tasks
 from dpfed.audit.run import run_audit
 
 RUNS = 300
+CERTIFIED = sorted(set(AUDITORS) - set(AS_IS))
 
 
-@pytest.mark.parametrize("mechanism", sorted(AUDITORS))
+@pytest.mark.parametrize("mechanism", CERTIFIED)
 def test_no_lower_bound_exceeds_its_claim(mechanism):
     result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=1)
     assert result["claimed_epsilon"] == pytest.approx(1.0, rel=0.02)
@@ -24,7 +26,18 @@ def test_no_lower_bound_exceeds_its_claim(mechanism):
         assert result["realised_epsilon"] <= result["claimed_epsilon"] * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("mechanism", sorted(AUDITORS))
+def test_the_paper_mechanisms_scores_give_the_row_away_whatever_its_epsilon():
+    """Its noise lies in the block's row space, so the scores lie in the column space of the
+    block: a replaced row is seen on every run, at epsilon 1 as at 8."""
+    for epsilon in (1.0, 8.0):
+        result = run_audit("vertical-paper", epsilon=epsilon, runs=100, seed=0)
+        assert result["tpr"] == 1.0 and result["fpr"] == 0.0
+    assert result["epsilon_lower_bound"] > 2.5  # about the most 100 runs can show
+    with pytest.raises(DpfedInputError, match="audited as it is"):
+        get_auditor("vertical-paper", epsilon=1.0, delta=1e-5, broken="sensitivity")
+
+
+@pytest.mark.parametrize("mechanism", CERTIFIED)
 @pytest.mark.parametrize("broken", ["known-noise", "sensitivity"])
 def test_a_broken_configuration_is_caught(mechanism, broken):
     result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=2, broken=broken,
@@ -60,3 +73,16 @@ def test_the_command_writes_the_documented_record(tmp_path):
                 "fpr", "statistic", "neighbours"):
         assert key in record
     assert record["runs"] == 50 and record["confidence"] == 0.95
+
+
+def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
+    records = audit_all(tmp_path / "audit", runs=40, broken_runs=40, workers=2)
+    assert [(r["mechanism"], r["broken"]) for r in records] == [
+        (m, b) for m, b, _ in audit_tasks(40, 40)]
+    folder = tmp_path / "audit"
+    listed = json.loads((folder / "audit.json").read_text())
+    assert len(listed) == len(records) and "roc" not in listed[0]
+    assert (folder / "consensus-gaussian-known-noise.json").exists()
+    table = (folder / "table.md").read_text()
+    assert table.count("\n") == len(records) + 2
+    assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -67,6 +67,7 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
             precision = max(precision, outcome.precision)
         if progress is not None:
             progress(r + 1)
+    delta = auditor.claimed_delta()
     bound = epsilon_lower_bound(scores[0], scores[1], delta, confidence=confidence)
     fpr, tpr = roc_curve(scores[0], scores[1])
     return {

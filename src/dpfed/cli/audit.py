@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed.audit.auditors import AUDITORS, BROKEN
+from dpfed.audit.report import audit_all, audit_tasks, table_markdown
 from dpfed.audit.run import run_audit
 from dpfed.parameters import parse_float, parse_int
 from dpfed.runtime.progress import progress_bar
@@ -13,7 +16,10 @@ from dpfed.runtime.progress import progress_bar
 
 def configure_audit(p: argparse.ArgumentParser) -> None:
     """``dpfed audit``."""
-    p.add_argument("--mechanism", required=True, choices=sorted(AUDITORS))
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--mechanism", choices=sorted(AUDITORS))
+    which.add_argument("--all", action="store_true",
+                       help="every mechanism, honest and broken, in parallel; --out is a folder")
     p.add_argument("--epsilon", type=parse_float, default=1.0,
                    help="the target the mechanism is calibrated to (default 1)")
     p.add_argument("--delta", type=parse_float, default=1e-5, help="(default 1e-5)")
@@ -26,12 +32,18 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
                         "too small")
     p.add_argument("--factor", type=parse_float, default=100.0,
                    help="how much --broken sensitivity understates it (default 100)")
-    p.add_argument("--out", required=True, help="audit JSON file")
+    p.add_argument("--broken-runs", type=parse_int, default=300,
+                   help="with --all: runs per neighbour of each broken audit (default 300)")
+    p.add_argument("--workers", type=parse_int, default=None,
+                   help="with --all: processes (default: every core)")
+    p.add_argument("--out", required=True, help="audit JSON file (with --all: a folder)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_audit_command)
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
+    if args.all:
+        return run_audit_all(args)
     bar = progress_bar(args.runs, not args.quiet, desc=f"audit {args.mechanism}")
     try:
         result = run_audit(
@@ -54,4 +66,27 @@ def run_audit_command(args: argparse.Namespace) -> int:
     if result["epsilon_lower_bound"] > result["claimed_epsilon"]:
         print("VIOLATION: the audited lower bound exceeds the claimed epsilon")
     print(f"wrote {args.out}")
+    return 0
+
+
+def run_audit_all(args: argparse.Namespace) -> int:
+    """``dpfed audit --all``: the table of every audit."""
+    tasks = audit_tasks(args.runs, args.broken_runs)
+    bar = progress_bar(len(tasks), not args.quiet, desc="audits")
+
+    def done(record: dict[str, Any]) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(record["mechanism"])
+
+    try:
+        records = audit_all(args.out, epsilon=args.epsilon, delta=args.delta, runs=args.runs,
+                            broken_runs=args.broken_runs, seed=args.seed,
+                            workers=args.workers, progress=done)
+    finally:
+        if bar is not None:
+            bar.close()
+    print(table_markdown(records), end="")
+    print(f"wrote {args.out}/ (audit.json, table.md, one JSON per audit"
+          + (", roc.png)" if (Path(args.out) / "roc.png").exists() else ")"))
     return 0

@@ -145,7 +145,9 @@ def paper_epsilon_reasons(
     r"""Why the paper mechanism's Theorem 1 / Corollary 1 figure is not a guarantee.
 
     Always: Lemma 1 bounds the noisy models :math:`\|\tilde x_k\| \le b_1`, which unbounded
-    Gaussian noise breaks with positive probability. Then, per party, the eigenvalue premise
+    Gaussian noise breaks with positive probability; and the scores :math:`D_m \tilde x` lie in
+    the column space of :math:`D_m`, which a replaced row moves (an audit tells the two data
+    sets apart on every run when :math:`d_m < N`). Then, per party, the eigenvalue premise
     (:class:`EigenvaluePremise`) where it fails or is unchecked.
 
     Parameters
@@ -165,7 +167,10 @@ def paper_epsilon_reasons(
     reasons = [
         f"Lemma 1 bounds the sensitivity assuming the released models x~_k = x_k + xi_k stay in "
         f"the l2 ball of radius {radius} (Assumption 1.1); xi_k is unbounded Gaussian noise, "
-        "so no run can enforce it."
+        "so no run can enforce it. And the noise lies in the row space of the block: the "
+        "released scores D_m x~ stay in the column space of D_m, so where a block has fewer "
+        "columns than rows, replacing one row changes that space and the label holder sees "
+        "it on every run, whatever sigma (dpfed audit --mechanism vertical-paper)."
     ]
     for party, premise in premises.items():
         reason = premise.reason(party)
