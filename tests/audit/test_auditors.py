@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from dpfed._validation import DpfedInputError
-from dpfed.audit.auditors import AUDITORS, get_auditor
+from dpfed.audit.auditors import AUDITORS, ONE_RUN, get_auditor
 from dpfed.audit.report import AS_IS, audit_all, audit_tasks
-from dpfed.audit.run import run_audit
+from dpfed.audit.run import run_audit, run_one_run_audit
 
 RUNS = 300
 CERTIFIED = sorted(set(AUDITORS) - set(AS_IS))
@@ -86,3 +86,21 @@ def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     table = (folder / "table.md").read_text()
     assert table.count("\n") == len(records) + 2
     assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("mechanism", ONE_RUN)
+def test_one_run_audits_stay_below_the_claim_and_catch_the_broken(mechanism):
+    honest = run_one_run_audit(mechanism, epsilon=1.0, canaries=1000, seed=3)
+    assert honest["runs"] == 1 and honest["guesses"] == 200
+    assert 0.0 <= honest["epsilon_lower_bound"] <= honest["claimed_epsilon"]
+    for broken in ("known-noise", "sensitivity"):
+        caught = run_one_run_audit(mechanism, epsilon=1.0, canaries=1000, seed=3,
+                                   broken=broken)
+        assert caught["epsilon_lower_bound"] > caught["claimed_epsilon"], caught
+
+
+def test_a_mechanism_without_canaries_says_which_have_them():
+    with pytest.raises(DpfedInputError, match="no one-run audit"):
+        run_one_run_audit("consensus-gaussian", canaries=100)
+    with pytest.raises(DpfedInputError, match="--guesses must be in"):
+        run_one_run_audit("secure-sum-gaussian", canaries=100, guesses=101)

@@ -9,7 +9,13 @@ import pytest
 from scipy import stats
 
 from dpfed._validation import DpfedInputError
-from dpfed.audit.statistics import clopper_pearson, epsilon_lower_bound, roc_curve
+from dpfed.audit.statistics import (
+    clopper_pearson,
+    epsilon_lower_bound,
+    one_run_epsilon_lower_bound,
+    one_run_p_value,
+    roc_curve,
+)
 from dpfed.privacy.accounting import gaussian_epsilon_heterogeneous
 
 
@@ -58,3 +64,31 @@ def test_the_roc_runs_from_one_to_zero():
 def test_too_few_runs_are_refused():
     with pytest.raises(DpfedInputError, match="at least 4 runs"):
         epsilon_lower_bound(np.zeros(3), np.ones(3), 1e-5)
+
+
+def test_one_run_p_value_is_the_binomial_tail_without_delta():
+    q = 1 / (1 + math.exp(-1.0))
+    assert one_run_p_value(1000, 100, 70, 1.0, 0.0) == pytest.approx(
+        stats.binom.sf(69, 100, q))
+    # delta only adds to it, by at most 2 m delta
+    with_delta = one_run_p_value(1000, 100, 70, 1.0, 1e-5)
+    assert 0 < with_delta - one_run_p_value(1000, 100, 70, 1.0, 0.0) <= 2 * 1000 * 1e-5
+
+
+def test_one_run_bound_inverts_the_p_value():
+    """All 100 guesses right under pure DP: q^100 = 0.05 exactly at the bound."""
+    eps = one_run_epsilon_lower_bound(1000, 100, 100, 0.0)
+    q = 1 / (1 + math.exp(-eps))
+    assert q**100 == pytest.approx(0.05, rel=1e-4)
+    assert one_run_epsilon_lower_bound(1000, 100, 50, 1e-5) == 0.0
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_one_run_bound_stays_below_randomized_responses_epsilon(epsilon):
+    """Canaries guessed right with probability e^eps / (1 + e^eps) (randomized response, which
+    is exactly eps-DP): the bound stays below eps in (nearly) all of 40 audits."""
+    rng = np.random.default_rng(int(epsilon * 10))
+    q = 1 / (1 + math.exp(-epsilon))
+    bounds = [one_run_epsilon_lower_bound(1000, 200, int(rng.binomial(200, q)), 0.0)
+              for _ in range(40)]
+    assert sum(b > epsilon for b in bounds) <= 4

@@ -54,7 +54,7 @@ from dpfed.protocols.vertical.driver import (
     planned_multipliers,
     vertical_setup,
 )
-from dpfed.protocols.vertical.mechanisms import SoundMechanism
+from dpfed.protocols.vertical.mechanisms import DualRelease, SoundMechanism
 from dpfed.protocols.vertical.messages import Scores
 
 #: The ways an auditor can be run against a deliberately broken mechanism.
@@ -115,6 +115,13 @@ class Auditor(ABC):
         """The delta of the claim (and of the bound)."""
         return self.delta
 
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One run with ``canaries`` records each included with probability 1/2: the
+        attacker's score of every canary (high: included) and which were included."""
+        raise DpfedInputError(
+            f"{self.name} has no one-run audit; one-run audits: {sorted(ONE_RUN)}."
+        )
+
 
 def realised_epsilon(precision: float, delta: float) -> float:
     """Epsilon of :math:`\\sqrt{m}`-Gaussian DP at ``delta`` (0 for ``m = 0``)."""
@@ -129,6 +136,17 @@ def _llr(observed: np.ndarray, mean0: np.ndarray, mean1: np.ndarray,
     diff = mean1 - mean0
     return (float(np.dot(observed - (mean0 + mean1) / 2.0, diff)) / sigma**2,
             float(np.dot(diff, diff)) / sigma**2)
+
+
+def _weaker(sound: SoundMechanism, factor: float) -> SoundMechanism:
+    """``sound`` with noise multipliers ``factor`` times smaller: the noise of a sensitivity
+    understated by ``factor``."""
+    return SoundMechanism(
+        bounds=sound.bounds, reg_weight=sound.reg_weight,
+        model_multiplier=sound.model_multiplier / factor,
+        scores_multiplier=sound.scores_multiplier / factor,
+        score_rounds=sound.score_rounds,
+    )
 
 
 def _unit_rows(rng: np.random.Generator, m: int, d: int) -> np.ndarray:
@@ -250,6 +268,26 @@ class SecureSumAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return float(self.calibration.epsilon)
 
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``canaries`` more clients, canary ``i`` holding :math:`e_i` (included) or 0, in a sum
+        of dimension ``canaries``; the score of canary ``i`` is coordinate ``i`` of the sum
+        minus every known term."""
+        included = rng.random(canaries) < 0.5
+        others = np.random.default_rng(2025).normal(size=(self.n_clients, canaries))
+        values = np.vstack([np.diag(included.astype(float)), others])
+        n = values.shape[0]
+        calibrated = calibrate_dca(self.epsilon, self.delta, 1.0, n, self.tolerated)
+        scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
+        std = calibrated.client_std * scale
+        seed = int(rng.integers(2**63))
+        result = secure_sum(values, noise_std=std, rng=seed, compute_nodes=3,
+                            tolerated=self.tolerated)
+        known_noise = range(n) if self.broken == "known-noise" \
+            else range(canaries, canaries + self.tolerated)
+        known = others.sum(axis=0) + sum(client_noise(seed, i, canaries, std)
+                                         for i in known_noise)
+        return np.asarray(result.total) - known, included
+
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
         values = np.vstack([self.targets[neighbour], self.others])
@@ -304,12 +342,7 @@ class VerticalSoundAuditor(Auditor):
         if self.broken == "sensitivity":  # the noise of a sensitivity `factor` times smaller
             sound = self.setup_.mechanisms[1]
             assert isinstance(sound, SoundMechanism)
-            weaker = SoundMechanism(
-                bounds=sound.bounds, reg_weight=sound.reg_weight,
-                model_multiplier=sound.model_multiplier / self.factor,
-                scores_multiplier=sound.scores_multiplier / self.factor,
-                score_rounds=sound.score_rounds,
-            )
+            weaker = _weaker(sound, self.factor)
             self.setup_ = replace(self.setup_, mechanisms=[self.setup_.mechanisms[0], weaker])
             self._passive(X0, np.random.default_rng(0), noiseless=True)  # readies `weaker`
         self.statistic = "Gaussian log-likelihood ratio of the released scores"
@@ -323,6 +356,44 @@ class VerticalSoundAuditor(Auditor):
             chol = np.linalg.cholesky(cov)
             whiten = np.linalg.inv(chol)  # once: a run is then a matrix-vector product
             self.densities.append((block @ x, whiten, 2.0 * np.sum(np.log(np.diag(chol)))))
+
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The passive party's block with ``canaries`` more rows, canary ``i`` a row of the
+        clip norm along the first exact x-update (included) or 0; the score of a canary is its
+        released score (minus its noise when the noise is known)."""
+        if type(self) is not VerticalSoundAuditor:
+            return super().one_run(canaries, rng)
+        included = rng.random(canaries) < 0.5
+        base = self.blocks[0]
+        n = base.shape[0] + canaries
+        setup = vertical_setup(self.config, [self.n_features] * 2, n)
+        holder_block = np.vstack([self.holder_block,
+                                  _unit_rows(np.random.default_rng(5), canaries,
+                                             self.n_features)])
+        labels = np.concatenate([self.labels, np.where(np.arange(canaries) % 2, 1.0, -1.0)])
+        sound = setup.mechanisms[1]
+        assert isinstance(sound, SoundMechanism)
+        direction = self.exact[0] / max(np.linalg.norm(self.exact[0]), 1e-12)
+        canary_rows = np.outer(included, direction) * sound.bounds.row_norm
+        block = np.vstack([base, canary_rows])
+        if self.broken == "sensitivity":
+            weaker = _weaker(sound, self.factor)
+            setup = replace(setup, mechanisms=[setup.mechanisms[0], weaker])
+        seed = int(rng.integers(2**63))
+        holder = make_vertical_role(setup, 0, ["label", "bank"], holder_block,
+                                    rng=np.random.default_rng(1), labels=labels)
+        broadcast = next(m for m in holder.start() if m.recipient == "bank")
+        passive = make_vertical_role(setup, 1, ["label", "bank"], block,
+                                     rng=np.random.default_rng(seed))
+        scores = next(m for m in passive.handle(broadcast) if isinstance(m, Scores)).scores
+        released = np.asarray(scores)[base.shape[0]:]
+        if self.broken == "known-noise":  # the attacker regenerates the scores' noise
+            replay = np.random.default_rng(seed)
+            model_release, scores_release = passive.mechanism.releases(broadcast.rho)
+            model_release.sample(replay, (self.n_features,))
+            clean = released - scores_release.sample(replay, (n,))[base.shape[0]:]
+            return np.abs(clean), included  # a canary's score is 0 exactly when it is absent
+        return released, included
 
     def _data(self, mechanism: str) -> np.ndarray:
         """The label holder's block and labels, the job's setup; the passive party's rows."""
@@ -420,6 +491,76 @@ class VerticalPaperAuditor(VerticalSoundAuditor):
         released = self._passive(self.blocks[neighbour], rng)
         residual = [float(np.linalg.norm(released - Q @ (Q.T @ released))) for Q in self.bases]
         return AuditRun(residual[0] - residual[1], 0.0)
+
+
+class ProtectedLabelHolderAuditor(Auditor):
+    r"""The vertical protocol's sound mechanism with the label holder protected
+    (``protect_label_holder``): what the passive party receives from the label holder, the
+    broadcast of round 0 (the noisy dual :math:`\tilde y` of the central step from the label
+    holder's output-perturbed local model, and the residual :math:`\tilde y / \rho`), in a job
+    of the rule's rounds (the last round releases nothing).
+
+    Neighbours: the label holder's last label flipped (rows of the clip norm). The attacker
+    estimates the mean broadcast under each data set by simulating the label holder on it
+    (200 runs of its own, independent of the audit's), and the statistic is the projection of
+    the observed dual on the difference of those means.
+    """
+
+    n_rows: int = 200
+    n_features: int = 4
+    simulations: int = 200
+
+    def setup(self) -> None:
+        self.name = "vertical-sound-label-holder"
+        self.neighbours = ("the label holder's last label flipped (rows at the clip norm); "
+                           f"{self.n_rows} rows, 2 parties")
+        self.statistic = "projection of the released dual on the difference of its means"
+        data = np.random.default_rng(2029)
+        self.holder_block = _unit_rows(data, self.n_rows, self.n_features)
+        self.passive_block = _unit_rows(data, self.n_rows, self.n_features)
+        y = np.where(self.holder_block @ data.normal(size=self.n_features)
+                     + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+        y_flip = y.copy()
+        y_flip[-1] = -y[-1]
+        self.labels = [y, y_flip]
+        self.config = VerticalConfig(mechanism="sound", epsilon=self.epsilon, delta=self.delta,
+                                     protect_label_holder=True).validated()
+        self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
+        self._dual(0, np.random.default_rng(0))  # readies the mechanisms
+        self.claim = float(gaussian_epsilon_heterogeneous(planned_multipliers(self.setup_, 0),
+                                                          self.delta))
+        if self.broken == "sensitivity":
+            sound = self.setup_.mechanisms[0]
+            assert isinstance(sound, SoundMechanism) and self.setup_.dual_release is not None
+            weaker = _weaker(sound, self.factor)
+            dual = DualRelease(bounds=self.setup_.dual_release.bounds,
+                               noise_multiplier=self.setup_.dual_release.release.noise_multiplier
+                               / self.factor)
+            self.setup_ = replace(self.setup_, mechanisms=[weaker, self.setup_.mechanisms[1]],
+                                  dual_release=dual)
+        simulate = np.random.default_rng(7)
+        self.means = [np.mean([self._dual(b, simulate) for _ in range(self.simulations)], axis=0)
+                      for b in (0, 1)]
+
+    def claimed_epsilon(self) -> float:
+        return self.claim
+
+    def _dual(self, neighbour: int, rng: np.random.Generator) -> np.ndarray:
+        """The dual the label holder broadcasts in round 0 on data set ``neighbour``."""
+        holder = make_vertical_role(self.setup_, 0, ["label", "bank"], self.holder_block,
+                                    rng=rng, labels=self.labels[neighbour])
+        broadcast = next(m for m in holder.start() if m.recipient == "bank")
+        return np.asarray(broadcast.dual)
+
+    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+        seed = int(rng.integers(2**63))
+        observed = self._dual(neighbour, np.random.default_rng(seed))
+        if self.broken == "known-noise":  # the attacker replays the label holder's noise
+            replays = [self._dual(b, np.random.default_rng(seed)) for b in (0, 1)]
+            return AuditRun(float(np.linalg.norm(observed - replays[0])
+                                  - np.linalg.norm(observed - replays[1])), 0.0)
+        diff = self.means[1] - self.means[0]
+        return AuditRun(float(np.dot(observed - (self.means[0] + self.means[1]) / 2, diff)), 0.0)
 
 
 class DecentralizedAuditor(Auditor):
@@ -609,9 +750,14 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
     "secure-sum-gaussian": SecureSumAuditor,
     "vertical-paper": VerticalPaperAuditor,
     "vertical-sound": VerticalSoundAuditor,
+    "vertical-sound-label-holder": ProtectedLabelHolderAuditor,
     "decentralized-pvp": DecentralizedAuditor,
     "decentralized-dvp": DvpAuditor,
 }
+
+
+#: The mechanisms with a one-run (canary) audit.
+ONE_RUN = ("secure-sum-gaussian", "vertical-sound")
 
 
 def get_auditor(name: str, **kwargs: object) -> Auditor:
@@ -621,4 +767,6 @@ def get_auditor(name: str, **kwargs: object) -> Auditor:
     return AUDITORS[name](**kwargs)
 
 
-__all__ = ["AUDITORS", "BROKEN", "AuditRun", "Auditor", "get_auditor", "realised_epsilon"]
+__all__ = [
+    "AUDITORS", "BROKEN", "ONE_RUN", "AuditRun", "Auditor", "get_auditor", "realised_epsilon",
+]

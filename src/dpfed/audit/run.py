@@ -21,6 +21,10 @@ The result (``audit.json``) holds, besides the mechanism and its configuration:
     a likelihood ratio), the ceiling the lower bound can approach.
 ``threshold``, ``seconds``, ``broken``, ``factor``
     The test's threshold, the wall-clock time, and the deliberate breakage, if any.
+
+A one-run audit (:func:`run_one_run_audit`) has ``runs`` 1 and, instead of ``threshold``,
+``canaries``, ``guesses`` and ``correct``; its ``tpr`` is the share of right "in" guesses and
+its ``fpr`` the share of wrong "out" guesses.
 """
 
 from __future__ import annotations
@@ -30,8 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import get_auditor, realised_epsilon
-from dpfed.audit.statistics import epsilon_lower_bound, roc_curve
+from dpfed.audit.statistics import (
+    epsilon_lower_bound,
+    one_run_epsilon_lower_bound,
+    roc_curve,
+)
 
 
 def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs: int = 500,
@@ -92,4 +101,51 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
     }
 
 
-__all__ = ["run_audit"]
+def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5,
+                      canaries: int = 1000, guesses: int | None = None, seed: int = 0,
+                      broken: str | None = None, factor: float = 100.0,
+                      confidence: float = 0.95) -> dict[str, Any]:
+    """Audit ``mechanism`` in one run with ``canaries`` canaries (Steinke, Nasr and Jagielski
+    2023): each canary is included with probability 1/2, the attacker guesses "in" for the
+    ``guesses / 2`` highest scores and "out" for as many lowest (default: a fifth of the
+    canaries in all, fixed before the run), and the bound comes from its correct guesses
+    (:func:`dpfed.audit.statistics.one_run_epsilon_lower_bound`)."""
+    started = time.perf_counter()
+    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor)
+    guesses = guesses if guesses is not None else max(2, canaries // 5)
+    if not 2 <= guesses <= canaries:
+        raise DpfedInputError(f"--guesses must be in [2, {canaries}]. Found {guesses}.")
+    rng = np.random.default_rng(seed)
+    scores, included = auditor.one_run(canaries, rng)
+    order = np.argsort(scores, kind="stable")
+    half = guesses // 2
+    said_in, said_out = order[len(order) - half:], order[:guesses - half]
+    right_in, right_out = int(included[said_in].sum()), int((~included[said_out]).sum())
+    correct = right_in + right_out
+    delta = auditor.claimed_delta()
+    bound = one_run_epsilon_lower_bound(canaries, guesses, correct, delta,
+                                        confidence=confidence)
+    return {
+        "mechanism": auditor.name,
+        "claimed_epsilon": auditor.claimed_epsilon(),
+        "delta": delta,
+        "epsilon_lower_bound": bound,
+        "confidence": confidence,
+        "runs": 1,
+        "canaries": canaries,
+        "guesses": guesses,
+        "correct": correct,
+        "tpr": right_in / max(half, 1),
+        "fpr": 1.0 - right_out / max(guesses - half, 1),
+        "statistic": auditor.statistic,
+        "neighbours": auditor.neighbours,
+        "realised_epsilon": None,
+        "target_epsilon": epsilon,
+        "broken": broken,
+        "factor": factor if broken == "sensitivity" else None,
+        "seed": seed,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+__all__ = ["run_audit", "run_one_run_audit"]

@@ -139,6 +139,50 @@ def epsilon_lower_bound(scores_out: np.ndarray, scores_in: np.ndarray, delta: fl
                              confidence, int(min(out.size, inn.size)))
 
 
+def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
+                    delta: float) -> float:
+    r"""The p-value of ``correct`` right guesses out of ``guesses`` under
+    :math:`(\varepsilon, \delta)`-DP, in a one-run audit of ``canaries`` canaries each included
+    independently with probability 1/2 (Steinke, Nasr and Jagielski 2023, Theorem 3.3 and
+    their Appendix D):
+
+    .. math::
+
+        p = \Pr[\mathrm{Bin}(r, q) \ge v]
+            + 2 m \delta \max_{1 \le i \le v} \frac{\Pr[v > \mathrm{Bin}(r, q) \ge v - i]}{i},
+        \qquad q = \frac{e^{\varepsilon}}{1 + e^{\varepsilon}} .
+    """
+    if not 0 <= correct <= guesses <= canaries:
+        raise DpfedInputError(f"need 0 <= correct <= guesses <= canaries. Found {correct}, "
+                              f"{guesses}, {canaries}.")
+    q = 1.0 / (1.0 + math.exp(-epsilon))
+    tail = float(stats.binom.sf(correct - 1, guesses, q))
+    if delta == 0 or correct == 0:
+        return min(tail, 1.0)
+    below = stats.binom.pmf(np.arange(correct - 1, -1, -1), guesses, q)  # v-1, v-2, ..., 0
+    ratio = float(np.max(np.cumsum(below) / np.arange(1, correct + 1)))
+    return min(tail + 2.0 * canaries * delta * ratio, 1.0)
+
+
+def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, delta: float, *,
+                                confidence: float = 0.95) -> float:
+    """The largest epsilon whose :func:`one_run_p_value` is below ``1 - confidence`` (0 when
+    none is), by bisection to 1e-6."""
+    level = 1.0 - confidence
+    if one_run_p_value(canaries, guesses, correct, 0.0, delta) >= level:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while one_run_p_value(canaries, guesses, correct, hi, delta) < level and hi < 1e3:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-6:
+        mid = 0.5 * (lo + hi)
+        if one_run_p_value(canaries, guesses, correct, mid, delta) < level:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def roc_curve(scores_out: np.ndarray, scores_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(fpr, tpr)`` of the test at every threshold, from (1, 1) down to (0, 0)."""
     out = np.sort(np.asarray(scores_out, dtype=float))
@@ -149,4 +193,11 @@ def roc_curve(scores_out: np.ndarray, scores_in: np.ndarray) -> tuple[np.ndarray
     return fpr, tpr
 
 
-__all__ = ["EpsilonLowerBound", "clopper_pearson", "epsilon_lower_bound", "roc_curve"]
+__all__ = [
+    "EpsilonLowerBound",
+    "clopper_pearson",
+    "epsilon_lower_bound",
+    "one_run_epsilon_lower_bound",
+    "one_run_p_value",
+    "roc_curve",
+]

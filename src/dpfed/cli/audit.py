@@ -9,7 +9,7 @@ from typing import Any
 from dpfed._io import write_json_atomic
 from dpfed.audit.auditors import AUDITORS, BROKEN
 from dpfed.audit.report import audit_all, audit_tasks, table_markdown
-from dpfed.audit.run import run_audit
+from dpfed.audit.run import run_audit, run_one_run_audit
 from dpfed.parameters import parse_float, parse_int
 from dpfed.runtime.progress import progress_bar
 
@@ -25,6 +25,15 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=parse_float, default=1e-5, help="(default 1e-5)")
     p.add_argument("--runs", type=parse_int, default=1000,
                    help="runs on each neighbouring data set (default 1000)")
+    p.add_argument("--one-run", action="store_true",
+                   help="one run with --canaries canaries (Steinke, Nasr and Jagielski 2023) "
+                        "instead of --runs runs")
+    p.add_argument("--canaries", type=parse_int, default=1000,
+                   help="with --one-run: canaries, each included with probability 1/2 "
+                        "(default 1000)")
+    p.add_argument("--guesses", type=parse_int, default=None,
+                   help="with --one-run: guesses, half 'in' for the highest scores, half 'out' "
+                        "for the lowest (default: a fifth of the canaries)")
     p.add_argument("--seed", type=parse_int, default=0, help="seed of the runs' noise")
     p.add_argument("--broken", choices=BROKEN, default=None,
                    help="audit a deliberately broken configuration: the attacker knows the "
@@ -44,6 +53,21 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
 def run_audit_command(args: argparse.Namespace) -> int:
     if args.all:
         return run_audit_all(args)
+    if args.one_run:
+        result = run_one_run_audit(
+            args.mechanism, epsilon=args.epsilon, delta=args.delta, canaries=args.canaries,
+            guesses=args.guesses, seed=args.seed, broken=args.broken, factor=args.factor,
+        )
+        write_json_atomic(args.out, result)
+        print(f"{result['mechanism']}{' (broken: ' + args.broken + ')' if args.broken else ''}, "
+              f"one run: claimed epsilon {result['claimed_epsilon']:.4g} at delta "
+              f"{result['delta']:g}; audited lower bound {result['epsilon_lower_bound']:.4g} "
+              f"({result['confidence']:.0%} confidence; {result['correct']} of "
+              f"{result['guesses']} guesses right on {result['canaries']} canaries)")
+        if result["epsilon_lower_bound"] > result["claimed_epsilon"]:
+            print("VIOLATION: the audited lower bound exceeds the claimed epsilon")
+        print(f"wrote {args.out}")
+        return 0
     bar = progress_bar(args.runs, not args.quiet, desc=f"audit {args.mechanism}")
     try:
         result = run_audit(
