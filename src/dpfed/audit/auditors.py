@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -201,16 +201,46 @@ class ConsensusAuditor(Auditor):
                                loss=get_loss(cfg.loss), lam=cfg.lam, n_clients=2, rho=cfg.rho,
                                release=release, rng=rng)
 
-    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Client 0 holds ``canaries`` records, canary ``i`` the unit row :math:`e_i` with label
+        +1 (included) or -1 (its neighbour): on its own axis, so the local problem separates by
+        coordinate and coordinate ``i`` of the exact update depends on canary ``i`` alone. Two
+        shadow copies of client 0, every label -1 and every label +1, fed the same global
+        models and the released uploads, give both candidate means of every coordinate each
+        round; the score of canary ``i`` is its log-likelihood ratio summed over the rounds."""
+        included = rng.random(canaries) < 0.5
+        data = np.random.default_rng(2030)
+        rows = np.eye(canaries)
+        other_data = (_unit_rows(data, canaries, canaries),
+                      np.where(data.random(canaries) < 0.5, -1.0, 1.0))
+        release = client_release(self.config, self.z, 2, canaries)
+        if self.broken == "sensitivity":
+            release = GaussianRelease.from_multiplier(
+                "model", release.l2_sensitivity / self.factor, self.z)
         seed = int(rng.integers(2**63))
-        audited = self._client("c0", self.client_data[neighbour], self.release,
+        audited = self._client("c0", (rows, np.where(included, 1.0, -1.0)), release,
                                np.random.default_rng(seed))
-        attacker_noise = np.random.default_rng(seed)  # used only when the noise is known
-        other = self._client("c1", self.other, self.release, rng)
-        shadows = [self._client("c0", data, None, rng) for data in self.client_data]
-        server = ConsensusServer("server", ["c0", "c1"], n_features=self.n_features,
+        attacker_noise = np.random.default_rng(seed)
+        other = self._client("c1", other_data, release, rng)
+        shadows = [self._client("c0", (rows, np.full(canaries, label)), None, rng)
+                   for label in (-1.0, 1.0)]
+        total = np.zeros(canaries)
+        for observed, minus, plus in self._uploads(audited, other, shadows, canaries):
+            if self.broken == "known-noise":
+                clean = observed - release.sample(attacker_noise, canaries)
+                total += np.abs(clean - minus) - np.abs(clean - plus)
+            else:
+                total += (observed - (minus + plus) / 2.0) * (plus - minus)
+        return total, included
+
+    def _uploads(self, audited: ConsensusClient, other: ConsensusClient,
+                 shadows: list[ConsensusClient],
+                 n_features: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Run the protocol with client 0 ``audited``; yield each of its uploads with the two
+        shadows' exact updates of that round (the shadows then take the released upload, which
+        client 0's dual update reads)."""
+        server = ConsensusServer("server", ["c0", "c1"], n_features=n_features,
                                  rho=self.config.rho, max_rounds=self.rounds)
-        statistic = precision = 0.0
         messages = server.start()
         while messages:
             uploads = []
@@ -222,18 +252,27 @@ class ConsensusAuditor(Auditor):
                     shadow.handle(message)
                 sent = audited.handle(message)
                 uploads += sent
-                if not sent:
-                    continue
-                observed = sent[0].model
-                if self.broken == "known-noise":
-                    observed = observed - self.release.sample(attacker_noise, self.n_features)
-                step, m = _llr(observed, shadows[0].exact, shadows[1].exact,
-                               self.release.sigma)
-                statistic = statistic + step
-                precision = precision + (0.0 if self.broken == "known-noise" else m)
-                for shadow in shadows:  # the dual update uses the released upload only
-                    shadow.released = np.array(sent[0].model)
+                if sent:
+                    observed = np.array(sent[0].model)
+                    yield observed, shadows[0].exact, shadows[1].exact
+                    for shadow in shadows:
+                        shadow.released = observed
             messages = [out for upload in uploads for out in server.handle(upload)]
+
+    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+        seed = int(rng.integers(2**63))
+        audited = self._client("c0", self.client_data[neighbour], self.release,
+                               np.random.default_rng(seed))
+        attacker_noise = np.random.default_rng(seed)  # used only when the noise is known
+        other = self._client("c1", self.other, self.release, rng)
+        shadows = [self._client("c0", data, None, rng) for data in self.client_data]
+        statistic = precision = 0.0
+        for observed, mean0, mean1 in self._uploads(audited, other, shadows, self.n_features):
+            if self.broken == "known-noise":
+                observed = observed - self.release.sample(attacker_noise, self.n_features)
+            step, m = _llr(observed, mean0, mean1, self.release.sigma)
+            statistic = statistic + step
+            precision = precision + (0.0 if self.broken == "known-noise" else m)
         return AuditRun(statistic, precision)
 
 
@@ -530,14 +569,7 @@ class ProtectedLabelHolderAuditor(Auditor):
         self.claim = float(gaussian_epsilon_heterogeneous(planned_multipliers(self.setup_, 0),
                                                           self.delta))
         if self.broken == "sensitivity":
-            sound = self.setup_.mechanisms[0]
-            assert isinstance(sound, SoundMechanism) and self.setup_.dual_release is not None
-            weaker = _weaker(sound, self.factor)
-            dual = DualRelease(bounds=self.setup_.dual_release.bounds,
-                               noise_multiplier=self.setup_.dual_release.release.noise_multiplier
-                               / self.factor)
-            self.setup_ = replace(self.setup_, mechanisms=[weaker, self.setup_.mechanisms[1]],
-                                  dual_release=dual)
+            self.setup_ = self._weakened(self.setup_)
         simulate = np.random.default_rng(7)
         self.means = [np.mean([self._dual(b, simulate) for _ in range(self.simulations)], axis=0)
                       for b in (0, 1)]
@@ -545,12 +577,55 @@ class ProtectedLabelHolderAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return self.claim
 
-    def _dual(self, neighbour: int, rng: np.random.Generator) -> np.ndarray:
-        """The dual the label holder broadcasts in round 0 on data set ``neighbour``."""
-        holder = make_vertical_role(self.setup_, 0, ["label", "bank"], self.holder_block,
-                                    rng=rng, labels=self.labels[neighbour])
+    def _weakened(self, setup: Any) -> Any:
+        """``setup`` with the label holder's model and dual noise ``factor`` times smaller."""
+        sound = setup.mechanisms[0]
+        assert isinstance(sound, SoundMechanism) and setup.dual_release is not None
+        dual = DualRelease(bounds=setup.dual_release.bounds,
+                           noise_multiplier=setup.dual_release.release.noise_multiplier
+                           / self.factor)
+        return replace(setup, mechanisms=[_weaker(sound, self.factor), setup.mechanisms[1]],
+                       dual_release=dual)
+
+    @staticmethod
+    def _broadcast_dual(setup: Any, block: np.ndarray, labels: np.ndarray,
+                        rng: np.random.Generator) -> np.ndarray:
+        """The dual a label holder with ``block`` and ``labels`` broadcasts in round 0."""
+        holder = make_vertical_role(setup, 0, ["label", "bank"], block, rng=rng, labels=labels)
         broadcast = next(m for m in holder.start() if m.recipient == "bank")
         return np.asarray(broadcast.dual)
+
+    def _dual(self, neighbour: int, rng: np.random.Generator) -> np.ndarray:
+        """The dual the label holder broadcasts in round 0 on data set ``neighbour``."""
+        return self._broadcast_dual(self.setup_, self.holder_block, self.labels[neighbour], rng)
+
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``canaries`` more rows of the label holder (random unit rows), canary ``i`` labelled
+        +1 (included) or -1 (its neighbour); the dual of a row is its own coordinate. The score
+        of canary ``i`` is its dual coordinate's log-likelihood-ratio direction, the means
+        under all +1 and all -1 estimated from 20 simulations of the attacker's own (with the
+        noise known: which replay of the label holder's seed it is closer to)."""
+        included = rng.random(canaries) < 0.5
+        block = np.vstack([self.holder_block,
+                           _unit_rows(np.random.default_rng(2032), canaries, self.n_features)])
+        setup = vertical_setup(self.config, [self.n_features] * 2, block.shape[0])
+        if self.broken == "sensitivity":
+            setup = self._weakened(setup)
+
+        def dual(canary_labels: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+            labels = np.concatenate([self.labels[0], canary_labels])
+            return self._broadcast_dual(setup, block, labels, gen)[self.n_rows:]
+
+        seed = int(rng.integers(2**63))
+        observed = dual(np.where(included, 1.0, -1.0), np.random.default_rng(seed))
+        if self.broken == "known-noise":
+            replays = [dual(np.full(canaries, label), np.random.default_rng(seed))
+                       for label in (-1.0, 1.0)]
+            return np.abs(observed - replays[0]) - np.abs(observed - replays[1]), included
+        simulate = np.random.default_rng(8)
+        means = [np.mean([dual(np.full(canaries, label), simulate) for _ in range(20)], axis=0)
+                 for label in (-1.0, 1.0)]
+        return (observed - (means[0] + means[1]) / 2.0) * (means[1] - means[0]), included
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
@@ -629,6 +704,26 @@ class DecentralizedAuditor(Auditor):
         data_term = a * X.T @ self.loss.derivative(X @ f, y)
         return data_term + (self.rho + phi) * f + 2.0 * dual + 2.0 * self.eta * (f - center)
 
+    def _coordinate_scores(self, observed: np.ndarray, shadows: list[DecentralizedNode],
+                           candidates: list[tuple[np.ndarray, np.ndarray]], round_: int,
+                           own_before: np.ndarray) -> np.ndarray:
+        """Per coordinate, how much closer ``observed`` is to the +1 candidate than to the -1
+        one: the output noise (PVP) or the recovered objective noise (DVP and PVP's last
+        round), coordinate by coordinate."""
+        last = round_ == self.rounds
+        alpha = float(self.used_alphas[round_ - 1])
+        if self.perturbation == "pvp" and not last:
+            return (np.abs(observed - shadows[0].exact) - np.abs(observed - shadows[1].exact))
+        calib = dvp_noise(alpha, c1=0.25, CR=self.loss_scale, B=self.n_rows, rho=self.rho,
+                          eta=self.eta, n_neighbours=1)
+        center = 0.5 * (own_before + shadows[0].neighbour_last["n1"])
+        noise = [
+            -(self.n_rows / self.loss_scale) * self._gradient(
+                data, observed, dual=shadows[0].dual, center=center, phi=calib.phi)
+            for data in candidates
+        ]
+        return np.abs(noise[0]) - np.abs(noise[1])
+
     def _step_statistic(self, observed: np.ndarray, shadows: list[DecentralizedNode],
                         round_: int, own_before: np.ndarray) -> float:
         last = round_ == self.rounds
@@ -647,6 +742,55 @@ class DecentralizedAuditor(Auditor):
             for data in self.node_data
         ]
         return calib.zeta * (float(np.linalg.norm(noise[0])) - float(np.linalg.norm(noise[1])))
+
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Node 0 holds ``canaries`` records, canary ``i`` the unit row :math:`e_i` with label
+        +1 (included) or -1 (its neighbour); the score of canary ``i`` is coordinate ``i`` of
+        node 0's broadcasts summed over the rounds (with the noise known: of the replayed
+        difference between the two labels)."""
+        included = rng.random(canaries) < 0.5
+        data = np.random.default_rng(2031)
+        audited_data = (np.eye(canaries), np.where(included, 1.0, -1.0))
+        other_data = (_unit_rows(data, canaries, canaries),
+                      np.where(data.random(canaries) < 0.5, -1.0, 1.0))
+        saved = self.n_rows, self.n_features
+        self.n_rows = self.n_features = canaries
+        try:
+            seed = int(rng.integers(2**63))
+            audited = self._node("n0", "n1", audited_data, np.random.default_rng(seed))
+            other = self._node("n1", "n0", other_data, rng)
+            # shadows of node 0, every label -1 and every label +1, fed the neighbour's
+            # broadcasts and node 0's released ones: the records lie on separate axes, so
+            # coordinate i of each is what canary i's broadcast would be under that label.
+            # With the noise known they replay node 0's seed; otherwise the attacker compares
+            # per coordinate as the log-likelihood ratio does over the whole vector
+            candidates = [(audited_data[0], np.full(canaries, label)) for label in (-1.0, 1.0)]
+            known = self.broken == "known-noise"
+            shadows = [self._node("n0", "n1", data,
+                                  np.random.default_rng(seed) if known else rng)
+                       for data in candidates]
+            sent, received = audited.start(), other.start()
+            expected = [shadow.start() for shadow in shadows]
+            own_before = np.zeros(canaries)
+            total, round_ = np.zeros(canaries), 1
+            while sent:
+                observed = np.array(sent[0].model)
+                if known:
+                    total += (np.abs(observed - expected[0][0].model)
+                              - np.abs(observed - expected[1][0].model))
+                else:
+                    total += self._coordinate_scores(observed, shadows, candidates, round_,
+                                                     own_before)
+                for shadow in shadows:
+                    shadow.broadcast = observed
+                own_before = observed
+                replies = other.handle(sent[0])
+                expected = [shadow.handle(received[0]) for shadow in shadows]
+                sent, received = audited.handle(received[0]), replies
+                round_ += 1
+        finally:
+            self.n_rows, self.n_features = saved
+        return total, included
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
@@ -719,7 +863,10 @@ class BayesLinRegAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return float(self.epsilon)  # calibrated exactly to the target ("tight")
 
-    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+    def _released(self, X: np.ndarray, y: np.ndarray,
+                  rng: np.random.Generator) -> tuple[np.ndarray, float]:
+        """The noisy statistics the leader receives (the exact ones when the noise is known)
+        and the mechanism's standard deviation."""
         seen: dict[str, Any] = {}
         scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
 
@@ -731,14 +878,33 @@ class BayesLinRegAuditor(Auditor):
             seen["exact"] = np.asarray(values).sum(axis=0)
             return result
 
-        X, y = self.rows[neighbour]
         fit = fit_dp_linreg(X, y, epsilon=self.epsilon, delta=self.delta, mode="distributed",
                             bound_x=1.0, bound_y=1.0, centre=False, compute_nodes=3,
                             rng=np.random.default_rng(int(rng.integers(2**63))),
                             aggregate=aggregate)
-        observed = seen["exact"] if self.broken == "known-noise" else seen["total"]
         assert fit.sigma_std is not None
-        sigma = float(fit.sigma_std) * scale
+        observed = seen["exact"] if self.broken == "known-noise" else seen["total"]
+        return observed, float(fit.sigma_std) * scale
+
+    #: Canaries are features: the statistics have d(d+1)/2 + d coordinates.
+    max_canaries: int = 300
+
+    def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        r"""``canaries`` clients, canary ``i`` the row :math:`x = e_i` with target +1
+        (included) or -1 (its neighbour), in ``canaries`` features: canary ``i`` alone sets
+        coordinate ``i`` of :math:`\sum_i x_i y_i`, which is its score."""
+        if canaries > self.max_canaries:
+            raise DpfedInputError(
+                f"a bayes-linreg one-run audit takes at most {self.max_canaries} canaries (one "
+                f"feature each, d(d+1)/2 + d statistics). Found {canaries}."
+            )
+        included = rng.random(canaries) < 0.5
+        observed, _ = self._released(np.eye(canaries), np.where(included, 1.0, -1.0), rng)
+        return observed[-canaries:], included
+
+    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+        X, y = self.rows[neighbour]
+        observed, sigma = self._released(X, y, rng)
         statistic, precision = _llr(observed, self.means[0], self.means[1], sigma)
         return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
 
@@ -757,7 +923,8 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
 
 
 #: The mechanisms with a one-run (canary) audit.
-ONE_RUN = ("secure-sum-gaussian", "vertical-sound")
+ONE_RUN = ("bayes-linreg", "consensus-gaussian", "decentralized-dvp", "decentralized-pvp",
+           "secure-sum-gaussian", "vertical-sound", "vertical-sound-label-holder")
 
 
 def get_auditor(name: str, **kwargs: object) -> Auditor:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dpfed._io import write_json_atomic
+from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import AUDITORS, BROKEN
 from dpfed.audit.report import audit_all, audit_tasks, table_markdown
 from dpfed.audit.run import run_audit, run_one_run_audit
@@ -20,6 +21,9 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
     which.add_argument("--mechanism", choices=sorted(AUDITORS))
     which.add_argument("--all", action="store_true",
                        help="every mechanism, honest and broken, in parallel; --out is a folder")
+    p.add_argument("--protect-label-holder", action="store_true",
+                   help="with --mechanism vertical-sound: audit the protected label holder's "
+                        "releases (vertical-sound-label-holder)")
     p.add_argument("--epsilon", type=parse_float, default=1.0,
                    help="the target the mechanism is calibrated to (default 1)")
     p.add_argument("--delta", type=parse_float, default=1e-5, help="(default 1e-5)")
@@ -53,6 +57,13 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
 def run_audit_command(args: argparse.Namespace) -> int:
     if args.all:
         return run_audit_all(args)
+    if args.protect_label_holder:
+        if args.mechanism != "vertical-sound":
+            raise DpfedInputError(
+                "--protect-label-holder goes with --mechanism vertical-sound. Found "
+                f"{args.mechanism!r}."
+            )
+        args.mechanism = "vertical-sound-label-holder"
     if args.one_run:
         result = run_one_run_audit(
             args.mechanism, epsilon=args.epsilon, delta=args.delta, canaries=args.canaries,
