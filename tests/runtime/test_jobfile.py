@@ -317,6 +317,9 @@ def test_missing_tables_are_refused(tmp_path, table):
         ("max_message_mb", -1, "[job].max_message_mb"),
         ("max_message_mb", 1e-6, "[job].max_message_mb"),
         ("checkpoint", "", "[job].checkpoint"),
+        ("prediction_recipients", ["mallory"], "[job].prediction_recipients"),
+        ("prediction_recipients", [], "[job].prediction_recipients"),
+        ("prediction_recipients", "leader", "[job].prediction_recipients"),
     ],
 )
 def test_bad_job_values_are_refused_by_key(tmp_path, key, value, pattern):

@@ -88,7 +88,8 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
 
 
 def test_the_leader_as_named_recipient_gets_the_scores(netjob, tmp_path):
-    job = netjob(BREAST_CANCER_3, params=SOUND | {"seed": 3}, job={"simulation": True})
+    job = netjob(BREAST_CANCER_3, params=SOUND | {"seed": 3},
+                 job={"simulation": True, "prediction_recipients": ["label", "leader"]})
     _train(job, timeout=120)
     out = tmp_path / "scores.json"
     done, codes = _predict(job, "breast_cancer:test", out, "--to", "leader")
@@ -123,3 +124,20 @@ def test_rows_a_party_cannot_read_are_refused_naming_them(netjob, tmp_path):
     assert "breast_cancer:test or breast_cancer:train" in done.stderr
     assert not out.exists()
     assert codes == dict.fromkeys(job.names, 0)
+
+
+def test_scores_go_only_to_a_recipient_the_job_file_lists(netjob, tmp_path):
+    """By default only the label holder may receive them: a leader asking for them itself is
+    refused before any party is contacted (and every party would refuse to send its share)."""
+    job = netjob(BREAST_CANCER_3, params={"iterations": 2})
+    out = tmp_path / "scores.json"
+    for to in ("leader", "bank"):
+        done = subprocess.run(
+            [*DPFED, "predict", "--config", str(job.config), "--data", "breast_cancer:test",
+             "--out", str(out), "--to", to],
+            capture_output=True, text=True, timeout=60, env=job.env(),
+        )
+        assert done.returncode == 2, done.stderr
+        assert "--to must name one of label" in done.stderr
+        assert "[job].prediction_recipients" in done.stderr
+    assert not out.exists()

@@ -11,6 +11,8 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
                                # test with one (see dpfed.protocols.vertical.evaluation)
     # simulation = true        # allows [params].seed: every party's noise from one seed that
                                # every party holds, so NO privacy between the parties
+    # prediction_recipients = ["label"]   # who may receive `dpfed predict`'s scores
+                               # (default: the label holder; "leader" allowed if listed)
 
     [params]                   # the options of `dpfed train vertical`
     iterations = 20
@@ -209,7 +211,7 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol) ->
 
 _JOB_KEYS = {
     "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
-    "checkpoint", "fsync", "simulation",
+    "checkpoint", "fsync", "simulation", "prediction_recipients",
 }
 
 #: What a simulation's result and every party's log say about it.
@@ -295,6 +297,13 @@ def load_job(path: str | Path) -> JobSpec:
     addresses = [leader.address, *(p.address for p in parties)]
     if len(set(addresses)) != len(addresses):
         raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
+    recipients = job.get("prediction_recipients", [names[0]])
+    if not (isinstance(recipients, list) and recipients
+            and all(r in (*names, LEADER) for r in recipients)):
+        raise DpfedInputError(
+            f"[job].prediction_recipients must list who may receive a prediction's scores, "
+            f"each a party ({', '.join(names)}) or {LEADER!r}. Found {recipients!r}."
+        )
     max_mb = _number(job, "max_message_mb", "[job]", 64)
     spec = JobSpec(
         path=path,
@@ -314,6 +323,7 @@ def load_job(path: str | Path) -> JobSpec:
         checkpoint=_path(base, _text(job, "checkpoint", "[job]", default=f"checkpoint/{job_id}")),
         fsync=fsync,
         simulation=simulation,
+        prediction_recipients=tuple(dict.fromkeys(recipients)),
     )
     protocol.check_job(spec)
     return spec

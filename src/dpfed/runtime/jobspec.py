@@ -79,6 +79,7 @@ class JobSpec:
     checkpoint: Path = Path("checkpoint")
     fsync: bool = False
     simulation: bool = False
+    prediction_recipients: tuple[str, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -91,6 +92,12 @@ class JobSpec:
                 return p
         raise DpfedInputError(f"party must be one of {self.names}. Found {name!r}.")
 
+    @property
+    def allowed_recipients(self) -> tuple[str, ...]:
+        """Who may receive the scores of a prediction with the trained model:
+        ``[job].prediction_recipients``, by default the label holder (the first party) alone."""
+        return self.prediction_recipients or (self.names[0],)
+
     def endpoint(self, name: str) -> Endpoint:
         return self.leader if name == LEADER else self.party(name)
 
@@ -101,6 +108,7 @@ class JobSpec:
             "params": self.params,
             "evaluate": self.evaluate,
             "simulation": self.simulation,
+            "prediction_recipients": list(self.allowed_recipients),
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
             "parties": [

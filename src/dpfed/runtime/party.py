@@ -644,10 +644,11 @@ class PartyNode:
         if not self.prediction_open:
             raise DpfedInputError("predict before the prediction was opened")
         request_id = check_request_id(request.request)
-        if request.to not in (*self.spec.names, LEADER):
+        if request.to not in self.spec.allowed_recipients:
             raise DpfedInputError(
-                f"the recipient must be a party of job {self.spec.id} or {LEADER!r}. Found "
-                f"{request.to!r}."
+                f"job {self.spec.id} lets a prediction's scores go to "
+                f"{', '.join(self.spec.allowed_recipients)} only ([job].prediction_recipients). "
+                f"Found {request.to!r}."
             )
         if request_id in self.scored:  # the leader asked again: the share is on its way
             return {"rows": self.scored[request_id]}

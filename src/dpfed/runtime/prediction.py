@@ -17,10 +17,12 @@ the leader, ``dpfed predict``,
 4. ends the prediction at every party and writes a receipt: the recipient, where its file is
    and the file's SHA-256, but no score.
 
-The recipient is the label holder unless another party, or the leader itself, is named; only
-the recipient sees the scores. A share is exact: it tells the recipient the sender's part of
-the score of every new row (a function of the sender's released model and its columns of the
-new rows; no training row is involved).
+The recipient is the label holder unless another party, or the leader itself, is named, and
+only one the job file lists in ``[job].prediction_recipients`` (by default the label holder
+alone): every party refuses to send its share anywhere else, so a leader cannot redirect the
+scores to itself. Only the recipient sees the scores. A share is exact: it tells the recipient
+the sender's part of the score of every new row (a function of the sender's final model and its
+columns of the new rows; no training row is involved).
 """
 
 from __future__ import annotations
@@ -281,10 +283,11 @@ class Predictor:
         self.spec = spec
         self.protocol = get_protocol(spec.protocol)
         self.recipient = recipient or spec.names[0]
-        if self.recipient not in (*spec.names, LEADER):
+        if self.recipient not in spec.allowed_recipients:
             raise DpfedInputError(
-                f"--to must name a party of job {spec.id} ({', '.join(spec.names)}) or "
-                f"{LEADER!r}. Found {self.recipient!r}."
+                f"--to must name one of {', '.join(spec.allowed_recipients)}, whom job {spec.id} "
+                f"lets receive a prediction's scores ([job].prediction_recipients; by default "
+                f"the label holder alone). Found {self.recipient!r}."
             )
         self.request = check_request_id(request or new_request_id())
         self.identity, self.connections = leader_connections(spec)
