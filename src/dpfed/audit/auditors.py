@@ -138,6 +138,18 @@ def _llr(observed: np.ndarray, mean0: np.ndarray, mean1: np.ndarray,
             float(np.dot(diff, diff)) / sigma**2)
 
 
+def _random_labels(data: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` labels in {-1, 1}, each with probability 1/2."""
+    return np.where(data.random(n) < 0.5, -1.0, 1.0)
+
+
+def _last_flipped(y: np.ndarray) -> list[np.ndarray]:
+    """``[y, y']``: the labels and their neighbour, the last label flipped."""
+    flipped = y.copy()
+    flipped[-1] = -y[-1]
+    return [y, flipped]
+
+
 def _weaker(sound: SoundMechanism, factor: float) -> SoundMechanism:
     """``sound`` with noise multipliers ``factor`` times smaller: the noise of a sensitivity
     understated by ``factor``."""
@@ -176,12 +188,9 @@ class ConsensusAuditor(Auditor):
         self.statistic = "log-likelihood ratio of client 0's uploads, summed over rounds"
         data = np.random.default_rng(2024)
         X = _unit_rows(data, self.n_rows, self.n_features)
-        y = np.where(data.random(self.n_rows) < 0.5, -1.0, 1.0)
-        y_flip = y.copy()
-        y_flip[-1] = -y[-1]
-        self.client_data = [(X, y), (X, y_flip)]
+        self.client_data = [(X, y) for y in _last_flipped(_random_labels(data, self.n_rows))]
         self.other = (_unit_rows(data, self.n_rows, self.n_features),
-                      np.where(data.random(self.n_rows) < 0.5, -1.0, 1.0))
+                      _random_labels(data, self.n_rows))
         self.config = ConsensusConfig(mechanism="gaussian", epsilon=self.epsilon,
                                       delta=self.delta, iterations=self.rounds)
         z = calibrate_consensus(self.epsilon, self.delta, self.rounds).noise_multiplier
@@ -212,7 +221,7 @@ class ConsensusAuditor(Auditor):
         data = np.random.default_rng(2030)
         rows = np.eye(canaries)
         other_data = (_unit_rows(data, canaries, canaries),
-                      np.where(data.random(canaries) < 0.5, -1.0, 1.0))
+                      _random_labels(data, canaries))
         release = client_release(self.config, self.z, 2, canaries)
         if self.broken == "sensitivity":
             release = GaussianRelease.from_multiplier(
@@ -556,12 +565,9 @@ class ProtectedLabelHolderAuditor(Auditor):
         self.statistic = "projection of the released dual on the difference of its means"
         data = np.random.default_rng(2029)
         self.holder_block = _unit_rows(data, self.n_rows, self.n_features)
-        self.passive_block = _unit_rows(data, self.n_rows, self.n_features)
         y = np.where(self.holder_block @ data.normal(size=self.n_features)
                      + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
-        y_flip = y.copy()
-        y_flip[-1] = -y[-1]
-        self.labels = [y, y_flip]
+        self.labels = _last_flipped(y)
         self.config = VerticalConfig(mechanism="sound", epsilon=self.epsilon, delta=self.delta,
                                      protect_label_holder=True).validated()
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
@@ -671,12 +677,9 @@ class DecentralizedAuditor(Auditor):
             "recovered from the optimality condition for objective-perturbed ones)"
         data = np.random.default_rng(2027)
         X = _unit_rows(data, self.n_rows, self.n_features)
-        y = np.where(data.random(self.n_rows) < 0.5, -1.0, 1.0)
-        y_flip = y.copy()
-        y_flip[-1] = -y[-1]
-        self.node_data = [(X, y), (X, y_flip)]
+        self.node_data = [(X, y) for y in _last_flipped(_random_labels(data, self.n_rows))]
         self.other = (_unit_rows(data, self.n_rows, self.n_features),
-                      np.where(data.random(self.n_rows) < 0.5, -1.0, 1.0))
+                      _random_labels(data, self.n_rows))
         self.alphas = np.full(self.rounds, self.epsilon / self.rounds)
         # broken sensitivity: every round's noise calibrated to factor x the privacy
         self.used_alphas = self.alphas * (self.factor if self.broken == "sensitivity" else 1.0)
@@ -752,7 +755,7 @@ class DecentralizedAuditor(Auditor):
         data = np.random.default_rng(2031)
         audited_data = (np.eye(canaries), np.where(included, 1.0, -1.0))
         other_data = (_unit_rows(data, canaries, canaries),
-                      np.where(data.random(canaries) < 0.5, -1.0, 1.0))
+                      _random_labels(data, canaries))
         saved = self.n_rows, self.n_features
         self.n_rows = self.n_features = canaries
         try:
