@@ -309,7 +309,7 @@ class Leader:
             else:
                 self._follow_status(self.required,
                                     closing if self.deadline_passed else None)
-            accounts = {name: self._control(name, AccountRequest) for name in self.required}
+            accounts = {name: self._query(name, AccountRequest) for name in self.required}
             samples = {name: int(info["n_samples"]) for name, info in infos.items()}
             record = JobRecord(
                 history=self.history, accounts=accounts,
@@ -339,6 +339,26 @@ class Leader:
         frame = wire.encode(control_request(op, party=name, **fields), job=self.spec.id, seq=0,
                             max_bytes=self.spec.max_message_bytes)
         return self.connections[name].control(frame, timeout=timeout or self.spec.round_timeout)
+
+    def _query(self, name: str, op: type[ControlRequest], **fields: Any) -> dict[str, Any]:
+        """A read-only request to party ``name``, tried again while the party is unreachable
+        for up to ``grace`` seconds (then the job stops, resumable).
+
+        A party that came back within the grace period may still be unknown to this process's
+        channel, which fails calls at once until it has reconnected."""
+        since = time.monotonic()
+        while True:
+            try:
+                return self._control(name, op, **fields)
+            except RemoteError as exc:
+                if not exc.retryable:
+                    raise
+                waited = time.monotonic() - since
+                if waited > self.spec.grace:
+                    self._stop(f"party {name!r} did not answer {op.__name__} "
+                               f"(for {waited:.1f} s; grace {self.spec.grace:g} s): "
+                               f"{exc.details}")
+                time.sleep(0.2)
 
     def _broadcast(self, op: type[ControlRequest], *, retry_for: float = 0.0,
                    names: Iterable[str] | None = None, **fields: Any) -> None:
@@ -629,7 +649,7 @@ class Leader:
 
     def _evaluate(self, name: str, models: list[list[float]]) -> list[float]:
         """Party ``name``'s losses at ``models`` (evaluation after training)."""
-        reply = self._control(name, EvaluateRequest, models=np.asarray(models, dtype=np.float64))
+        reply = self._query(name, EvaluateRequest, models=np.asarray(models, dtype=np.float64))
         return [float(v) for v in reply["losses"]]
 
     def _follow_status(self, names: list[str], closing: set[str] | None = None) -> None:
