@@ -10,10 +10,10 @@ from scipy import stats
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
+from dpfed.engines.inprocess import InProcessEngine
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.protocols.consensus import ConsensusClient, ConsensusServer, GlobalModel, LocalModel
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.messages import ProtocolError
 
 LOSS = get_loss("logistic")
@@ -241,7 +241,7 @@ def test_without_noise_the_global_model_reaches_the_centralized_minimiser():
     parts = make_parts()
     lam = 0.1
     server, clients = make_roles(parts, lam=lam, rho=0.1, rounds=80)
-    InProcessTransport({SERVER: server} | {c.name: c for c in clients}).run(server.start())
+    InProcessEngine().run({SERVER: server} | {c.name: c for c in clients}, server.start())
     reference = centralized(parts, lam)
     np.testing.assert_allclose(server.model, reference, rtol=0, atol=1e-6)
     for c in clients:  # local models agree with the global one
@@ -256,7 +256,7 @@ def test_without_noise_the_global_model_reaches_the_centralized_minimiser():
 def rounds_to(parts, reference, *, relaxation, lam, rho, rounds, tol):
     """First round whose global model is within ``tol`` of ``reference`` (None: never)."""
     server, clients = make_roles(parts, lam=lam, rho=rho, rounds=rounds, relaxation=relaxation)
-    InProcessTransport({SERVER: server} | {c.name: c for c in clients}).run(server.start())
+    InProcessEngine().run({SERVER: server} | {c.name: c for c in clients}, server.start())
     return next((r.round for r in server.history
                  if np.linalg.norm(r.model - reference) < tol), None)
 
@@ -327,9 +327,9 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, relaxatio
     rounds, cut = 10, 4
     reference_server, reference_clients = make_roles(parts, sigma=0.05, rounds=rounds, seed=7,
                                                      relaxation=relaxation)
-    InProcessTransport(
+    InProcessEngine().run(
         {SERVER: reference_server} | {c.name: c for c in reference_clients}
-    ).run(reference_server.start())
+    , reference_server.start())
 
     server, clients = make_roles(parts, sigma=0.05, rounds=rounds, seed=7,
                                  relaxation=relaxation)
@@ -351,7 +351,7 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, relaxatio
     assert_same_state(snapshot(server2), snapshot(server))
     for a, b in zip(clients, clients2, strict=True):
         assert_same_state(snapshot(b), snapshot(a))
-    InProcessTransport({SERVER: server2} | {c.name: c for c in clients2}).run(uploads[2:])
+    InProcessEngine().run({SERVER: server2} | {c.name: c for c in clients2}, uploads[2:])
 
     assert server2.finished and server2.round == rounds
     assert np.array_equal(server2.model, reference_server.model)
@@ -372,7 +372,7 @@ def test_seeded_runs_are_reproducible_and_seeds_matter():
 
     def run(seed):
         server, clients = make_roles(parts, sigma=0.05, rounds=5, seed=seed)
-        InProcessTransport({SERVER: server} | {c.name: c for c in clients}).run(server.start())
+        InProcessEngine().run({SERVER: server} | {c.name: c for c in clients}, server.start())
         return server.model
 
     assert np.array_equal(run(1), run(1))

@@ -9,12 +9,12 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
+from dpfed.engines.inprocess import InProcessEngine
 from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.protocols.decentralized import DecentralizedNode, NodeModel
 from dpfed.protocols.decentralized.calibration import pvp_zeta
 from dpfed.protocols.decentralized.driver import centralized_optimum, joint_objective
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.messages import ProtocolError
 
 LOSS = get_loss("logistic")
@@ -59,7 +59,7 @@ def make_nodes(parts, graph, *, rounds, perturbation="none", alpha=None, seed=0,
 def run(nodes, order=None):
     """Run to quiescence; ``order`` (a Generator) delivers pending messages in random order."""
     if order is None:
-        InProcessTransport({n.name: n for n in nodes}).run([m for n in nodes for m in n.start()])
+        InProcessEngine().run({n.name: n for n in nodes}, [m for n in nodes for m in n.start()])
         return
     by_name = {n.name: n for n in nodes}
     pending = [m for n in nodes for m in n.start()]
@@ -283,7 +283,7 @@ def test_a_schedule_is_spent_round_by_round():
     ]
     pending = [m for n in nodes for m in n.start()]
     assert all(n.spent == [0.5] for n in nodes)
-    InProcessTransport({n.name: n for n in nodes}).run(pending)
+    InProcessEngine().run({n.name: n for n in nodes}, pending)
     for n in nodes:
         assert n.spent == [0.5, 0.4, 0.3, 0.2]
 
@@ -292,16 +292,9 @@ def test_dvp_broadcasts_its_exact_minimiser():
     parts = make_parts()
     nodes = make_nodes(parts, ring(len(parts)), rounds=4, perturbation="dvp", alpha=1.0)
     sent = []
-
-    class Recording(InProcessTransport):
-        def run(self, initial):
-            queue = deque(initial)
-            while queue:
-                message = queue.popleft()
-                sent.append(message)
-                queue.extend(self.roles[message.recipient].handle(message))
-
-    Recording({n.name: n for n in nodes}).run([m for n in nodes for m in n.start()])
+    InProcessEngine(tap=sent.append).run(
+        {n.name: n for n in nodes}, [m for n in nodes for m in n.start()]
+    )
     by_name = {n.name: n for n in nodes}
     for m in sent:
         assert np.array_equal(m.model, by_name[m.sender].models[m.round])
@@ -313,16 +306,9 @@ def test_pvp_perturbs_every_broadcast_but_the_last_which_is_a_dvp_step():
     rounds = 5
     nodes = make_nodes(parts, ring(len(parts)), rounds=rounds, perturbation="pvp", alpha=1.0)
     sent = []
-
-    class Recording(InProcessTransport):
-        def run(self, initial):
-            queue = deque(initial)
-            while queue:
-                message = queue.popleft()
-                sent.append(message)
-                queue.extend(self.roles[message.recipient].handle(message))
-
-    Recording({n.name: n for n in nodes}).run([m for n in nodes for m in n.start()])
+    InProcessEngine(tap=sent.append).run(
+        {n.name: n for n in nodes}, [m for n in nodes for m in n.start()]
+    )
     by_name = {n.name: n for n in nodes}
     for m in sent:
         exact = by_name[m.sender].models[m.round]
@@ -471,6 +457,6 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, perturbat
         n.load_state_dict(*load_checkpoint(tmp_path / f"{n.name}.npz"))
     for a, b in zip(nodes, restored, strict=True):
         assert_same_state(snapshot(b), snapshot(a))
-    InProcessTransport({n.name: n for n in restored}).run(queue)
+    InProcessEngine().run({n.name: n for n in restored}, queue)
     assert all(n.finished for n in restored)
     assert_same_run(restored, reference)

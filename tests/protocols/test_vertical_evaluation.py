@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from dpfed._validation import check_binary_labels
+from dpfed.engines.inprocess import InProcessEngine
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
     make_vertical_role,
@@ -30,7 +31,6 @@ from dpfed.protocols.vertical.evaluation import (
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.roles import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
-from dpfed.runtime.inprocess import InProcessTransport
 
 from ..conftest import make_vertical_problem, make_vertical_problem_with_test
 
@@ -104,7 +104,7 @@ def _roles(config, blocks, y, test_blocks=None, y_test=None, *, train=True):
 
 def _run(roles) -> Collector:
     collector = Collector()
-    InProcessTransport({r.name: r for r in [*roles, collector]}).run(roles[0].start())
+    InProcessEngine().run({r.name: r for r in [*roles, collector]}, roles[0].start())
     return collector
 
 
@@ -261,7 +261,7 @@ STATE_CONFIGS = {
 
 
 def _drive(roles: dict, queue, stop_after: int | None = None) -> list:
-    """Deliver in FIFO order (like InProcessTransport); stop after ``stop_after`` deliveries
+    """Deliver in FIFO order (like InProcessEngine); stop after ``stop_after`` deliveries
     and return the messages still in flight."""
     queue = deque(queue)
     delivered = 0

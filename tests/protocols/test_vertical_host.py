@@ -12,9 +12,9 @@ import math
 
 import pytest
 
+from dpfed.engines.inprocess import InProcessEngine
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical.host import VerticalHost, vertical_result
-from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.jobfile import LEADER, load_job
 from dpfed.runtime.wire import decode, encode
 
@@ -95,7 +95,7 @@ def test_paper_premise_stays_with_the_party_and_the_result_certifies_no_epsilon(
     assert hosts["bank"].eigenvalue_premise.min_eigenvalue is not None
 
     leader = _Leader()
-    InProcessTransport({**hosts, LEADER: leader}).run(hosts["label"].start())
+    InProcessEngine().run({**hosts, LEADER: leader}, hosts["label"].start())
     assert len(leader.history) == 2
     assert all(entry["epsilon"] is None for entry in leader.history)
     finals = {name: host.final() for name, host in hosts.items()}
@@ -122,7 +122,7 @@ def test_a_networked_sound_job_says_its_weight_and_the_cost_of_rounds_above_the_
     spec = _job(tmp_path, SOUND)
     hosts = {name: VerticalHost(spec, name) for name, _, _ in SPLIT}
     leader = _Leader()
-    InProcessTransport({**hosts, LEADER: leader}).run(hosts["label"].start())
+    InProcessEngine().run({**hosts, LEADER: leader}, hosts["label"].start())
     weight = leader.history[-1]["passive_weight"]
     assert 0.0 <= weight <= 1.0
     finals = {name: host.final() for name, host in hosts.items()}

@@ -201,13 +201,13 @@ def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch)
         (3, "statistics"),  # the passive weighting's three numbers, not scores
     ]
     # replay the protocol and watch the wire: round 3 carries round 2's scores again
-    from dpfed.runtime import inprocess
+    from dpfed.engines import inprocess
 
     sent = []
-    original = inprocess.InProcessTransport.run
+    original = inprocess.InProcessEngine.run
 
-    def spy(self, initial):
-        for role in self.roles.values():
+    def spy(self, roles, initial):
+        for role in roles.values():
             handle = role.handle
 
             def wrapped(message, _handle=handle):
@@ -216,9 +216,9 @@ def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch)
                 return out
 
             role.handle = wrapped
-        return original(self, initial)
+        return original(self, roles, initial)
 
-    monkeypatch.setattr(inprocess.InProcessTransport, "run", spy)
+    monkeypatch.setattr(inprocess.InProcessEngine, "run", spy)
     train_vertical(blocks, y, cfg)
     assert [m.round for m in sent] == [1, 2, 3]
     assert np.array_equal(sent[2].scores, sent[1].scores)

@@ -3,10 +3,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from dpfed.core import get_loss, get_regularizer
+from dpfed.engines.inprocess import InProcessEngine
 from dpfed.protocols.vertical import Broadcast, LabelHolder, NoPrivacy, PassiveParty, Scores
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical.roles import ProtocolError
-from dpfed.runtime.inprocess import InProcessTransport
 
 from ..conftest import make_vertical_problem
 
@@ -25,15 +25,7 @@ def test_only_per_sample_scores_go_up_and_residual_and_dual_come_down():
     holder, bank = _roles(blocks, y)
     sent = []
 
-    class Recording(InProcessTransport):
-        def run(self, initial):
-            queue = list(initial)
-            while queue:
-                msg = queue.pop(0)
-                sent.append(msg)
-                queue.extend(self.roles[msg.recipient].handle(msg))
-
-    Recording({"label": holder, "bank": bank}).run(holder.start())
+    InProcessEngine(tap=sent.append).run({"label": holder, "bank": bank}, holder.start())
     n = blocks[0].shape[0]
     assert {type(m) for m in sent} == {Broadcast, Scores}
     for m in sent:

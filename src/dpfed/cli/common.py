@@ -61,3 +61,31 @@ def print_result(payload: dict[str, Any], out: str) -> None:
 def print_json(summary: Any) -> None:
     """A reproduction's summary, as every ``dpfed reproduce`` command prints it."""
     print(json.dumps(summary, indent=2, default=str))
+
+
+def add_engine_arguments(p: Any) -> None:
+    """``--engine``, ``--ray-address`` and ``--ray-workers`` on the parser ``p``."""
+    p.add_argument(
+        "--engine", choices=["inprocess", "ray"], default="inprocess",
+        help="where the roles run: this process (default) or Ray actors (pip install "
+             "'dpfed[ray]'); a seeded run is the same on both",
+    )
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to join (default: start a local Ray); with --engine ray")
+    p.add_argument("--ray-workers", type=int, metavar="N",
+                   help="Ray actors, each a group of roles (default: the cluster's CPUs)")
+
+
+def engine_from_args(args: Any) -> Any:
+    """The engine ``--engine`` names, with its options."""
+    from dpfed._validation import DpfedInputError
+    from dpfed.engines import get_engine
+
+    if args.engine != "ray":
+        if args.ray_address or args.ray_workers:
+            raise DpfedInputError(
+                "--ray-address and --ray-workers need --engine ray. Found --engine "
+                f"{args.engine}."
+            )
+        return get_engine(args.engine)
+    return get_engine("ray", address=args.ray_address, workers=args.ray_workers)

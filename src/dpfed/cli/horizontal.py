@@ -14,7 +14,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import print_result
+from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
 from dpfed.core.rows import normalize_rows
 from dpfed.data import Dataset, horizontal_split, load_dataset, make_graph
 from dpfed.data.specs import ROW_NOTE
@@ -72,6 +72,7 @@ def add_train_consensus(sub: Any) -> None:
     _add_data(p)
     p.add_argument("--clients", type=parse_int, required=True)
     add_config_arguments(p, ConsensusConfig, defaults=CONSENSUS_DEFAULTS)
+    add_engine_arguments(p)
     p.set_defaults(func=run_train_consensus)
 
 
@@ -79,7 +80,8 @@ def run_train_consensus(args: argparse.Namespace) -> int:
     config = ConsensusConfig(**config_kwargs(ConsensusConfig, args)).validated()
     data, parts, X_test = load_parts(args, args.clients)
     result = train_consensus(
-        parts, config, X_test=X_test, y_test=data.y_test, progress=not args.quiet
+        parts, config, X_test=X_test, y_test=data.y_test, progress=not args.quiet,
+        engine=engine_from_args(args),
     )
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
@@ -110,6 +112,7 @@ def add_train_decentralized(sub: Any) -> None:
         p, DecentralizedConfig,
         notes=dict.fromkeys(("rho", "loss_scale", "eta"), paper),
     )
+    add_engine_arguments(p)
     p.set_defaults(func=run_train_decentralized)
 
 
@@ -131,7 +134,8 @@ def run_train_decentralized(args: argparse.Namespace) -> int:
     config = DecentralizedConfig(**given).validated()
     graph = make_graph(args.graph, args.nodes, rng=args.graph_seed, p=args.p, radius=args.radius)
     data, parts, X_test = load_parts(args, args.nodes)
-    result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test)
+    result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test,
+                                 engine=engine_from_args(args))
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)

@@ -13,7 +13,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import print_result
+from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
@@ -47,6 +47,7 @@ def add_train_vertical(sub: Any) -> None:
     )
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_engine_arguments(p)
     p.set_defaults(func=run_train_vertical)
 
 
@@ -104,6 +105,7 @@ def run_train_vertical(args: argparse.Namespace) -> int:
         test_blocks=test_blocks,
         test_labels=dataset.y_test,
         progress=not args.quiet,
+        engine=engine_from_args(args),
     )
     payload = result.to_json()
     payload["data"] = {

@@ -49,6 +49,7 @@ import pickle
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -352,7 +353,9 @@ def _ranges(n: int, parts: int, align: int) -> list[tuple[int, int]]:
 
 
 def _run_workers(plan: _Plan, source: ClientSource, stream: MaskStream, included: np.ndarray,
-                 node_keys: Sequence | None, workers: int) -> list[_Partial]:
+                 node_keys: Sequence | None, workers: int,
+                 executor: Executor | None = None) -> list[_Partial]:
+    """The client ranges on ``workers`` processes: a pool of its own, or ``executor``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -370,13 +373,19 @@ def _run_workers(plan: _Plan, source: ClientSource, stream: MaskStream, included
                 f"picklable (a module-level function or class instance). It is not: {exc}"
             ) from None
     ranges = _ranges(plan.n_clients, 4 * workers, plan.block_size)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(ranges)), mp_context=context) as pool:
+
+    def run(pool: Executor) -> list[_Partial]:
         futures = [
             pool.submit(_run_range, plan, source.part(a, b), stream, included, a, b, node_keys)
             for a, b in ranges
         ]
         return [f.result() for f in futures]
+
+    if executor is not None:
+        return run(executor)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(ranges)), mp_context=context) as pool:
+        return run(pool)
 
 
 def secure_sum(
@@ -398,6 +407,7 @@ def secure_sum(
     node_keys: Sequence | None = None,
     job_id: str = "dca",
     round_index: int = 0,
+    executor: Executor | None = None,
 ) -> SecureSumResult:
     r"""Sum the clients' noisy vectors with the DCA secure sum (simulated in-process).
 
@@ -448,6 +458,12 @@ def secure_sum(
     job_id : str, default "dca"
     round_index : int, default 0
         Bound into every envelope's associated data.
+    executor : concurrent.futures.Executor, optional
+        Runs the client ranges instead of worker processes of this machine, e.g. a
+        :class:`dpfed.engines.tasks.RayExecutor` over a cluster (``workers`` then sets the
+        ranges: four per worker). The masks' key travels to the executor's workers with the
+        ranges: this is a simulation, whose workers are as trusted as this process. The sum
+        is the same bit for bit on any executor (sums modulo :math:`2^{64}`).
 
     Returns
     -------
@@ -508,10 +524,10 @@ def secure_sum(
     dropped_idx = check_dropouts(included, t)
     agreement_seconds = time.perf_counter() - t0
 
-    if w == 1:
+    if w == 1 and executor is None:
         partials = [_run_range(plan, source, stream, included, 0, n, keys)]
     else:
-        partials = _run_workers(plan, source, stream, included, keys, w)
+        partials = _run_workers(plan, source, stream, included, keys, w, executor)
 
     t0 = time.perf_counter()
     timing: dict[str, float] = defaultdict(float)

@@ -35,11 +35,11 @@ last and are absent if anything fails.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
-import resource
 import statistics
-import sys
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ import numpy as np
 from dpfed._validation import check_int, check_positive
 from dpfed.dca.secure_sum import secure_sum
 from dpfed.dca.synthetic import UniformClients
+from dpfed.engines.memory import node_usage, peak_rss_bytes
 from dpfed.experiments.plotting_dca import plot_dca_scaling
 from dpfed.experiments.report import ReportTemplate, summary_markdown
 from dpfed.experiments.runner import Reproduction
@@ -114,20 +115,8 @@ def choose_workers(n_clients: int, dim: int, compute_nodes: int) -> int:
 
 
 def _peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB.
-
-    ``VmHWM`` of ``/proc/self/status`` where it exists (Linux): unlike ``ru_maxrss``, which
-    Linux carries over ``exec`` from the forking parent, it covers this program only.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024.0 * 1024.0) if sys.platform == "darwin" else peak / 1024.0
+    """Peak resident set size of this process in MiB (:func:`peak_rss_bytes`)."""
+    return peak_rss_bytes() / (1024.0 * 1024.0)
 
 
 def time_secure_sum(
@@ -143,6 +132,7 @@ def time_secure_sum(
     noise_std: float = 1.0,
     bound: float = 1.0,
     seed: int = 0,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     r"""Time full secure sums of synthetic bounded uniform client vectors.
 
@@ -166,6 +156,9 @@ def time_secure_sum(
         The vectors are uniform on :math:`[-c, c)`.
     seed : int, default 0
         Seed of the vectors and of the noise.
+    executor : concurrent.futures.Executor, optional
+        Runs the client ranges (e.g. :class:`dpfed.engines.tasks.RayExecutor`); ``"auto"``
+        workers are then its ``workers``.
 
     Returns
     -------
@@ -174,8 +167,10 @@ def time_secure_sum(
         run, seconds summed over workers), ``values_seconds``, ``workers``,
         ``keystream_bytes``, ``keystream_gb_per_s`` (bytes / summed mask seconds),
         ``peak_rss_mb`` (this process), ``paper_seconds`` and ``ratio`` (paper / median)
-        when the cell is in the paper's table, and ``check`` (the largest deviation of the
-        total from the inputs' sum, in units of the noise's standard deviation).
+        when the cell is in the paper's table, ``check`` (the largest deviation of the
+        total from the inputs' sum, in units of the noise's standard deviation),
+        ``total_sha256`` (of the encoded total: equal on every engine for the same seed) and,
+        with an executor that reports them, ``nodes`` (per node, its workers' peak memory).
     """
     n = check_int("n_clients", n_clients, minimum=2)
     d = check_int("dim", dim, minimum=1)
@@ -184,7 +179,9 @@ def time_secure_sum(
     k = check_int("drop", drop, minimum=0)
     r = check_int("repeats", repeats, minimum=1)
     check_positive("noise_std", noise_std)
-    if workers == "auto":
+    if workers == "auto" and executor is not None:
+        w = int(getattr(executor, "workers", 1))
+    elif workers == "auto":
         w = choose_workers(n, d, m)
     else:
         w = check_int("workers", workers, minimum=1)
@@ -194,7 +191,7 @@ def time_secure_sum(
     for _ in range(r):
         res = secure_sum(source, n_clients=n, dim=d, noise_std=noise_std, rng=seed,
                          compute_nodes=m, tolerated=t, dropped=dropped, encrypt=encrypt,
-                         workers=w)
+                         workers=w, executor=executor)
         runs.append(res)
     seconds = [res.timing["wall"] for res in runs]
     order = sorted(range(r), key=lambda i: seconds[i])
@@ -231,11 +228,12 @@ def time_secure_sum(
         "keystream_bytes": mask_bytes,
         "keystream_gb_per_s": mask_bytes / masks / 1e9 if masks > 0 else None,
         "peak_rss_mb": _peak_rss_mb(),
+        "total_sha256": hashlib.sha256(median_run.total_encoded.tobytes()).hexdigest(),
         "paper_seconds": paper,
         "ratio": paper / median if paper is not None and median > 0 else None,
         "check": {"max_abs_deviation": deviation,
                   "in_noise_stds": deviation / float(total_std)},
-    }
+    } | ({"nodes": node_usage(executor.usage)} if hasattr(executor, "usage") else {})
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dpfed._validation import (
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.core.threads import vector_work
+from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
@@ -39,7 +40,6 @@ from dpfed.protocols.consensus.roles import (
     check_relaxation,
 )
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
-from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.progress import progress_bar
 
 CONSENSUS_MECHANISMS = ("none", "gaussian")
@@ -148,6 +148,7 @@ class ConsensusResult:
     seconds: float
     client_sizes: dict[str, int] = field(default_factory=dict)
     exact: dict | None = None  # history figures computed from exact private values
+    engine: dict | None = None  # where the roles ran, unless in this process
 
     @property
     def final(self) -> dict:
@@ -162,7 +163,7 @@ class ConsensusResult:
             "final": self.final,
             "privacy": self.privacy,
             "seconds": self.seconds,
-        }, self.exact)
+        } | engine_block(self.engine), self.exact)
 
 
 def client_names(n: int) -> list[str]:
@@ -264,6 +265,7 @@ def train_consensus(
     y_test: np.ndarray | None = None,
     progress: bool = False,
     rngs: Sequence[np.random.Generator] | None = None,
+    engine: str | Engine | None = None,
 ) -> ConsensusResult:
     """Train by (DP) consensus ADMM over clients holding ``parts = [(X_i, y_i), ...]``.
 
@@ -279,6 +281,9 @@ def train_consensus(
     progress : bool
     rngs : sequence of numpy.random.Generator, optional
         One noise generator per client (default: the streams of ``config.seed``).
+    engine : str or Engine, optional
+        Where the roles run: ``"inprocess"`` (default) or ``"ray"``, or an engine instance
+        (:func:`dpfed.engines.get_engine`); every engine gives the same run bit for bit.
 
     The history's ``train_objective`` is computed from the clients' exact rows, which this one
     process holds; the result says so in ``exact_values``.
@@ -335,7 +340,8 @@ def train_consensus(
                              max_rounds=cfg.iterations, observer=observe,
                              relaxation=cfg.relaxation)
     clock["since"] = time.perf_counter()
-    InProcessTransport({SERVER: server} | {c.name: c for c in clients}).run(server.start())
+    report = get_engine(engine).run({SERVER: server} | {c.name: c for c in clients},
+                                     server.start())
     if bar is not None:
         bar.close()
     ledger = PrivacyLedger()
@@ -350,6 +356,7 @@ def train_consensus(
         final, history, privacy, ledger, replace(cfg), server.history,
         clock["train"], {c.name: c.n_samples for c in clients},
         exact_values(["train_objective"] if private else [], left_parties=False),
+        engine_summary(report),
     )
 
 

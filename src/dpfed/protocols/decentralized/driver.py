@@ -35,12 +35,12 @@ from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.core.threads import vector_work
+from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.decentralized.calibration import SCHEDULES, alpha_schedule, decentralized_total
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
-from dpfed.runtime.inprocess import InProcessTransport
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,7 @@ class DecentralizedResult:
     seconds: float
     node_sizes: dict[str, int] = field(default_factory=dict)
     exact: dict | None = None  # history figures computed from exact private values
+    engine: dict | None = None  # where the roles ran, unless in this process
 
     @property
     def final(self) -> dict:
@@ -187,7 +188,7 @@ class DecentralizedResult:
             "final": self.final,
             "privacy": self.privacy,
             "seconds": self.seconds,
-        }, self.exact)
+        } | engine_block(self.engine), self.exact)
 
 
 def node_names(n: int) -> list[str]:
@@ -266,11 +267,14 @@ def train_decentralized(
     X_test=None,
     y_test: np.ndarray | None = None,
     rngs: Sequence[np.random.Generator] | None = None,
+    engine: str | Engine | None = None,
 ) -> DecentralizedResult:
     """Train by decentralized ADMM over ``graph``; node ``k`` (sorted graph order) holds
     ``parts[k] = (X_k, y_k)``.
 
-    ``rngs`` holds one noise generator per node (default: the streams of ``config.seed``).
+    ``rngs`` holds one noise generator per node (default: the streams of ``config.seed``);
+    ``engine`` says where the nodes run (``"inprocess"``, the default, or ``"ray"``; see
+    :func:`dpfed.engines.get_engine`), with the same run bit for bit on every engine.
     The history is computed from every node's exact iterates and rows, which this one process
     holds: its ``train_objective`` always, and under PVP (whose iterates are never broadcast)
     the figures of :data:`ITERATE_FIGURES` too; the result says so in ``exact_values``.
@@ -306,8 +310,8 @@ def train_decentralized(
         for k, (X, y) in enumerate(prepared)
     ]
     started = time.perf_counter()
-    transport = InProcessTransport({n.name: n for n in nodes})
-    transport.run([m for n in nodes for m in n.start()])
+    report = get_engine(engine).run({n.name: n for n in nodes},
+                                    [m for n in nodes for m in n.start()])
     seconds = time.perf_counter() - started
     history = []
     for t in range(1, cfg.iterations + 1):
@@ -331,7 +335,7 @@ def train_decentralized(
     return DecentralizedResult(
         models, history, privacy, cfg,
         {"nodes": P, "edges": len(edges), "edge_list": edges}, seconds,
-        {n.name: n.n_samples for n in nodes}, exact,
+        {n.name: n.n_samples for n in nodes}, exact, engine_summary(report),
     )
 
 

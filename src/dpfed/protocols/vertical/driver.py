@@ -27,6 +27,7 @@ from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
 from dpfed.core.threads import vector_work
+from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -55,7 +56,6 @@ from dpfed.protocols.vertical.weighting import (
     supports_weighting,
 )
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
-from dpfed.runtime.inprocess import InProcessTransport
 from dpfed.runtime.progress import progress_bar
 
 VERTICAL_ACCOUNTANTS = ("pld", "rdp")
@@ -331,6 +331,7 @@ class VerticalResult:
     exact: dict | None = None  # history figures computed from exact private values
     weighting: dict | None = None  # the label holder's passive weight and its bounds
     score_bounds: dict[str, float | None] = field(default_factory=dict)  # prediction clips
+    engine: dict | None = None  # where the roles ran, unless in this process
 
     @property
     def final(self) -> dict:
@@ -347,7 +348,7 @@ class VerticalResult:
             "privacy": self.privacy,
             "weighting": self.weighting,
             "seconds": self.seconds,
-        }, self.exact)
+        } | engine_block(self.engine), self.exact)
 
 
 def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
@@ -689,6 +690,7 @@ def train_vertical(
     test_labels: np.ndarray | None = None,
     progress: bool = False,
     rngs: Sequence[np.random.Generator] | None = None,
+    engine: str | Engine | None = None,
 ) -> VerticalResult:
     """Train a vertically partitioned model by (DP) ADMM sharing.
 
@@ -709,6 +711,9 @@ def train_vertical(
         One noise generator per party (label holder first), e.g. the generators of a networked
         job's party secrets (:func:`dpfed.privacy.noise_source.secret_generator`). Default:
         the streams of ``config.seed`` (:func:`party_rng`).
+    engine : str or Engine, optional
+        Where the roles run: ``"inprocess"`` (default) or ``"ray"``, or an engine instance
+        (:func:`dpfed.engines.get_engine`); every engine gives the same run bit for bit.
 
     The history's ``train_objective`` (and, with a protected label holder, its residuals) is
     computed from exact private values, which this one process holds; the result says so in
@@ -766,8 +771,7 @@ def train_vertical(
 
     holder = make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0], labels=y, observer=observe)
     clock["since"] = time.perf_counter()
-    transport = InProcessTransport({p.name: p for p in [holder, *passive]})
-    transport.run(holder.start())
+    report = get_engine(engine).run({p.name: p for p in [holder, *passive]}, holder.start())
     if bar is not None:
         bar.close()
     for event in _all_events(holder, passive):
@@ -791,7 +795,7 @@ def train_vertical(
     return VerticalResult(
         models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms,
         exact, None if holder.weighting is None else holder.weighting.as_dict(),
-        {r.name: r.score_bound for r in [holder, *passive]},
+        {r.name: r.score_bound for r in [holder, *passive]}, engine_summary(report),
     )
 
 

@@ -1,0 +1,89 @@
+"""Independent work items as Ray tasks behind the standard ``concurrent.futures`` interface.
+
+:class:`RayExecutor` is a :class:`concurrent.futures.Executor`: code written for a process
+pool (the secure sum's client ranges, a reproduction's or an audit's grid of settings) runs on
+a Ray cluster unchanged. A task whose worker process dies (killed, out of memory, its node
+lost) is run again, up to ``max_retries`` times; an exception the task itself raises is not
+retried and reaches the caller as it was raised. Every task also reports the worker that ran
+it (node, process, peak resident memory), kept in :attr:`RayExecutor.usage`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from dpfed._validation import check_int
+from dpfed.engines.memory import peak_rss_bytes
+from dpfed.engines.ray_engine import ensure_ray
+
+__all__ = ["RayExecutor"]
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
+        Any, dict[str, Any]]:
+    """Run ``fn`` in a Ray worker; return its value and the worker's usage."""
+    import ray
+
+    from dpfed.core.threads import limit_blas_threads
+
+    with limit_blas_threads():
+        value = fn(*args, **kwargs)
+    return value, {
+        "node": ray.get_runtime_context().get_node_id()[:12],
+        "pid": os.getpid(),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
+
+
+class RayExecutor(Executor):
+    """Submit callables as Ray tasks (see the module docstring).
+
+    Parameters
+    ----------
+    address : str, optional
+        A Ray cluster to join (default: start a local Ray, or use the one initialised).
+    max_retries : int, default 3
+        Runs of a task again after its worker process died.
+    num_cpus : int, optional
+        CPUs of a local Ray this executor starts (default: the machine's).
+    """
+
+    def __init__(self, address: str | None = None, *, max_retries: int = 3,
+                 num_cpus: int | None = None) -> None:
+        self._ray = ensure_ray(address, num_cpus=num_cpus)
+        retries = check_int("max_retries", max_retries, minimum=0)
+        self._remote = self._ray.remote(_call).options(max_retries=retries,
+                                                       retry_exceptions=False)
+        self.usage: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def workers(self) -> int:
+        """The cluster's CPUs: how many tasks run at once."""
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        outer: Future[Any] = Future()
+        inner = self._remote.remote(fn, args, kwargs).future()
+
+        def settle(done: Future[Any]) -> None:
+            try:
+                value, usage = done.result()
+            except BaseException as exc:  # the task's own exception, unwrapped
+                cause = getattr(exc, "cause", None)
+                outer.set_exception(cause if isinstance(cause, BaseException) else exc)
+                return
+            with self._lock:
+                self.usage.append(usage)
+            outer.set_result(value)
+
+        inner.add_done_callback(settle)
+        return outer
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to release: Ray stays up for the next executor or engine."""
+
