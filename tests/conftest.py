@@ -65,3 +65,15 @@ def make_vertical_problem_with_test(n=300, split=(4, 3), seed=0, n_test=100):
     ``(blocks, y, test_blocks, y_test)``."""
     blocks, y = make_vertical_problem(n=n + n_test, split=split, seed=seed)
     return ([b[:n] for b in blocks], y[:n], [b[n:] for b in blocks], y[n:])
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """A local Ray of two CPUs for the engine tests (shut down at the end if started here)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield ray
+    if started:
+        ray.shutdown()

@@ -88,6 +88,15 @@ def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_all_audits_on_ray_tasks_give_the_same_records(tmp_path, local_ray):
+    from dpfed.engines.tasks import RayExecutor
+
+    on_ray = audit_all(tmp_path / "ray", runs=40, broken_runs=40, executor=RayExecutor())
+    here = audit_all(tmp_path / "here", runs=40, broken_runs=40, workers=2)
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in on_ray] == \
+        [{k: v for k, v in r.items() if k != "seconds"} for r in here]
+
+
 @pytest.mark.parametrize("mechanism", ONE_RUN)
 def test_one_run_audits_stay_below_the_claim_and_catch_the_broken(mechanism):
     """300 canaries (the Bayesian statistics grow with the square of the canaries); the
@@ -109,3 +118,11 @@ def test_a_mechanism_without_canaries_says_which_have_them():
         run_one_run_audit("bayes-linreg", canaries=301)
     with pytest.raises(DpfedInputError, match="--guesses must be in"):
         run_one_run_audit("secure-sum-gaussian", canaries=100, guesses=101)
+
+
+def test_one_audit_refuses_the_ray_engine(tmp_path):
+    from dpfed.cli import main
+
+    code = main(["audit", "--mechanism", "secure-sum-gaussian", "--runs", "10", "--engine", "ray",
+                 "--out", str(tmp_path / "a.json")])
+    assert code == 2 and not (tmp_path / "a.json").exists()

@@ -60,3 +60,14 @@ def test_reproduce_dca_scaling_quick(tmp_path, capsys):
     assert "Spark" in text and "in-process simulation" in text
     assert (out / "dca_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads(capsys.readouterr().out)["quick"] is True
+
+
+def test_bench_on_ray_prints_each_nodes_memory_and_the_same_total(capsys, local_ray):
+    args = ["dca", "bench", "--clients", "300", "--dim", "20", "--compute-nodes", "4"]
+    assert main(args) == 0
+    here = capsys.readouterr().out
+    assert main([*args, "--engine", "ray"]) == 0
+    on_ray = capsys.readouterr().out
+    assert "Ray tasks" in on_ray and "worker(s), peak resident memory" in on_ray
+    total = [line for line in here.splitlines() if line.startswith("encoded total")]
+    assert total and total == [ln for ln in on_ray.splitlines() if ln.startswith("encoded total")]

@@ -178,3 +178,36 @@ def test_a_ring_needs_three_nodes(tmp_path, capsys):
     code, out = _run(tmp_path, "decentralized", "--graph", "ring", count=("--nodes", "2"))
     assert code == 2 and not out.exists()
     assert "ring" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol, count", [("consensus", ("--clients", "3")),
+                                             ("decentralized", ("--nodes", "4"))])
+def test_engine_ray_writes_the_same_result_and_its_workers(tmp_path, protocol, count,
+                                                           local_ray):
+    (tmp_path / "here").mkdir()
+    (tmp_path / "ray").mkdir()
+    assert _run(tmp_path / "here", protocol, count=count)[0] == 0
+    code, out = _run(tmp_path / "ray", protocol, "--engine", "ray", "--ray-workers", "2",
+                     count=count)
+    assert code == 0
+    here = json.loads((tmp_path / "here" / "r.json").read_text())
+    on_ray = json.loads(out.read_text())
+    assert [w["roles"] for w in on_ray.pop("engine")["workers"]] in ([2, 2], [1, 2], [2, 3])
+    for result in (here, on_ray):
+        result.pop("seconds")
+        for entry in [*result["history"], result["final"]]:
+            entry.pop("seconds")
+    assert on_ray == here
+
+
+def test_ray_options_need_the_ray_engine(tmp_path):
+    code = main(["train", "consensus", "--data", "breast_cancer", "--clients", "3",
+                 "--iterations", "2", "--out", str(tmp_path / "r.json"), "--ray-workers", "2"])
+    assert code == 2 and not (tmp_path / "r.json").exists()
+
+
+def test_central_reports_the_relative_gap(tmp_path):
+    code, out = _run(tmp_path, "decentralized", "--central", count=("--nodes", "4"))
+    assert code == 0
+    central = json.loads(out.read_text())["central"]
+    assert central["objective"] > 0 and central["relative_gap"] >= 0

@@ -218,3 +218,17 @@ def test_privacy_design_alpha_fits_and_chooses(capsys):
     assert shown["choice"]["alpha"] == want.alpha
     assert main(["privacy", "design-alpha", "--alphas", "0.1,x", "--losses", "1,2"]) == 2
     assert "--alphas must be comma-separated numbers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["reproduce", "consensus", "--quick"], ["reproduce", "decentralized", "--quick"],
+    ["reproduce", "vertical", "--quick"], ["reproduce", "bayes-linreg", "--quick"],
+    ["reproduce", "dca-scaling", "--quick"], ["audit", "--all"],
+    ["dca", "bench", "--clients", "10", "--dim", "2"],
+])
+def test_a_ray_address_needs_the_ray_engine(command, tmp_path, capsys):
+    code = main([*command, "--out", str(tmp_path / "out"), "--ray-address", "127.0.0.1:6379"]
+                if command[0] != "dca" else [*command, "--ray-address", "127.0.0.1:6379"])
+    assert code == 2
+    assert "--ray-address needs --engine ray" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

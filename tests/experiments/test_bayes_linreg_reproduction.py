@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +86,28 @@ def test_quick_run_results(quick_run):
     assert summary["cache"]["searches"] == 2 * len(plan.datasets) * len(plan.epsilons)
 
 
+def _without_timings(value):
+    """``value`` without the wall time (``seconds``) and the output folder (``out_dir``)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if k not in ("seconds", "out_dir")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path):
+    out, _ = quick_run
+    with ProcessPoolExecutor(max_workers=2,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        repro.run_bayes_linreg_reproduction(tmp_path / "pool", data_dir=_data_dir(), quick=True,
+                                            executor=pool)
+    for name in ("summary.json", "bayes_linreg.json"):
+        parallel = json.loads((tmp_path / "pool" / name).read_text())
+        assert _without_timings(parallel) == _without_timings(
+            json.loads((out / name).read_text())), name
+
+
 def test_holm_adjust():
     assert repro.holm_adjust([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert repro.holm_adjust([0.5, 0.9]) == pytest.approx([1.0, 1.0])
@@ -157,11 +181,11 @@ def test_a_rejection_that_does_not_replicate_on_fresh_runs_does_not_decide():
     plan = repro.quick_plan()
     calls = []
 
-    def same(ds, projection, eps):
-        calls.append((ds, projection, eps))
+    def same(cells):
+        calls.extend(cells)
         rng = np.random.default_rng(1)
         ta = rng.normal(0.5, 0.01, 40)
-        return list(ta), list(ta + rng.normal(0.0, 0.01, 40))
+        return [(list(ta), list(ta + rng.normal(0.0, 0.01, 40))) for _ in cells]
 
     out = repro._replicate(_indist_with_one_rejection(), plan, same)
     assert calls == [("wine-red", True, 31.6)]  # only the rejected cell is run again
@@ -172,10 +196,10 @@ def test_a_rejection_that_does_not_replicate_on_fresh_runs_does_not_decide():
 def test_a_rejection_that_replicates_decides():
     plan = repro.quick_plan()
 
-    def worse(ds, projection, eps):
+    def worse(cells):
         rng = np.random.default_rng(1)
         ta = rng.normal(0.5, 0.01, 40)
-        return list(ta), list(ta + 0.05 + rng.normal(0.0, 0.001, 40))
+        return [(list(ta), list(ta + 0.05 + rng.normal(0.0, 0.001, 40))) for _ in cells]
 
     out = repro._replicate(_indist_with_one_rejection(), plan, worse)
     assert out["n_replicated"] == 1 and out["indistinguishable"] is False

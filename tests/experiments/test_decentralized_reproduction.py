@@ -219,3 +219,24 @@ def test_full_adult_nonprivate_reaches_the_centralised_optimum_and_dvp_stays_clo
     assert not dvp.get("failed")
     gap = dvp["misclassification_rate"][-1] - reference["misclassification_rate"][-1]
     assert gap <= 0.02
+
+
+def test_runs_on_ray_tasks_equal_sequential_bit_for_bit(tmp_path, adult_dir, local_ray):
+    from dpfed.engines.tasks import RayExecutor
+
+    plan = repro.quick_plan()
+    data = load_adult_parts(adult_dir, parties=plan.nodes, max_train_rows=plan.max_train_rows,
+                            max_test_rows=plan.max_test_rows)
+    specs = [repro.paper_spec("dvp", plan, alpha=1.0), repro.paper_spec("pvp", plan, alpha=0.1)]
+    steps = []
+    with limit_blas_threads():
+        sequential = [repro.execute_run(s, data) for s in specs]
+    cache = repro.RunCache(data, 1, steps.append, RayExecutor())
+    try:
+        on_ray = cache.many(specs)
+    finally:
+        cache.close()
+    assert steps == [s.key for s in specs]
+    for a, b in zip(sequential, on_ray, strict=True):
+        assert {k: v for k, v in a.items() if k != "seconds"} == \
+            {k: v for k, v in b.items() if k != "seconds"}

@@ -11,16 +11,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from dpfed._validation import DpfedInputError
+from dpfed.core.threads import limit_blas_threads
 from dpfed.experiments import plotting
 from dpfed.experiments import vertical as repro
+from dpfed.experiments.runner import Reproduction
 from dpfed.privacy.accounting import corollary1_epsilon
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -152,6 +156,62 @@ def test_quick_run_json_has_finite_key_numbers(quick_run):
     key = result["key_numbers"]
     assert _finite(key["final_test_log_loss"]["a9a"]["admm"])
     assert _finite(key["frontier"]["a9a"]["local_only"])
+
+
+def _without_timings(value):
+    """``value`` without its wall-clock entries (``seconds``, at every level) and the output
+    folder."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if k not in ("seconds", "out_dir")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _record_steps(monkeypatch) -> list[str]:
+    """The progress bar's steps of the next runs, in the order they are taken."""
+    steps: list[str] = []
+    monkeypatch.setattr(Reproduction, "step", lambda self, description: steps.append(description))
+    return steps
+
+
+def test_serial_steps_follow_the_runs_in_order_and_match_the_count(tmp_path, monkeypatch):
+    data = _only_a9a(tmp_path)
+    monkeypatch.setattr(repro, "quick_plan", _tiny_plan)
+    steps = _record_steps(monkeypatch)
+    repro.run_vertical_reproduction(tmp_path / "out", data_dir=data, quick=True)
+    assert steps == [
+        "figure 1 a9a: ADMM", "figure 1 a9a: SGD lr=1", "figure 1 a9a: ADMM σ=10",
+        "figure 1 a9a: SGD σ=10", "figure 1 a9a: baselines",
+        "figure 3 a9a: no noise", "figure 3 a9a: σ=10",
+        "frontier a9a: ε=4 seed 0",
+    ]
+    plan = _tiny_plan()
+    assert len(steps) == repro._count_runs(plan, repro._DataCache(data, plan))
+
+
+def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_path,
+                                                                  monkeypatch):
+    """Every run goes to another process (so it must pickle), as on Ray with one BLAS thread
+    per worker; the JSON files equal the serial run's but for the wall-clock seconds."""
+    out, serial = quick_run
+    base = _data_dir_with_a9a()
+    steps = _record_steps(monkeypatch)
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=limit_blas_threads)
+    with pool:
+        result = repro.run_vertical_reproduction(tmp_path / "pool", data_dir=base, quick=True,
+                                                 executor=pool)
+    assert _without_timings(result) == _without_timings(serial)
+    names = sorted(p.name for p in out.glob("*.json"))
+    assert "summary.json" in names and len(names) > 1
+    assert names == sorted(p.name for p in (tmp_path / "pool").glob("*.json"))
+    for name in names:
+        assert _without_timings(json.loads((tmp_path / "pool" / name).read_text())) == \
+            _without_timings(json.loads((out / name).read_text())), name
+    plan = repro.quick_plan()
+    assert len(set(steps)) == len(steps) == repro._count_runs(plan, repro._DataCache(base, plan))
 
 
 def test_failure_midway_leaves_only_complete_files(tmp_path, monkeypatch):

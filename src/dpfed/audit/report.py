@@ -10,11 +10,12 @@ best curve its claim allows.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,13 @@ def roc_png(records: list[dict[str, Any]]) -> bytes | None:
 
 def audit_all(out: str | os.PathLike[str], *, epsilon: float = 1.0, delta: float = 1e-5,
               runs: int = 1000, broken_runs: int = 300, seed: int = 0, workers: int | None = None,
-              progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+              progress: Callable[[dict[str, Any]], None] | None = None,
+              executor: Executor | None = None) -> list[dict[str, Any]]:
     """Run every audit and write ``out`` (see the module docstring); return the records.
 
-    ``workers`` processes run the audits (default: every core); ``progress`` is called with
-    each record as it finishes.
+    ``workers`` processes run the audits (default: every core), or ``executor`` does (e.g. a
+    :class:`dpfed.engines.tasks.RayExecutor`: one task per audit, the same records since each
+    audit has its own seed); ``progress`` is called with each record as it finishes.
     """
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
@@ -108,13 +111,19 @@ def audit_all(out: str | os.PathLike[str], *, epsilon: float = 1.0, delta: float
     tasks = audit_tasks(runs, broken_runs)
     workers = workers or os.cpu_count() or 1
     records: list[dict[str, Any]] = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with contextlib.ExitStack() as stack:
+        pool = executor or stack.enter_context(ProcessPoolExecutor(max_workers=workers))
         futures = [pool.submit(_run, task, epsilon, delta, seed) for task in tasks]
-        for future in as_completed(futures):
-            record = future.result()
-            records.append(record)
-            if progress is not None:
-                progress(record)
+        try:
+            for future in as_completed(futures):
+                record = future.result()
+                records.append(record)
+                if progress is not None:
+                    progress(record)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
     order = {(t[0], t[1]): i for i, t in enumerate(tasks)}
     records.sort(key=lambda r: order.get((r["mechanism"], r["broken"]), len(order)))
     folder.mkdir(parents=True, exist_ok=True)

@@ -41,8 +41,10 @@ from dpfed.audit.statistics import (
     one_run_epsilon_lower_bound,
     roc_curve,
 )
+from dpfed.core.threads import vector_work
 
 
+@vector_work
 def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs: int = 500,
               seed: int = 0, broken: str | None = None, factor: float = 100.0,
               confidence: float = 0.95, progress: Any = None) -> dict[str, Any]:
@@ -101,6 +103,7 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
     }
 
 
+@vector_work
 def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5,
                       canaries: int = 1000, guesses: int | None = None, seed: int = 0,
                       broken: str | None = None, factor: float = 100.0,

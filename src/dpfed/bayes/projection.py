@@ -85,6 +85,7 @@ __all__ = [
     "MarginalStds",
     "ThresholdCache",
     "ThresholdChoice",
+    "cache_multiplier",
     "estimate_marginal_stds",
     "search_thresholds",
 ]
@@ -310,7 +311,7 @@ def search_thresholds(
     g = np.asarray(grid, dtype=np.float64)
     if g.ndim != 1 or g.size == 0 or np.any(g <= 0) or not np.all(np.isfinite(g)):
         raise DpfedInputError(f"grid must be a non-empty list of numbers > 0. Found {grid!r}.")
-    key = (n, d, float(f"{z:.12g}"), lam, lam0, repair, tuple(g.tolist()), repeats, seed)
+    key = (n, d, cache_multiplier(z), lam, lam0, repair, tuple(g.tolist()), repeats, seed)
     if cache is not None:
         found = cache._lookup(key)
         if found is not None:
@@ -350,6 +351,13 @@ def search_thresholds(
     if cache is not None:
         cache._remember(key, choice)
     return choice
+
+
+def cache_multiplier(noise_multiplier: float) -> float:
+    """The noise multiplier as :class:`ThresholdCache` keys it: rounded to 12 significant
+    digits, so that multipliers calibrated along different paths to the same value share a
+    search."""
+    return float(f"{noise_multiplier:.12g}")
 
 
 class ThresholdCache:

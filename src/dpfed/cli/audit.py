@@ -11,6 +11,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import AUDITORS, BROKEN
 from dpfed.audit.report import audit_all, audit_tasks, table_markdown
 from dpfed.audit.run import run_audit, run_one_run_audit
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args
 from dpfed.parameters import parse_float, parse_int
 from dpfed.runtime.progress import progress_bar
 
@@ -49,6 +50,7 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
                    help="with --all: runs per neighbour of each broken audit (default 300)")
     p.add_argument("--workers", type=parse_int, default=None,
                    help="with --all: processes (default: every core)")
+    add_task_engine_arguments(p, "audits of --all")
     p.add_argument("--out", required=True, help="audit JSON file (with --all: a folder)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_audit_command)
@@ -57,6 +59,11 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
 def run_audit_command(args: argparse.Namespace) -> int:
     if args.all:
         return run_audit_all(args)
+    if args.engine != "inprocess" or args.ray_address:
+        raise DpfedInputError(
+            "--engine ray runs the audits of --all as Ray tasks; one audit runs in this "
+            "process. Add --all, or leave --engine out."
+        )
     if args.protect_label_holder:
         if args.mechanism != "vertical-sound":
             raise DpfedInputError(
@@ -117,7 +124,8 @@ def run_audit_all(args: argparse.Namespace) -> int:
     try:
         records = audit_all(args.out, epsilon=args.epsilon, delta=args.delta, runs=args.runs,
                             broken_runs=args.broken_runs, seed=args.seed,
-                            workers=args.workers, progress=done)
+                            workers=args.workers, progress=done,
+                            executor=executor_from_args(args))
     finally:
         if bar is not None:
             bar.close()

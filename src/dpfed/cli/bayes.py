@@ -10,7 +10,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import print_json
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, print_json
 from dpfed.data.regression import REGRESSION_DATASETS
 from dpfed.experiments.bayes_linreg import (
     cross_validate,
@@ -154,13 +154,15 @@ def add_reproduce_bayes_linreg(sub: Any) -> None:
     p.add_argument("--no-centre", dest="centre", action="store_false",
                    help="the paper's algorithm exactly: no centring by DP means")
     p.add_argument("--quiet", action="store_true")
+    add_task_engine_arguments(p, "cells of the grid")
     p.set_defaults(func=run_reproduce_bayes_linreg)
 
 
 def run_reproduce_bayes_linreg(args: argparse.Namespace) -> int:
     plan = replace(quick_plan() if args.quick else full_plan(), centre=args.centre)
     summary = run_bayes_linreg_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet, plan=plan
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet, plan=plan,
+        executor=executor_from_args(args),
     )
     print_json(summary)
     return 0

@@ -89,3 +89,30 @@ def engine_from_args(args: Any) -> Any:
             )
         return get_engine(args.engine)
     return get_engine("ray", address=args.ray_address, workers=args.ray_workers)
+
+
+def add_task_engine_arguments(p: Any, what: str) -> None:
+    """``--engine`` and ``--ray-address`` for a command whose independent ``what`` can run
+    as Ray tasks."""
+    p.add_argument(
+        "--engine", choices=["inprocess", "ray"], default="inprocess",
+        help=f"where the {what} run: this machine (default) or Ray tasks on a local Ray or a "
+             "cluster (pip install 'dpfed[ray]'); the results are the same",
+    )
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="Ray cluster to join (default: start a local Ray); with --engine ray")
+
+
+def executor_from_args(args: Any) -> Any:
+    """A :class:`dpfed.engines.tasks.RayExecutor` for ``--engine ray``, else None."""
+    from dpfed._validation import DpfedInputError
+
+    if args.engine != "ray":
+        if args.ray_address:
+            raise DpfedInputError(
+                f"--ray-address needs --engine ray. Found --engine {args.engine}."
+            )
+        return None
+    from dpfed.engines.tasks import RayExecutor
+
+    return RayExecutor(args.ray_address)

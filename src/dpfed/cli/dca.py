@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import print_json
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, print_json
 from dpfed.experiments.dca_scaling import PAPER_COMPUTE_NODES, run_dca_scaling, time_secure_sum
 from dpfed.parameters import parse_float, parse_int
 
@@ -56,13 +56,7 @@ def configure_dca(p: argparse.ArgumentParser) -> None:
                    help="each client's noise standard deviation (default 1)")
     b.add_argument("--seed", type=parse_int, default=0, help="seed of the vectors and the noise")
     b.add_argument("--json", action="store_true", help="also print the results as one JSON line")
-    b.add_argument(
-        "--engine", choices=["inprocess", "ray"], default="inprocess",
-        help="where the client ranges run: worker processes of this machine (default) or Ray "
-             "tasks (pip install 'dpfed[ray]'); the sum is the same bit for bit",
-    )
-    b.add_argument("--ray-address", metavar="ADDR",
-                   help="Ray cluster to join (default: start a local Ray); with --engine ray")
+    add_task_engine_arguments(b, "client ranges")
     b.set_defaults(func=run_dca_bench)
 
 
@@ -71,13 +65,7 @@ def run_dca_bench(args: argparse.Namespace) -> int:
         raise DpfedInputError(
             f"--drop must be at most --tolerated = {args.tolerated}. Found {args.drop}."
         )
-    executor = None
-    if args.engine == "ray":
-        from dpfed.engines.tasks import RayExecutor
-
-        executor = RayExecutor(args.ray_address)
-    elif args.ray_address:
-        raise DpfedInputError("--ray-address needs --engine ray. Found --engine inprocess.")
+    executor = executor_from_args(args)
     cell = time_secure_sum(
         args.clients, args.dim, args.compute_nodes, tolerated=args.tolerated, drop=args.drop,
         encrypt=args.encrypt, repeats=args.repeats, workers=_workers(args.workers),
@@ -138,13 +126,14 @@ def add_reproduce_dca_scaling(psub: Any) -> None:
     q.add_argument("--repeats", type=parse_int, help="secure sums per cell (default 3, quick 1)")
     q.add_argument("--workers", default="auto", help="worker processes, or 'auto'")
     q.add_argument("--quiet", action="store_true")
+    add_task_engine_arguments(q, "client ranges of each secure sum")
     q.set_defaults(func=run_reproduce_dca_scaling)
 
 
 def run_reproduce_dca_scaling(args: argparse.Namespace) -> int:
     summary = run_dca_scaling(
         args.out, quick=args.quick, repeats=args.repeats, workers=_workers(args.workers),
-        progress=not args.quiet,
+        progress=not args.quiet, executor=executor_from_args(args),
     )
     print_json(summary)
     return 0

@@ -15,12 +15,18 @@ from typing import Any
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
-from dpfed.core.rows import normalize_rows
+from dpfed.core import get_loss
+from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.data import Dataset, horizontal_split, load_dataset, make_graph
 from dpfed.data.specs import ROW_NOTE
 from dpfed.parameters import add_config_arguments, config_kwargs, parse_float, parse_int
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
-from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
+from dpfed.protocols.decentralized.driver import (
+    DecentralizedConfig,
+    centralized_optimum,
+    joint_objective,
+    train_decentralized,
+)
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
@@ -105,6 +111,11 @@ def add_train_decentralized(sub: Any) -> None:
     p.add_argument("--p", type=parse_float, help="edge probability (erdos-renyi)")
     p.add_argument("--radius", type=parse_float, help="connection radius (geometric)")
     p.add_argument("--graph-seed", type=parse_int, default=0)
+    p.add_argument(
+        "--central", action="store_true",
+        help="also solve the same objective on every node's rows in one place and report "
+             "the final model's relative gap to it (a simulation's check; it needs the rows)",
+    )
     paper = "default: the paper's per perturbation (rho, C^R, eta): " + ", ".join(
         f"{k} ({v[0]:g}, {v[1]:g}, {v[2]:g})" for k, v in PAPER_SETTINGS.items()
     )
@@ -127,6 +138,21 @@ PAPER_SETTINGS = {
 }
 
 
+def central_reference(parts, config: DecentralizedConfig, final: dict) -> dict:
+    r"""The centralised optimum :math:`f^\star` of the nodes' joint objective :math:`J` (rows
+    clipped to norm 1 as the nodes clip them) and the final round's relative gap
+    :math:`(J(\bar f) - J(f^\star)) / |J(f^\star)|`."""
+    loss = get_loss(config.loss)
+    clipped = [(clip_rows(X, 1.0), y) for X, y in parts]
+    f = centralized_optimum(clipped, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
+    best = joint_objective(f, clipped, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
+    reached = final.get("train_objective")
+    return {
+        "objective": best,
+        "relative_gap": None if reached is None else (float(reached) - best) / abs(best),
+    }
+
+
 def run_train_decentralized(args: argparse.Namespace) -> int:
     given = config_kwargs(DecentralizedConfig, args)
     rho, scale, eta = PAPER_SETTINGS[given.get("perturbation", "none")]
@@ -137,9 +163,14 @@ def run_train_decentralized(args: argparse.Namespace) -> int:
     result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test,
                                  engine=engine_from_args(args))
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
+    if args.central:
+        payload["central"] = central_reference(parts, config, payload["final"])
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)
     final = payload["final"]
     if final.get("misclassification_rate") is not None:
         print(f"misclassification rate: {final['misclassification_rate']:.4f}")
+    if args.central and payload["central"]["relative_gap"] is not None:
+        print(f"relative gap to the centralised objective: "
+              f"{payload['central']['relative_gap']:.3g}")
     return 0

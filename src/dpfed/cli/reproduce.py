@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpfed.cli.bayes import add_reproduce_bayes_linreg
-from dpfed.cli.common import print_json
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, print_json
 from dpfed.cli.dca import add_reproduce_dca_scaling
 from dpfed.experiments.consensus import run_consensus_reproduction
 from dpfed.experiments.decentralized import run_decentralized_reproduction
@@ -20,6 +20,7 @@ def configure_reproduce(p: argparse.ArgumentParser) -> None:
     v.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
     v.add_argument("--quick", action="store_true", help="a small, fast configuration")
     v.add_argument("--quiet", action="store_true")
+    add_task_engine_arguments(v, "runs")
     v.set_defaults(func=run_reproduce_vertical)
     d = psub.add_parser(
         "decentralized",
@@ -33,6 +34,7 @@ def configure_reproduce(p: argparse.ArgumentParser) -> None:
         q.add_argument("--data-dir", help="folder holding adult/ (default: $DPFED_DATA)")
         q.add_argument("--quick", action="store_true", help="a small, fast configuration")
         q.add_argument("--quiet", action="store_true")
+        add_task_engine_arguments(q, "runs")
         q.set_defaults(func=func)
     add_reproduce_bayes_linreg(psub)
     add_reproduce_dca_scaling(psub)
@@ -40,7 +42,8 @@ def configure_reproduce(p: argparse.ArgumentParser) -> None:
 
 def run_reproduce_decentralized(args: argparse.Namespace) -> int:
     summary = run_decentralized_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        executor=executor_from_args(args),
     )
     print_json(summary)
     return 0
@@ -48,7 +51,8 @@ def run_reproduce_decentralized(args: argparse.Namespace) -> int:
 
 def run_reproduce_consensus(args: argparse.Namespace) -> int:
     summary = run_consensus_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        executor=executor_from_args(args),
     )
     print_json(summary)
     return 0
@@ -56,7 +60,8 @@ def run_reproduce_consensus(args: argparse.Namespace) -> int:
 
 def run_reproduce_vertical(args: argparse.Namespace) -> int:
     summary = run_vertical_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet
+        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        executor=executor_from_args(args),
     )
     print_json(summary)
     return 0

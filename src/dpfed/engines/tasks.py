@@ -23,9 +23,9 @@ from dpfed.engines.ray_engine import ensure_ray
 __all__ = ["RayExecutor"]
 
 
-def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[
-        Any, dict[str, Any]]:
-    """Run ``fn`` in a Ray worker; return its value and the worker's usage."""
+def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Run ``fn`` in a Ray worker; return its value and the worker's usage (Ray has resolved
+    the references among ``fn`` and ``args`` to their values)."""
     import ray
 
     from dpfed.core.threads import limit_blas_threads
@@ -60,6 +60,8 @@ class RayExecutor(Executor):
                                                        retry_exceptions=False)
         self.usage: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        # every object sent once: id -> (the object, kept alive so the id stays its, its ref)
+        self._stored: dict[int, tuple[Any, Any]] = {}
 
     @property
     def workers(self) -> int:
@@ -68,7 +70,9 @@ class RayExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         outer: Future[Any] = Future()
-        inner = self._remote.remote(fn, args, kwargs).future()
+        inner = self._remote.remote(
+            self._stored_ref(fn), *(self._stored_ref(a) for a in args), **kwargs
+        ).future()
 
         def settle(done: Future[Any]) -> None:
             try:
@@ -84,6 +88,19 @@ class RayExecutor(Executor):
         inner.add_done_callback(settle)
         return outer
 
+    def _stored_ref(self, value: Any) -> Any:
+        """``value`` itself if it is a plain scalar, else its reference in the object store,
+        put there once however many tasks take it (a reproduction's data, a partial)."""
+        if value is None or isinstance(value, (bool, int, float, str, bytes)):
+            return value
+        key = id(value)
+        with self._lock:
+            if key not in self._stored:
+                self._stored[key] = (value, self._ray.put(value))
+            return self._stored[key][1]
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Nothing to release: Ray stays up for the next executor or engine."""
+        """Forget the objects sent (Ray stays up for the next executor or engine)."""
+        with self._lock:
+            self._stored.clear()
 

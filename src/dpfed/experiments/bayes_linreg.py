@@ -60,9 +60,11 @@ written last and are absent if anything fails.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,6 +73,7 @@ from scipy.stats import wilcoxon
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.bayes import ThresholdCache, fit_dp_linreg, mean_absolute_error
+from dpfed.bayes.projection import cache_multiplier
 from dpfed.data.regression import (
     REGRESSION_DATASETS,
     load_regression_dataset,
@@ -251,38 +254,54 @@ def cross_validate(
     """
     runs = check_int("runs", runs, minimum=1)
     cache = threshold_cache if threshold_cache is not None else ThresholdCache()
-    maes: list[float] = []
-    details: list[dict] = []
-    reports: list[dict] = []
-    n_train = 0
+    fits: list[dict] = []
     for r in range(runs):
-        train, test = random_split(data.n_samples, n_test, split_rng(seed, r))
-        n_train = int(train.size)
-        fit = fit_dp_linreg(
-            data.X[train], data.y[train], epsilon=epsilon, delta=delta, mode=mode,
+        fits.append(_fit_run(
+            data, r, seed=seed, n_test=n_test, method_index=method_index,
+            level_index=level_index, epsilon=epsilon, delta=delta, mode=mode,
             projection=projection, bound_x=bound, bound_y=bound, calibration=calibration,
             std_share=std_share, centre=centre, centre_share=centre_share, repair=repair,
-            compute_nodes=compute_nodes,
-            tolerated=tolerated, threshold_repeats=threshold_repeats, threshold_seed=seed,
-            threshold_cache=cache, rng=_noise_rng(seed, r, method_index, level_index),
-            aggregate=aggregate,
-        )
-        mae = float(mean_absolute_error(data.y[test], fit.predict(data.X[test])))
-        maes.append(mae)
-        info = fit.to_json()
-        details.append({
-            "run": r, "mae": mae,
-            "posterior_repaired": info["posterior_repaired"],
-            "thresholds": info.get("thresholds"),
-            "bounds": info["bounds"],
-            "marginal_stds": info.get("marginal_stds"),
-            "marginal_std_fallback": info.get("marginal_std_fallback"),
-            "centring": info["centring"],
-            "intercept": info["intercept"],
-        })
-        reports.append(fit.privacy())
+            compute_nodes=compute_nodes, tolerated=tolerated,
+            threshold_repeats=threshold_repeats, threshold_cache=cache, aggregate=aggregate,
+        ))
         if on_run is not None:
             on_run(r)
+    return _summarise(fits, scaling, mode=mode, repair=repair, n_test=n_test)
+
+
+def _fit_run(data, run: int, *, seed: int, n_test: int, method_index: int, level_index: int,
+             **fit: Any) -> dict:
+    """Run ``run`` of :func:`cross_validate`: fit on its split, score on its test rows.
+
+    ``fit`` holds the keywords of :func:`dpfed.bayes.fit_dp_linreg` but ``rng`` and
+    ``threshold_seed`` (``seed``). Returns ``mae``, ``detail`` (the entry of ``runs``),
+    ``privacy`` (the fit's report) and ``n_train``.
+    """
+    train, test = random_split(data.n_samples, n_test, split_rng(seed, run))
+    model = fit_dp_linreg(data.X[train], data.y[train], threshold_seed=seed,
+                          rng=_noise_rng(seed, run, method_index, level_index), **fit)
+    mae = float(mean_absolute_error(data.y[test], model.predict(data.X[test])))
+    info = model.to_json()
+    detail = {
+        "run": run, "mae": mae,
+        "posterior_repaired": info["posterior_repaired"],
+        "thresholds": info.get("thresholds"),
+        "bounds": info["bounds"],
+        "marginal_stds": info.get("marginal_stds"),
+        "marginal_std_fallback": info.get("marginal_std_fallback"),
+        "centring": info["centring"],
+        "intercept": info["intercept"],
+    }
+    return {"mae": mae, "detail": detail, "privacy": model.privacy(), "n_train": int(train.size)}
+
+
+def _summarise(fits: Sequence[dict], scaling, *, mode: str, repair: str, n_test: int) -> dict:
+    """The result of :func:`cross_validate` from its runs (:func:`_fit_run`, in run order)."""
+    runs = len(fits)
+    maes = [f["mae"] for f in fits]
+    details = [f["detail"] for f in fits]
+    reports = [f["privacy"] for f in fits]
+    n_train = fits[-1]["n_train"]
     repaired = sum(1 for d in details if d["posterior_repaired"])
     fallback = sum(1 for d in details if any(d["marginal_std_fallback"] or []))
     calibration_notes = list(reports[0]["notes"]) if mode != "nonprivate" else []
@@ -392,19 +411,21 @@ def _indistinguishability(results: dict, plan: BayesLinregPlan) -> dict:
     }
 
 
-def _replicate(indist: dict, plan: BayesLinregPlan, run_cell) -> dict:
+def _replicate(indist: dict, plan: BayesLinregPlan, run_cells: Callable[
+        [list[tuple[str, bool, float]]], list[tuple[list[float], list[float]]]]) -> dict:
     """Test every rejected DDP-vs-TA cell again on fresh splits and noise.
 
-    ``run_cell(dataset, projection, epsilon)`` returns the TA and DDP test MAEs of
-    ``plan.replication_runs`` new runs (seed ``plan.seed + 1``). A rejection counts only if
-    the fresh runs reject too (Holm over the replications): requiring both stages keeps the
-    family-wise error of the verdict below ``plan.alpha``, and a single chance rejection among
-    many tests (expected about once in twenty reproductions) does not overturn it.
+    ``run_cells(cells)`` returns, for each ``(dataset, projection, epsilon)`` of ``cells``,
+    the TA and DDP test MAEs of ``plan.replication_runs`` new runs (seed ``plan.seed + 1``).
+    A rejection counts only if the fresh runs reject too (Holm over the replications):
+    requiring both stages keeps the family-wise error of the verdict below ``plan.alpha``, and
+    a single chance rejection among many tests (expected about once in twenty reproductions)
+    does not overturn it.
     """
     rejected = [t for t in indist["tests"] if t["reject"]]
+    fresh = run_cells([(t["dataset"], t["projection"], t["epsilon"]) for t in rejected])
     replications = []
-    for t in rejected:
-        ta, ddp = run_cell(t["dataset"], t["projection"], t["epsilon"])
+    for t, (ta, ddp) in zip(rejected, fresh, strict=True):
         replications.append({
             "dataset": t["dataset"], "projection": t["projection"], "epsilon": t["epsilon"],
             "runs": len(ta), "median_ta": float(np.median(ta)),
@@ -445,6 +466,109 @@ def _projection_gain(results: dict, plan: BayesLinregPlan) -> dict:
         "rows": rows,
         "all_beat": None if not rows else all(r["projection_beats"] for r in rows),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# tasks
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Runs of one method at one budget on one data set: a task of the reproduction."""
+
+    dataset: str
+    #: A key of :data:`METHODS`.
+    method: str
+    #: The budget's index in ``plan.epsilons`` (the noise stream), ``None`` for non-private.
+    level: int | None
+    epsilon: float | None
+    #: Seeds the splits, the noise and the threshold search (:func:`cross_validate`).
+    seed: int
+    runs: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """What every task of a reproduction shares (sent once to an executor)."""
+
+    plan: BayesLinregPlan
+    #: Data set name -> (scaled RegressionData, Scaling).
+    loaded: dict[str, tuple[Any, Any]]
+    aggregate: Callable[..., Any] | None
+    #: The threshold searches shared by the tasks run in this process; ``None``: a task
+    #: searches for itself (in a worker).
+    cache: ThresholdCache | None
+
+
+def _run_task(grid: _Grid, task: _Runs) -> list[dict]:
+    """The runs of ``task`` (:func:`_fit_run` of each, in order), as :func:`cross_validate`
+    runs them."""
+    plan = grid.plan
+    data, _ = grid.loaded[task.dataset]
+    spec = METHODS[task.method]
+    cache = grid.cache if grid.cache is not None else ThresholdCache()
+    private = task.epsilon is not None
+    return [
+        _fit_run(
+            data, r, seed=task.seed, n_test=REGRESSION_DATASETS[task.dataset].test_size,
+            method_index=list(METHODS).index(task.method), level_index=task.level or 0,
+            epsilon=task.epsilon, delta=plan.delta if private else None, mode=spec.mode,
+            projection=spec.projection, bound_x=plan.bound, bound_y=plan.bound,
+            calibration=plan.calibration, std_share=plan.std_share, centre=plan.centre,
+            centre_share=plan.centre_share, repair=plan.repair,
+            compute_nodes=plan.compute_nodes, tolerated=plan.tolerated,
+            threshold_repeats=plan.threshold_repeats, threshold_cache=cache,
+            aggregate=grid.aggregate,
+        )
+        for r in task.runs
+    ]
+
+
+def _describe(task: _Runs) -> str:
+    """The task, for the progress bar (``"wine-red trusted ε=1 run 0"``)."""
+    what = "NP" if task.epsilon is None else f"{task.method} ε={task.epsilon:g}"
+    runs = (f"run {task.runs[0]}" if len(task.runs) == 1
+            else f"runs {task.runs[0]}-{task.runs[-1]}")
+    return f"{task.dataset} {what} {runs}"
+
+
+def _grid_tasks(plan: BayesLinregPlan, *, per_run: bool) -> list[_Runs]:
+    """The tasks of the figure: every (data set, method, budget), the run order of the figure;
+    one task per run if ``per_run``, else one per cell."""
+    tasks = []
+    for ds in plan.datasets:
+        for key in plan.methods:
+            levels: list[tuple[int | None, float | None]] = (
+                [(None, None)] if key == "nonprivate" else list(enumerate(plan.epsilons)))
+            for level, eps in levels:
+                runs = [(r,) for r in range(plan.runs)] if per_run else [tuple(range(plan.runs))]
+                tasks += [_Runs(ds, key, level, eps, plan.seed, rs) for rs in runs]
+    return tasks
+
+
+def _by_cell(tasks: Sequence[_Runs], done: Sequence[list[dict]]) -> dict[tuple, list[dict]]:
+    """The runs of each ``(dataset, method, level, seed)``, in the tasks' order."""
+    cells: dict[tuple, list[dict]] = {}
+    for task, fits in zip(tasks, done, strict=True):
+        cells.setdefault((task.dataset, task.method, task.level, task.seed), []).extend(fits)
+    return cells
+
+
+def _searches(fits: Sequence[dict]) -> tuple[int, int]:
+    """Threshold searches run and reused by ``fits`` had they all shared one
+    :class:`ThresholdCache` (one search per distinct setting, reused by every other fit with
+    it): the same counts however the tasks ran."""
+    seen: set[tuple] = set()
+    lookups = 0
+    for fit in fits:
+        found = fit["detail"]["thresholds"]
+        if found is None:
+            continue
+        lookups += 1
+        # the settings that tell two searches of a reproduction apart, as the cache keys them
+        seen.add((found["n"], found["d"], cache_multiplier(found["noise_multiplier"]),
+                  found["repeats"], found["seed"]))
+    return len(seen), lookups - len(seen)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,7 +648,7 @@ def _markdown(summary: dict) -> str:
     return summary_markdown(sections, summary)
 
 
-def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, cache: ThresholdCache,
+def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, searches: int, reused: int,
            seen: list[str]) -> list[str]:
     private = [m for m in plan.methods if m != "nonprivate"]
     n_private = len(plan.datasets) * len(private) * len(plan.epsilons) * plan.runs
@@ -539,7 +663,7 @@ def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, cache: Thresh
         REPORT.paragraph("note-repair", repair=plan.repair),
         REPORT.paragraph("note-repairs-counted", repaired=repaired, private=n_private,
                          fallback=fallback, projected=n_projected),
-        REPORT.paragraph("note-thresholds", searches=cache.misses, reused=cache.hits),
+        REPORT.paragraph("note-thresholds", searches=searches, reused=reused),
         REPORT.paragraph("note-calibration", calibration=plan.calibration),
         REPORT.paragraph("note-indistinguishable", replication_runs=plan.replication_runs),
         *seen,
@@ -557,6 +681,7 @@ def run_bayes_linreg_reproduction(
     progress: bool = False,
     plan: BayesLinregPlan | None = None,
     aggregate: Callable[..., Any] | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """Run the paper's DP Bayesian linear regression experiment; write a figure and summary.
 
@@ -574,7 +699,13 @@ def run_bayes_linreg_reproduction(
     plan : BayesLinregPlan or None
         Overrides :func:`full_plan` / :func:`quick_plan`.
     aggregate : callable or None
-        Secure sum for DDP (default :func:`dpfed.dca.secure_sum`).
+        Secure sum for DDP (default :func:`dpfed.dca.secure_sum`); picklable if an
+        ``executor`` is given.
+    executor : concurrent.futures.Executor, optional
+        Runs the independent cells of the figure (data set, method, budget) and of the
+        replication of rejected tests, e.g. a :class:`dpfed.engines.tasks.RayExecutor`;
+        default: every run one after another here. Every run draws its split and noise from
+        its own seeds: the results are the same.
 
     Returns
     -------
@@ -589,74 +720,62 @@ def run_bayes_linreg_reproduction(
     DpfedInputError
         If matplotlib is missing, or the data folder or a data file is missing.
     """
-    run = Reproduction("bayes-linreg", out_dir, progress=progress)
+    run = Reproduction("bayes-linreg", out_dir, progress=progress, executor=executor)
     if plan is None:
         plan = quick_plan() if quick else full_plan()
     unknown = [m for m in plan.methods if m not in METHODS]
     if unknown:
         raise DpfedInputError(f"plan methods must be among {tuple(METHODS)}. Found {unknown}.")
     loaded = {ds: load_scaled(ds, data_dir) for ds in plan.datasets}
-    private = [m for m in plan.methods if m != "nonprivate"]
-    total = len(plan.datasets) * plan.runs * (
-        ("nonprivate" in plan.methods) + len(private) * len(plan.epsilons))
-    cache = ThresholdCache()
+    # here one task per run (a step of the bar each) sharing one cache of threshold searches;
+    # on an executor one task per cell, whose runs share its one search
+    grid = _Grid(plan, loaded, aggregate, None if executor is not None else ThresholdCache())
+    task = functools.partial(_run_task, grid)
+    tasks = _grid_tasks(plan, per_run=executor is None)
     results: dict[str, dict] = {}
     privacy: dict[str, dict] = {}
     data_info: dict[str, dict] = {}
     notes_seen: list[str] = []
     repairs: dict[str, dict] = {}
     fallbacks: dict[str, dict] = {}
-    method_index = {m: k for k, m in enumerate(METHODS)}
-    with run.running(total):
-        for ds in plan.datasets:
-            data, scaling = loaded[ds]
-            n_test = REGRESSION_DATASETS[ds].test_size
-            results[ds] = {}
-            privacy[ds] = {}
-            repairs[ds] = {}
-            fallbacks[ds] = {}
-            common = dict(runs=plan.runs, seed=plan.seed, n_test=n_test,
-                          calibration=plan.calibration, bound=plan.bound,
-                          std_share=plan.std_share, centre=plan.centre,
-                          centre_share=plan.centre_share, compute_nodes=plan.compute_nodes,
-                          tolerated=plan.tolerated, repair=plan.repair,
-                          threshold_repeats=plan.threshold_repeats, threshold_cache=cache,
-                          aggregate=aggregate)
-            for key in plan.methods:
-                spec = METHODS[key]
-                if key == "nonprivate":
-                    res = cross_validate(data, scaling, mode="nonprivate",
-                                         method_index=method_index[key],
-                                         on_run=lambda r, ds=ds: run.step(f"{ds} NP run {r}"),
-                                         **common)
-                    results[ds][key] = res["mae"]
-                    n_train = res["n_train"]
-                    continue
-                results[ds][key] = {}
-                privacy[ds][key] = {}
-                for level, eps in enumerate(plan.epsilons):
-                    res = cross_validate(
-                        data, scaling, mode=spec.mode, projection=spec.projection,
-                        epsilon=eps, delta=plan.delta, method_index=method_index[key],
-                        level_index=level,
-                        on_run=lambda r, ds=ds, key=key, eps=eps: run.step(
-                            f"{ds} {key} ε={eps:g} run {r}"),
-                        **common,
-                    )
-                    results[ds][key][f"{eps:g}"] = res["mae"]
-                    privacy[ds][key][f"{eps:g}"] = res["privacy"]
-                    repairs[ds].setdefault(key, {})[f"{eps:g}"] = res["repaired_runs"]
-                    fallbacks[ds].setdefault(key, {})[f"{eps:g}"] = res["fallback_runs"]
-                    n_train = res["n_train"]
-                    kind = "with projection" if spec.projection else "without projection"
-                    for note in res["calibration_notes"]:
-                        text = f"ε = {eps:g}, {kind}: {note}"
-                        if text not in notes_seen:
-                            notes_seen.append(text)
-            data_info[ds] = {"name": ds, "source": data.source, "n_rows": data.n_samples,
-                             "d": data.n_features, "n_train": n_train, "n_test": n_test,
-                             "target": data.target_name, "target_scale_factor": scaling.factor_y,
-                             "preprocessing": data.preprocessing}
+    with run.running(len(tasks)):
+        done = run.map(task, tasks, describe=_describe)
+    fits = [fit for runs in done for fit in runs]
+    cells = _by_cell(tasks, done)
+    for ds in plan.datasets:
+        data, scaling = loaded[ds]
+        n_test = REGRESSION_DATASETS[ds].test_size
+        results[ds] = {}
+        privacy[ds] = {}
+        repairs[ds] = {}
+        fallbacks[ds] = {}
+        for key in plan.methods:
+            spec = METHODS[key]
+            if key == "nonprivate":
+                res = _summarise(cells[ds, key, None, plan.seed], scaling, mode=spec.mode,
+                                 repair=plan.repair, n_test=n_test)
+                results[ds][key] = res["mae"]
+                n_train = res["n_train"]
+                continue
+            results[ds][key] = {}
+            privacy[ds][key] = {}
+            for level, eps in enumerate(plan.epsilons):
+                res = _summarise(cells[ds, key, level, plan.seed], scaling, mode=spec.mode,
+                                 repair=plan.repair, n_test=n_test)
+                results[ds][key][f"{eps:g}"] = res["mae"]
+                privacy[ds][key][f"{eps:g}"] = res["privacy"]
+                repairs[ds].setdefault(key, {})[f"{eps:g}"] = res["repaired_runs"]
+                fallbacks[ds].setdefault(key, {})[f"{eps:g}"] = res["fallback_runs"]
+                n_train = res["n_train"]
+                kind = "with projection" if spec.projection else "without projection"
+                for note in res["calibration_notes"]:
+                    text = f"ε = {eps:g}, {kind}: {note}"
+                    if text not in notes_seen:
+                        notes_seen.append(text)
+        data_info[ds] = {"name": ds, "source": data.source, "n_rows": data.n_samples,
+                         "d": data.n_features, "n_train": n_train, "n_test": n_test,
+                         "target": data.target_name, "target_scale_factor": scaling.factor_y,
+                         "preprocessing": data.preprocessing}
 
     medians: dict[str, dict] = {}
     for ds in plan.datasets:
@@ -666,27 +785,23 @@ def run_bayes_linreg_reproduction(
                 medians[ds][key] = _quartiles(results[ds][key])
             else:
                 medians[ds][key] = {e: _quartiles(v) for e, v in results[ds][key].items()}
-    def run_cell(ds: str, projection: bool, eps: float) -> tuple[list[float], list[float]]:
-        data, scaling = loaded[ds]
-        maes = []
-        for key in ("trusted_proj", "distributed_proj") if projection else (
-                "trusted", "distributed"):
-            spec = METHODS[key]
-            res = cross_validate(
-                data, scaling, mode=spec.mode, projection=spec.projection, epsilon=eps,
-                delta=plan.delta, method_index=method_index[key],
-                level_index=plan.epsilons.index(eps), runs=plan.replication_runs,
-                seed=plan.seed + 1, n_test=REGRESSION_DATASETS[ds].test_size,
-                calibration=plan.calibration, bound=plan.bound, std_share=plan.std_share,
-                centre=plan.centre, centre_share=plan.centre_share,
-                compute_nodes=plan.compute_nodes, tolerated=plan.tolerated, repair=plan.repair,
-                threshold_repeats=plan.threshold_repeats, threshold_cache=cache,
-                aggregate=aggregate,
-            )
-            maes.append(res["mae"])
-        return maes[0], maes[1]
 
-    indist = _replicate(_indistinguishability(results, plan), plan, run_cell)
+    def run_cells(wanted: list[tuple[str, bool, float]]) -> list[tuple[list[float],
+                                                                        list[float]]]:
+        # TA then DDP of each cell, the fresh runs of one task each
+        again = [
+            _Runs(ds, key, plan.epsilons.index(eps), eps, plan.seed + 1,
+                  tuple(range(plan.replication_runs)))
+            for ds, projection, eps in wanted
+            for key in (("trusted_proj", "distributed_proj") if projection
+                        else ("trusted", "distributed"))
+        ]
+        redone = run.map(task, again, describe=_describe)
+        fits.extend(fit for runs in redone for fit in runs)
+        maes = [[fit["mae"] for fit in runs] for runs in redone]
+        return list(zip(maes[::2], maes[1::2], strict=True))
+
+    indist = _replicate(_indistinguishability(results, plan), plan, run_cells)
     gain = _projection_gain(results, plan)
 
     labels = {k: METHODS[k].label for k in plan.methods}
@@ -719,7 +834,9 @@ def run_bayes_linreg_reproduction(
 
     n_repaired = sum(c for ds in repairs.values() for m in ds.values() for c in m.values())
     n_fallback = sum(c for ds in fallbacks.values() for m in ds.values() for c in m.values())
-    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, cache=cache, seen=notes_seen)
+    searches, reused = _searches(fits)
+    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, searches=searches,
+                   reused=reused, seen=notes_seen)
     summary: dict[str, Any] = {
         "quick": plan.quick,
         "plan": asdict(plan),
@@ -728,7 +845,7 @@ def run_bayes_linreg_reproduction(
         "medians": medians,
         "indistinguishable": indist,
         "projection_at_epsilon1": gain,
-        "cache": {"searches": cache.misses, "reused": cache.hits},
+        "cache": {"searches": searches, "reused": reused},
         "notes": notes,
     }
     return run.finish(summary, _markdown)

@@ -44,8 +44,10 @@ written last and are absent if anything fails.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -95,6 +97,18 @@ def quick_plan() -> ConsensusPlan:
     return ConsensusPlan(quick=True, clients=10, lam=1e-5, rho=0.015, iterations=10,
                          epsilons=(1.0, 5.0), seeds=(0, 1), max_train_rows=3000,
                          max_test_rows=3000)
+
+
+def _grid_run(data: AdultParts, plan: ConsensusPlan,
+              cell: tuple[float | None, float | None, int]) -> dict:
+    """The run of one cell ``(epsilon, noise multiplier, seed)`` of the grid (a task)."""
+    with limit_blas_threads():
+        return _run(data, plan, noise_multiplier=cell[1], seed=cell[2])
+
+
+def _describe(cell: tuple[float | None, float | None, int]) -> str:
+    eps, _, seed = cell
+    return "non-private" if eps is None else f"ε={eps:g} seed {seed}"
 
 
 def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | None,
@@ -283,6 +297,7 @@ def run_consensus_reproduction(
     data_dir: str | os.PathLike[str] | None = None,
     quick: bool = False,
     progress: bool = False,
+    executor: Executor | None = None,
 ) -> dict:
     """Run DP consensus ADMM on Adult at several privacy budgets; write a figure and summary.
 
@@ -298,6 +313,9 @@ def run_consensus_reproduction(
         Small configuration (:func:`quick_plan`) for tests.
     progress : bool, default False
         Show a progress bar over the runs when standard error is a terminal.
+    executor : concurrent.futures.Executor, optional
+        Runs the grid's runs (e.g. a :class:`dpfed.engines.tasks.RayExecutor`); default: one
+        after another here. Every run has its own seed: the results are the same.
 
     Returns
     -------
@@ -313,23 +331,27 @@ def run_consensus_reproduction(
         If matplotlib is missing, or the data folder or the Adult files are missing.
     """
     plan = quick_plan() if quick else full_plan()
-    run = Reproduction("consensus", out_dir, progress=progress)
+    run = Reproduction("consensus", out_dir, progress=progress, executor=executor)
     base = adult_folder(data_dir, "consensus")
     with limit_blas_threads():
         data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
                                 max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        with run.running(len(plan.seeds) * (len(plan.epsilons) + 1)):
-            nonprivate = [_run(data, plan, noise_multiplier=None, seed=s) for s in plan.seeds[:1]]
-            run.step("non-private")
+        calibrations = [calibrate_consensus(eps, plan.delta, plan.iterations,
+                                            accountant=plan.accountant) for eps in plan.epsilons]
+        # every run on its own seed: (epsilon or None, noise multiplier or None, seed)
+        grid: list[tuple[float | None, float | None, int]] = [
+            (None, None, s) for s in plan.seeds[:1]
+        ] + [
+            (eps, float(cal.noise_multiplier), s)
+            for eps, cal in zip(plan.epsilons, calibrations, strict=True) for s in plan.seeds
+        ]
+        with run.running(len(grid)):
+            done = run.map(functools.partial(_grid_run, data, plan), grid, describe=_describe)
+            nonprivate = done[: len(plan.seeds[:1])]
             levels, runs = [], {"nonprivate": nonprivate}
-            for eps in plan.epsilons:
-                cal = calibrate_consensus(eps, plan.delta, plan.iterations,
-                                          accountant=plan.accountant)
-                z = float(cal.noise_multiplier)
-                level_runs = []
-                for s in plan.seeds:
-                    level_runs.append(_run(data, plan, noise_multiplier=z, seed=s))
-                    run.step(f"ε={eps:g} seed {s}")
+            for k, (eps, cal) in enumerate(zip(plan.epsilons, calibrations, strict=True)):
+                first = len(nonprivate) + k * len(plan.seeds)
+                level_runs = done[first: first + len(plan.seeds)]
                 runs[f"epsilon={eps:g}"] = level_runs
                 levels.append(_level(plan, eps, cal, level_runs))
             centralized = _centralized(data, plan)

@@ -79,11 +79,12 @@ written last: if anything fails midway, they are absent.
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -339,6 +340,12 @@ def _init_worker(data: AdultParts) -> None:
     _WORKER_DATA = data
 
 
+def _run_with(data: AdultParts, spec: RunSpec) -> dict:
+    """One run on ``data`` (a task of an executor that is sent the data with it)."""
+    with limit_blas_threads():
+        return execute_run(spec, data)
+
+
 def _worker_run(spec: RunSpec) -> dict:
     if _WORKER_DATA is None:  # pragma: no cover - the initializer always ran
         raise RuntimeError("worker data not initialised")
@@ -346,14 +353,22 @@ def _worker_run(spec: RunSpec) -> dict:
 
 
 class RunCache:
-    """Runs each spec once, in worker processes when there are several workers."""
+    """Runs each spec once: on ``executor`` when given (e.g. Ray tasks), else in worker
+    processes when there are several workers, else here."""
 
-    def __init__(self, data: AdultParts, workers: int, step: Callable[[str], None]) -> None:
+    def __init__(self, data: AdultParts, workers: int, step: Callable[[str], None],
+                 executor: Executor | None = None) -> None:
         self.data, self.step = data, step
         self._done: dict[RunSpec, dict] = {}
         self._pending: dict[RunSpec, Future] = {}
-        self._pool: ProcessPoolExecutor | None = None
-        if workers > 1:
+        self._pool: Executor | None = None
+        self._owned = False
+        self._run: Callable[[RunSpec], dict] = _worker_run
+        if executor is not None:
+            self._pool = executor
+            self._run = functools.partial(_run_with, data)
+        elif workers > 1:
+            self._owned = True
             self._pool = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker, initargs=(data,),
@@ -365,7 +380,7 @@ class RunCache:
             return
         for spec in specs:
             if spec not in self._done and spec not in self._pending:
-                self._pending[spec] = self._pool.submit(_worker_run, spec)
+                self._pending[spec] = self._pool.submit(self._run, spec)
 
     def get(self, spec: RunSpec) -> dict:
         if spec not in self._done:
@@ -385,9 +400,12 @@ class RunCache:
         return list(self._done.values())
 
     def close(self) -> None:
-        if self._pool is not None:
+        if self._pool is not None and self._owned:
             self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        else:
+            for future in self._pending.values():
+                future.cancel()
+        self._pool = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1013,6 +1031,7 @@ def run_decentralized_reproduction(
     quick: bool = False,
     progress: bool = False,
     workers: int | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """Rerun the experiments of Zhang & Zhu (paper 001) and write figures, JSON and a summary.
 
@@ -1033,6 +1052,9 @@ def run_decentralized_reproduction(
         Show a progress bar over the runs when standard error is a terminal.
     workers : int or None, default None
         Worker processes for the runs (``None``: the plan's, 2 for the full run, 1 for quick).
+    executor : concurrent.futures.Executor, optional
+        Runs the runs instead (e.g. a :class:`dpfed.engines.tasks.RayExecutor`); ``workers``
+        is then unused. Every run has its own seed: the results are the same.
 
     Returns
     -------
@@ -1051,14 +1073,14 @@ def run_decentralized_reproduction(
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise DpfedInputError(f"workers must be an integer >= 1. Found {workers!r}.")
         plan = DecentralizedPlan(**{**asdict(plan), "workers": workers})
-    run = Reproduction("decentralized", out_dir, progress=progress)
+    run = Reproduction("decentralized", out_dir, progress=progress, executor=executor)
     base = adult_folder(data_dir, "decentralized")
     with limit_blas_threads():
         data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
                                 max_test_rows=plan.max_test_rows, seed=plan.split_seed)
         specs = _all_specs(plan)
         with run.running(len(specs)):
-            cache = RunCache(data, plan.workers, run.step)
+            cache = RunCache(data, plan.workers, run.step, executor)
             ctx = _Context(plan=plan, data=data, run=run, runs=cache)
             try:
                 cache.submit(specs)

@@ -26,6 +26,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: The files :meth:`Reproduction.finish` writes, last, after every other file.
 SUMMARY_FILES = ("summary.md", "summary.json")
@@ -112,6 +114,10 @@ class Reproduction:
         Show a progress bar over the runs when standard error is a terminal.
     plots : bool, default True
         The reproduction draws figures: matplotlib must be present.
+    executor : concurrent.futures.Executor, optional
+        Runs the independent runs of :meth:`map` (e.g. a
+        :class:`dpfed.engines.tasks.RayExecutor` over a cluster); default: one after another
+        in this process. Each run is seeded on its own, so the results are the same.
 
     Raises
     ------
@@ -121,8 +127,10 @@ class Reproduction:
     """
 
     def __init__(self, command: str, out_dir: str | os.PathLike[str], *,
-                 progress: bool = False, plots: bool = True) -> None:
+                 progress: bool = False, plots: bool = True,
+                 executor: Executor | None = None) -> None:
         self.elapsed = stopwatch()
+        self.executor = executor
         if plots:
             require_matplotlib()
         self.command = command
@@ -155,6 +163,33 @@ class Reproduction:
         """One run done (a step of the progress bar, if one is shown)."""
         if self._bar is not None:
             self._bar.step(description)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], *,
+            describe: Callable[[T], str]) -> list[R]:
+        """``[fn(item) for item in items]``, a step of the progress bar per run.
+
+        With an executor the runs go to it at once and the bar steps as each finishes (``fn``
+        must then be picklable: a module-level function, or a :func:`functools.partial` of
+        one); without, they run here one after another. The results are in ``items``' order.
+        """
+        if self.executor is None:
+            out = []
+            for item in items:
+                out.append(fn(item))
+                self.step(describe(item))
+            return out
+        futures = {self.executor.submit(fn, item): k for k, item in enumerate(items)}
+        results: dict[int, R] = {}
+        try:
+            for future in as_completed(futures):
+                k = futures[future]
+                results[k] = future.result()
+                self.step(describe(items[k]))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return [results[k] for k in range(len(items))]
 
     def emit(self, stem: str, payload: Mapping[str, Any], render: Callable[[], bytes], *,
              names: Sequence[str] = ("png", "json")) -> dict:

@@ -55,6 +55,13 @@ Decisions (the paper leaves them open; they are also recorded in the JSON files)
   :math:`b_1` (the noise is unbounded) and :math:`\lambda_{\min}(D_m^\top D_m) \ge d_m`
   (false on arcene, :math:`d_m > N`); each run's ``paper_epsilon_reason`` says why.
 
+Execution: the runs of an experiment are independent (each has its own seed) and go to the
+``executor`` of :func:`run_vertical_reproduction` at once, if one is given: figure 1 / 2's exact
+and noisy ADMM with the SGD learning-rate grid, then its noisy SGD (at the rate the grid
+picked); figure 3's levels; the frontier's epsilons and seeds. The experiments follow one
+another, and the baselines are fitted in this process. The files are the same with or without
+an executor, but for the wall-clock ``seconds``.
+
 Failure semantics: every file is written atomically (a temporary file in the output folder,
 then :func:`os.replace`), so a file that exists is complete. An experiment writes its JSON
 and PNG only after all of its runs and its figure are done. If a run fails, the experiments
@@ -65,9 +72,11 @@ run. Files from an earlier run in the same folder are not deleted.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,7 +366,12 @@ class _DataCache:
         return dict(self._data)
 
     def baselines(self, name: str) -> dict:
-        """Local-only and centralised logistic regression on the same scaled blocks."""
+        """Local-only and centralised logistic regression on the same scaled blocks.
+
+        Always computed here, never on an executor: the fits run with the process's BLAS
+        threads, and their last digits on the dense sets depend on that count (an executor's
+        worker may use one thread).
+        """
         if name not in self._baselines:
             data = self.get(name)
             out = {}
@@ -478,6 +492,39 @@ def _brief(run: Mapping[str, Any]) -> dict:
                                       "iteration")}
 
 
+#: The functions a :class:`_Run` can name, each taking the data set first.
+_RUNNERS: dict[str, Callable[..., dict]] = {"admm": _admm, "sgd": _sgd}
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run of an experiment, independent of every other (it carries its own seed).
+
+    Attributes
+    ----------
+    kind : str
+        ``"admm"`` (:func:`_admm`) or ``"sgd"`` (:func:`_sgd`).
+    description : str
+        The progress bar's text once the run is done.
+    options : mapping
+        The keyword arguments of the run's function.
+    """
+
+    kind: str
+    description: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _perform(data: PreparedData, run: _Run) -> dict:
+    """Train ``run`` on ``data``: a module-level function, so that
+    ``functools.partial(_perform, data)`` can go to another process."""
+    return _RUNNERS[run.kind](data, **run.options)
+
+
+def _describe(run: _Run) -> str:
+    return run.description
+
+
 # ---------------------------------------------------------------------------------------------
 # Experiments
 
@@ -488,9 +535,20 @@ class _Context:
     data: _DataCache
     run: Reproduction
     notes: list[str] = field(default_factory=list)
+    #: One ``partial(_perform, data)`` per data set, the same object for every experiment, so
+    #: an executor that sends each object once (by ``id``) sends each data set once.
+    _performers: dict[str, functools.partial[dict]] = field(default_factory=dict, init=False,
+                                                            repr=False)
 
     def step(self, description: str) -> None:
         self.run.step(description)
+
+    def map(self, name: str, runs: Sequence[_Run]) -> list[dict]:
+        """The results of ``runs`` on the data set ``name``, in order, through the
+        reproduction's executor if it has one (:meth:`Reproduction.map`)."""
+        if name not in self._performers:
+            self._performers[name] = functools.partial(_perform, self.data.get(name))
+        return self.run.map(self._performers[name], runs, describe=_describe)
 
 
 def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
@@ -498,30 +556,33 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
     elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
     sigma = data.plan.noise_sigma
-    runs: dict[str, dict] = {}
-    runs["admm"] = _admm(data, iterations=plan.iterations)
-    runs["admm"]["label"] = "ADMM sharing"
-    ctx.step(f"figure {figure} {name}: ADMM")
-    candidates = []
-    for lr in plan.sgd_learning_rates:
-        candidates.append(_sgd(data, epochs=plan.sgd_epochs, learning_rate=lr,
-                               batch_size=plan.sgd_batch_size, seed=plan.seed))
-        ctx.step(f"figure {figure} {name}: SGD lr={lr:g}")
+    head = f"figure {figure} {name}"
+    sgd = {"epochs": plan.sgd_epochs, "batch_size": plan.sgd_batch_size, "seed": plan.seed}
+    # first the runs that need nothing: exact ADMM, the SGD grid, noisy ADMM
+    first = ctx.map(name, [
+        _Run("admm", f"{head}: ADMM", {"iterations": plan.iterations}),
+        *(_Run("sgd", f"{head}: SGD lr={lr:g}", {**sgd, "learning_rate": lr})
+          for lr in plan.sgd_learning_rates),
+        _Run("admm", f"{head}: ADMM σ={sigma:g}", {
+            "iterations": plan.iterations, "mechanism": "paper", "noise_sigma": sigma,
+            "delta": plan.paper_delta, "seed": plan.seed,
+        }),
+    ])
+    candidates = first[1:-1]
     best = min(candidates, key=_final_objective)
-    runs["sgd"] = best | {"label": f"vertical SGD (FDML, lr {best['learning_rate']:g})"}
-    runs["admm_noisy"] = _admm(
-        data, iterations=plan.iterations, mechanism="paper", noise_sigma=sigma,
-        delta=plan.paper_delta, seed=plan.seed,
-    )
-    runs["admm_noisy"]["label"] = f"ADMM sharing, paper mechanism σ={sigma:g}"
-    ctx.step(f"figure {figure} {name}: ADMM σ={sigma:g}")
-    runs["sgd_noisy"] = _sgd(
-        data, epochs=plan.sgd_epochs, learning_rate=best["learning_rate"],
-        batch_size=plan.sgd_batch_size, noise_sigma=sigma, seed=plan.seed,
-    ) | {"label": f"vertical SGD, noise σ={sigma:g}"}
-    ctx.step(f"figure {figure} {name}: SGD σ={sigma:g}")
+    # then noisy SGD at the learning rate the grid picked; the baselines here (see
+    # _DataCache.baselines)
+    (sgd_noisy,) = ctx.map(name, [_Run("sgd", f"{head}: SGD σ={sigma:g}", {
+        **sgd, "learning_rate": best["learning_rate"], "noise_sigma": sigma,
+    })])
     baselines = ctx.data.baselines(name)
-    ctx.step(f"figure {figure} {name}: baselines")
+    ctx.step(f"{head}: baselines")
+    runs: dict[str, dict] = {
+        "admm": first[0] | {"label": "ADMM sharing"},
+        "sgd": best | {"label": f"vertical SGD (FDML, lr {best['learning_rate']:g})"},
+        "admm_noisy": first[-1] | {"label": f"ADMM sharing, paper mechanism σ={sigma:g}"},
+        "sgd_noisy": sgd_noisy | {"label": f"vertical SGD, noise σ={sigma:g}"},
+    }
     payload = {
         "figure": figure,
         "dataset": data.describe(),
@@ -553,22 +614,21 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
     """Figure 3: test log loss per iteration at several paper-mechanism noise levels."""
     elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
-    exact = _admm(data, iterations=plan.noise_iterations)
+    sigmas = plan.levels(name)
+    exact, *levels = ctx.map(name, [
+        _Run("admm", f"figure 3 {name}: no noise", {"iterations": plan.noise_iterations}),
+        *(_Run("admm", f"figure 3 {name}: σ={sigma:g}", {
+            "iterations": plan.noise_iterations, "mechanism": "paper", "noise_sigma": sigma,
+            "delta": plan.paper_delta, "seed": plan.seed,
+        }) for sigma in sigmas),
+    ])
     exact["label"] = "no noise"
-    ctx.step(f"figure 3 {name}: no noise")
-    levels = []
-    for sigma in plan.levels(name):
-        run = _admm(
-            data, iterations=plan.noise_iterations, mechanism="paper", noise_sigma=sigma,
-            delta=plan.paper_delta, seed=plan.seed,
-        )
+    for sigma, run in zip(sigmas, levels, strict=True):
         digest = run["paper_epsilon"]
         run["label"] = (
             f"σ={sigma:g}  (paper's ε′ = {_format_log10(digest['log10_paper_epsilon'])}, "
             "not a guarantee)"
         )
-        levels.append(run)
-        ctx.step(f"figure 3 {name}: σ={sigma:g}")
     baselines = ctx.data.baselines(name)
     table = [
         {"noise_sigma": r["paper_epsilon"]["noise_sigma"], **_brief(r),
@@ -622,20 +682,25 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
     plan, data = ctx.plan, ctx.data.get(name)
     baselines = ctx.data.baselines(name)
     local = baselines["local_only"]["test_log_loss"]
+    iterations = {eps: frontier_iterations(eps, data.y.shape[0])
+                  for eps in plan.frontier_epsilons}
+    results = iter(ctx.map(name, [
+        _Run("admm", f"frontier {name}: ε={eps:g} seed {seed}", {
+            "iterations": iterations[eps], "mechanism": "sound", "epsilon": eps,
+            "delta": plan.frontier_delta, "accountant": plan.frontier_accountant,
+            "seed": seed,
+        }) for eps in plan.frontier_epsilons for seed in plan.frontier_seeds
+    ]))
     rows, runs = [], {}
     for eps in plan.frontier_epsilons:
-        iters = frontier_iterations(eps, data.y.shape[0])
+        iters = iterations[eps]
         finals, accs, spent = [], [], []
         for seed in plan.frontier_seeds:
-            run = _admm(
-                data, iterations=iters, mechanism="sound", epsilon=eps,
-                delta=plan.frontier_delta, accountant=plan.frontier_accountant, seed=seed,
-            )
+            run = next(results)
             runs[f"epsilon={eps:g},seed={seed}"] = run
             finals.append(run["final"]["test_log_loss"])
             accs.append(run["final"]["test_accuracy"])
             spent.append(run["privacy"]["epsilon"])
-            ctx.step(f"frontier {name}: ε={eps:g} seed {seed}")
         rows.append({
             "epsilon": eps,
             "epsilon_spent_max": max(spent),
@@ -817,6 +882,7 @@ def run_vertical_reproduction(
     data_dir: str | os.PathLike[str] | None = None,
     quick: bool = False,
     progress: bool = False,
+    executor: Executor | None = None,
 ) -> dict:
     """Rerun the experiments of Hu et al. (AAAI 2020) and write figures, JSON and a summary.
 
@@ -835,6 +901,12 @@ def run_vertical_reproduction(
         well under 30 seconds. The full run (:func:`full_plan`) takes several minutes.
     progress : bool, default False
         Show a progress bar over the runs when standard error is a terminal.
+    executor : concurrent.futures.Executor or None, default None
+        Runs the independent runs of each experiment at once (e.g. a
+        :class:`dpfed.engines.tasks.RayExecutor` over a cluster, or a process pool); the data
+        set of the runs travels once per data set, in a :func:`functools.partial`. Default:
+        one run after another in this process. Every run is seeded on its own, so the files
+        are the same either way but for their wall-clock ``seconds``.
 
     Returns
     -------
@@ -856,7 +928,7 @@ def run_vertical_reproduction(
     their complete files, nothing half-written or temporary remains, and the summaries (written
     last) are absent. See the module docstring for the experimental decisions.
     """
-    run = Reproduction("vertical", out_dir, progress=progress)
+    run = Reproduction("vertical", out_dir, progress=progress, executor=executor)
     plan = quick_plan() if quick else full_plan()
     base = data_folder(
         data_dir, command="vertical", reads="a9a, arcene, madelon and gisette",
