@@ -70,17 +70,16 @@ class _Collector:
 
 
 def time_inprocess(config: Path) -> float:
-    """Seconds of all rounds with the job's roles over the in-process transport."""
+    """Seconds of all rounds with the job's roles on the in-process engine."""
+    from dpfed.engines import InProcessEngine
     from dpfed.protocols.vertical.host import VerticalHost
-    from dpfed.runtime.inprocess import InProcessTransport
     from dpfed.runtime.jobfile import load_job
 
     spec = load_job(config)
     hosts = {name: VerticalHost(spec, name) for name in spec.names}
     collector = _Collector()
-    transport = InProcessTransport({**hosts, "leader": collector})
     started = time.perf_counter()
-    transport.run(hosts[spec.names[0]].start())
+    InProcessEngine().run({**hosts, "leader": collector}, hosts[spec.names[0]].start())
     seconds = time.perf_counter() - started
     assert len(collector.reports) == spec.params["iterations"]
     return seconds

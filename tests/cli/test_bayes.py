@@ -108,3 +108,15 @@ def test_bad_input_exits_2_without_output(tmp_path, data_dir, capsys):
     assert code == 2 and not out.exists()
     code, out = _train(tmp_path, tmp_path / "nowhere", "--mode", "nonprivate")
     assert code == 2 and not out.exists()
+
+
+def test_runs_on_ray_tasks_give_the_same_result(tmp_path, data_dir, local_ray):
+    options = ("--epsilon", "1", "--delta", "1e-4", "--projection", "--mode", "distributed",
+               "--compute-nodes", "3")
+    code, here = _train(tmp_path / "here", data_dir, *options)
+    assert code == 0
+    code, on_ray = _train(tmp_path / "ray", data_dir, *options, "--engine", "ray")
+    assert code == 0
+    a, b = json.loads(here.read_text()), json.loads(on_ray.read_text())
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b

@@ -64,3 +64,20 @@ def check_missing_data(tmp_path, monkeypatch) -> Callable[..., None]:
         assert code == 2
 
     return check
+
+
+def _without_timings(value):
+    """``value`` without its wall-clock entries (``seconds``, at every level) and the output
+    folder (``out_dir``): what may differ between two runs of the same reproduction."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items()
+                if k not in ("seconds", "out_dir")}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def without_timings() -> Callable[..., object]:
+    """:func:`_without_timings`, to compare a reproduction run two ways."""
+    return _without_timings

@@ -86,17 +86,9 @@ def test_quick_run_results(quick_run):
     assert summary["cache"]["searches"] == 2 * len(plan.datasets) * len(plan.epsilons)
 
 
-def _without_timings(value):
-    """``value`` without the wall time (``seconds``) and the output folder (``out_dir``)."""
-    if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items()
-                if k not in ("seconds", "out_dir")}
-    if isinstance(value, list):
-        return [_without_timings(v) for v in value]
-    return value
 
-
-def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path):
+def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path,
+                                                            without_timings):
     out, _ = quick_run
     with ProcessPoolExecutor(max_workers=2,
                              mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -104,7 +96,7 @@ def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path
                                             executor=pool)
     for name in ("summary.json", "bayes_linreg.json"):
         parallel = json.loads((tmp_path / "pool" / name).read_text())
-        assert _without_timings(parallel) == _without_timings(
+        assert without_timings(parallel) == without_timings(
             json.loads((out / name).read_text())), name
 
 

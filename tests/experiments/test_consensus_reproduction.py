@@ -94,24 +94,15 @@ def test_full_consensus(tmp_path, adult_dir):
     assert headlines["target_met_mean"], headlines["epsilon1_accuracy"]
 
 
-def _without_timings(value):
-    """``value`` without the wall-clock entries (``seconds``) and the output folder."""
-    if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items()
-                if k not in ("seconds", "out_dir")}
-    if isinstance(value, list):
-        return [_without_timings(v) for v in value]
-    return value
-
 
 def test_the_grid_on_ray_tasks_gives_the_same_reproduction(quick_run, tmp_path, adult_dir,
-                                                            local_ray):
+                                                            local_ray, without_timings):
     from dpfed.engines.tasks import RayExecutor
 
     out, serial = quick_run
     summary = repro.run_consensus_reproduction(tmp_path / "ray", data_dir=adult_dir, quick=True,
                                                executor=RayExecutor())
-    assert _without_timings(summary) == _without_timings(serial)
+    assert without_timings(summary) == without_timings(serial)
     figure = json.loads((tmp_path / "ray" / "consensus.json").read_text())
-    assert _without_timings(figure) == _without_timings(
+    assert without_timings(figure) == without_timings(
         json.loads((out / "consensus.json").read_text()))

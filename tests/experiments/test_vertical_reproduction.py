@@ -158,16 +158,6 @@ def test_quick_run_json_has_finite_key_numbers(quick_run):
     assert _finite(key["frontier"]["a9a"]["local_only"])
 
 
-def _without_timings(value):
-    """``value`` without its wall-clock entries (``seconds``, at every level) and the output
-    folder."""
-    if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items()
-                if k not in ("seconds", "out_dir")}
-    if isinstance(value, list):
-        return [_without_timings(v) for v in value]
-    return value
-
 
 def _record_steps(monkeypatch) -> list[str]:
     """The progress bar's steps of the next runs, in the order they are taken."""
@@ -192,7 +182,7 @@ def test_serial_steps_follow_the_runs_in_order_and_match_the_count(tmp_path, mon
 
 
 def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_path,
-                                                                  monkeypatch):
+                                                                  monkeypatch, without_timings):
     """Every run goes to another process (so it must pickle), as on Ray with one BLAS thread
     per worker; the JSON files equal the serial run's but for the wall-clock seconds."""
     out, serial = quick_run
@@ -203,13 +193,13 @@ def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_
     with pool:
         result = repro.run_vertical_reproduction(tmp_path / "pool", data_dir=base, quick=True,
                                                  executor=pool)
-    assert _without_timings(result) == _without_timings(serial)
+    assert without_timings(result) == without_timings(serial)
     names = sorted(p.name for p in out.glob("*.json"))
     assert "summary.json" in names and len(names) > 1
     assert names == sorted(p.name for p in (tmp_path / "pool").glob("*.json"))
     for name in names:
-        assert _without_timings(json.loads((tmp_path / "pool" / name).read_text())) == \
-            _without_timings(json.loads((out / name).read_text())), name
+        assert without_timings(json.loads((tmp_path / "pool" / name).read_text())) == \
+            without_timings(json.loads((out / name).read_text())), name
     plan = repro.quick_plan()
     assert len(set(steps)) == len(steps) == repro._count_runs(plan, repro._DataCache(base, plan))
 

@@ -64,6 +64,7 @@ def add_train_bayes_linreg(sub: Any) -> None:
                         "projection they share the standard-deviation release)")
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_task_engine_arguments(p, "runs")
     p.set_defaults(func=run_train_bayes_linreg)
 
 
@@ -90,7 +91,7 @@ def run_train_bayes_linreg(args: argparse.Namespace) -> int:
             calibration=args.calibration, bound=args.bound, std_share=args.std_share,
             centre=args.centre, centre_share=args.centre_share,
             compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-            on_run=lambda r: bar.step(f"run {r}"),
+            on_run=lambda r: bar.step(f"run {r}"), executor=executor_from_args(args),
         )
     finally:
         bar.close()

@@ -64,7 +64,7 @@ import functools
 import math
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, as_completed
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -216,6 +216,7 @@ def cross_validate(
     threshold_cache=None,
     aggregate: Callable[..., Any] | None = None,
     on_run: Callable[[int], None] | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """Fit one method on ``runs`` random splits and report the test MAE of each.
 
@@ -242,7 +243,11 @@ def cross_validate(
     aggregate : callable or None
         Secure sum for ``distributed`` (default :func:`dpfed.dca.secure_sum`).
     on_run : callable or None
-        Called with the run index after each run.
+        Called with the run index after each run (as runs finish, with an executor).
+    executor : concurrent.futures.Executor, optional
+        Fits the runs as tasks (e.g. a :class:`dpfed.engines.tasks.RayExecutor`); each run
+        has its own seeds, so the results are the same. The threshold searches are then not
+        shared between runs (the counts of ``threshold_cache`` cover this process only).
 
     Returns
     -------
@@ -254,18 +259,28 @@ def cross_validate(
     """
     runs = check_int("runs", runs, minimum=1)
     cache = threshold_cache if threshold_cache is not None else ThresholdCache()
+    fit = functools.partial(
+        _fit_run, data, seed=seed, n_test=n_test, method_index=method_index,
+        level_index=level_index, epsilon=epsilon, delta=delta, mode=mode,
+        projection=projection, bound_x=bound, bound_y=bound, calibration=calibration,
+        std_share=std_share, centre=centre, centre_share=centre_share, repair=repair,
+        compute_nodes=compute_nodes, tolerated=tolerated,
+        threshold_repeats=threshold_repeats, aggregate=aggregate,
+    )
     fits: list[dict] = []
-    for r in range(runs):
-        fits.append(_fit_run(
-            data, r, seed=seed, n_test=n_test, method_index=method_index,
-            level_index=level_index, epsilon=epsilon, delta=delta, mode=mode,
-            projection=projection, bound_x=bound, bound_y=bound, calibration=calibration,
-            std_share=std_share, centre=centre, centre_share=centre_share, repair=repair,
-            compute_nodes=compute_nodes, tolerated=tolerated,
-            threshold_repeats=threshold_repeats, threshold_cache=cache, aggregate=aggregate,
-        ))
-        if on_run is not None:
-            on_run(r)
+    if executor is None:
+        for r in range(runs):
+            fits.append(fit(r, threshold_cache=cache))
+            if on_run is not None:
+                on_run(r)
+    else:
+        futures = {executor.submit(fit, r): r for r in range(runs)}
+        done: dict[int, dict] = {}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            if on_run is not None:
+                on_run(futures[future])
+        fits = [done[r] for r in range(runs)]
     return _summarise(fits, scaling, mode=mode, repair=repair, n_test=n_test)
 
 
