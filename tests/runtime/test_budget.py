@@ -680,3 +680,16 @@ def test_two_processes_cannot_both_take_the_last_of_a_budget(tmp_path, spawn):
             assert len(led.jobs(dataset=f"d{i}")) == 1
             assert led.committed_epsilon(f"d{i}", "alice") == eps_rdp(plan) <= budget
     print(f"concurrency test took {time.monotonic() - start:.2f} s", file=sys.stderr)
+
+
+def test_a_jobs_epsilon_counts_its_own_releases_only(ledger):
+    ledger.set_budget("d", "p", 50.0, DELTA)
+    ledger.open_job("a", "d", "p", [2.0] * 3)
+    ledger.record("a", [event(r, 2.0, party="p") for r in range(3)])
+    ledger.close_job("a", "p")
+    ledger.open_job("b", "d", "p", [3.0] * 4)
+    assert ledger.job_epsilon("b", "d", "p") == 0.0
+    ledger.record("b", [event(r, 3.0, party="p") for r in range(2)])
+    assert ledger.job_epsilon("b", "d", "p") == eps_rdp([3.0] * 2)
+    assert ledger.job_epsilon("a", "d", "p") == eps_rdp([2.0] * 3)
+    assert ledger.spent_epsilon("d", "p") == eps_rdp([2.0] * 3 + [3.0] * 2)

@@ -37,7 +37,7 @@ BUDGET = {"epsilon": 8.0, "delta": 1e-5}
 PUBLIC_REPLIES = {
     OpenJob: {"n_samples", "n_features", "round", "begun", "planned_releases", "dim"},
     BeginJob: {"round"},
-    StatusRequest: {"round", "finished", "refusals", "links"},
+    StatusRequest: {"round", "finished", "refusals", "links", "epsilon"},
     FinishJob: {"events", "n_features", "n_samples", "model", "spent", "rounds", "models"},
     AccountRequest: {"events", "n_features", "n_samples", "spent", "rounds", "models"},
 }

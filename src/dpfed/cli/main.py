@@ -45,6 +45,8 @@ COMMANDS: dict[str, Command] = {
     "run": Command("start and lead a networked job", "dpfed.cli.net:configure_run", "net"),
     "predict": Command("score new rows with a finished networked job's model",
                        "dpfed.cli.net:configure_predict", "net"),
+    "monitor": Command("serve the page of a finished or stopped networked job",
+                       "dpfed.cli.net:configure_monitor", "net"),
     "audit": Command("measure a mechanism's privacy from the outside: an epsilon lower bound",
                      "dpfed.cli.audit:configure_audit"),
     "budget": Command("a party's persistent privacy-budget ledger",

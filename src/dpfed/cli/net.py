@@ -1,5 +1,5 @@
-"""``dpfed party``, ``dpfed run`` and ``dpfed predict``: serve one party of a networked job,
-lead a job, score new rows with a finished job's model.
+"""``dpfed party``, ``dpfed run``, ``dpfed predict`` and ``dpfed monitor``: serve one party of a
+networked job, lead a job, score new rows with a finished job's model, show a job's page.
 
 Needs the ``net`` extra (grpcio); :mod:`dpfed.cli.main` says so when it is missing.
 """
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from dpfed.cli.common import print_result
+from dpfed.parameters import parse_float
 from dpfed.runtime.disclosure import result_warnings
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.leader import (
@@ -21,6 +23,7 @@ from dpfed.runtime.leader import (
     PartyUnreachable,
 )
 from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from dpfed.runtime.monitor import MONITOR_KEEP, MonitorServer, checkpoint_view
 from dpfed.runtime.party import run_party
 from dpfed.runtime.prediction import PredictionFailed, run_prediction
 
@@ -62,6 +65,14 @@ def configure_run(p: argparse.ArgumentParser) -> None:
         "--resume", action="store_true", help="continue a stopped job from its checkpoints"
     )
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument(
+        "--monitor", metavar="[HOST:]PORT",
+        help="serve the job's live page on this address (host 127.0.0.1 unless given; "
+             "0.0.0.0:PORT shows it to the network, without a login)",
+    )
+    p.add_argument("--monitor-keep", type=parse_float, default=MONITOR_KEEP, metavar="SECONDS",
+                   help=f"keep serving the page this long after the job ends (default "
+                        f"{MONITOR_KEEP:g})")
     add_log_options(p)
     p.set_defaults(func=run_run_command)
 
@@ -69,7 +80,8 @@ def configure_run(p: argparse.ArgumentParser) -> None:
 def run_run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
-    leader = Leader(spec, resume=args.resume, progress=not args.quiet)
+    leader = Leader(spec, resume=args.resume, progress=not args.quiet, monitor=args.monitor,
+                    monitor_keep=args.monitor_keep)
     try:
         result = leader.run(args.out)
     except KeyboardInterrupt:
@@ -149,3 +161,28 @@ def print_secure_sum(result: dict[str, Any], out: str) -> None:
     for note in privacy.get("notes", []):
         print(f"note: {note}")
     print(f"wrote {out}")
+
+
+def configure_monitor(p: argparse.ArgumentParser) -> None:
+    """``dpfed monitor``."""
+    p.add_argument("--config", required=True, help="the job file (TOML)")
+    p.add_argument("--checkpoint", metavar="DIR",
+                   help="the folder holding the leader's leader.npz (default: the job's "
+                        "checkpoint folder)")
+    p.add_argument("--address", default="127.0.0.1:8765", metavar="[HOST:]PORT",
+                   help="where to serve the page (default 127.0.0.1:8765)")
+    p.set_defaults(func=run_monitor_command)
+
+
+def run_monitor_command(args: argparse.Namespace) -> int:
+    spec = load_job(args.config)
+    view = checkpoint_view(spec, args.checkpoint)
+    page = MonitorServer(view.snapshot, args.address).start()
+    print(f"job page: {page.url} (Ctrl-C to stop)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        page.stop()

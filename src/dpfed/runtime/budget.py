@@ -652,6 +652,28 @@ class BudgetLedger:
             zs = self._spent_releases(conn, dataset, party)
         return self._epsilon(zs, delta)
 
+    def job_epsilon(self, job_id: str, dataset: str, party: str) -> float:
+        """Epsilon of the releases job ``job_id`` has recorded for (dataset, party) alone, at
+        the budget's delta: what this job has spent so far (a function of its public
+        parameters; the party's other jobs are not in it).
+
+        Raises
+        ------
+        DpfedInputError
+            If no budget is set for (dataset, party).
+        """
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        with self._transaction(write=False) as conn:
+            _, delta = self._budget_row(conn, dataset, party)
+            rows = conn.execute(
+                "SELECT r.mechanism, r.noise_multiplier FROM releases r "
+                "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
+                "WHERE r.job_id = ? AND j.dataset = ? AND j.party = ? ORDER BY r.seq",
+                (job_id, dataset, party),
+            ).fetchall()
+        return self._epsilon([Release(str(r[0]), float(r[1])) for r in rows], delta)
+
     def committed_epsilon(self, dataset: str, party: str) -> float:
         """Epsilon of the recorded releases plus the open jobs' unspent reservations.
 

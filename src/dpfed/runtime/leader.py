@@ -68,6 +68,7 @@ from dpfed.runtime.disclosure import with_simulation
 from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.logs import process_logger
+from dpfed.runtime.monitor import MONITOR_KEEP, JobView, MonitorServer
 from dpfed.runtime.registry import JobRecord, RoundReport, get_protocol
 from dpfed.runtime.transport import (
     Connection,
@@ -83,6 +84,8 @@ EXIT_STOPPED = 1
 EXIT_UNREACHABLE = 4
 
 _POLL = 0.25
+#: With a job page, how often the parties are polled while round reports keep coming (s).
+MONITOR_POLL = 2.0
 
 
 class JobStopped(RuntimeError):
@@ -123,8 +126,13 @@ def leader_connections(spec: JobSpec) -> tuple[TlsIdentity, dict[str, Connection
 class Leader:
     """Lead job ``spec``; :meth:`run` returns when it has finished or stopped."""
 
-    def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True) -> None:
+    def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True,
+                 monitor: str | None = None, monitor_keep: float = MONITOR_KEEP) -> None:
         self.spec = spec
+        self.view = JobView(spec)
+        self.monitor = monitor
+        self.monitor_keep = float(monitor_keep)
+        self.monitor_url: str | None = None
         self.protocol = get_protocol(spec.protocol)
         self.resume = resume
         self.progress = progress
@@ -151,6 +159,7 @@ class Leader:
         self.droppable_samples: dict[str, int] = {}  # n_samples of those opened
         self.unfinished: list[str] = []  # opened droppable parties not finished at the deadline
         self._load_or_check_checkpoint()
+        self.view.set_history(self.history)
 
     # -- checkpoint -------------------------------------------------------------------------
     def _load_or_check_checkpoint(self) -> None:
@@ -252,6 +261,7 @@ class Leader:
             entry = report.entry()
             entry["seconds"] = self._seconds()
             self.history.append(entry)
+            self.view.set_history(self.history)
             self.protocol_done = bool(report.finished)
             self.inbound.mark(peer, envelope.seq, digest)
             self._checkpoint()
@@ -265,6 +275,10 @@ class Leader:
     def run(self, out: str | Path) -> dict[str, Any]:
         """Run (or resume) the job and write ``out``; return the result.
 
+        With ``monitor`` (``[HOST:]PORT``), the job's page is served while it runs
+        (:mod:`dpfed.runtime.monitor`) and ``monitor_keep`` seconds after it ends, so an open
+        page shows the end.
+
         Raises
         ------
         DpfedInputError
@@ -274,6 +288,32 @@ class Leader:
         JobStopped
             The job stopped part-way; the parties keep their state for ``--resume``.
         """
+        page = None
+        if self.monitor is not None:
+            page = MonitorServer(self.view.snapshot, self.monitor).start()
+            self.monitor_url = page.url
+            self._log(f"job page: {page.url}")
+        interrupted = False
+        try:
+            result = self._lead(out)
+        except JobStopped as exc:
+            self.view.set_state("stopped", str(exc))
+            raise
+        except KeyboardInterrupt:
+            interrupted = True
+            self.view.set_state("stopped", "interrupted")
+            raise
+        except BaseException as exc:
+            self.view.set_state("failed", str(exc))
+            raise
+        finally:
+            if page is not None:
+                if not interrupted:
+                    time.sleep(self.monitor_keep)
+                page.stop()
+        return result
+
+    def _lead(self, out: str | Path) -> dict[str, Any]:
         self.out = Path(out)
         server = serve(
             self.identity, self.spec.leader.bind,
@@ -300,6 +340,7 @@ class Leader:
             self.started = time.monotonic()
             for name in self.required:
                 self._control(name, BeginJob)
+            self.view.set_state("running")
             closing: set[str] = set()
             if self.dropouts is not None:
                 infos |= self._gather()
@@ -327,6 +368,11 @@ class Leader:
                 self.finished = True
                 self._checkpoint()
             write_json_atomic(out, result)
+            self.view.set_result(result)
+            rounds = len(self.history) or None
+            for name in self.required:
+                self.view.set_party(name, "finished", {"round": rounds, "finished": True})
+            self.view.set_state("finished")
             return result
         finally:
             for connection in self.connections.values():
@@ -412,8 +458,10 @@ class Leader:
                         + f"; giving up after {self.spec.round_timeout:g} s"
                     )
                     next_word = time.monotonic() + WAITING_EVERY
+                self.view.set_party(name, "waiting")
                 try:
                     infos[name] = self._open(name)
+                    self.view.set_party(name, "serving")
                     break
                 except RemoteError as exc:
                     # retry while the party is not serving yet; never re-send an open that
@@ -634,7 +682,9 @@ class Leader:
                 if report is not None:
                     last_progress = now
                     self._show(report, bar)
-                    continue
+                    if self.monitor is None or now - last_poll < MONITOR_POLL:
+                        continue
+                    # the page shows every party's round and spending as the job goes
                 if now - last_poll >= _POLL:
                     last_poll = now
                     self._poll(unreachable)
@@ -696,6 +746,7 @@ class Leader:
             except RemoteError as exc:
                 if not exc.retryable:
                     self._stop(f"party {name!r} failed: {exc.details}")
+                self.view.set_party(name, "unreachable")
                 since = unreachable.setdefault(name, now)
                 if now - since > self.spec.grace:
                     self._stop(
@@ -705,6 +756,7 @@ class Leader:
                 continue
             unreachable.pop(name, None)
             statuses[name] = status
+            self.view.set_party(name, "finished" if status["finished"] else "serving", status)
             for link in status["links"].values():
                 if link["refused"]:
                     (on_refused or self._stop)(f"party {name!r} reports: {link['refused']}")

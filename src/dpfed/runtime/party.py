@@ -131,6 +131,7 @@ class PartyNode:
         self.opened = False
         self.begun = False
         self.ledger: BudgetLedger | None = None
+        self._epsilon_cache: tuple[int, float] | None = None  # (releases, epsilon)
         self.done = threading.Event()
         self.exit_code = EXIT_FINISHED
         self.exit_message = ""
@@ -536,7 +537,21 @@ class PartyNode:
             "finished": self.host.finished,
             "refusals": self.refusals,
             "links": {peer: link.status() for peer, link in self.links.items()},
+            "epsilon": self._job_epsilon(),
         }
+
+    def _job_epsilon(self) -> float | None:
+        """What this job has spent so far on the party's budget (its ledger's accountant at
+        the budget's delta), or None without a ledger. A function of the job's public
+        parameters and round, so telling the leader widens nothing; recomputed only when a
+        release was recorded since the last answer."""
+        if self.ledger is None:
+            return None
+        releases = len(self.host.events)
+        if self._epsilon_cache is None or self._epsilon_cache[0] != releases:
+            epsilon = self.ledger.job_epsilon(self.spec.id, self.party.dataset, self.name)
+            self._epsilon_cache = (releases, epsilon)
+        return self._epsilon_cache[1]
 
     def _account(self, request: AccountRequest) -> dict[str, Any]:
         """The party's public account of a finished job (its releases, what evaluation needs)."""
