@@ -12,6 +12,6 @@ and accountants, ``protocols`` the parties' roles as transport-free state machin
 
 from dpfed._validation import DpfedInputError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["DpfedInputError", "__version__"]

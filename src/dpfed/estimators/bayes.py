@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError
 from dpfed.bayes import fit_dp_linreg
+from dpfed.estimators._base import X_PARAMS, check_width, validate_data
 
 
 class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
@@ -76,6 +77,13 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         Privacy report (epsilon, delta, calibration, releases, notes).
     fit_result_ : dpfed.bayes.LinRegFit
     n_features_in_ : int
+        Columns of ``X`` in ``fit``.
+
+    Notes
+    -----
+    ``X`` must be dense: the released statistics are dense moments of the rows. A private
+    ``mode`` declares scikit-learn's ``poor_score`` tag: on the few rows of scikit-learn's
+    checks the noise dominates the statistics (an R^2 far below 0.5 is expected there).
     """
 
     def __init__(
@@ -119,11 +127,45 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.aggregate = aggregate
 
-    def fit(self, X, y) -> DPBayesianLinearRegression:
-        """Fit on rows ``X`` (n, d) and targets ``y`` (n,), one row per client."""
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # With noise, a few hundred rows give no reasonable R^2 (see Notes).
+        tags.regressor_tags.poor_score = self.mode != "nonprivate"
+        return tags
 
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64).reshape(-1)
+    def _check_rows(self, n: int) -> None:
+        """Refuse fewer rows than the configuration needs before any release is computed."""
+        needs = []
+        tolerated = self.tolerated
+        if (self.mode == "distributed" and isinstance(tolerated, int | np.integer)
+                and not isinstance(tolerated, bool) and tolerated >= 0):
+            needs.append((int(tolerated) + 2, "the distributed mode needs N - T - 1 >= 1 "
+                                              f"(tolerated T = {tolerated})"))
+        if self.projection and self.mode != "nonprivate":
+            needs.append((2, "the projection's threshold search needs N >= 2"))
+        for least, why in needs:
+            if n < least:
+                raise DpfedInputError(
+                    f"X has {n} sample(s) (one per client), but {why}: at least {least} rows "
+                    "are needed."
+                )
+
+    def fit(self, X, y) -> DPBayesianLinearRegression:
+        """Fit on the rows ``X`` and targets ``y``, one row per client.
+
+        Parameters
+        ----------
+        X : array-like, shape (n_samples, n_features)
+            Dense rows (the sufficient statistics are dense).
+        y : array-like, shape (n_samples,)
+
+        Returns
+        -------
+        DPBayesianLinearRegression
+            ``self``, fitted.
+        """
+        X, y = validate_data(self, X, y, y_numeric=True, **X_PARAMS)
+        self._check_rows(X.shape[0])
         private = self.mode != "nonprivate"
         result = fit_dp_linreg(
             X, y,
@@ -143,15 +185,20 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         self.precision_ = result.posterior.precision.copy()
         self.bounds_ = None if result.bounds is None else result.bounds.copy()
         self.privacy_ = result.privacy()
-        self.n_features_in_ = X.shape[1]
         return self
 
     def predict(self, X) -> np.ndarray:
-        """Posterior predictive means ``X @ coef_ + intercept_``, shape (n,)."""
+        """Posterior predictive means ``X @ coef_ + intercept_``.
+
+        Parameters
+        ----------
+        X : array-like, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+        """
         check_is_fitted(self, "coef_")
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise DpfedInputError(
-                f"X must be 2-D with {self.n_features_in_} columns. Found shape {X.shape}."
-            )
+        check_width(self, X)
+        X = validate_data(self, X, reset=False, **X_PARAMS)
         return X @ self.coef_ + self.intercept_

@@ -9,37 +9,43 @@ nodes' average model (decentralized) on rows scaled the same way.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 
-from dpfed._validation import DpfedInputError, check_binary_labels
+from dpfed._validation import DpfedInputError
 from dpfed.core.rows import normalize_rows
 from dpfed.data import horizontal_split, make_graph
-from dpfed.estimators._scores import ScoreClassifierMixin
+from dpfed.estimators._base import BinaryScoreClassifier
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
 
-class _HorizontalClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstimator):
-    def _parts(self, X, y, count: int, seed: int | None):
+class _HorizontalClassifier(BinaryScoreClassifier):
+    """Rows cut into parties, each row scaled to unit norm; the model is one vector."""
 
+    def _parts(self, X, y_pm: np.ndarray, count: int, seed: int | None, what: str) -> list:
+        """``count`` parties' rows (scaled to unit norm) and labels in {-1, +1}."""
+        if isinstance(count, int | np.integer) and X.shape[0] < count:
+            raise DpfedInputError(
+                f"X has {X.shape[0]} sample(s), but {type(self).__name__} cuts the rows into "
+                f"{what} = {count} parts and every part needs at least one row."
+            )
         X = normalize_rows(X)
         index = horizontal_split(X.shape[0], count, rng=seed)
-        return [(X[i], y[i]) for i in index]
-
-    def _labels(self, y) -> np.ndarray:
-        y_pm = check_binary_labels("y", y)
-        labels = np.unique(np.asarray(y))
-        self.classes_ = labels if labels.size == 2 else np.array([-1.0, 1.0])
-        return y_pm
+        return [(X[i], y_pm[i]) for i in index]
 
     def decision_function(self, X) -> np.ndarray:
-        """Scores of the rows of ``X`` (scaled to unit norm), shape ``(N,)``."""
-        check_is_fitted(self, "coef_")
-        if X.shape[1] != self.n_features_in_:
-            raise DpfedInputError(f"X must have {self.n_features_in_} columns. Found {X.shape[1]}.")
-        return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1)
+        """Scores of the rows of ``X`` (scaled to unit norm).
 
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+            Positive for ``classes_[1]``.
+        """
+        X = self._validate_rows(X)
+        return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1)
 
 
 class ConsensusLogisticRegression(_HorizontalClassifier):
@@ -48,6 +54,8 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
     Parameters
     ----------
     n_clients : int
+        Clients the rows are cut into: at random with ``random_state``, else in contiguous
+        blocks.
     lam, rho : float
         Regulariser weight of the whole problem and ADMM penalty.
     iterations : int
@@ -60,6 +68,10 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
 
     Attributes
     ----------
+    classes_ : ndarray, shape (2,)
+        The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class (+1).
+    n_features_in_ : int
+        Columns of ``X`` in ``fit``.
     coef_ : ndarray, shape (1, n_features)
         The global model.
     history_ : list of dict
@@ -89,29 +101,48 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         self.accountant = accountant
         self.random_state = random_state
 
-    def fit(self, X, y) -> ConsensusLogisticRegression:
+    def _adds_noise(self) -> bool:
+        return self.mechanism != "none"
 
-        y_pm = self._labels(y)
+    def fit(self, X, y) -> ConsensusLogisticRegression:
+        """Cut the rows into ``n_clients`` clients and run consensus ADMM.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            At least ``n_clients`` rows.
+        y : array-like, shape (n_samples,)
+            Two distinct labels of any type; ``classes_[0]`` is trained as -1 and
+            ``classes_[1]`` as +1.
+
+        Returns
+        -------
+        ConsensusLogisticRegression
+            ``self``, fitted.
+        """
+        X, y_pm = self._validate_fit(X, y)
         config = ConsensusConfig(
             lam=self.lam, rho=self.rho, iterations=self.iterations, mechanism=self.mechanism,
             epsilon=self.epsilon, delta=self.delta, accountant=self.accountant,
             seed=self.random_state,
         )
-        result = train_consensus(self._parts(X, y_pm, self.n_clients, self.random_state), config)
+        parts = self._parts(X, y_pm, self.n_clients, self.random_state, "n_clients")
+        result = train_consensus(parts, config)
         self.result_ = result
         self.coef_ = result.model[None, :]
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
-        self.n_features_in_ = X.shape[1]
         return self
 
 
 class DecentralizedLogisticRegression(_HorizontalClassifier):
-    """Logistic regression by decentralized ADMM over a graph, optionally with DVP or PVP.
+    r"""Logistic regression by decentralized ADMM over a graph, optionally with DVP or PVP.
 
     Parameters
     ----------
     n_nodes : int
+        Graph nodes the rows are cut into: at random with ``random_state``, else in
+        contiguous blocks.
     graph : {"ring", "grid", "complete", "erdos-renyi", "geometric"}
     perturbation : {"none", "dvp", "pvp"}
     alpha : float or None
@@ -129,6 +160,10 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
 
     Attributes
     ----------
+    classes_ : ndarray, shape (2,)
+        The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class (+1).
+    n_features_in_ : int
+        Columns of ``X`` in ``fit``.
     coef_ : ndarray, shape (1, n_features)
         The nodes' average model.
     node_models_ : dict of str to ndarray
@@ -165,21 +200,37 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         self.iterations = iterations
         self.random_state = random_state
 
-    def fit(self, X, y) -> DecentralizedLogisticRegression:
+    def _adds_noise(self) -> bool:
+        return self.perturbation != "none"
 
-        y_pm = self._labels(y)
+    def fit(self, X, y) -> DecentralizedLogisticRegression:
+        """Cut the rows into ``n_nodes`` graph nodes and run decentralized ADMM.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            At least ``n_nodes`` rows.
+        y : array-like, shape (n_samples,)
+            Two distinct labels of any type; ``classes_[0]`` is trained as -1 and
+            ``classes_[1]`` as +1.
+
+        Returns
+        -------
+        DecentralizedLogisticRegression
+            ``self``, fitted.
+        """
+        X, y_pm = self._validate_fit(X, y)
         config = DecentralizedConfig(
             loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, iterations=self.iterations,
             perturbation=self.perturbation, alpha=self.alpha, node_alphas=self.node_alphas,
             schedule=self.schedule, rate=self.rate, seed=self.random_state,
         )
         graph = make_graph(self.graph, self.n_nodes, rng=self.random_state)
-        parts = self._parts(X, y_pm, self.n_nodes, self.random_state)
+        parts = self._parts(X, y_pm, self.n_nodes, self.random_state, "n_nodes")
         result = train_decentralized(parts, graph, config)
         self.result_ = result
         self.node_models_ = result.models
         self.coef_ = result.average_model[None, :]
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
-        self.n_features_in_ = X.shape[1]
         return self

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 
-from dpfed._validation import DpfedInputError, check_binary_labels
-from dpfed.estimators._scores import ScoreClassifierMixin
+from dpfed._validation import DpfedInputError
+from dpfed.estimators._base import BinaryScoreClassifier
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
 from dpfed.protocols.vertical.roles import predicted_scores
@@ -35,7 +33,7 @@ def _split_columns(X, split: Sequence[int]) -> list:
     return [X[:, a:b] for a, b in itertools.pairwise(edges)]
 
 
-class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstimator):
+class VerticalLinearClassifier(BinaryScoreClassifier):
     """Binary linear classifier trained by (DP) ADMM sharing across column blocks.
 
     Parameters
@@ -63,9 +61,14 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         (:func:`dpfed.protocols.vertical.calibration.sound_defaults`).
     protect_label_holder : bool
     random_state : int or None
+        Seeds every party's noise; with the same seed, ``fit`` gives the same model.
 
     Attributes
     ----------
+    classes_ : ndarray, shape (2,)
+        The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class (+1).
+    n_features_in_ : int
+        Columns of ``X`` in ``fit`` (all parties together).
     coef_ : ndarray, shape (1, n_features)
         All parties' models side by side (only a simulation sees them together).
     party_models_ : dict of str to ndarray
@@ -77,6 +80,11 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         ``epsilon`` is the certified total; under ``mechanism="paper"`` it is None and the
         paper's Theorem 1 / Corollary 1 formula is in ``paper_epsilon``, with
         ``paper_epsilon_reason`` saying why it is not a guarantee.
+
+    Notes
+    -----
+    Sparse rows are taken (as CSR) and cut into the parties' blocks like dense ones. The
+    model has no intercept, as in the protocol.
     """
 
     def __init__(
@@ -131,11 +139,26 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
             split = [X.shape[1] - half, half] if half else [X.shape[1]]
         return _split_columns(X, split)
 
+    def _adds_noise(self) -> bool:
+        return self.mechanism != "none"
+
     def fit(self, X, y) -> VerticalLinearClassifier:
-        """Run the protocol on ``X`` (shape ``(N, d)``) and labels ``y`` (shape ``(N,)``)."""
-        y_pm = check_binary_labels("y", y)
-        labels = np.unique(np.asarray(y))
-        self.classes_ = labels if labels.size == 2 else np.array([-1.0, 1.0])
+        """Run the protocol on the rows ``X`` and their labels ``y``.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            All parties' columns side by side, cut by ``split``.
+        y : array-like, shape (n_samples,)
+            Two distinct labels of any type; ``classes_[0]`` is trained as -1 and
+            ``classes_[1]`` as +1 (so {0, 1} and {-1, 1} are used as they are).
+
+        Returns
+        -------
+        VerticalLinearClassifier
+            ``self``, fitted.
+        """
+        X, y_pm = self._validate_fit(X, y)
         blocks = self._blocks(X)
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())
         self.result_ = result
@@ -143,17 +166,22 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         self.coef_ = np.concatenate(list(result.models.values()))[None, :]
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
-        self.n_features_in_ = X.shape[1]
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """Summed party scores of the rows of ``X``, shape ``(N,)``; each party scores its
-        own (prepared) columns, as in the prediction protocol."""
-        check_is_fitted(self, "coef_")
-        if X.shape[1] != self.n_features_in_:
-            raise DpfedInputError(
-                f"X must have {self.n_features_in_} columns. Found {X.shape[1]}."
-            )
+        """Summed party scores of the rows of ``X``; each party scores its own (prepared)
+        columns, as in the prediction protocol.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+            Positive for ``classes_[1]``.
+        """
+        X = self._validate_rows(X)
         blocks = self._blocks(X)
         total = np.zeros(X.shape[0])
         mechs = self.result_.mechanisms
@@ -163,7 +191,6 @@ class VerticalLinearClassifier(ScoreClassifierMixin, ClassifierMixin, BaseEstima
         ):
             total += predicted_scores(mech.prepare_block(block), model, bounds.get(name))
         return total
-
 
 
 class VerticalLogisticRegression(VerticalLinearClassifier):

@@ -114,6 +114,9 @@ def serve(
     limits = [
         ("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)),
         ("grpc.max_allowed_incoming_connections", int(max_connections)),
+        # gRPC shares a port between processes by default (SO_REUSEPORT): a second party
+        # on the same address would silently take half of the first one's connections
+        ("grpc.so_reuseport", 0),
     ]
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers), options=_options(max_bytes) + limits

@@ -285,6 +285,8 @@ def train_consensus(
         Where the roles run: ``"inprocess"`` (default) or ``"ray"``, or an engine instance
         (:func:`dpfed.engines.get_engine`); every engine gives the same run bit for bit.
 
+    Notes
+    -----
     The history's ``train_objective`` is computed from the clients' exact rows, which this one
     process holds; the result says so in ``exact_values``.
     """

@@ -715,6 +715,8 @@ def train_vertical(
         Where the roles run: ``"inprocess"`` (default) or ``"ray"``, or an engine instance
         (:func:`dpfed.engines.get_engine`); every engine gives the same run bit for bit.
 
+    Notes
+    -----
     The history's ``train_objective`` (and, with a protected label holder, its residuals) is
     computed from exact private values, which this one process holds; the result says so in
     ``exact_values``.
