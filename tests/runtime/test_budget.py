@@ -688,8 +688,8 @@ def test_a_jobs_epsilon_counts_its_own_releases_only(ledger):
     ledger.record("a", [event(r, 2.0, party="p") for r in range(3)])
     ledger.close_job("a", "p")
     ledger.open_job("b", "d", "p", [3.0] * 4)
-    assert ledger.job_epsilon("b", "d", "p") == 0.0
+    assert ledger.spent_epsilon("d", "p", job_id="b") == 0.0
     ledger.record("b", [event(r, 3.0, party="p") for r in range(2)])
-    assert ledger.job_epsilon("b", "d", "p") == eps_rdp([3.0] * 2)
-    assert ledger.job_epsilon("a", "d", "p") == eps_rdp([2.0] * 3)
+    assert ledger.spent_epsilon("d", "p", job_id="b") == eps_rdp([3.0] * 2)
+    assert ledger.spent_epsilon("d", "p", job_id="a") == eps_rdp([2.0] * 3)
     assert ledger.spent_epsilon("d", "p") == eps_rdp([2.0] * 3 + [3.0] * 2)

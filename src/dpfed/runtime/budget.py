@@ -543,12 +543,15 @@ class BudgetLedger:
         return float(row[0]), float(row[1])
 
     @staticmethod
-    def _spent_releases(conn: sqlite3.Connection, dataset: str, party: str) -> list[Release]:
+    def _spent_releases(conn: sqlite3.Connection, dataset: str, party: str,
+                        job_id: str | None = None) -> list[Release]:
+        """The releases recorded on (dataset, party), of job ``job_id`` only if given."""
         rows = conn.execute(
             "SELECT r.mechanism, r.noise_multiplier FROM releases r "
             "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
-            "WHERE j.dataset = ? AND j.party = ? ORDER BY r.seq",
-            (dataset, party),
+            "WHERE j.dataset = ? AND j.party = ? AND (? IS NULL OR r.job_id = ?) "
+            "ORDER BY r.seq",
+            (dataset, party, job_id, job_id),
         ).fetchall()
         return [Release(str(r[0]), float(r[1])) for r in rows]
 
@@ -637,8 +640,11 @@ class BudgetLedger:
         keys = ("dataset", "party", "epsilon", "delta", "changed_at")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    def spent_epsilon(self, dataset: str, party: str) -> float:
+    def spent_epsilon(self, dataset: str, party: str, *, job_id: str | None = None) -> float:
         """Epsilon of the releases recorded on (dataset, party), at the budget's delta.
+
+        With ``job_id``, of that job's releases alone: what the job has spent so far (a
+        function of its public parameters; the party's other jobs are not in it).
 
         Raises
         ------
@@ -649,30 +655,8 @@ class BudgetLedger:
         party = _check_name("party", party)
         with self._transaction(write=False) as conn:
             _, delta = self._budget_row(conn, dataset, party)
-            zs = self._spent_releases(conn, dataset, party)
+            zs = self._spent_releases(conn, dataset, party, job_id)
         return self._epsilon(zs, delta)
-
-    def job_epsilon(self, job_id: str, dataset: str, party: str) -> float:
-        """Epsilon of the releases job ``job_id`` has recorded for (dataset, party) alone, at
-        the budget's delta: what this job has spent so far (a function of its public
-        parameters; the party's other jobs are not in it).
-
-        Raises
-        ------
-        DpfedInputError
-            If no budget is set for (dataset, party).
-        """
-        dataset = _check_name("dataset", dataset)
-        party = _check_name("party", party)
-        with self._transaction(write=False) as conn:
-            _, delta = self._budget_row(conn, dataset, party)
-            rows = conn.execute(
-                "SELECT r.mechanism, r.noise_multiplier FROM releases r "
-                "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
-                "WHERE r.job_id = ? AND j.dataset = ? AND j.party = ? ORDER BY r.seq",
-                (job_id, dataset, party),
-            ).fetchall()
-        return self._epsilon([Release(str(r[0]), float(r[1])) for r in rows], delta)
 
     def committed_epsilon(self, dataset: str, party: str) -> float:
         """Epsilon of the recorded releases plus the open jobs' unspent reservations.

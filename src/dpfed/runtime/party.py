@@ -549,7 +549,8 @@ class PartyNode:
             return None
         releases = len(self.host.events)
         if self._epsilon_cache is None or self._epsilon_cache[0] != releases:
-            epsilon = self.ledger.job_epsilon(self.spec.id, self.party.dataset, self.name)
+            epsilon = self.ledger.spent_epsilon(self.party.dataset, self.name,
+                                                job_id=self.spec.id)
             self._epsilon_cache = (releases, epsilon)
         return self._epsilon_cache[1]
 
