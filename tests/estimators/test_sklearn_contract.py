@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
+from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpfed._validation import DpfedInputError
@@ -29,11 +30,6 @@ from dpfed.estimators import (
     VerticalLogisticRegression,
 )
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
-
-try:
-    from sklearn.utils import get_tags
-except ImportError:  # scikit-learn < 1.6: no tags and no expected_failed_checks
-    pytest.skip("the estimator checks need scikit-learn >= 1.6", allow_module_level=True)
 
 NOISE = {"epsilon": 1.0, "delta": 1e-5}
 GRAPH = {"n_nodes": 3, "iterations": 5, "loss_scale": 10.0, "rho": 0.01, "eta": 0.5}

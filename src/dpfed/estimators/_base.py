@@ -9,20 +9,9 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpfed._validation import DpfedInputError
-
-try:
-    from sklearn.utils.validation import validate_data
-except ImportError:  # scikit-learn < 1.6: the same checks as an estimator method
-
-    def validate_data(  # type: ignore[misc]
-        _estimator: Any, /, X: Any = "no_validation", y: Any = "no_validation",
-        reset: bool = True, **check_params: Any,
-    ) -> Any:
-        return _estimator._validate_data(X, y, reset=reset, **check_params)
-
 
 #: How every estimator of the package reads ``X`` besides sparsity: float64 (scikit-learn's
 #: defaults add finite, 2-D, at least one row and one column).

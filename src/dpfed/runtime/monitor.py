@@ -119,10 +119,13 @@ class JobView:
             self._state["updated"] = time.time()
 
     def set_history(self, history: list[dict[str, Any]]) -> None:
-        """The round reports' history entries so far."""
-        entries = [{k: e.get(k) for k in FIGURES if k in e} for e in history]
+        """The round reports' history entries so far (entries already shown are kept: the
+        history only grows, so each report adds one)."""
         with self._lock:
-            self._state["history"] = entries
+            shown = self._state["history"]
+            if len(history) < len(shown):  # not the same job's history: start again
+                shown.clear()
+            shown.extend({k: e.get(k) for k in FIGURES if k in e} for e in history[len(shown):])
             self._state["updated"] = time.time()
 
     def set_result(self, result: dict[str, Any]) -> None:
