@@ -347,6 +347,9 @@ class Leader:
                 closing = self._deadline()
             if self.protocol.report is not None:
                 self._follow()
+                # the last report can reach the leader before the last messages reach every
+                # party (a restarted party's link is still retrying): wait until all finished
+                self._follow_status(self.required)
             else:
                 self._follow_status(self.required,
                                     closing if self.deadline_passed else None)
