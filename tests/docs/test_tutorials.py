@@ -39,7 +39,8 @@ def test_every_tutorial_shows_commands():
 
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
 def test_a_tutorials_commands_run_as_written(page, tmp_path):
-    data = Path(os.environ.get("DPFED_DATA") or DOCS.parent / ".." / "shared" / "data")
+    # resolved here: the commands run in tmp_path, and CI may give a path relative to the checkout
+    data = Path(os.environ.get("DPFED_DATA") or DOCS.parent / ".." / "shared" / "data").resolve()
     lines = commands(page)
     for name, rel in NEEDS.items():
         if any(f"--data {name}" in c for c in lines) and not (data / rel).is_file():
