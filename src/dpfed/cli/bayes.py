@@ -99,7 +99,7 @@ def run_train_bayes_linreg(args: argparse.Namespace) -> int:
     privacy["notes"] = [*privacy["notes"], *scaling.notes]
     if args.mode != "nonprivate":
         privacy["notes"].append(
-            f"simulation in one process: every client's noise (and the splits) come from seed "
+            f"simulation: every client's noise (and the splits) come from seed "
             f"{args.seed}; a deployment draws each client's noise from its own secret, as the "
             "networked secure sum (dpfed run) does."
         )

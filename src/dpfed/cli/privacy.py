@@ -64,6 +64,7 @@ def run_privacy_epsilon(args: argparse.Namespace) -> int:
                 }
             )
         )
+        return 0
     print(repr(float(eps)))
     return 0
 
@@ -84,6 +85,7 @@ def run_privacy_calibrate(args: argparse.Namespace) -> int:
                 }
             )
         )
+        return 0
     print(repr(float(z)))
     return 0
 

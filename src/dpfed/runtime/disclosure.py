@@ -27,10 +27,10 @@ def in_process_seed_note(seed: int | None) -> list[str]:
     if seed is None:
         return []
     return [
-        f"simulation in one process: every party's noise comes from seed {seed}, and whoever "
-        "knows the seed can regenerate it. That is harmless here (this process holds every "
-        "party's data); a deployment must not share a seed: `dpfed run` draws each party's "
-        "noise from its own secret."
+        f"simulation: every party's noise comes from seed {seed}, and whoever knows the seed "
+        "can regenerate it. That is harmless here (one program holds every party's data, "
+        "whether its roles run in this process or on an engine's workers); a deployment must "
+        "not share a seed: `dpfed run` draws each party's noise from its own secret."
     ]
 
 
