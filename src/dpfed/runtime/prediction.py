@@ -385,12 +385,13 @@ class Predictor:
                 "recipient": self.recipient, "parties": self.spec.names, **result,
                 "seconds": time.monotonic() - started,
             }
-            self._end_all("the prediction is complete")
             write_json_atomic(out, result)
-            return result
         except BaseException as exc:
             self._end_all(f"the prediction failed: {exc}")
             raise
+        else:
+            self._end_all("the prediction is complete")
+            return result
         finally:
             for connection in self.connections.values():
                 connection.close()
