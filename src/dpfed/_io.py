@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` with arrays and NumPy scalars as lists and numbers, and non-finite floats as
+    the strings ``"inf"``, ``"-inf"``, ``"nan"``: what :func:`write_json_atomic` writes."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
+        return jsonable(value.tolist())
     if isinstance(value, np.generic):
-        return _jsonable(value.item())
+        return jsonable(value.item())
     if isinstance(value, float) and not math.isfinite(value):
         return "inf" if value > 0 else ("-inf" if value < 0 else "nan")
     return value
@@ -37,7 +39,7 @@ def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(_jsonable(payload), handle, indent=2, allow_nan=False)
+            json.dump(jsonable(payload), handle, indent=2, allow_nan=False)
             handle.write("\n")
         os.replace(tmp, target)
     except BaseException:

@@ -241,3 +241,44 @@ def test_a_ray_address_needs_the_ray_engine(command, tmp_path, capsys):
     assert code == 2
     assert "--ray-address needs --engine ray" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["train", "consensus", "--data", "breast_cancer", "--clients", "3", "--iterations", "2"],
+    ["demo"],
+    ["run", "--config", "job.toml"],
+])
+def test_a_result_file_that_cannot_be_written_is_refused_before_any_work(
+        tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "plain").write_text("")
+    for out, says in [("folder", "'folder' is a folder; expected the path of a file"),
+                      ("plain/result.json", "'plain/result.json': '" + str(tmp_path / "plain")
+                       + "' is a file")]:
+        with pytest.raises(SystemExit) as stop:
+            main([*command, "--out", out])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --out" in err and says in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "plain"]
+    assert not any((tmp_path / "folder").iterdir())
+
+
+def test_an_output_folder_that_is_a_file_is_refused(tmp_path, capsys):
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    with pytest.raises(SystemExit) as stop:
+        main(["reproduce", "consensus", "--quick", "--out", str(plain)])
+    assert stop.value.code == 2
+    assert f"{str(plain)!r} is a file; expected a folder" in capsys.readouterr().err
+
+
+def test_output_paths_that_can_be_made_are_accepted(tmp_path):
+    from dpfed.cli.common import output_path
+
+    assert output_path("file")(str(tmp_path / "new" / "deeper" / "r.json"))
+    assert output_path("folder")(str(tmp_path / "new"))
+    (tmp_path / "existing").mkdir()
+    assert output_path("file or folder")(str(tmp_path / "existing"))
+    assert output_path("file or folder")(str(tmp_path / "audit.json"))

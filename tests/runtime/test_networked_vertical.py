@@ -246,6 +246,16 @@ def test_killed_leader_resumes(netjob):
     assert result["privacy_guarantee"].startswith("none: noise is shared")
     assert result["privacy"]["notes"][0].startswith("no privacy: noise is shared")
     assert all("SIMULATION, seed 2" in job.log(name) for name in job.names)
+    # the result file lost after the job finished: the parties have stopped, and --resume
+    # writes it again from the leader's checkpoint; a fresh run says so
+    written = job.out.read_bytes()
+    job.out.unlink()
+    fresh = job.run()
+    assert fresh.returncode == 2 and "add --resume to write its result again" in fresh.stderr
+    again = job.run("--resume")
+    assert again.returncode == 0, again.stderr
+    assert "its result, kept in the checkpoint, is written again" in again.stderr
+    assert job.out.read_bytes() == written
 
 
 def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(netjob):

@@ -11,7 +11,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import AUDITORS, BROKEN
 from dpfed.audit.report import audit_all, audit_tasks, table_markdown
 from dpfed.audit.run import run_audit, run_one_run_audit
-from dpfed.cli.common import add_task_engine_arguments, executor_from_args
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, output_path
 from dpfed.parameters import parse_float, parse_int
 from dpfed.runtime.progress import progress_bar
 
@@ -51,7 +51,8 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=parse_int, default=None,
                    help="with --all: processes (default: every core)")
     add_task_engine_arguments(p, "audits of --all")
-    p.add_argument("--out", required=True, help="audit JSON file (with --all: a folder)")
+    p.add_argument("--out", type=output_path("file or folder"), required=True,
+                   help="audit JSON file (with --all: a folder)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_audit_command)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import add_task_engine_arguments, executor_from_args, print_json
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, output_path, print_json
 from dpfed.data.regression import REGRESSION_DATASETS
 from dpfed.experiments.bayes_linreg import (
     cross_validate,
@@ -62,7 +62,7 @@ def add_train_bayes_linreg(sub: Any) -> None:
     p.add_argument("--centre-share", type=parse_float, default=0.3,
                    help="share of the budget for the DP means without projection (with "
                         "projection they share the standard-deviation release)")
-    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument("--out", type=output_path("file"), required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_task_engine_arguments(p, "runs")
     p.set_defaults(func=run_train_bayes_linreg)
@@ -148,7 +148,7 @@ def add_reproduce_bayes_linreg(sub: Any) -> None:
         "bayes-linreg",
         help="DP Bayesian linear regression on UCI data (Heikkilä et al. 2017, figure 2)",
     )
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", type=output_path("folder"), required=True, help="output folder")
     p.add_argument("--data-dir", help="folder holding wine_quality/ and abalone/ "
                    "(default: $DPFED_DATA)")
     p.add_argument("--quick", action="store_true", help="a small, fast configuration")

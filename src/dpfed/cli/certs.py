@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpfed._validation import DpfedInputError
+from dpfed.cli.common import output_path
 from dpfed.runtime.certs import init_certificates
 
 
@@ -14,7 +15,8 @@ def configure_certs(p: argparse.ArgumentParser) -> None:
     i = csub.add_parser(
         "init", help="create a CA and one certificate per party (and one for the leader)"
     )
-    i.add_argument("--out", required=True, help="folder to write ca.pem and NAME.pem/.key to")
+    i.add_argument("--out", type=output_path("folder"), required=True,
+                   help="folder to write ca.pem and NAME.pem/.key to")
     i.add_argument("--parties", required=True, help="party names, comma-separated")
     i.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     i.add_argument(

@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dpfed.runtime.disclosure import result_warnings
+
+
+def _writable_place(path: Path) -> str | None:
+    """Why files cannot be created at ``path`` (a folder, existing or to be made), or None."""
+    nearest = next(p for p in (path, *path.parents) if p.exists())
+    if not nearest.is_dir():
+        return f"{str(nearest)!r} is a file, so no folder can be made under it"
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return f"the folder {str(nearest)!r} is not writable"
+    return None
+
+
+def output_path(kind: str) -> Callable[[str], str]:
+    """An argparse ``type`` that refuses, before any work, an output that cannot be written.
+
+    ``kind`` is ``"file"`` (a JSON result, written atomically beside its name), ``"folder"``
+    (made if missing) or ``"file or folder"`` (the command decides from its other options).
+    A run whose result could not be written at the end would lose the work, and in a
+    networked job the spending the parties' ledgers already hold.
+    """
+
+    def check(text: str) -> str:
+        path = Path(text).absolute()
+        if kind == "file" and path.is_dir():
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is a folder; expected the path of a file to write")
+        if kind == "folder" and path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r} is a file; expected a folder")
+        folder = path if kind == "folder" or path.is_dir() else path.parent
+        reason = _writable_place(folder)
+        if reason is not None:
+            raise argparse.ArgumentTypeError(f"cannot write {text!r}: {reason}")
+        return text
+
+    return check
 
 
 def format_value(value: float | None) -> str:

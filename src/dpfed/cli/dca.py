@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import add_task_engine_arguments, executor_from_args, print_json
+from dpfed.cli.common import add_task_engine_arguments, executor_from_args, output_path, print_json
 from dpfed.experiments.dca_scaling import PAPER_COMPUTE_NODES, run_dca_scaling, time_secure_sum
 from dpfed.parameters import parse_float, parse_int
 
@@ -121,7 +121,7 @@ def add_reproduce_dca_scaling(psub: Any) -> None:
         "dca-scaling",
         help="paper 004's Table 1: secure-sum seconds against the paper's Spark cluster",
     )
-    q.add_argument("--out", required=True, help="output folder")
+    q.add_argument("--out", type=output_path("folder"), required=True, help="output folder")
     q.add_argument("--quick", action="store_true", help="the four smallest cells only")
     q.add_argument("--repeats", type=parse_int, help="secure sums per cell (default 3, quick 1)")
     q.add_argument("--workers", default="auto", help="worker processes, or 'auto'")

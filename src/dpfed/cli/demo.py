@@ -6,6 +6,7 @@ import argparse
 import time
 
 from dpfed._io import write_json_atomic
+from dpfed.cli.common import output_path
 from dpfed.data import load_dataset, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import parse_int
@@ -16,7 +17,7 @@ DEMO_SPLIT = (10, 10, 10)
 
 def configure_demo(p: argparse.ArgumentParser) -> None:
     """``dpfed demo``."""
-    p.add_argument("--out", help="also write the results as JSON")
+    p.add_argument("--out", type=output_path("file"), help="also write the results as JSON")
     p.add_argument("--seed", type=parse_int, default=0)
     p.set_defaults(func=run_demo)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
+from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
 from dpfed.core import get_loss
 from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.data import Dataset, horizontal_split, load_dataset, make_graph
@@ -38,7 +38,7 @@ def _add_data(p: argparse.ArgumentParser) -> None:
         help="Dirichlet concentration for uneven part sizes (default: even sizes)",
     )
     p.add_argument("--split-seed", type=parse_int, default=0, help="seed of the row partition")
-    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument("--out", type=output_path("file"), required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

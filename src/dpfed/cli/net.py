@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from dpfed.cli.common import print_result
+from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
 from dpfed.runtime.disclosure import result_warnings
 from dpfed.runtime.jobfile import load_job
@@ -60,7 +60,7 @@ def run_party_command(args: argparse.Namespace) -> int:
 def configure_run(p: argparse.ArgumentParser) -> None:
     """``dpfed run``."""
     p.add_argument("--config", required=True, help="the job file (TOML)")
-    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument("--out", type=output_path("file"), required=True, help="result JSON file")
     p.add_argument(
         "--resume", action="store_true", help="continue a stopped job from its checkpoints"
     )
@@ -114,7 +114,7 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
              "NAME:train of a named data set, or a .npy, .csv or LIBSVM file with the "
              "training data's columns",
     )
-    p.add_argument("--out", required=True,
+    p.add_argument("--out", type=output_path("file"), required=True,
                    help="receipt JSON (where the recipient wrote the scores, their SHA-256); "
                         "with --to leader, the scores")
     p.add_argument("--to", default=None, metavar="NAME",

@@ -13,7 +13,7 @@ from typing import Any
 
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
-from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
+from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
@@ -45,7 +45,7 @@ def add_train_vertical(sub: Any) -> None:
         action="store_true",
         help="also fit local-only and centralised scikit-learn models",
     )
-    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument("--out", type=output_path("file"), required=True, help="result JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_engine_arguments(p)
     p.set_defaults(func=run_train_vertical)

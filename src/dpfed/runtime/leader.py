@@ -45,7 +45,7 @@ import numpy as np
 from tqdm import tqdm
 
 from dpfed import __version__
-from dpfed._io import write_json_atomic
+from dpfed._io import jsonable, write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import TlsIdentity, load_identity
@@ -146,6 +146,9 @@ class Leader:
         self.elapsed = 0.0
         self.started = time.monotonic()
         self.finished = False
+        # the result, kept in the finished checkpoint; one read from it by --resume
+        self.result: dict[str, Any] | None = None
+        self.finished_result: dict[str, Any] | None = None
         self.protocol_done = False  # the last round's report has arrived
         # a job with droppable parties: the required ones are opened as usual, the droppable
         # ones until the submission deadline
@@ -181,7 +184,8 @@ class Leader:
                     )
                 raise DpfedInputError(
                     f"job {self.spec.id} has already finished (see {str(self.checkpoint_path)!r});"
-                    " give the job a new id to run it again."
+                    " give the job a new id to run it again, or add --resume to write its result "
+                    "again."
                 )
             return
         if not exists:
@@ -196,7 +200,12 @@ class Leader:
                 f"{self.spec.id} (the job file changed)."
             )
         if state.get("finished"):
-            raise DpfedInputError(f"job {self.spec.id} has already finished; nothing to resume.")
+            if state.get("result") is None:
+                raise DpfedInputError(
+                    f"job {self.spec.id} has already finished; nothing to resume.")
+            # finished, but its result file may not have been written: write it again
+            self.finished_result = state["result"]
+            return
         self.history = state["history"]
         self.inbound.load(state["inbound"])
         self.elapsed = float(state["seconds"])
@@ -219,6 +228,7 @@ class Leader:
                 "dropped": self.dropped,
                 "droppable_samples": self.droppable_samples,
                 "aborted": aborted,
+                "result": self.result,
             },
             fsync=self.spec.fsync,
         )
@@ -315,6 +325,13 @@ class Leader:
 
     def _lead(self, out: str | Path) -> dict[str, Any]:
         self.out = Path(out)
+        if self.finished_result is not None:
+            write_json_atomic(out, self.finished_result)
+            self._log(f"job {self.spec.id} had finished; its result, kept in the checkpoint, "
+                      f"is written again to {out}")
+            self.view.set_result(self.finished_result)
+            self.view.set_state("finished")
+            return self.finished_result
         server = serve(
             self.identity, self.spec.leader.bind,
             {"Deliver": self._deliver, "Control": self._refuse_control},
@@ -368,7 +385,9 @@ class Leader:
             if self.spec.simulation:
                 result = with_simulation(result, SIMULATION_WARNING)
             with self.lock:
-                self.finished = True
+                # the finished checkpoint keeps the result: if writing `out` fails, --resume
+                # writes it again (the parties have finished and cannot be asked twice)
+                self.finished, self.result = True, jsonable(result)
                 self._checkpoint()
             write_json_atomic(out, result)
             self.view.set_result(result)

@@ -176,7 +176,8 @@ def checkpoint_view(spec: JobSpec, folder: str | Path | None = None) -> JobView:
         view.set_party(name, "finished" if finished else "not polled")
     if finished:
         history = state.get("history") or []
-        view.set_result({"final": history[-1] if history else None})
+        # the result the leader wrote (kept in the checkpoint), else the last round's figures
+        view.set_result(state.get("result") or {"final": history[-1] if history else None})
         view.set_state("finished", "read from the leader's checkpoint")
     else:
         view.set_state("stopped", aborted or "stopped part-way; read from the leader's "
