@@ -146,7 +146,7 @@ class Leader:
         self.elapsed = 0.0
         self.started = time.monotonic()
         self.finished = False
-        # the result, kept in the finished checkpoint; one read from it by --resume
+        # the result kept in the finished checkpoint, and the one --resume read back from it
         self.result: dict[str, Any] | None = None
         self.finished_result: dict[str, Any] | None = None
         self.protocol_done = False  # the last round's report has arrived
