@@ -146,9 +146,7 @@ class Leader:
         self.elapsed = 0.0
         self.started = time.monotonic()
         self.finished = False
-        # the result kept in the finished checkpoint, and the one --resume read back from it
-        self.result: dict[str, Any] | None = None
-        self.finished_result: dict[str, Any] | None = None
+        self.result: dict[str, Any] | None = None  # kept in the finished checkpoint
         self.protocol_done = False  # the last round's report has arrived
         # a job with droppable parties: the required ones are opened as usual, the droppable
         # ones until the submission deadline
@@ -204,7 +202,7 @@ class Leader:
                 raise DpfedInputError(
                     f"job {self.spec.id} has already finished; nothing to resume.")
             # finished, but its result file may not have been written: write it again
-            self.finished_result = state["result"]
+            self.finished, self.result = True, state["result"]
             return
         self.history = state["history"]
         self.inbound.load(state["inbound"])
@@ -325,13 +323,13 @@ class Leader:
 
     def _lead(self, out: str | Path) -> dict[str, Any]:
         self.out = Path(out)
-        if self.finished_result is not None:
-            write_json_atomic(out, self.finished_result)
+        if self.finished and self.result is not None:  # --resume of a finished job
+            write_json_atomic(out, self.result)
             self._log(f"job {self.spec.id} had finished; its result, kept in the checkpoint, "
                       f"is written again to {out}")
-            self.view.set_result(self.finished_result)
+            self.view.set_result(self.result)
             self.view.set_state("finished")
-            return self.finished_result
+            return self.result
         server = serve(
             self.identity, self.spec.leader.bind,
             {"Deliver": self._deliver, "Control": self._refuse_control},
