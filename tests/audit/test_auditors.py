@@ -15,11 +15,14 @@ from dpfed.audit.run import run_audit, run_one_run_audit
 
 RUNS = 300
 CERTIFIED = sorted(set(AUDITORS) - set(AS_IS))
+#: every certified mechanism under every loss it accepts (None: it has no loss)
+CERTIFIED_LOSSES = [(m, loss) for m in CERTIFIED for loss in AUDITORS[m].losses or (None,)]
 
 
-@pytest.mark.parametrize("mechanism", CERTIFIED)
-def test_no_lower_bound_exceeds_its_claim(mechanism):
-    result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=1)
+@pytest.mark.parametrize(("mechanism", "loss"), CERTIFIED_LOSSES)
+def test_no_lower_bound_exceeds_its_claim(mechanism, loss):
+    result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=1, loss=loss)
+    assert result["loss"] == loss
     assert result["claimed_epsilon"] == pytest.approx(1.0, rel=0.02)
     assert 0.0 <= result["epsilon_lower_bound"] <= result["claimed_epsilon"]
     if result["realised_epsilon"] is not None:  # the sensitivity the runs realised is covered
@@ -37,11 +40,11 @@ def test_the_paper_mechanisms_scores_give_the_row_away_whatever_its_epsilon():
         get_auditor("vertical-paper", epsilon=1.0, delta=1e-5, broken="sensitivity")
 
 
-@pytest.mark.parametrize("mechanism", CERTIFIED)
+@pytest.mark.parametrize(("mechanism", "loss"), CERTIFIED_LOSSES)
 @pytest.mark.parametrize("broken", ["known-noise", "sensitivity"])
-def test_a_broken_configuration_is_caught(mechanism, broken):
+def test_a_broken_configuration_is_caught(mechanism, loss, broken):
     result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=RUNS, seed=2, broken=broken,
-                       factor=100.0)
+                       factor=100.0, loss=loss)
     assert result["epsilon_lower_bound"] > result["claimed_epsilon"], result
 
 
@@ -50,6 +53,13 @@ def test_the_secure_sums_realised_epsilon_is_the_claim_with_the_audited_clients_
     further one, so the realised figure is below the claim, and close to it."""
     result = run_audit("secure-sum-gaussian", epsilon=1.0, runs=8, seed=0)
     assert 0.85 < result["realised_epsilon"] < 1.0
+
+
+def test_a_loss_the_mechanism_does_not_accept_is_refused():
+    with pytest.raises(DpfedInputError, match="Its losses: \\['logistic', 'smoothed_hinge'"):
+        get_auditor("consensus-gaussian", epsilon=1.0, delta=1e-5, loss="squared")
+    with pytest.raises(DpfedInputError, match="no loss option"):
+        get_auditor("secure-sum-gaussian", epsilon=1.0, delta=1e-5, loss="logistic")
 
 
 def test_unknown_mechanism_and_breakage_are_refused():
@@ -77,12 +87,13 @@ def test_the_command_writes_the_documented_record(tmp_path):
 
 def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     records = audit_all(tmp_path / "audit", runs=40, broken_runs=40, workers=2)
-    assert [(r["mechanism"], r["broken"]) for r in records] == [
-        (m, b) for m, b, _ in audit_tasks(40, 40)]
+    assert [(r["mechanism"], r["loss"], r["broken"]) for r in records] == [
+        (m, loss, b) for m, loss, b, _ in audit_tasks(40, 40)]
     folder = tmp_path / "audit"
     listed = json.loads((folder / "audit.json").read_text())
     assert len(listed) == len(records) and "roc" not in listed[0]
     assert (folder / "consensus-gaussian-known-noise.json").exists()
+    assert (folder / "consensus-gaussian-sigmoid-known-noise.json").exists()
     table = (folder / "table.md").read_text()
     assert table.count("\n") == len(records) + 2
     assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

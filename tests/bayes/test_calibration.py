@@ -64,6 +64,19 @@ def test_paper_calibration_at_large_epsilon_reports_the_exact_epsilon():
     cal = calibrate_releases(31.6, 1e-4, projection=False, calibration="paper")
     assert cal.epsilon_accounted > 50  # the classical formula under-states the noise needed
     assert any("more than the stated 31.6" in n for n in cal.notes)
+    # the figure printed as the guarantee is never below the exact one; the paper's is kept
+    assert cal.epsilon == cal.epsilon_accounted and cal.paper_epsilon == 31.6
+    assert cal.to_json()["paper_epsilon"] == 31.6
+
+
+def test_no_calibration_states_an_epsilon_below_the_noise_s_exact_epsilon():
+    for calibration in ("tight", "paper"):
+        for epsilon in (0.5, 2.0, 40.0):
+            for projection in (False, True):
+                cal = calibrate_releases(epsilon, 1e-5, projection=projection,
+                                         calibration=calibration)
+                assert cal.epsilon >= cal.epsilon_accounted * (1 - 1e-9)
+                assert cal.epsilon >= epsilon
 
 
 def test_bad_arguments():

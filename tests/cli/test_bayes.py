@@ -87,6 +87,18 @@ def test_paper_calibration_notes_epsilon_at_least_one(tmp_path, data_dir):
     assert any("only for epsilon < 1" in n for n in privacy["notes"])
 
 
+def test_paper_calibration_stores_the_accounted_epsilon_when_it_is_larger(
+        tmp_path, data_dir, capsys):
+    code, out = _train(tmp_path, data_dir, "--epsilon", "40", "--delta", "1e-5",
+                       "--calibration", "paper")
+    assert code == 0
+    privacy = json.loads(out.read_text())["privacy"]
+    assert privacy["epsilon_accounted"] == pytest.approx(44.52, abs=0.01)
+    assert privacy["epsilon"] == privacy["epsilon_accounted"] > 40
+    assert privacy["paper_epsilon"] == 40
+    assert "epsilon = 44.52" in capsys.readouterr().out
+
+
 def test_nonprivate_and_input_modes(tmp_path, data_dir):
     code, out = _train(tmp_path, data_dir, "--mode", "nonprivate")
     assert code == 0

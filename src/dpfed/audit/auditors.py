@@ -30,7 +30,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,9 +45,11 @@ from dpfed.privacy.accounting import gaussian_epsilon_heterogeneous
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import ConsensusConfig, client_release
+from dpfed.protocols.consensus.messages import GlobalModel
 from dpfed.protocols.consensus.roles import ConsensusClient, ConsensusServer
 from dpfed.protocols.decentralized.calibration import decentralized_total, dvp_noise, pvp_zeta
 from dpfed.protocols.decentralized.roles import DecentralizedNode
+from dpfed.protocols.vertical.calibration import sound_defaults
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
     make_vertical_role,
@@ -56,6 +58,7 @@ from dpfed.protocols.vertical.driver import (
 )
 from dpfed.protocols.vertical.mechanisms import DualRelease, SoundMechanism
 from dpfed.protocols.vertical.messages import Scores
+from dpfed.protocols.vertical.weighting import fit_local_model
 
 #: The ways an auditor can be run against a deliberately broken mechanism.
 BROKEN = ("known-noise", "sensitivity")
@@ -87,6 +90,7 @@ class Auditor(ABC):
     delta: float
     broken: str | None = None
     factor: float = 100.0
+    loss: str | None = None
     name: str = field(default="", init=False)
     neighbours: str = field(default="", init=False)
     statistic: str = field(default="", init=False)
@@ -97,7 +101,27 @@ class Auditor(ABC):
                                   f"Found {self.broken!r}.")
         if not self.factor > 1:
             raise DpfedInputError(f"factor must be > 1. Found {self.factor}.")
+        losses = type(self).losses
+        if self.loss is not None and self.loss not in losses:
+            raise DpfedInputError(
+                f"--loss {self.loss!r} is not a loss the audited mechanism accepts. Its losses: "
+                f"{list(losses) or 'none (it has no loss option)'}."
+            )
         self.setup()
+
+    #: The losses the audited mechanism accepts under its privacy analysis, first the default
+    #: (empty: the mechanism has no loss). A test walks the configurations the protocols
+    #: accept and fails for one missing here.
+    losses: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def loss_name(self) -> str:
+        """The audited loss: ``loss``, or the mechanism's default."""
+        if self.loss is not None:
+            return self.loss
+        if not type(self).losses:
+            raise DpfedInputError("the audited mechanism has no loss.")
+        return type(self).losses[0]
 
     @abstractmethod
     def setup(self) -> None:
@@ -177,22 +201,50 @@ class ConsensusAuditor(Auditor):
     round; the statistic is the summed log-likelihood ratio.
     """
 
+    losses = ("logistic", "smoothed_hinge", "sigmoid")
     rounds: int = 3
     n_rows: int = 20
     n_features: int = 3
+    #: A weakly convex loss's worst case: the record count, penalty and the global model the
+    #: attacker (as the server) sends, where flipping one label moves the exact local
+    #: minimiser furthest against its bound (a scan of the centre; 7.5 times the convex-only
+    #: sensitivity).
+    weak_rows: int = 300
+    weak_rho: float = 0.1
+    weak_center: tuple[float, float] = (3.0, 0.0)
 
     def setup(self) -> None:
         self.name = "consensus-gaussian"
-        self.neighbours = ("client 0's last record with its label flipped (rows of norm 1); "
-                           f"{self.n_rows} records per client, 2 clients, {self.rounds} rounds")
+        loss = get_loss(self.loss_name)
         self.statistic = "log-likelihood ratio of client 0's uploads, summed over rounds"
         data = np.random.default_rng(2024)
-        X = _unit_rows(data, self.n_rows, self.n_features)
-        self.client_data = [(X, y) for y in _last_flipped(_random_labels(data, self.n_rows))]
+        self.center: np.ndarray | None = None
+        rho = ConsensusConfig().rho
+        if loss.weak_convexity > 0:
+            # every record the unit row e_1 labelled -1; the server sends a fixed global model
+            self.n_rows, self.n_features, rho = self.weak_rows, 2, self.weak_rho
+            X = np.zeros((self.n_rows, 2))
+            X[:, 0] = 1.0
+            labels = _last_flipped(-np.ones(self.n_rows))
+            self.center = np.array(self.weak_center)
+            self.neighbours = (
+                f"client 0's last record with its label flipped; {self.n_rows} records e_1 "
+                f"labelled -1, rho {rho:g}, the attacker as the server sending the global "
+                f"model {tuple(self.weak_center)} every round, {self.rounds} rounds "
+                f"({loss.name} loss)")
+        else:
+            X = _unit_rows(data, self.n_rows, self.n_features)
+            labels = _last_flipped(_random_labels(data, self.n_rows))
+            self.neighbours = (
+                "client 0's last record with its label flipped (rows of norm 1); "
+                f"{self.n_rows} records per client, 2 clients, {self.rounds} rounds"
+                + ("" if loss.name == "logistic" else f" ({loss.name} loss)"))
+        self.client_data = [(X, y) for y in labels]
         self.other = (_unit_rows(data, self.n_rows, self.n_features),
                       _random_labels(data, self.n_rows))
         self.config = ConsensusConfig(mechanism="gaussian", epsilon=self.epsilon,
-                                      delta=self.delta, iterations=self.rounds)
+                                      delta=self.delta, iterations=self.rounds,
+                                      loss=loss.name, rho=rho).validated()
         z = calibrate_consensus(self.epsilon, self.delta, self.rounds).noise_multiplier
         self.release = client_release(self.config, z, 2, self.n_rows)
         if self.broken == "sensitivity":
@@ -243,11 +295,23 @@ class ConsensusAuditor(Auditor):
         return total, included
 
     def _uploads(self, audited: ConsensusClient, other: ConsensusClient,
-                 shadows: list[ConsensusClient],
-                 n_features: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                 shadows: list[ConsensusClient], n_features: int,
+                 center: np.ndarray | None = None,
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Run the protocol with client 0 ``audited``; yield each of its uploads with the two
         shadows' exact updates of that round (the shadows then take the released upload, which
-        client 0's dual update reads)."""
+        client 0's dual update reads). With a ``center`` the attacker plays the server and
+        sends it as the global model of every round."""
+        if center is not None:
+            for k in range(self.rounds):
+                message = GlobalModel("server", "c0", k, model=center.copy())
+                for shadow in shadows:
+                    shadow.handle(message)
+                observed = np.array(audited.handle(message)[0].model)
+                yield observed, shadows[0].exact, shadows[1].exact
+                for shadow in shadows:
+                    shadow.released = observed
+            return
         server = ConsensusServer("server", ["c0", "c1"], n_features=n_features,
                                  rho=self.config.rho, max_rounds=self.rounds)
         messages = server.start()
@@ -276,7 +340,8 @@ class ConsensusAuditor(Auditor):
         other = self._client("c1", self.other, self.release, rng)
         shadows = [self._client("c0", data, None, rng) for data in self.client_data]
         statistic = precision = 0.0
-        for observed, mean0, mean1 in self._uploads(audited, other, shadows, self.n_features):
+        for observed, mean0, mean1 in self._uploads(audited, other, shadows, self.n_features,
+                                                    self.center):
             if self.broken == "known-noise":
                 observed = observed - self.release.sample(attacker_noise, self.n_features)
             step, m = _llr(observed, mean0, mean1, self.release.sigma)
@@ -368,6 +433,7 @@ class VerticalSoundAuditor(Auditor):
     does not see.
     """
 
+    losses = ("logistic", "squared", "smoothed_hinge", "sigmoid")
     n_rows: int = 200
     n_features: int = 4
 
@@ -453,8 +519,10 @@ class VerticalSoundAuditor(Auditor):
         self.labels = np.where(margin + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
         self._roles: dict[tuple[int, bytes], tuple[Any, Any, Any]] = {}
         self.config = VerticalConfig(mechanism=mechanism, epsilon=self.epsilon,
-                                     delta=self.delta, iterations=2,
+                                     delta=self.delta, iterations=2, loss=self.loss_name,
                                      passive_weighting=False).validated()
+        if self.loss_name != type(self).losses[0]:
+            self.neighbours += f" ({self.loss_name} loss at the label holder)"
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
         return X
 
@@ -543,42 +611,78 @@ class VerticalPaperAuditor(VerticalSoundAuditor):
 
 class ProtectedLabelHolderAuditor(Auditor):
     r"""The vertical protocol's sound mechanism with the label holder protected
-    (``protect_label_holder``): what the passive party receives from the label holder, the
-    broadcast of round 0 (the noisy dual :math:`\tilde y` of the central step from the label
-    holder's output-perturbed local model, and the residual :math:`\tilde y / \rho`), in a job
-    of the rule's rounds (the last round releases nothing).
+    (``protect_label_holder``): its round-0 releases, in a job of the rule's rounds (the last
+    round releases nothing). The passive party receives the broadcast of round 0 (the noisy
+    dual :math:`\tilde y` of the central step from the label holder's output-perturbed local
+    model, and the residual :math:`\tilde y / \rho`); the attacker here also sees the
+    output-perturbed local model :math:`\tilde x = x + N(0, \sigma_x^2 I)` itself (the label
+    holder's final model, which the accounting charges as released).
 
-    Neighbours: the label holder's last label flipped (rows of the clip norm). The attacker
-    estimates the mean broadcast under each data set by simulating the label holder on it
-    (200 runs of its own, independent of the audit's), and the statistic is the projection of
-    the observed dual on the difference of those means.
+    Neighbours: the label holder's last label flipped (rows of the clip norm). For a convex
+    loss the rows are random; for a weakly convex one (the sigmoid) they are the worst case
+    of its analysis: rows at 0, 120 and 240 degrees, every label +1, the ridge just above the
+    loss's curvature floor :math:`wNR^2` (the smallest a job may have). The statistic sums
+    the model's Gaussian log-likelihood ratio (the attacker computes the exact local models
+    :math:`x_0, x_1` of both data sets) and the projection of the observed dual on the
+    difference of its means (estimated by simulating the label holder on both data sets, 200
+    runs of the attacker's own), scaled by :math:`1/\sigma_y^2`.
     """
 
+    losses = ("logistic", "smoothed_hinge", "sigmoid")
     n_rows: int = 200
     n_features: int = 4
     simulations: int = 200
+    #: rows of a weakly convex loss's worst case, and its ridge over the curvature floor
+    weak_rows: int = 300
+    weak_margin: float = 1.05
 
     def setup(self) -> None:
         self.name = "vertical-sound-label-holder"
-        self.neighbours = ("the label holder's last label flipped (rows at the clip norm); "
-                           f"{self.n_rows} rows, 2 parties")
-        self.statistic = "projection of the released dual on the difference of its means"
+        loss = get_loss(self.loss_name)
         data = np.random.default_rng(2029)
-        self.holder_block = _unit_rows(data, self.n_rows, self.n_features)
-        y = np.where(self.holder_block @ data.normal(size=self.n_features)
-                     + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+        bounds = None
+        if loss.weak_convexity > 0:
+            self.n_rows, self.n_features = self.weak_rows, 2
+            angles = 2.0 * math.pi * np.arange(self.n_rows) / 3.0
+            self.holder_block = np.column_stack([np.cos(angles), np.sin(angles)])
+            y = np.ones(self.n_rows)
+            rule = sound_defaults(self.epsilon, self.n_rows, protect_label_holder=True,
+                                  loss_slope=float(loss.lipschitz))
+            floor = loss.weak_convexity * self.n_rows * rule.bounds.row_norm**2
+            bounds = replace(rule.bounds, prox_weight=self.weak_margin * floor)
+            self.neighbours = (
+                f"the label holder's last label flipped; {self.n_rows} unit rows at 0, 120 "
+                "and 240 degrees, every label +1, the ridge "
+                f"{self.weak_margin:g} x the curvature floor wNR^2 ({loss.name} loss)")
+        else:
+            self.holder_block = _unit_rows(data, self.n_rows, self.n_features)
+            y = np.where(self.holder_block @ data.normal(size=self.n_features)
+                         + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+            self.neighbours = (
+                "the label holder's last label flipped (rows at the clip norm); "
+                f"{self.n_rows} rows, 2 parties"
+                + ("" if loss.name == type(self).losses[0] else f" ({loss.name} loss)"))
+        self.statistic = ("log-likelihood ratio of the released local model plus the "
+                          "projection of the released dual on the difference of its means")
         self.labels = _last_flipped(y)
         self.config = VerticalConfig(mechanism="sound", epsilon=self.epsilon, delta=self.delta,
-                                     protect_label_holder=True).validated()
+                                     protect_label_holder=True, loss=loss.name,
+                                     bounds=bounds).validated()
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
-        self._dual(0, np.random.default_rng(0))  # readies the mechanisms
+        self._released(0, np.random.default_rng(0))  # readies the mechanisms
         self.claim = float(gaussian_epsilon_heterogeneous(planned_multipliers(self.setup_, 0),
                                                           self.delta))
         if self.broken == "sensitivity":
             self.setup_ = self._weakened(self.setup_)
         simulate = np.random.default_rng(7)
-        self.means = [np.mean([self._dual(b, simulate) for _ in range(self.simulations)], axis=0)
-                      for b in (0, 1)]
+        runs = [[self._released(b, simulate) for _ in range(self.simulations)] for b in (0, 1)]
+        self.means = [np.mean([dual for _, dual, _ in r], axis=0) for r in runs]
+        self.sigmas = runs[0][0][2]  # the model's and the dual's noise, as released
+        mechanism = self.setup_.mechanisms[0]
+        assert isinstance(mechanism, SoundMechanism)
+        ridge = self.setup_.config.bounds.prox_weight + self.setup_.mechanisms[0].reg_weight
+        self.models = [fit_local_model(self.holder_block, labels, loss, ridge, tolerance=1e-7)
+                       for labels in self.labels]
 
     def claimed_epsilon(self) -> float:
         return self.claim
@@ -594,16 +698,28 @@ class ProtectedLabelHolderAuditor(Auditor):
                        dual_release=dual)
 
     @staticmethod
-    def _broadcast_dual(setup: Any, block: np.ndarray, labels: np.ndarray,
-                        rng: np.random.Generator) -> np.ndarray:
-        """The dual a label holder with ``block`` and ``labels`` broadcasts in round 0."""
+    def _round_zero(setup: Any, block: np.ndarray, labels: np.ndarray,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray,
+                                                       tuple[float, float]]:
+        """What a label holder with ``block`` and ``labels`` releases in round 0: its noisy
+        local model, the dual it broadcasts, and the two releases' noise ``(sigma_x,
+        sigma_y)``."""
         holder = make_vertical_role(setup, 0, ["label", "bank"], block, rng=rng, labels=labels)
         broadcast = next(m for m in holder.start() if m.recipient == "bank")
-        return np.asarray(broadcast.dual)
+        model_event, dual_event = holder.events[:2]
+        return (np.array(holder.model), np.asarray(broadcast.dual),
+                (float(model_event.sigma), float(dual_event.sigma)))
 
-    def _dual(self, neighbour: int, rng: np.random.Generator) -> np.ndarray:
-        """The dual the label holder broadcasts in round 0 on data set ``neighbour``."""
-        return self._broadcast_dual(self.setup_, self.holder_block, self.labels[neighbour], rng)
+    @classmethod
+    def _broadcast_dual(cls, setup: Any, block: np.ndarray, labels: np.ndarray,
+                        rng: np.random.Generator) -> np.ndarray:
+        """The dual a label holder with ``block`` and ``labels`` broadcasts in round 0."""
+        return cls._round_zero(setup, block, labels, rng)[1]
+
+    def _released(self, neighbour: int, rng: np.random.Generator,
+                  ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+        """Round 0's model and dual on data set ``neighbour``, and their noise."""
+        return self._round_zero(self.setup_, self.holder_block, self.labels[neighbour], rng)
 
     def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``canaries`` more rows of the label holder (random unit rows), canary ``i`` labelled
@@ -635,13 +751,16 @@ class ProtectedLabelHolderAuditor(Auditor):
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
-        observed = self._dual(neighbour, np.random.default_rng(seed))
+        model, dual, _ = self._released(neighbour, np.random.default_rng(seed))
         if self.broken == "known-noise":  # the attacker replays the label holder's noise
-            replays = [self._dual(b, np.random.default_rng(seed)) for b in (0, 1)]
-            return AuditRun(float(np.linalg.norm(observed - replays[0])
-                                  - np.linalg.norm(observed - replays[1])), 0.0)
+            replays = [self._released(b, np.random.default_rng(seed))[1] for b in (0, 1)]
+            return AuditRun(float(np.linalg.norm(dual - replays[0])
+                                  - np.linalg.norm(dual - replays[1])), 0.0)
+        sigma_x, sigma_y = self.sigmas
+        statistic, _ = _llr(model, self.models[0], self.models[1], sigma_x)
         diff = self.means[1] - self.means[0]
-        return AuditRun(float(np.dot(observed - (self.means[0] + self.means[1]) / 2, diff)), 0.0)
+        statistic += float(np.dot(dual - (self.means[0] + self.means[1]) / 2, diff)) / sigma_y**2
+        return AuditRun(statistic, 0.0)
 
 
 class DecentralizedAuditor(Auditor):
@@ -660,6 +779,7 @@ class DecentralizedAuditor(Auditor):
     statistic is still valid, only not optimal).
     """
 
+    losses = ("logistic",)
     rounds: int = 3
     n_rows: int = 20
     n_features: int = 3
@@ -683,7 +803,7 @@ class DecentralizedAuditor(Auditor):
         self.alphas = np.full(self.rounds, self.epsilon / self.rounds)
         # broken sensitivity: every round's noise calibrated to factor x the privacy
         self.used_alphas = self.alphas * (self.factor if self.broken == "sensitivity" else 1.0)
-        self.loss = get_loss("logistic")
+        self.loss_fn = get_loss(self.loss_name)
 
     def claimed_epsilon(self) -> float:
         return float(decentralized_total(self.alphas)["epsilon"])
@@ -694,7 +814,7 @@ class DecentralizedAuditor(Auditor):
     def _node(self, name: str, neighbour: str, data: tuple[np.ndarray, np.ndarray],
               rng: np.random.Generator) -> DecentralizedNode:
         return DecentralizedNode(
-            name, data[0], data[1], neighbours=[neighbour], loss=self.loss,
+            name, data[0], data[1], neighbours=[neighbour], loss=self.loss_fn,
             loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, max_rounds=self.rounds,
             perturbation=self.perturbation, alphas=self.used_alphas, rng=rng,
         )
@@ -704,7 +824,7 @@ class DecentralizedAuditor(Auditor):
         """:math:`\nabla F(f)` of node 0's step on ``data``, without the noise term."""
         X, y = data
         a = self.loss_scale / self.n_rows
-        data_term = a * X.T @ self.loss.derivative(X @ f, y)
+        data_term = a * X.T @ self.loss_fn.derivative(X @ f, y)
         return data_term + (self.rho + phi) * f + 2.0 * dual + 2.0 * self.eta * (f - center)
 
     def _coordinate_scores(self, observed: np.ndarray, shadows: list[DecentralizedNode],

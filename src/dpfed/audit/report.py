@@ -30,23 +30,40 @@ from dpfed.audit.run import run_audit
 AS_IS = ("vertical-paper",)
 
 
-def audit_tasks(runs: int, broken_runs: int) -> list[tuple[str, str | None, int]]:
-    """``(mechanism, broken, runs)`` of a full audit."""
-    tasks: list[tuple[str, str | None, int]] = []
+#: One audit of a full run: mechanism, loss (None: it has none), broken, runs.
+AuditTask = tuple[str, str | None, str | None, int]
+
+
+def audit_tasks(runs: int, broken_runs: int) -> list[AuditTask]:
+    """``(mechanism, loss, broken, runs)`` of a full audit: every mechanism under every loss
+    it accepts, honest and broken."""
+    tasks: list[AuditTask] = []
     for name in sorted(AUDITORS):
-        tasks.append((name, None, runs))
-        tasks += [(name, b, broken_runs) for b in BROKEN if name not in AS_IS]
+        for loss in AUDITORS[name].losses or (None,):
+            tasks.append((name, loss, None, runs))
+            tasks += [(name, loss, b, broken_runs) for b in BROKEN if name not in AS_IS]
     return tasks
 
 
-def _run(task: tuple[str, str | None, int], epsilon: float, delta: float,
-         seed: int) -> dict[str, Any]:
-    name, broken, runs = task
-    return run_audit(name, epsilon=epsilon, delta=delta, runs=runs, seed=seed, broken=broken)
+def _run(task: AuditTask, epsilon: float, delta: float, seed: int) -> dict[str, Any]:
+    name, loss, broken, runs = task
+    return run_audit(name, epsilon=epsilon, delta=delta, runs=runs, seed=seed, broken=broken,
+                     loss=loss)
+
+
+def _default_loss(record: dict[str, Any]) -> bool:
+    losses = AUDITORS[record["mechanism"]].losses if record["mechanism"] in AUDITORS else ()
+    return record.get("loss") is None or (bool(losses) and record["loss"] == losses[0])
+
+
+def _label(record: dict[str, Any]) -> str:
+    """The mechanism, with its loss unless it is the default one."""
+    return record["mechanism"] + ("" if _default_loss(record) else f" ({record['loss']})")
 
 
 def _file_name(record: dict[str, Any]) -> str:
-    return record["mechanism"] + (f"-{record['broken']}" if record["broken"] else "")
+    loss = "" if _default_loss(record) else f"-{record['loss']}"
+    return record["mechanism"] + loss + (f"-{record['broken']}" if record["broken"] else "")
 
 
 def table_markdown(records: list[dict[str, Any]]) -> str:
@@ -57,7 +74,7 @@ def table_markdown(records: list[dict[str, Any]]) -> str:
         realised = "-" if r["realised_epsilon"] is None else f"{r['realised_epsilon']:.3g}"
         flag = " (exceeds the claim)" if r["epsilon_lower_bound"] > r["claimed_epsilon"] else ""
         lines.append(
-            f"| {r['mechanism']} | {r['broken'] or '-'} | {r['claimed_epsilon']:.3g} | "
+            f"| {_label(r)} | {r['broken'] or '-'} | {r['claimed_epsilon']:.3g} | "
             f"{r['delta']:g} | {r['epsilon_lower_bound']:.3f}{flag} | {realised} | {r['runs']} | "
             f"{r['seconds']:.1f} |"
         )
@@ -79,7 +96,7 @@ def roc_png(records: list[dict[str, Any]]) -> bytes | None:
     grid = np.logspace(-4, 0, 200)
     for r in honest:
         fpr, tpr = np.asarray(r["roc"]["fpr"]), np.asarray(r["roc"]["tpr"])
-        ax.plot(np.clip(fpr, 1e-4, 1), tpr, label=f"{r['mechanism']}", linewidth=1.2)
+        ax.plot(np.clip(fpr, 1e-4, 1), tpr, label=_label(r), linewidth=1.2)
     if honest:
         eps, delta = honest[0]["claimed_epsilon"], honest[0]["delta"]
         bound = np.minimum(1.0, np.minimum(math.exp(eps) * grid + delta,
@@ -124,8 +141,8 @@ def audit_all(out: str | os.PathLike[str], *, epsilon: float = 1.0, delta: float
             for future in futures:
                 future.cancel()
             raise
-    order = {(t[0], t[1]): i for i, t in enumerate(tasks)}
-    records.sort(key=lambda r: order.get((r["mechanism"], r["broken"]), len(order)))
+    order = {(t[0], t[1], t[2]): i for i, t in enumerate(tasks)}
+    records.sort(key=lambda r: order.get((r["mechanism"], r["loss"], r["broken"]), len(order)))
     folder.mkdir(parents=True, exist_ok=True)
     for record in records:
         write_json_atomic(folder / f"{_file_name(record)}.json", record)

@@ -16,6 +16,8 @@ The result (``audit.json``) holds, besides the mechanism and its configuration:
     The test's rates at the chosen threshold, on the evaluation half of the runs.
 ``statistic``, ``neighbours``
     What the attacker computes, and the two data sets.
+``loss``
+    The loss of the audited configuration (null for a mechanism without one).
 ``realised_epsilon``
     The analytic epsilon at the sensitivity the runs realised (None where the statistic is not
     a likelihood ratio), the ceiling the lower bound can approach.
@@ -47,7 +49,8 @@ from dpfed.core.threads import vector_work
 @vector_work
 def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs: int = 500,
               seed: int = 0, broken: str | None = None, factor: float = 100.0,
-              confidence: float = 0.95, progress: Any = None) -> dict[str, Any]:
+              confidence: float = 0.95, progress: Any = None,
+              loss: str | None = None) -> dict[str, Any]:
     """Audit ``mechanism`` with ``runs`` runs on each neighbour; return the result record.
 
     Parameters
@@ -65,9 +68,13 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
         A deliberately broken configuration (see :mod:`dpfed.audit.auditors`).
     progress : callable or None
         Called with the number of runs done after each pair of runs.
+    loss : str or None
+        The loss of the audited configuration (None: the mechanism's default; see
+        :attr:`dpfed.audit.auditors.Auditor.losses`).
     """
     started = time.perf_counter()
-    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor)
+    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor,
+                          loss=loss)
     rng = np.random.default_rng(seed)
     scores = np.zeros((2, runs))
     precision = 0.0
@@ -83,6 +90,7 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
     fpr, tpr = roc_curve(scores[0], scores[1])
     return {
         "mechanism": auditor.name,
+        "loss": auditor.loss_name if type(auditor).losses else None,
         "claimed_epsilon": auditor.claimed_epsilon(),
         "delta": delta,
         "epsilon_lower_bound": bound.epsilon,
@@ -107,14 +115,15 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
 def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5,
                       canaries: int = 1000, guesses: int | None = None, seed: int = 0,
                       broken: str | None = None, factor: float = 100.0,
-                      confidence: float = 0.95) -> dict[str, Any]:
+                      confidence: float = 0.95, loss: str | None = None) -> dict[str, Any]:
     """Audit ``mechanism`` in one run with ``canaries`` canaries (Steinke, Nasr and Jagielski
     2023): each canary is included with probability 1/2, the attacker guesses "in" for the
     ``guesses / 2`` highest scores and "out" for as many lowest (default: a fifth of the
     canaries in all, fixed before the run), and the bound comes from its correct guesses
     (:func:`dpfed.audit.statistics.one_run_epsilon_lower_bound`)."""
     started = time.perf_counter()
-    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor)
+    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor,
+                          loss=loss)
     guesses = guesses if guesses is not None else max(2, canaries // 5)
     if not 2 <= guesses <= canaries:
         raise DpfedInputError(f"--guesses must be in [2, {canaries}]. Found {guesses}.")
@@ -130,6 +139,7 @@ def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e
                                         confidence=confidence)
     return {
         "mechanism": auditor.name,
+        "loss": auditor.loss_name if type(auditor).losses else None,
         "claimed_epsilon": auditor.claimed_epsilon(),
         "delta": delta,
         "epsilon_lower_bound": bound,

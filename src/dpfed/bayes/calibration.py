@@ -83,6 +83,10 @@ class ReleaseCalibration:
         How the releases compose to the total.
     epsilon_accounted : float
         Exact epsilon at the total delta of the noise added (:func:`exact_epsilon`).
+    paper_epsilon : float or None
+        ``"paper"``: the budget as the paper states it (the ``epsilon`` asked for). ``epsilon``
+        is then the larger of it and ``epsilon_accounted``, so no figure dpfed prints as the
+        guarantee is below the exact epsilon of the noise added. ``"tight"``: ``None``.
     notes : tuple of str
     first_release : str or None
         What the first release holds (``None``: one release).
@@ -98,6 +102,7 @@ class ReleaseCalibration:
     epsilon_accounted: float
     notes: tuple[str, ...] = field(default=())
     first_release: str | None = None
+    paper_epsilon: float | None = None
 
     def to_json(self) -> dict:
         """A JSON-ready dict of the fields."""
@@ -113,6 +118,7 @@ class ReleaseCalibration:
             else [list(b) for b in self.release_budgets],
             "composition": self.composition,
             "epsilon_accounted": self.epsilon_accounted,
+            "paper_epsilon": self.paper_epsilon,
             "notes": list(self.notes),
         }
 
@@ -239,14 +245,18 @@ def _calibrate(
                 "epsilon of the noise added)"
             )
     accounted = exact_epsilon(zs, dlt)
+    epsilon = eps
     if calibration == "paper" and accounted > eps * (1 + 1e-6):
+        epsilon = float(accounted)
         notes.append(
             f"the exact epsilon of the noise added is {accounted:.4g} at delta = {dlt:g}, "
-            f"more than the stated {eps:g}"
+            f"more than the stated {eps:g}: privacy.epsilon is {accounted:.4g}, the stated "
+            "budget is kept as privacy.paper_epsilon"
         )
     return ReleaseCalibration(
         calibration=calibration,
-        epsilon=eps,
+        epsilon=epsilon,
+        paper_epsilon=eps if calibration == "paper" else None,
         delta=dlt,
         first_share=share,
         noise_multipliers=tuple(float(z) for z in zs),

@@ -174,6 +174,7 @@ class LinRegFit:
             "composition": cal.composition,
             "first_share": cal.first_share,
             "epsilon_accounted": cal.epsilon_accounted,
+            "paper_epsilon": cal.paper_epsilon,
             "release_budgets": cal.to_json()["release_budgets"],
             "releases": releases,
             "notes": list(self.notes),

@@ -25,6 +25,9 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protect-label-holder", action="store_true",
                    help="with --mechanism vertical-sound: audit the protected label holder's "
                         "releases (vertical-sound-label-holder)")
+    p.add_argument("--loss", default=None,
+                   help="with --mechanism: the loss of the audited configuration (default: the "
+                        "mechanism's first; --all audits every loss each mechanism accepts)")
     p.add_argument("--epsilon", type=parse_float, default=1.0,
                    help="the target the mechanism is calibrated to (default 1)")
     p.add_argument("--delta", type=parse_float, default=1e-5, help="(default 1e-5)")
@@ -58,13 +61,17 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
-    if args.all:
-        return run_audit_all(args)
     if args.engine != "inprocess" or args.ray_address:
         raise DpfedInputError(
             "--engine ray runs the audits of --all as Ray tasks; one audit runs in this "
             "process. Add --all, or leave --engine out."
         )
+    if args.all and args.loss is not None:
+        raise DpfedInputError(
+            "--all audits every loss each mechanism accepts; --loss goes with --mechanism."
+        )
+    if args.all:
+        return run_audit_all(args)
     if args.protect_label_holder:
         if args.mechanism != "vertical-sound":
             raise DpfedInputError(
@@ -76,9 +83,12 @@ def run_audit_command(args: argparse.Namespace) -> int:
         result = run_one_run_audit(
             args.mechanism, epsilon=args.epsilon, delta=args.delta, canaries=args.canaries,
             guesses=args.guesses, seed=args.seed, broken=args.broken, factor=args.factor,
+            loss=args.loss,
         )
         write_json_atomic(args.out, result)
-        print(f"{result['mechanism']}{' (broken: ' + args.broken + ')' if args.broken else ''}, "
+        loss = f" ({result['loss']} loss)" if result["loss"] else ""
+        print(f"{result['mechanism']}{loss}"
+              f"{' (broken: ' + args.broken + ')' if args.broken else ''}, "
               f"one run: claimed epsilon {result['claimed_epsilon']:.4g} at delta "
               f"{result['delta']:g}; audited lower bound {result['epsilon_lower_bound']:.4g} "
               f"({result['confidence']:.0%} confidence; {result['correct']} of "
@@ -91,7 +101,7 @@ def run_audit_command(args: argparse.Namespace) -> int:
     try:
         result = run_audit(
             args.mechanism, epsilon=args.epsilon, delta=args.delta, runs=args.runs,
-            seed=args.seed, broken=args.broken, factor=args.factor,
+            seed=args.seed, broken=args.broken, factor=args.factor, loss=args.loss,
             progress=None if bar is None else (lambda done: bar.update(1)),
         )
     finally:
@@ -99,7 +109,9 @@ def run_audit_command(args: argparse.Namespace) -> int:
             bar.close()
     write_json_atomic(args.out, result)
     realised = result["realised_epsilon"]
-    print(f"{result['mechanism']}{' (broken: ' + args.broken + ')' if args.broken else ''}: "
+    loss = f" ({result['loss']} loss)" if result["loss"] else ""
+    print(f"{result['mechanism']}{loss}"
+          f"{' (broken: ' + args.broken + ')' if args.broken else ''}: "
           f"claimed epsilon {result['claimed_epsilon']:.4g} at delta {result['delta']:g}; "
           f"audited lower bound {result['epsilon_lower_bound']:.4g} "
           f"({result['confidence']:.0%} confidence, {result['runs']} runs per neighbour, "

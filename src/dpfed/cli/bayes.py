@@ -134,8 +134,10 @@ def run_train_bayes_linreg(args: argparse.Namespace) -> int:
           f"(IQR {iqr[0]:.4f}-{iqr[1]:.4f}; {res['median_target_units']:.4f} in "
           f"{data.target_name} units)")
     if private:
-        print(f"privacy ({args.mode}, {args.calibration}): epsilon = {args.epsilon:g} at "
-              f"delta = {args.delta:g} (accounted: {privacy['epsilon_accounted']:.4g})")
+        stated = privacy.get("paper_epsilon")
+        print(f"privacy ({args.mode}, {args.calibration}): epsilon = {privacy['epsilon']:.4g} "
+              f"at delta = {args.delta:g} (accounted: {privacy['epsilon_accounted']:.4g}"
+              + (f"; the paper's stated budget: {stated:g})" if stated is not None else ")"))
     for note in privacy["notes"]:
         print(f"note: {note}")
     print(f"wrote {args.out}")

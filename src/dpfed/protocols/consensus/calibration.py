@@ -49,7 +49,10 @@ Assumptions and who must enforce them
 * :math:`\ell` convex and :math:`R` :math:`\mu`-strongly convex (the paper says
   ":math:`\ell` L-smooth, :math:`R` :math:`\mu`-strongly convex"; smoothness is needed for its
   convergence proof, convexity of :math:`\ell` for the sensitivity): **the code must refuse
-  other losses / regularisers** or pass the right ``mu``.
+  other losses / regularisers** or pass the right ``mu``. A weakly convex loss
+  (:math:`\nabla^2 \ell \succeq -wI`, e.g. the sigmoid with rows of norm 1) keeps the
+  argument with :math:`\kappa = \lambda\mu/n + \rho - w`, which must be positive:
+  :func:`consensus_sensitivity` takes :math:`w` and refuses :math:`\kappa \le 0`.
 * the local problem is solved exactly (the sensitivity is that of the exact minimiser): an
   inexact solver adds its own error, :math:`\|w - w^\star\| \le \|\nabla \mathcal{L}(w)\| /
   \kappa`, which the code must keep negligible against :math:`\sigma` or add to
@@ -97,17 +100,19 @@ __all__ = [
 
 
 def consensus_sensitivity(
-    *, c1: float, lam: float, n_clients: int, rho: float, m_i: int, mu: float = 1.0
+    *, c1: float, lam: float, n_clients: int, rho: float, m_i: int, mu: float = 1.0,
+    weak_convexity: float = 0.0,
 ) -> float:
     r"""l2 sensitivity of client ``i``'s exact local minimiser (one record replaced).
 
     .. math::
 
-        \Delta_2 = \frac{2 c_1}{(\lambda \mu / n + \rho)\, m_i}
+        \Delta_2 = \frac{2 c_1}{(\lambda \mu / n + \rho - w)\, m_i}
 
-    (the paper's :math:`2 c_1 / ((\lambda/n + \rho) m_i)` for the default :math:`\mu = 1`); see
-    the module docstring for the derivation and the assumptions (convex loss with
-    :math:`\|\nabla \ell\| \le c_1`, :math:`\mu`-strongly convex :math:`R`, exact minimisation).
+    (the paper's :math:`2 c_1 / ((\lambda/n + \rho) m_i)` for the default :math:`\mu = 1` and
+    a convex loss, :math:`w = 0`); see the module docstring for the derivation and the
+    assumptions (:math:`\|\nabla \ell\| \le c_1`, a loss whose Hessian in :math:`w` is at
+    least :math:`-w I`, :math:`\mu`-strongly convex :math:`R`, exact minimisation).
 
     Parameters
     ----------
@@ -123,11 +128,21 @@ def consensus_sensitivity(
         Number of records :math:`m_i \ge 1` of client ``i``.
     mu : float, default 1.0
         Strong-convexity modulus of :math:`R` (1 for :math:`\tfrac12\|w\|^2`).
+    weak_convexity : float, default 0.0
+        :math:`w \ge 0` with :math:`\nabla^2_w \ell \succeq -w I` for every record: for a
+        margin loss :math:`h(y x^\top w)` with :math:`h'' \ge -w_h` and rows of norm at most 1
+        (clipped), :math:`w = w_h` (0 for a convex loss; :math:`1/(6\sqrt3)` for the sigmoid).
 
     Returns
     -------
     float
         :math:`\Delta_2`.
+
+    Raises
+    ------
+    DpfedInputError
+        If :math:`\lambda\mu/n + \rho \le w`: the local problem is then not strongly convex
+        on every data set and its minimiser has no bounded sensitivity.
 
     Examples
     --------
@@ -140,7 +155,16 @@ def consensus_sensitivity(
     r = check_positive("rho", rho)
     m = check_int("m_i", m_i, minimum=1)
     u = check_positive("mu", mu, allow_zero=True)
-    return 2.0 * c / ((lm * u / n + r) * m)
+    w = check_positive("weak_convexity", weak_convexity, allow_zero=True)
+    modulus = lm * u / n + r - w
+    if not modulus > 0:
+        raise DpfedInputError(
+            "the gaussian mechanism's sensitivity needs a strongly convex local problem: "
+            f"lam*mu/n + rho = {lm * u / n + r:.4g} must exceed the loss's weak-convexity "
+            f"modulus {w:.4g} (its curvature can be as low as -{w:.4g} per record). Raise rho "
+            "or lam, or use a convex loss (logistic, smoothed_hinge)."
+        )
+    return 2.0 * c / (modulus * m)
 
 
 def consensus_sigma(
@@ -153,6 +177,7 @@ def consensus_sigma(
     epsilon: float,
     delta: float,
     mu: float = 1.0,
+    weak_convexity: float = 0.0,
 ) -> float:
     r"""The paper's per-round noise standard deviation :math:`\sigma_{i,k}`.
 
@@ -168,7 +193,7 @@ def consensus_sigma(
 
     Parameters
     ----------
-    c1, lam, n_clients, rho, m_i, mu
+    c1, lam, n_clients, rho, m_i, mu, weak_convexity
         As in :func:`consensus_sensitivity`.
     epsilon : float
         Per-round :math:`\varepsilon \in (0, 1]`.
@@ -185,7 +210,8 @@ def consensus_sigma(
     DpfedInputError
         For bad arguments, or for ``epsilon > 1`` (the message names the proved range).
     """
-    sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu)
+    sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu,
+                                 weak_convexity=weak_convexity)
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
     if not in_classic_range(eps):

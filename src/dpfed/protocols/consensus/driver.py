@@ -120,6 +120,13 @@ class ConsensusConfig:
                 f"the gaussian mechanism needs a loss with a bounded derivative (c1). Found "
                 f"{loss.name!r}."
             )
+        if not self.rho + self.lam > loss.weak_convexity:  # lam/n <= lam for every n
+            raise DpfedInputError(
+                "the gaussian mechanism's sensitivity needs a strongly convex local problem: "
+                f"rho + lam/n must exceed the {loss.name} loss's weak-convexity modulus "
+                f"{loss.weak_convexity:.4g}. Found rho={self.rho}, lam={self.lam}. Raise rho, "
+                "or use a convex loss (logistic, smoothed_hinge)."
+            )
         if self.delta is None:
             raise DpfedInputError("the gaussian mechanism needs delta. Found none.")
         check_open_unit("delta", self.delta)
@@ -193,8 +200,10 @@ def client_release(cfg: ConsensusConfig, z: float | None, n_clients: int, m_i: i
     """Client release of a client with ``m_i`` rows (None without noise)."""
     if z is None:
         return None
-    c1 = float(get_loss(cfg.loss).lipschitz)  # |l'| <= L and rows clipped to norm 1
-    delta_i = consensus_sensitivity(c1=c1, lam=cfg.lam, n_clients=n_clients, rho=cfg.rho, m_i=m_i)
+    loss = get_loss(cfg.loss)
+    c1 = float(loss.lipschitz)  # |l'| <= L and rows clipped to norm 1
+    delta_i = consensus_sensitivity(c1=c1, lam=cfg.lam, n_clients=n_clients, rho=cfg.rho,
+                                    m_i=m_i, weak_convexity=loss.weak_convexity)
     return GaussianRelease.from_multiplier("model", delta_i, z)
 
 

@@ -189,6 +189,58 @@ def theorem1_epsilon(*, l2_bound: float, sigma: float, delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta)) * l2_bound / sigma
 
 
+def local_model_strong_convexity(
+    *, ridge: float, weak_convexity: float, n_samples: int, row_norm: float
+) -> float:
+    r"""The strong convexity of a protected label holder's local objective, for every data set.
+
+    The objective :math:`F(x) = \sum_{i=1}^N \ell(\langle d_i, x\rangle; y_i) +
+    \frac{\mu}{2}\|x\|^2` has Hessian :math:`\sum_i \ell''(\cdot)\, d_i d_i^\top + \mu I`.
+    A loss with :math:`\ell'' \ge -w` (``weak_convexity`` :math:`w`; 0 for a convex loss)
+    and rows of norm at most :math:`R` give :math:`\sum_i \ell'' d_i d_i^\top \succeq -w N
+    R^2 I`, so :math:`F` is :math:`(\mu - wNR^2)`-strongly convex on every data set with
+    :math:`N` rows: a public bound (the data's own curvature would be a fact about the rows).
+    The sensitivity of the minimiser (:meth:`SoundMechanism.local_model_release
+    <dpfed.protocols.vertical.mechanisms.SoundMechanism.local_model_release>`) needs it
+    positive.
+
+    Parameters
+    ----------
+    ridge : float
+        :math:`\mu`, the ridge of the summed form (``N lam`` times the regulariser's modulus
+        plus the prox weight :math:`\tau`).
+    weak_convexity : float
+        :math:`w = \max(0, -\inf \ell'')` of the loss.
+    n_samples : int
+        :math:`N`.
+    row_norm : float
+        :math:`R`, the rows' clip.
+
+    Returns
+    -------
+    float
+        :math:`\mu - wNR^2 > 0`.
+
+    Raises
+    ------
+    DpfedInputError
+        If it is not positive: the minimisers of two neighbouring non-convex objectives can be
+        arbitrarily far apart, so no sensitivity holds.
+    """
+    floor = weak_convexity * n_samples * row_norm**2
+    modulus = ridge - floor
+    if not modulus > 0:
+        raise DpfedInputError(
+            "a protected label holder releases its local model with a sensitivity that needs "
+            "a strongly convex objective. The loss curves down by up to "
+            f"{weak_convexity:.4g} per row, so over N = {n_samples} rows of norm {row_norm:g} "
+            f"the losses can curve down by {floor:.4g}, and the ridge N*lam + prox_weight = "
+            f"{ridge:.4g} does not exceed it. Use a convex loss (logistic, smoothed_hinge) or "
+            f"a ridge above {floor:.4g} (lam or bounds.prox_weight)."
+        )
+    return modulus
+
+
 @dataclass(frozen=True)
 class SoundBounds:
     r"""The enforced bounds of the ``sound`` mechanism.

@@ -35,6 +35,7 @@ from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.vertical.calibration import (
     EigenvaluePremise,
     SoundBounds,
+    local_model_strong_convexity,
     paper_epsilon_reasons,
     sound_defaults,
     split_noise_multiplier,
@@ -261,6 +262,14 @@ class VerticalConfig:
         if self.protect_label_holder and self.mechanism != "sound":
             raise DpfedInputError(
                 f"protect_label_holder is part of the sound mechanism. Found {self.mechanism!r}."
+            )
+        if self.protect_label_holder and (
+            loss.lipschitz is None or not math.isfinite(loss.lipschitz)
+        ):
+            raise DpfedInputError(
+                "protect_label_holder releases the label holder's local model, whose "
+                "sensitivity needs a loss of bounded slope (logistic, smoothed_hinge, sigmoid). "
+                f"Found {self.loss!r}."
             )
         acceleration = self.acceleration
         if acceleration is None:
@@ -526,6 +535,12 @@ def build_mechanisms(
     per_party: list[PartyMechanism] = [NoPrivacy()]
     dual = None
     if cfg.protect_label_holder:
+        # the local model's sensitivity needs a strongly convex objective on every data set
+        local_model_strong_convexity(
+            ridge=reg_weight * reg.strong_convexity + cfg.bounds.prox_weight,
+            weak_convexity=get_loss(cfg.loss).weak_convexity, n_samples=n_samples,
+            row_norm=cfg.bounds.row_norm,
+        )
         # one model (its local model, round 0) and T duals: calibrated on their own
         holder_x, holder_y = split_noise_multiplier(
             _calibrate_sound(cfg, model_steps=1, score_steps=cfg.iterations, statistics=False),

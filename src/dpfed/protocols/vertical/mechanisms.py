@@ -18,6 +18,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
+from dpfed.core.losses import Loss
 from dpfed.core.regularizers import L2, ElasticNet, Regularizer
 from dpfed.core.rows import clip_rows, normalize_rows
 from dpfed.core.spectral import GramSpectrum
@@ -28,6 +29,7 @@ from dpfed.protocols.vertical.calibration import (
     EigenvaluePremise,
     SoundBounds,
     lemma1_bound,
+    local_model_strong_convexity,
     theorem1_epsilon,
     theorem1_sigma,
 )
@@ -265,19 +267,38 @@ class SoundMechanism(PartyMechanism):
         )
         return model, scores
 
-    def local_model_release(self, loss_slope: float, tolerance: float) -> GaussianRelease:
+    def local_model_release(
+        self, loss: Loss, tolerance: float, n_samples: int
+    ) -> GaussianRelease:
         r"""The release of a protected label holder's regularised local model (its round 0).
 
         :math:`x = \arg\min_x \sum_i \ell(\langle d_i, x\rangle; y_i) + \frac\mu2\|x\|^2`
         with rows of norm at most :math:`R` and :math:`|\ell'| \le L`: replacing one row and
-        its label changes the gradient by at most :math:`2LR`, so the minimisers move by at
-        most :math:`2LR/\mu`; a solve stopped at gradient norm ``tolerance`` adds
-        :math:`2\,\mathrm{tolerance}/\mu` (both solves within it of their minimisers).
+        its label changes the gradient by at most :math:`2LR`; the objective is
+        :math:`\kappa`-strongly convex on every data set with :math:`\kappa = \mu - wNR^2`
+        (:func:`~dpfed.protocols.vertical.calibration.local_model_strong_convexity`; a loss
+        with :math:`\ell'' \ge -w`, :math:`w = 0` when convex), so the minimisers move by at
+        most :math:`2LR/\kappa`; a solve stopped at gradient norm ``tolerance`` adds
+        :math:`2\,\mathrm{tolerance}/\kappa` (both solves within it of their minimisers).
+
+        Raises
+        ------
+        DpfedInputError
+            If the loss has no bounded slope, or :math:`\kappa \le 0`.
         """
         if self._strong_convexity is None:
             raise RuntimeError("check_regularizer must run before release")
-        mu = self._strong_convexity
-        sensitivity = 2.0 * (loss_slope * self.bounds.row_norm + tolerance) / mu
+        slope = loss.lipschitz
+        if slope is None or not math.isfinite(slope):
+            raise DpfedInputError(
+                "a protected label holder's local model needs a loss of bounded slope. Found "
+                f"{loss.name}."
+            )
+        kappa = local_model_strong_convexity(
+            ridge=self._strong_convexity, weak_convexity=loss.weak_convexity,
+            n_samples=n_samples, row_norm=self.bounds.row_norm,
+        )
+        sensitivity = 2.0 * (float(slope) * self.bounds.row_norm + tolerance) / kappa
         return GaussianRelease.from_multiplier("model", sensitivity, self.model_multiplier)
 
     def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):

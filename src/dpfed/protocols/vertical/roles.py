@@ -633,8 +633,9 @@ class LabelHolder(_BlockOwner):
             )
         mu = self.reg_weight * self.regularizer.strong_convexity + mechanism.prox_weight
         tolerance = LOCAL_MODEL_TOLERANCE * float(slope) * mechanism.bounds.row_norm
+        # calibrated (and its premise checked) before the solve, which needs the same premise
+        release = mechanism.local_model_release(self.loss, tolerance, self.n_samples)
         x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
-        release = mechanism.local_model_release(float(slope), tolerance)
         noisy = x + release.sample(self.rng, x.shape)
         self.events.append(release_event(self.name, 0, release))
         self.model = noisy
