@@ -239,7 +239,7 @@ def test_a_protected_label_holders_local_model_moves_at_most_its_sensitivity():
                           scores_multiplier=1.0)
     mech.check_regularizer(L2(), 0.0)
     g = LOCAL_MODEL_TOLERANCE * R
-    bound = mech.local_model_release(1.0, g).l2_sensitivity
+    bound = mech.local_model_release(loss, g, n).l2_sensitivity
     assert bound == pytest.approx(2 * (R + g) / mu)
     x = fit_local_model(X, y, loss, mu, tolerance=g)
     worst = 0.0
