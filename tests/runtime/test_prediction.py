@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
+from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.prediction import (
     PredictionCollector,
     PredictionShare,
     check_request_id,
     new_request_id,
     share_messages,
+    write_predictions,
 )
 
 PARTIES = ["label", "bank", "shop"]
@@ -83,3 +88,21 @@ def test_fresh_prediction_ids_are_valid_and_distinct():
     ids = {new_request_id() for _ in range(20)}
     assert len(ids) == 20
     assert all(check_request_id(i) == i for i in ids)
+
+
+def test_the_recipients_scores_are_owner_only_whatever_the_umask(netjob, tmp_path):
+    job = netjob([(name, "breast_cancer", (10 * k, 10 * k + 10))
+                  for k, name in enumerate(PARTIES)], params={"iterations": 2})
+    spec = load_job(job.config)
+    collector = PredictionCollector("p1", "rows.npy", PARTIES)
+    for m in _shares({name: np.full(10, 0.5) for name in PARTIES}):
+        collector.add(m)
+    path = tmp_path / "work" / "label" / "job" / "predictions" / "p1.json"
+    old = os.umask(0)
+    try:
+        write_predictions(path, spec, collector, "label")
+    finally:
+        os.umask(old)
+    for folder in (path.parent, path.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -60,6 +60,7 @@ from dpfed.runtime.leader import leader_connections
 from dpfed.runtime.links import received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
+from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import Protocol, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, connection_limit, serve
 from dpfed.runtime.wire import register_message
@@ -199,8 +200,12 @@ class PredictionCollector:
 
 def write_predictions(path: Path, spec: JobSpec, collector: PredictionCollector,
                       recipient: str) -> dict[str, Any]:
-    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256."""
+    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256.
+
+    The scores are for the recipient alone: the folder is made ``0700`` and the file is
+    ``0600``, whatever the umask."""
     output = get_protocol(spec.protocol).prediction_output(spec, collector.total())
+    private_folder(path.parent)
     write_json_atomic(path, {
         "job": spec.id, "request": collector.request, "data": collector.data,
         "recipient": recipient, "parties": collector.parties, "n_rows": collector.n_rows,
