@@ -32,6 +32,14 @@ def configure_party(p: argparse.ArgumentParser) -> None:
     """``dpfed party``."""
     p.add_argument("--config", required=True, help="the job file (TOML)")
     p.add_argument("--name", required=True, help="the party this process serves")
+    p.add_argument(
+        "--allow-exact-disclosure", action="store_true",
+        help="this party's own policy: although its ledger holds a privacy budget on its data, "
+             "it may send values computed exactly from its rows, which no epsilon covers, when "
+             'the job file asks for them ([job].evaluate = "full"; the scores of its training '
+             "rows under [job].predict_training_rows = true). Without it such a party refuses "
+             "them; the job file, written by the leader, cannot grant this",
+    )
     add_log_options(p)
     p.set_defaults(func=run_party_command)
 
@@ -48,7 +56,7 @@ def run_party_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
     try:
-        return run_party(spec, args.name)
+        return run_party(spec, args.name, allow_exact_disclosure=args.allow_exact_disclosure)
     except KeyboardInterrupt:
         folder = spec.party(args.name).workdir / spec.id
         print(f"dpfed: {args.name} interrupted; what it has handled is kept in {folder} "

@@ -95,11 +95,24 @@ class PartyNode:
 
     On start it loads its data and builds its role; if its work folder holds a checkpoint of
     this job it restores it (a restarted party rejoins where it stopped).
+
+    Parameters
+    ----------
+    spec : JobSpec
+    name : str
+        The party this process serves.
+    allow_exact_disclosure : bool
+        The party's own policy (its command line, not the job file): whether it may send
+        values computed exactly from its rows, which no epsilon covers, although its ledger
+        holds a privacy budget on them (``[job].evaluate = "full"``, the scores of its
+        training rows under ``[job].predict_training_rows = true``). A party without a budget
+        needs no permission; one with a budget refuses such jobs and predictions without it.
     """
 
-    def __init__(self, spec: JobSpec, name: str) -> None:
+    def __init__(self, spec: JobSpec, name: str, *, allow_exact_disclosure: bool = False) -> None:
         self.spec = spec
         self.name = name
+        self.allow_exact_disclosure = allow_exact_disclosure
         self.party = spec.party(name)
         self.identity = load_identity(self.party.certificate, self.party.key, spec.ca)
         if self.identity.name != name:
@@ -465,6 +478,17 @@ class PartyNode:
                     "but that data set has a privacy budget."
                 )
             return
+        if self.spec.evaluate == "full" and not self.allow_exact_disclosure and self._budgeted():
+            # before the ledger is touched: nothing is reserved, nothing recorded
+            raise DpfedInputError(
+                f'job {self.spec.id} has [job].evaluate = "full": {self.name} would send values '
+                f"computed exactly from its rows of {party.dataset!r} (exact training scores or "
+                "losses, which no epsilon covers), but it has a privacy budget on that data set "
+                "and its own configuration does not allow exact disclosure (the job file cannot "
+                'grant it). Run the job with evaluate = "test" or "none", or start '
+                f"{self.name} with `dpfed party --allow-exact-disclosure` if its own policy "
+                "allows it."
+            )
         ledger = BudgetLedger(party.ledger)
         try:
             self._reserve(ledger)
@@ -472,6 +496,11 @@ class PartyNode:
             ledger.close()
             raise
         self.ledger = ledger
+
+    def _budgeted(self) -> bool:
+        """Whether this party has a privacy budget on its data set (in the job file or its
+        ledger)."""
+        return self.party.budget is not None or self._stored_budget() is not None
 
     def _stored_budget(self) -> tuple[float, float] | None:
         """The ledger's budget on this data set, without creating a ledger to look."""
@@ -573,6 +602,13 @@ class PartyNode:
                 f"job {self.spec.id} has [job].evaluate = {self.spec.evaluate!r}: {self.name} "
                 "sends no losses computed from its training rows (exact values that no epsilon "
                 'covers); the job file must ask for them with evaluate = "full".'
+            )
+        if not self.allow_exact_disclosure and self.host.holds_data and self._budgeted():
+            raise DpfedInputError(
+                f"{self.name} has a privacy budget on {self.party.dataset!r} and its own "
+                "configuration does not allow exact disclosure: it sends no exact training "
+                'losses ([job].evaluate = "full"; start it with `dpfed party '
+                "--allow-exact-disclosure` if its own policy allows it)."
             )
         if not self.host.finished:
             raise DpfedInputError(
@@ -738,9 +774,11 @@ class PartyNode:
 
 
 @vector_work
-def run_party(spec: JobSpec, name: str) -> int:
-    """``dpfed party``: build party ``name`` and serve it; returns the exit status."""
-    node = PartyNode(spec, name)
+def run_party(spec: JobSpec, name: str, *, allow_exact_disclosure: bool = False) -> int:
+    """``dpfed party``: build party ``name`` and serve it; returns the exit status.
+
+    ``allow_exact_disclosure``: the party's own policy, see :class:`PartyNode`."""
+    node = PartyNode(spec, name, allow_exact_disclosure=allow_exact_disclosure)
     return node.serve()
 
 
