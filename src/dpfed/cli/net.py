@@ -118,9 +118,11 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the finished job's file (TOML)")
     p.add_argument(
         "--data", required=True,
-        help="the rows to score, as every party names them at its own site: NAME:test or "
-             "NAME:train of a named data set, or a .npy, .csv or LIBSVM file with the "
-             "training data's columns",
+        help="the rows to score, as every party names them at its own site: NAME:test of a "
+             "named data set, or a .npy, .csv or LIBSVM file with the training data's columns. "
+             "Every party refuses rows that equal one of its training rows in its columns "
+             "(NAME:train among them) unless the job file sets [job].predict_training_rows = "
+             "true",
     )
     p.add_argument("--out", type=output_path("file"), required=True,
                    help="receipt JSON (where the recipient wrote the scores, their SHA-256); "
@@ -141,6 +143,8 @@ def run_predict_command(args: argparse.Namespace) -> int:
     except PredictionFailed as exc:
         print(f"dpfed: prediction failed: {exc}; nothing was written", file=sys.stderr)
         return EXIT_STOPPED
+    for warning in result_warnings(receipt):
+        print(f"WARNING: {warning}")
     where = (f"{args.out}" if receipt["recipient"] == "leader"
              else f"{receipt['recipient']}'s {receipt['path']} (sha256 {receipt['sha256'][:16]})")
     print(f"scored {receipt['n_rows']} rows of {args.data} (prediction {receipt['request']}); "

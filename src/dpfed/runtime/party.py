@@ -20,6 +20,13 @@ each replayed release against the recorded one and refuses a different one).
 A refused message changes nothing and is answered with an error naming the reason; the party
 keeps serving. The leader drives the job through ``Control`` requests (open, begin, close
 submissions, status, finish, suspend, abort); nobody else may send them.
+
+Exact disclosure is the party's own decision. The job file is written by the leader, so a key
+in it can ask for values computed exactly from a party's rows (``[job].evaluate = "full"``,
+``[job].predict_training_rows = true``) but cannot grant them: a party with a privacy budget
+on its data refuses both unless its own command line allows exact disclosure
+(``dpfed party --allow-exact-disclosure``, ``allow_exact_disclosure`` here). It refuses
+``evaluate = "full"`` when the job opens, before it reserves or releases anything.
 """
 
 from __future__ import annotations
@@ -158,7 +165,8 @@ class PartyNode:
         self.collector: PredictionCollector | None = None
         self.receipt: dict[str, Any] | None = None
         self.senders: dict[str, ShareSender] = {}
-        self.scored: dict[str, int] = {}  # prediction id -> rows this party scored
+        # prediction id -> the reply to its PredictRequest (rows scored, training rows among them)
+        self.scored: dict[str, dict[str, int]] = {}
         self.restored = self.checkpoint_path.exists() or self.journal.size() > 0
         if self.restored:
             self._restore()
@@ -703,10 +711,15 @@ class PartyNode:
                 f"Found {request.to!r}."
             )
         if request_id in self.scored:  # the leader asked again: the share is on its way
-            return {"rows": self.scored[request_id]}
-        scores = np.asarray(self.host.prediction_share(request.data), dtype=np.float64)
+            return self.scored[request_id]
+        share = self.host.prediction_share(request.data)
+        scores = np.asarray(share.scores, dtype=np.float64)
+        training = np.asarray(share.training, dtype=bool).reshape(-1)
+        found = int(training.sum())
+        if found:
+            self._check_training_rows(request.data, training)
         messages = share_messages(self.name, request.to, request_id, scores,
-                                  max_bytes=self.spec.max_message_bytes)
+                                  max_bytes=self.spec.max_message_bytes, training_rows=found)
         if request.to == self.name:
             self.collector = PredictionCollector(request_id, request.data, self.spec.names)
             self.receipt = None
@@ -717,11 +730,40 @@ class PartyNode:
             self.senders[request_id] = ShareSender(
                 self.identity, self.spec, messages, timeout=self.spec.round_timeout
             )
-        self.scored[request_id] = int(scores.shape[0])
+        self.scored[request_id] = {"rows": int(scores.shape[0]), "training_rows": found}
         _log(self.name, f"scored {scores.shape[0]} rows of {request.data!r} with its part of "
                         f"the model (prediction {request_id}); its share goes to "
                         f"{request.to}")
-        return {"rows": int(scores.shape[0])}
+        if found and request.to != self.name:
+            _log(self.name, f"the share holds the EXACT scores of {found} of its training rows "
+                            "([job].predict_training_rows = true), which training released "
+                            f"only with noise; {request.to} learns them", logging.WARNING)
+        return self.scored[request_id]
+
+    def _check_training_rows(self, data: str, training: np.ndarray) -> None:
+        """Refuse to score rows that are this party's training rows (``training``: which rows
+        are) unless the job file opts in and, for a party with a budget, its own
+        configuration allows exact disclosure."""
+        found, n_rows = int(training.sum()), int(training.shape[0])
+        what = (
+            f"rows {data!r} are its training rows: {found} of the {n_rows} rows (the first is "
+            f"row {int(np.argmax(training))}) equal one of {self.name}'s training rows in its "
+            "columns, and their shares would give the recipient the exact scores that training "
+            "released only with noise"
+        )
+        if not self.spec.predict_training_rows:
+            raise DpfedInputError(
+                f"{what}. Score new rows, or let the job file opt in with "
+                "[job].predict_training_rows = true."
+            )
+        if not self.allow_exact_disclosure and self._budgeted():
+            raise DpfedInputError(
+                f"{what}. [job].predict_training_rows = true asks for them, but {self.name} "
+                f"has a privacy budget on {self.party.dataset!r} and its own configuration "
+                "does not allow exact disclosure (the job file cannot grant it): start "
+                f"{self.name} with `dpfed party --allow-exact-disclosure` if its own policy "
+                "allows it."
+            )
 
     def _take_share(self, share: PredictionShare) -> None:
         """The recipient takes a share of a prediction (no journal: it is not training)."""
