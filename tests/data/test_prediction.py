@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.data import load_dataset
-from dpfed.data.prediction import prediction_rows
+from dpfed.data.prediction import prediction_rows, row_digests, rows_among
 
 
 def test_a_named_sets_part_is_its_preprocessed_rows():
@@ -46,3 +46,28 @@ def test_bad_rows_are_refused_naming_them(tmp_path):
         prediction_rows("breast_cancer:valid", n_features=30)
     with pytest.raises(DpfedInputError, match=r"an existing file\. Found 'nowhere\.csv'"):
         prediction_rows("nowhere.csv", n_features=3)
+
+
+def test_equal_rows_have_equal_digests_dense_or_sparse():
+    X = np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0], [0.0, 0.0, 0.0], [-0.0, 1.5, 0.0]])
+    dense = row_digests(X)
+    assert dense == row_digests(sp.csr_matrix(X))  # the same rows, stored sparse
+    assert dense[0] == dense[3]  # -0.0 is 0.0
+    assert len(set(dense[:3])) == 3
+    # an explicit zero or unsorted, duplicated entries of a sparse row change nothing
+    odd = sp.csr_matrix((np.array([0.0, 1.0, 0.5]), np.array([2, 1, 1]), np.array([0, 3])),
+                        shape=(1, 3))
+    assert row_digests(odd) == [dense[0]]
+    # a value one ulp away, or the same values in a wider row, is another row
+    assert row_digests(np.array([[0.0, np.nextafter(1.5, 2.0), 0.0]])) != [dense[0]]
+    assert row_digests(np.array([[0.0, 1.5, 0.0, 0.0]])) != [dense[0]]
+
+
+def test_rows_among_finds_training_rows_in_new_ones():
+    dataset = load_dataset("breast_cancer")
+    training = set(row_digests(dataset.X_train[:, 10:20]))
+    assert rows_among(dataset.X_train[:, 10:20], training).all()
+    assert not rows_among(dataset.X_test[:, 10:20], training).any()
+    mixed = np.vstack([dataset.X_test[:4], dataset.X_train[[7, 100]]])[:, 10:20]
+    np.testing.assert_array_equal(rows_among(mixed, training), [0, 0, 0, 0, 1, 1])
+    assert rows_among(np.zeros((0, 10)), training).shape == (0,)

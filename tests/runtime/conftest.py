@@ -12,6 +12,14 @@ from pathlib import Path
 import pytest
 
 DPFED = [sys.executable, "-m", "dpfed.cli"]
+#: A party's own permission to send exact values although it has a budget.
+ALLOW_EXACT = "--allow-exact-disclosure"
+
+
+def allowing_exact(names) -> dict[str, list[str]]:
+    """``party_args`` that give every party of ``names`` its own ``--allow-exact-disclosure``
+    (budgeted parties of a job with ``evaluate = "full"``)."""
+    return {name: [ALLOW_EXACT] for name in names}
 #: The role a party without data (span None) takes, by protocol.
 DATALESS_ROLES = {"consensus": "server", "secure_sum": "compute"}
 
@@ -45,11 +53,14 @@ class NetJob:
 
     def __init__(self, folder: Path, certs: Path, parties, *, job_id: str, params: dict,
                  job: dict | None = None, budgets: dict | None = None,
-                 shared: Path | None = None, protocol: str = "vertical") -> None:
+                 shared: Path | None = None, protocol: str = "vertical",
+                 party_args: dict | None = None) -> None:
         """``parties``: ``(name, data, span)`` tuples; the span is a column range for a
         vertical job and a row range otherwise, and None marks a consensus server or a
-        secure-sum compute node."""
+        secure-sum compute node. ``party_args``: extra ``dpfed party`` arguments by party
+        name (e.g. its own ``--allow-exact-disclosure``)."""
         self.folder = folder
+        self.party_args = {name: list(args) for name, args in (party_args or {}).items()}
         self.job_id = job_id
         self.names = [name for name, _, _ in parties]
         self.procs: dict[str, subprocess.Popen] = {}
@@ -86,10 +97,12 @@ class NetJob:
         env.setdefault("OPENBLAS_NUM_THREADS", "1")
         return env
 
-    def start_party(self, name: str) -> subprocess.Popen:
+    def start_party(self, name: str, *extra: str) -> subprocess.Popen:
+        """Start party ``name`` with its ``party_args`` and ``extra`` arguments."""
         log = open(self.folder / f"{name}.log", "ab")
         proc = subprocess.Popen(
-            [*DPFED, "party", "--config", str(self.config), "--name", name],
+            [*DPFED, "party", "--config", str(self.config), "--name", name,
+             *self.party_args.get(name, []), *extra],
             stdout=log, stderr=subprocess.STDOUT, env=self.env(),
         )
         self.procs[name] = proc
@@ -176,10 +189,10 @@ def netjob(tmp_path, job_certs):
     jobs: list[NetJob] = []
 
     def make(parties, *, job_id="job", params=None, job=None, budgets=None, sub="",
-             shared=None, protocol="vertical") -> NetJob:
+             shared=None, protocol="vertical", party_args=None) -> NetJob:
         j = NetJob(tmp_path / sub if sub else tmp_path, job_certs, parties, job_id=job_id,
                    params=params or {}, job=job, budgets=budgets, shared=shared,
-                   protocol=protocol)
+                   protocol=protocol, party_args=party_args)
         jobs.append(j)
         return j
 

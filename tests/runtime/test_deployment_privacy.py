@@ -121,6 +121,29 @@ def test_a_party_with_a_budget_refuses_a_simulation(netjob):
         job.folder / "ledgers" / "bank.sqlite").releases()
 
 
+def test_a_budgeted_party_refuses_a_full_evaluation_when_the_job_opens(netjob):
+    """``evaluate = "full"`` would send exact training scores, which no epsilon covers. The job
+    file is the leader's, so it cannot grant that: a party with a budget refuses when the job
+    opens, before it reserves anything, unless its own command line allows exact
+    disclosure."""
+    job = netjob(PARTIES, params=WALKTHROUGH | {"iterations": 3}, job={"evaluate": "full"},
+                 budgets={"bank": BUDGET, "shop": BUDGET})
+    job.start_parties()
+    done = job.run(timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "party 'bank' refused the job" in done.stderr
+    assert '[job].evaluate = "full"' in done.stderr
+    assert "dpfed party --allow-exact-disclosure" in done.stderr
+    assert not job.out.exists()
+    assert all(code == 1 for code in job.wait_parties().values())
+    # nothing reserved, nothing recorded: the refusing party never opened its ledger
+    assert not (job.folder / "ledgers" / "bank.sqlite").exists()
+    shop = job.folder / "ledgers" / "shop.sqlite"
+    assert not shop.exists() or not BudgetLedger(shop).releases()
+    # with its own --allow-exact-disclosure a budgeted party runs it: the full-evaluation
+    # jobs of test_networked_vertical.py and test_networked_horizontal.py
+
+
 def _modes_are_private(folder) -> list[str]:
     """Paths under ``folder`` readable or writable by anyone but their owner."""
     loose = []

@@ -176,6 +176,20 @@ def test_job_options_are_read(tmp_path):
     assert spec.checkpoint == tmp_path.resolve() / "ckpt"
 
 
+def test_training_rows_are_not_predicted_unless_the_job_file_opts_in(tmp_path):
+    assert _load(tmp_path, _doc()).predict_training_rows is False
+    doc = _doc()
+    doc["job"]["predict_training_rows"] = False
+    off = tmp_path / "off"
+    off.mkdir()
+    # saying false is saying nothing: the digest of files without the key is unchanged
+    assert _load(off, doc).digest == _load(tmp_path, _doc()).digest
+    doc["job"]["predict_training_rows"] = True
+    on = tmp_path / "on"
+    on.mkdir()
+    assert _load(on, doc).predict_training_rows is True
+
+
 def test_two_parties_and_no_params_are_enough(tmp_path):
     doc = _doc()
     del doc["params"]
@@ -229,6 +243,8 @@ def _changed(mutate) -> dict:
         pytest.param(lambda d: d["params"].pop("tol"), id="params-removed-key"),
         pytest.param(lambda d: d["job"].__setitem__("id", "other"), id="job-id"),
         pytest.param(lambda d: d["job"].__setitem__("evaluate", "none"), id="evaluate"),
+        pytest.param(lambda d: d["job"].__setitem__("predict_training_rows", True),
+                     id="predict-training-rows"),
         pytest.param(lambda d: d["job"].__setitem__("max_message_mb", 8), id="max-message"),
         pytest.param(
             lambda d: d["leader"].__setitem__("address", "127.0.0.1:50060"), id="leader-address"
@@ -320,6 +336,8 @@ def test_missing_tables_are_refused(tmp_path, table):
         ("prediction_recipients", ["mallory"], "[job].prediction_recipients"),
         ("prediction_recipients", [], "[job].prediction_recipients"),
         ("prediction_recipients", "leader", "[job].prediction_recipients"),
+        ("predict_training_rows", "yes", "[job].predict_training_rows"),
+        ("predict_training_rows", 1, "[job].predict_training_rows"),
     ],
 )
 def test_bad_job_values_are_refused_by_key(tmp_path, key, value, pattern):

@@ -16,6 +16,8 @@ from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 from dpfed.runtime.budget import BudgetLedger
 
+from .conftest import allowing_exact
+
 DPFED = [sys.executable, "-m", "dpfed.cli"]
 
 ROWS = [(0, 66), (66, 132), (132, 199), (199, 265), (265, 332), (332, 398)]
@@ -55,7 +57,8 @@ def test_six_node_decentralized_job_matches_inprocess(netjob, perturbation, priv
               "loss_scale": 50.0, "perturbation": perturbation, **privacy}
     nodes = [(f"node{k}", "breast_cancer", span) for k, span in enumerate(ROWS)]
     job = netjob(nodes, params=params, protocol="decentralized", job={"evaluate": "full"},
-                 budgets={key: {"epsilon": 50.0, "delta": 1e-05} for key in job_names(nodes)})
+                 budgets={key: {"epsilon": 50.0, "delta": 1e-05} for key in job_names(nodes)},
+                 party_args=allowing_exact(job_names(nodes)))
     job.start_parties()
     done = job.run(timeout=180)
     assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)
@@ -132,7 +135,8 @@ def test_consensus_job_with_a_server_process_matches_inprocess(netjob):
     budget = {"epsilon": 5.0, "delta": 1e-5}
     job = netjob([("server", "breast_cancer", None), *clients], params=params,
                  protocol="consensus", job={"evaluate": "full"},
-                 budgets={n: budget for n, _, _ in clients})
+                 budgets={n: budget for n, _, _ in clients},
+                 party_args=allowing_exact(n for n, _, _ in clients))
     job.start_parties()
     done = job.run(timeout=180)
     assert done.returncode == 0, done.stderr + "".join(job.log(n) for n in job.names)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.vertical.roles import predicted_scores
 
-from .conftest import DPFED
+from .conftest import DPFED, allowing_exact
 from .test_networked_vertical import BREAST_CANCER_3, BUDGET, SOUND, _inprocess
 
 
@@ -54,8 +55,12 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
     split = (40, 43, 40)
     parties = [("label", "a9a", (0, 40)), ("bank", "a9a", (40, 83)), ("shop", "a9a", (83, 123))]
     params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
-    job = netjob(parties, params=params, job={"evaluate": "none"},
-                 budgets={"bank": BUDGET, "shop": BUDGET})
+    # a9a's columns are one-hot: in each party's columns most test rows equal some training
+    # row, whose exact score they would disclose, so the job opts in and the budgeted parties
+    # allow it themselves
+    job = netjob(parties, params=params, job={"evaluate": "none", "predict_training_rows": True},
+                 budgets={"bank": BUDGET, "shop": BUDGET},
+                 party_args=allowing_exact(["bank", "shop"]))
     text = job.config.read_text().replace('data = "a9a"', f'data = "a9a"\ndata_dir = "{data_dir}"')
     job.config.write_text(text)
     _train(job)
@@ -66,6 +71,7 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
     receipt = json.loads(out.read_text())
     # the leader learns where the scores are, never the scores
     assert receipt["recipient"] == "label" and receipt["n_rows"] == 16281
+    assert all(receipt["exact_values"]["training_rows"][name] > 10000 for name in job.names)
     assert "scores" not in receipt and "probability" not in receipt
     path = Path(receipt["path"])
     assert path == (job.workdir("label") / "predictions" / "a9a-test.json").resolve()
@@ -141,3 +147,86 @@ def test_scores_go_only_to_a_recipient_the_job_file_lists(netjob, tmp_path):
         assert "--to must name one of label" in done.stderr
         assert "[job].prediction_recipients" in done.stderr
     assert not out.exists()
+
+
+#: A private job, quick to train.
+PRIVATE = SOUND | {"iterations": 4}
+
+
+def test_training_rows_are_refused_by_every_party_and_new_rows_are_scored(netjob, tmp_path):
+    """Scores of training rows would hand the recipient every party's exact training scores,
+    which training released only with noise: refused, for the whole training part and for a
+    file holding a few training rows among new ones, whoever the recipient."""
+    job = netjob(BREAST_CANCER_3, params=PRIVATE, budgets={"bank": BUDGET, "shop": BUDGET},
+                 job={"prediction_recipients": ["label", "leader"]})
+    _train(job, timeout=120)
+    data = load_dataset("breast_cancer")
+    n_train = data.X_train.shape[0]
+    out = tmp_path / "receipt.json"
+    done, codes = _predict(job, "breast_cancer:train", out)
+    assert done.returncode == 2, done.stderr
+    assert ("party 'label' refused the prediction: rows 'breast_cancer:train' are its "
+            "training rows") in done.stderr
+    assert f"{n_train} of the {n_train} rows" in done.stderr
+    assert "[job].predict_training_rows = true" in done.stderr
+    assert codes == dict.fromkeys(job.names, 0)
+    assert not out.exists() and not (job.workdir("label") / "predictions").exists()
+    # three training rows among ten new ones, to the leader
+    mixed = tmp_path / "mixed.npy"
+    np.save(mixed, np.vstack([data.X_test[:10], data.X_train[[3, 50, 200]]]))
+    done, _ = _predict(job, str(mixed), out, "--to", "leader")
+    assert done.returncode == 2, done.stderr
+    assert "are its training rows: 3 of the 13 rows (the first is row 10)" in done.stderr
+    assert not out.exists()
+    # new rows are scored, and the recipient's scores stay owner-only under umask 000
+    old = os.umask(0)
+    try:
+        done, codes = _predict(job, "breast_cancer:test", out, "--id", "new")
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr
+    assert codes == dict.fromkeys(job.names, 0)
+    assert "WARNING" not in done.stdout
+    assert "exact_values" not in json.loads(out.read_text())
+    folder = job.workdir("label") / "predictions"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "new.json").stat().st_mode) == 0o600
+    scores = json.loads((folder / "new.json").read_text())
+    assert "exact_values" not in scores and len(scores["scores"]) == data.X_test.shape[0]
+
+
+def test_opted_in_training_rows_need_each_budgeted_partys_own_permission(netjob, tmp_path):
+    """``[job].predict_training_rows = true`` asks for exact training scores; a party with a
+    budget still refuses unless its own command line allows exact disclosure, and the scores
+    are flagged as exact in the recipient's file, the receipt and the command's output."""
+    job = netjob(BREAST_CANCER_3, params=PRIVATE, budgets={"bank": BUDGET, "shop": BUDGET},
+                 job={"predict_training_rows": True})
+    _train(job, timeout=120)
+    out = tmp_path / "receipt.json"
+    done, codes = _predict(job, "breast_cancer:train", out)
+    assert done.returncode == 2, done.stderr
+    assert "party 'bank' refused the prediction" in done.stderr
+    assert "has a privacy budget on 'breast_cancer:10-20'" in done.stderr
+    assert "dpfed party --allow-exact-disclosure" in done.stderr
+    assert codes == dict.fromkeys(job.names, 0)
+    assert not out.exists() and not (job.workdir("label") / "predictions").exists()
+    job.party_args = allowing_exact(["bank", "shop"])
+    done, codes = _predict(job, "breast_cancer:train", out, "--id", "train")
+    assert done.returncode == 0, done.stderr
+    assert codes == dict.fromkeys(job.names, 0)
+    assert "WARNING: exact values (scores, probability)" in done.stdout
+    assert "[job].predict_training_rows = true" in done.stdout
+    X_train = load_dataset("breast_cancer").X_train
+    n_train = X_train.shape[0]
+    receipt = json.loads(out.read_text())
+    assert next(iter(receipt)) == "exact_values"
+    assert receipt["exact_values"]["training_rows"] == dict.fromkeys(job.names, n_train)
+    scores = json.loads(Path(receipt["path"]).read_text())
+    assert next(iter(scores)) == "exact_values"
+    assert scores["exact_values"]["training_rows"] == dict.fromkeys(job.names, n_train)
+    assert all(f"EXACT scores of {n_train} of its training rows" in job.log(name)
+               for name in ("bank", "shop"))
+    # what the recipient got: the exact scores of the training rows
+    reference = _inprocess("breast_cancer", (10, 10, 10), PRIVATE, rngs=job.secret_rngs())
+    want = _reference_scores(reference, X_train, (10, 10, 10))
+    np.testing.assert_allclose(scores["scores"], want, rtol=0, atol=1e-12)

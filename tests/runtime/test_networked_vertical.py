@@ -20,7 +20,7 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime.budget import BudgetLedger
 
-from .conftest import DPFED
+from .conftest import DPFED, allowing_exact
 
 SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
@@ -106,7 +106,7 @@ def _releases(job, name: str) -> list[tuple[int, str, float]]:
 
 def test_three_processes_match_inprocess_bit_for_bit(netjob):
     job = netjob(BREAST_CANCER_3, params=SOUND, budgets={"bank": BUDGET, "shop": BUDGET},
-                 job={"evaluate": "full"})
+                 job={"evaluate": "full"}, party_args=allowing_exact(["bank", "shop"]))
     job.start_parties()
     done = job.run()
     assert done.returncode == 0, done.stderr
@@ -145,7 +145,7 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
-                 job={"grace": 1.5, "evaluate": "full"})
+                 job={"grace": 1.5, "evaluate": "full"}, party_args=allowing_exact(budgets))
     job.start_parties()
     leader, lines = _lead_until_round(job, 3)
     killed_at = time.monotonic()
@@ -213,7 +213,7 @@ def test_party_back_within_grace_continues_the_round(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
-                 job={"grace": 60.0, "evaluate": "full"})
+                 job={"grace": 60.0, "evaluate": "full"}, party_args=allowing_exact(budgets))
     job.start_parties()
     leader, lines = _lead_until_round(job, 3)
     job.kill("bank")
@@ -295,7 +295,8 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
 def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the_job(netjob):
     params = SOUND | {"iterations": 40}
     job = netjob(BREAST_CANCER_3, params=params, job={"evaluate": "full"},
-                 budgets={"bank": BUDGET, "shop": BUDGET})
+                 budgets={"bank": BUDGET, "shop": BUDGET},
+                 party_args=allowing_exact(["bank", "shop"]))
     job.start_parties()
     leader, lines = _lead_until_round(job, 2)
     leader.send_signal(signal.SIGINT)

@@ -20,6 +20,7 @@ from dpfed.protocols.secure_sum.host import SecureSumHost
 from dpfed.protocols.vertical.host import VERTICAL_MESSAGES
 from dpfed.protocols.vertical.messages import Broadcast
 from dpfed.runtime import wire
+from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import TlsIdentity, load_identity
 from dpfed.runtime.control import (
     AbortJob,
@@ -213,6 +214,45 @@ def test_leader_refuses_a_party_without_budget(netjob):
     assert "no privacy budget is set for bank" in done.stderr
     assert not job.out.exists()
     assert all(code == 1 for code in job.wait_parties().values())
+
+
+def _opened(node: PartyNode, spec) -> bool:
+    """Open ``node``'s job as the leader would; close what the node holds afterwards."""
+    request = control_request(OpenJob, party=node.name, digest=spec.digest, resume=False,
+                              version=__version__, kinds=kinds_fingerprint(VERTICAL_MESSAGES))
+    try:
+        node._open(request)
+        return node.opened
+    finally:
+        if node.ledger is not None:
+            node.ledger.close()
+        node.journal.close()
+
+
+def test_a_full_evaluation_needs_a_budgeted_partys_own_permission(netjob):
+    """The budget here is in the party's ledger (`dpfed budget set`), not in the job file."""
+    job = netjob(PARTIES, params={"iterations": 3, "mechanism": "sound", "epsilon": 1.0,
+                                  "delta": 1e-5}, job={"evaluate": "full"})
+    spec = load_job(job.config)
+    path = spec.party("bank").ledger
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with BudgetLedger(path) as ledger:
+        ledger.set_budget("breast_cancer:10-20", "bank", 4.0, 1e-5)
+    node = PartyNode(spec, "bank")
+    with pytest.raises(DpfedInputError) as refused:
+        _opened(node, spec)
+    assert '[job].evaluate = "full"' in str(refused.value)
+    assert "its rows of 'breast_cancer:10-20'" in str(refused.value)
+    assert "it has a privacy budget" in str(refused.value)
+    assert "dpfed party --allow-exact-disclosure" in str(refused.value)
+    assert not node.opened
+    with BudgetLedger(path) as ledger:
+        assert ledger.jobs() == []  # nothing reserved
+    # the party's own flag: it opens the job and reserves its releases
+    assert _opened(PartyNode(spec, "bank", allow_exact_disclosure=True), spec)
+    with BudgetLedger(path) as ledger:
+        (opened,) = ledger.jobs()
+    assert opened["status"] == "open" and opened["planned"] > 0
 
 
 def _secure_sum_node(netjob, tmp_path):

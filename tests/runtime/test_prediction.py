@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+
 import numpy as np
 import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
+from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.prediction import (
     PredictionCollector,
     PredictionShare,
     check_request_id,
     new_request_id,
     share_messages,
+    training_rows_disclosure,
+    write_predictions,
 )
 
 PARTIES = ["label", "bank", "shop"]
@@ -68,6 +75,8 @@ def test_the_collector_refuses_what_does_not_fit():
         collector.add(PredictionShare("mallory", "label", 0, "p1", 0, 10, np.ones(10)))
     with pytest.raises(DpfedInputError, match="prediction 'p2'"):
         collector.add(PredictionShare("shop", "label", 0, "p2", 0, 10, np.ones(10)))
+    with pytest.raises(DpfedInputError, match="11 training rows among the 10 rows"):
+        collector.add(PredictionShare("shop", "label", 0, "p1", 0, 10, np.ones(10), 11))
     assert not collector.complete
     with pytest.raises(DpfedInputError, match="not complete"):
         collector.total()
@@ -83,3 +92,49 @@ def test_fresh_prediction_ids_are_valid_and_distinct():
     ids = {new_request_id() for _ in range(20)}
     assert len(ids) == 20
     assert all(check_request_id(i) == i for i in ids)
+
+
+def _complete(training: dict[str, int], n_rows: int = 10) -> PredictionCollector:
+    collector = PredictionCollector("p1", "rows.npy", PARTIES)
+    for name in PARTIES:
+        for m in share_messages(name, "label", "p1", np.full(n_rows, 0.5), max_bytes=32 * 4,
+                                training_rows=training.get(name, 0)):
+            collector.add(m)
+    return collector
+
+
+def test_the_collector_keeps_each_partys_count_of_training_rows():
+    collector = _complete({"bank": 3})
+    assert collector.complete and collector.training == {"label": 0, "bank": 3, "shop": 0}
+    with pytest.raises(DpfedInputError, match="other counts of its training rows"):
+        collector.add(PredictionShare("bank", "label", 0, "p1", 0, 10, np.full(4, 0.5), 2))
+    section = training_rows_disclosure(collector.training, 10, ["scores"])
+    assert section is not None
+    assert section["training_rows"] == {"bank": 3} and section["left_parties"] is True
+    assert section["figures"] == ["scores"]
+    assert "[job].predict_training_rows = true" in section["note"]
+    assert "bank's share of 3 of its training rows" in section["note"]
+    assert training_rows_disclosure({"label": 0, "bank": 0}, 10, ["scores"]) is None
+
+
+def test_the_recipients_scores_are_owner_only_whatever_the_umask(netjob, tmp_path):
+    job = netjob([(name, "breast_cancer", (10 * k, 10 * k + 10))
+                  for k, name in enumerate(PARTIES)], params={"iterations": 2})
+    spec = load_job(job.config)
+    path = tmp_path / "work" / "label" / "job" / "predictions" / "p1.json"
+    old = os.umask(0)
+    try:
+        receipt = write_predictions(path, spec, _complete({"bank": 3}), "label")
+    finally:
+        os.umask(old)
+    for folder in (path.parent, path.parent.parent):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert receipt["figures"] == ["scores", "probability"]
+    written = json.loads(path.read_text())
+    assert next(iter(written)) == "exact_values"  # flagged at the top of the file
+    assert written["exact_values"]["training_rows"] == {"bank": 3}
+    assert written["scores"] == [1.5] * 10
+    # new rows only: nothing to flag
+    write_predictions(path, spec, _complete({}), "label")
+    assert "exact_values" not in json.loads(path.read_text())

@@ -32,6 +32,14 @@ def configure_party(p: argparse.ArgumentParser) -> None:
     """``dpfed party``."""
     p.add_argument("--config", required=True, help="the job file (TOML)")
     p.add_argument("--name", required=True, help="the party this process serves")
+    p.add_argument(
+        "--allow-exact-disclosure", action="store_true",
+        help="this party's own policy: although its ledger holds a privacy budget on its data, "
+             "it may send values computed exactly from its rows, which no epsilon covers, when "
+             'the job file asks for them ([job].evaluate = "full"; the scores of its training '
+             "rows under [job].predict_training_rows = true). Without it such a party refuses "
+             "them; the job file, written by the leader, cannot grant this",
+    )
     add_log_options(p)
     p.set_defaults(func=run_party_command)
 
@@ -48,7 +56,7 @@ def run_party_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
     try:
-        return run_party(spec, args.name)
+        return run_party(spec, args.name, allow_exact_disclosure=args.allow_exact_disclosure)
     except KeyboardInterrupt:
         folder = spec.party(args.name).workdir / spec.id
         print(f"dpfed: {args.name} interrupted; what it has handled is kept in {folder} "
@@ -110,9 +118,11 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the finished job's file (TOML)")
     p.add_argument(
         "--data", required=True,
-        help="the rows to score, as every party names them at its own site: NAME:test or "
-             "NAME:train of a named data set, or a .npy, .csv or LIBSVM file with the "
-             "training data's columns",
+        help="the rows to score, as every party names them at its own site: NAME:test of a "
+             "named data set, or a .npy, .csv or LIBSVM file with the training data's columns. "
+             "Every party refuses rows that equal one of its training rows in its columns "
+             "(NAME:train among them) unless the job file sets [job].predict_training_rows = "
+             "true",
     )
     p.add_argument("--out", type=output_path("file"), required=True,
                    help="receipt JSON (where the recipient wrote the scores, their SHA-256); "
@@ -133,6 +143,8 @@ def run_predict_command(args: argparse.Namespace) -> int:
     except PredictionFailed as exc:
         print(f"dpfed: prediction failed: {exc}; nothing was written", file=sys.stderr)
         return EXIT_STOPPED
+    for warning in result_warnings(receipt):
+        print(f"WARNING: {warning}")
     where = (f"{args.out}" if receipt["recipient"] == "leader"
              else f"{receipt['recipient']}'s {receipt['path']} (sha256 {receipt['sha256'][:16]})")
     print(f"scored {receipt['n_rows']} rows of {args.data} (prediction {receipt['request']}); "

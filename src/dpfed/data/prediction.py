@@ -2,14 +2,23 @@
 
 A prediction names its rows with one string that every party resolves at its own site, as
 each party resolves the ``data`` of a job file: ``NAME:test`` or ``NAME:train`` for a part of
-a named data set (read from the party's ``data_dir``, preprocessed as for training), or the
-path of a file: ``.npy`` (a numeric matrix), ``.csv`` (comma-separated numbers, no header) or
-anything else as a LIBSVM file (its labels are ignored). A relative path is taken relative to
-``base`` (the job file's folder) when the file is there, else to the working directory.
+a named data set (read from the party's ``data_dir``, preprocessed as for training; a party
+refuses to score its training rows unless the job opts in, see
+:mod:`dpfed.runtime.prediction`), or the path of a file: ``.npy`` (a numeric matrix),
+``.csv`` (comma-separated numbers, no header) or anything else as a LIBSVM file (its labels
+are ignored). A relative path is taken relative to ``base`` (the job file's folder) when the
+file is there, else to the working directory.
+
+Rows have no identifiers, so a party recognises its own training rows among new ones by their
+values: :func:`row_digests` gives every row a digest of its nonzero columns and values (the same
+for a dense and a sparse copy), and :func:`rows_among` says which rows of a block have a digest
+in a set, such as the digests of the party's training rows.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import os
 from pathlib import Path
 
@@ -111,4 +120,44 @@ def _checked(rows, n_features: int, data: str) -> np.ndarray | sp.csr_matrix:
     return rows
 
 
-__all__ = ["PARTS", "prediction_rows"]
+def row_digests(rows: np.ndarray | sp.spmatrix) -> list[bytes]:
+    """One 16-byte BLAKE2b digest per row, of its nonzero columns and their values.
+
+    Two rows of the same width get the same digest exactly when they hold the same values
+    (``-0.0`` equals ``0.0``), whether they come as dense or sparse matrices.
+
+    Parameters
+    ----------
+    rows : numpy.ndarray or scipy.sparse matrix, shape (n_rows, n_columns)
+
+    Returns
+    -------
+    list of bytes
+        ``n_rows`` digests, in row order.
+    """
+    canonical = sp.csr_matrix(rows, dtype=np.float64, copy=True)
+    canonical.sum_duplicates()  # sorted column indices, one entry per column
+    canonical.eliminate_zeros()
+    indices = canonical.indices.astype(np.int64)
+    values = canonical.data + 0.0  # -0.0 is gone with the zeros; + 0.0 for good measure
+    bounds = canonical.indptr
+    width = np.int64(canonical.shape[1]).tobytes()
+    return [
+        hashlib.blake2b(
+            width + indices[a:b].tobytes() + values[a:b].tobytes(), digest_size=16
+        ).digest()
+        for a, b in itertools.pairwise(bounds)
+    ]
+
+
+def rows_among(rows: np.ndarray | sp.spmatrix, digests: set[bytes]) -> np.ndarray:
+    """Which rows of ``rows`` have their :func:`row_digests` digest in ``digests``.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n_rows,)
+    """
+    return np.array([d in digests for d in row_digests(rows)], dtype=bool).reshape(-1)
+
+
+__all__ = ["PARTS", "prediction_rows", "row_digests", "rows_among"]

@@ -4,8 +4,9 @@ Under a privacy mechanism the epsilon in a result covers what the parties *relea
 computed from exact private values (a training objective, a protected party's residuals, the
 unreleased iterates of output perturbation) is covered by no epsilon. Such figures are allowed
 only where they stay inside the process that holds the data (the in-process runners), or in a
-networked job that asks for them by name (``[job].evaluate = "full"``); either way the result
-says so at its top, in ``exact_values``.
+networked job that asks for them by name (``[job].evaluate = "full"``, or
+``[job].predict_training_rows = true`` for a prediction's scores of training rows); either way
+the result says so at its top, in ``exact_values``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def in_process_seed_note(seed: int | None) -> list[str]:
 
 
 def exact_values(
-    figures: Sequence[str], *, left_parties: bool, what: str = ""
+    figures: Sequence[str], *, left_parties: bool, what: str = "",
+    because: str = '[job].evaluate = "full"',
 ) -> dict[str, Any] | None:
     """The ``exact_values`` section of a result, or None when there is nothing to flag.
 
@@ -49,12 +51,14 @@ def exact_values(
         every party's data.
     what : str
         What was sent, for the note (networked jobs).
+    because : str
+        The job file's key that asked for them (networked jobs).
     """
     if not figures and not what:
         return None
     if left_parties:
         note = (
-            "exact values left the parties ([job].evaluate = \"full\")"
+            f"exact values left the parties ({because})"
             + (f": {what}" if what else "")
             + "; they are covered by no epsilon in this result"
         )

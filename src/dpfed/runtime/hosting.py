@@ -10,6 +10,7 @@ nothing else about a protocol.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -21,6 +22,24 @@ from dpfed.privacy.noise_source import new_secret, secret_generator, simulation_
 from dpfed.runtime.jobspec import JobSpec
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
+
+
+@dataclass(frozen=True)
+class PartyShare:
+    """One party's share of a prediction (:meth:`ProtocolHost.prediction_share`).
+
+    Attributes
+    ----------
+    scores : numpy.ndarray, shape (n_rows,)
+        Its share of every new row's score.
+    training : numpy.ndarray of bool, shape (n_rows,)
+        Which new rows equal, in the party's own columns, one of its training rows (as
+        loaded, or as prepared for training): their shares are the exact scores of its
+        training rows, which training released only with noise.
+    """
+
+    scores: np.ndarray
+    training: np.ndarray
 
 
 class ProtocolHost(ABC):
@@ -114,13 +133,16 @@ class ProtocolHost(ABC):
             f"{type(self).__name__} has no submission deadline: there is nothing to close."
         )
 
-    def prediction_share(self, data: str) -> np.ndarray:
-        """Its share of the scores of the rows named by ``data``, once the job has finished.
+    def prediction_share(self, data: str) -> PartyShare:
+        """Its share of the scores of the rows named by ``data``, once the job has finished,
+        and which of those rows are its own training rows.
 
         ``data`` names the new rows as each party resolves it at its own site (a data set's
         part or a file, see the protocol). The shares of every party add up to the trained
-        model's scores, shape ``(n_rows,)``. Default: refused, for protocols whose parties
-        each hold the whole model (they predict locally, no protocol needed).
+        model's scores, shape ``(n_rows,)``. Whether a share of training rows may leave the
+        party is the party process's decision (:mod:`dpfed.runtime.party`). Default: refused,
+        for protocols whose parties each hold the whole model (they predict locally, no
+        protocol needed).
         """
         raise DpfedInputError(
             "this protocol has no networked prediction: every party holding a model holds "

@@ -13,6 +13,10 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
                                # every party holds, so NO privacy between the parties
     # prediction_recipients = ["label"]   # who may receive `dpfed predict`'s scores
                                # (default: the label holder; "leader" allowed if listed)
+    # predict_training_rows = true   # EXACT scores of training rows: lets `dpfed predict`
+                               # score rows a party recognises as its training rows (refused
+                               # by default; a party with a budget also needs its own
+                               # `dpfed party --allow-exact-disclosure`)
 
     [params]                   # the options of `dpfed train vertical`
     iterations = 20
@@ -211,7 +215,7 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol) ->
 
 _JOB_KEYS = {
     "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
-    "checkpoint", "fsync", "simulation", "prediction_recipients",
+    "checkpoint", "fsync", "simulation", "prediction_recipients", "predict_training_rows",
 }
 
 #: What a simulation's result and every party's log say about it.
@@ -304,6 +308,12 @@ def load_job(path: str | Path) -> JobSpec:
             f"[job].prediction_recipients must list who may receive a prediction's scores, "
             f"each a party ({', '.join(names)}) or {LEADER!r}. Found {recipients!r}."
         )
+    predict_training_rows = job.get("predict_training_rows", False)
+    if not isinstance(predict_training_rows, bool):
+        raise DpfedInputError(
+            "[job].predict_training_rows must be true or false (whether `dpfed predict` may "
+            f"score the parties' training rows exactly). Found {predict_training_rows!r}."
+        )
     max_mb = _number(job, "max_message_mb", "[job]", 64)
     spec = JobSpec(
         path=path,
@@ -324,6 +334,7 @@ def load_job(path: str | Path) -> JobSpec:
         fsync=fsync,
         simulation=simulation,
         prediction_recipients=tuple(dict.fromkeys(recipients)),
+        predict_training_rows=predict_training_rows,
     )
     protocol.check_job(spec)
     return spec

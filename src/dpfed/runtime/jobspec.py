@@ -80,6 +80,9 @@ class JobSpec:
     fsync: bool = False
     simulation: bool = False
     prediction_recipients: tuple[str, ...] = ()
+    #: Whether ``dpfed predict`` may score rows a party recognises as its training rows
+    #: (their exact scores, which training released only with noise).
+    predict_training_rows: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -109,6 +112,8 @@ class JobSpec:
             "evaluate": self.evaluate,
             "simulation": self.simulation,
             "prediction_recipients": list(self.allowed_recipients),
+            # only when set, so that the digests of job files without the key stay the same
+            **({"predict_training_rows": True} if self.predict_training_rows else {}),
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
             "parties": [

@@ -20,6 +20,13 @@ each replayed release against the recorded one and refuses a different one).
 A refused message changes nothing and is answered with an error naming the reason; the party
 keeps serving. The leader drives the job through ``Control`` requests (open, begin, close
 submissions, status, finish, suspend, abort); nobody else may send them.
+
+Exact disclosure is the party's own decision. The job file is written by the leader, so a key
+in it can ask for values computed exactly from a party's rows (``[job].evaluate = "full"``,
+``[job].predict_training_rows = true``) but cannot grant them: a party with a privacy budget
+on its data refuses both unless its own command line allows exact disclosure
+(``dpfed party --allow-exact-disclosure``, ``allow_exact_disclosure`` here). It refuses
+``evaluate = "full"`` when the job opens, before it reserves or releases anything.
 """
 
 from __future__ import annotations
@@ -95,11 +102,24 @@ class PartyNode:
 
     On start it loads its data and builds its role; if its work folder holds a checkpoint of
     this job it restores it (a restarted party rejoins where it stopped).
+
+    Parameters
+    ----------
+    spec : JobSpec
+    name : str
+        The party this process serves.
+    allow_exact_disclosure : bool
+        The party's own policy (its command line, not the job file): whether it may send
+        values computed exactly from its rows, which no epsilon covers, although its ledger
+        holds a privacy budget on them (``[job].evaluate = "full"``, the scores of its
+        training rows under ``[job].predict_training_rows = true``). A party without a budget
+        needs no permission; one with a budget refuses such jobs and predictions without it.
     """
 
-    def __init__(self, spec: JobSpec, name: str) -> None:
+    def __init__(self, spec: JobSpec, name: str, *, allow_exact_disclosure: bool = False) -> None:
         self.spec = spec
         self.name = name
+        self.allow_exact_disclosure = allow_exact_disclosure
         self.party = spec.party(name)
         self.identity = load_identity(self.party.certificate, self.party.key, spec.ca)
         if self.identity.name != name:
@@ -145,7 +165,8 @@ class PartyNode:
         self.collector: PredictionCollector | None = None
         self.receipt: dict[str, Any] | None = None
         self.senders: dict[str, ShareSender] = {}
-        self.scored: dict[str, int] = {}  # prediction id -> rows this party scored
+        # prediction id -> the reply to its PredictRequest (rows scored, training rows among them)
+        self.scored: dict[str, dict[str, int]] = {}
         self.restored = self.checkpoint_path.exists() or self.journal.size() > 0
         if self.restored:
             self._restore()
@@ -465,6 +486,17 @@ class PartyNode:
                     "but that data set has a privacy budget."
                 )
             return
+        if self.spec.evaluate == "full" and not self.allow_exact_disclosure and self._budgeted():
+            # before the ledger is touched: nothing is reserved, nothing recorded
+            raise DpfedInputError(
+                f'job {self.spec.id} has [job].evaluate = "full": {self.name} would send values '
+                f"computed exactly from its rows of {party.dataset!r} (exact training scores or "
+                "losses, which no epsilon covers), but it has a privacy budget on that data set "
+                "and its own configuration does not allow exact disclosure (the job file cannot "
+                'grant it). Run the job with evaluate = "test" or "none", or start '
+                f"{self.name} with `dpfed party --allow-exact-disclosure` if its own policy "
+                "allows it."
+            )
         ledger = BudgetLedger(party.ledger)
         try:
             self._reserve(ledger)
@@ -472,6 +504,11 @@ class PartyNode:
             ledger.close()
             raise
         self.ledger = ledger
+
+    def _budgeted(self) -> bool:
+        """Whether this party has a privacy budget on its data set (in the job file or its
+        ledger)."""
+        return self.party.budget is not None or self._stored_budget() is not None
 
     def _stored_budget(self) -> tuple[float, float] | None:
         """The ledger's budget on this data set, without creating a ledger to look."""
@@ -574,6 +611,13 @@ class PartyNode:
                 "sends no losses computed from its training rows (exact values that no epsilon "
                 'covers); the job file must ask for them with evaluate = "full".'
             )
+        if not self.allow_exact_disclosure and self.host.holds_data and self._budgeted():
+            raise DpfedInputError(
+                f"{self.name} has a privacy budget on {self.party.dataset!r} and its own "
+                "configuration does not allow exact disclosure: it sends no exact training "
+                'losses ([job].evaluate = "full"; start it with `dpfed party '
+                "--allow-exact-disclosure` if its own policy allows it)."
+            )
         if not self.host.finished:
             raise DpfedInputError(
                 f"{self.name} evaluates only after training. It is at round {self.host.round}."
@@ -667,10 +711,15 @@ class PartyNode:
                 f"Found {request.to!r}."
             )
         if request_id in self.scored:  # the leader asked again: the share is on its way
-            return {"rows": self.scored[request_id]}
-        scores = np.asarray(self.host.prediction_share(request.data), dtype=np.float64)
+            return self.scored[request_id]
+        share = self.host.prediction_share(request.data)
+        scores = np.asarray(share.scores, dtype=np.float64)
+        training = np.asarray(share.training, dtype=bool).reshape(-1)
+        found = int(training.sum())
+        if found:
+            self._check_training_rows(request.data, training)
         messages = share_messages(self.name, request.to, request_id, scores,
-                                  max_bytes=self.spec.max_message_bytes)
+                                  max_bytes=self.spec.max_message_bytes, training_rows=found)
         if request.to == self.name:
             self.collector = PredictionCollector(request_id, request.data, self.spec.names)
             self.receipt = None
@@ -681,11 +730,40 @@ class PartyNode:
             self.senders[request_id] = ShareSender(
                 self.identity, self.spec, messages, timeout=self.spec.round_timeout
             )
-        self.scored[request_id] = int(scores.shape[0])
+        self.scored[request_id] = {"rows": int(scores.shape[0]), "training_rows": found}
         _log(self.name, f"scored {scores.shape[0]} rows of {request.data!r} with its part of "
                         f"the model (prediction {request_id}); its share goes to "
                         f"{request.to}")
-        return {"rows": int(scores.shape[0])}
+        if found and request.to != self.name:
+            _log(self.name, f"the share holds the EXACT scores of {found} of its training rows "
+                            "([job].predict_training_rows = true), which training released "
+                            f"only with noise; {request.to} learns them", logging.WARNING)
+        return self.scored[request_id]
+
+    def _check_training_rows(self, data: str, training: np.ndarray) -> None:
+        """Refuse to score rows that are this party's training rows (``training``: which rows
+        are) unless the job file opts in and, for a party with a budget, its own
+        configuration allows exact disclosure."""
+        found, n_rows = int(training.sum()), int(training.shape[0])
+        what = (
+            f"rows {data!r} are its training rows: {found} of the {n_rows} rows (the first is "
+            f"row {int(np.argmax(training))}) equal one of {self.name}'s training rows in its "
+            "columns, and their shares would give the recipient the exact scores that training "
+            "released only with noise"
+        )
+        if not self.spec.predict_training_rows:
+            raise DpfedInputError(
+                f"{what}. Score new rows, or let the job file opt in with "
+                "[job].predict_training_rows = true."
+            )
+        if not self.allow_exact_disclosure and self._budgeted():
+            raise DpfedInputError(
+                f"{what}. [job].predict_training_rows = true asks for them, but {self.name} "
+                f"has a privacy budget on {self.party.dataset!r} and its own configuration "
+                "does not allow exact disclosure (the job file cannot grant it): start "
+                f"{self.name} with `dpfed party --allow-exact-disclosure` if its own policy "
+                "allows it."
+            )
 
     def _take_share(self, share: PredictionShare) -> None:
         """The recipient takes a share of a prediction (no journal: it is not training)."""
@@ -738,9 +816,11 @@ class PartyNode:
 
 
 @vector_work
-def run_party(spec: JobSpec, name: str) -> int:
-    """``dpfed party``: build party ``name`` and serve it; returns the exit status."""
-    node = PartyNode(spec, name)
+def run_party(spec: JobSpec, name: str, *, allow_exact_disclosure: bool = False) -> int:
+    """``dpfed party``: build party ``name`` and serve it; returns the exit status.
+
+    ``allow_exact_disclosure``: the party's own policy, see :class:`PartyNode`."""
+    node = PartyNode(spec, name, allow_exact_disclosure=allow_exact_disclosure)
     return node.serve()
 
 

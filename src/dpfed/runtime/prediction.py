@@ -22,7 +22,19 @@ only one the job file lists in ``[job].prediction_recipients`` (by default the l
 alone): every party refuses to send its share anywhere else, so a leader cannot redirect the
 scores to itself. Only the recipient sees the scores. A share is exact: it tells the recipient
 the sender's part of the score of every new row (a function of the sender's final model and its
-columns of the new rows; no training row is involved).
+columns of the new rows).
+
+Training rows are not new rows: the share of a training row is the exact score that training
+released only with noise, and the recipient, who subtracts its own share, would get every
+other party's exact scores of its training rows. So every party checks, on its own columns,
+whether any requested row equals one of its training rows
+(:meth:`dpfed.runtime.hosting.ProtocolHost.prediction_share`) and refuses to score them
+(``NAME:train`` among them), unless the job file opts in with
+``[job].predict_training_rows = true``; even then a party with a privacy budget refuses unless
+its own command line allows exact disclosure (``dpfed party --allow-exact-disclosure``). When
+training rows are scored, each share says how many of the sender's training rows it covers,
+and the recipient's file and the receipt flag the exact values at their top
+(``exact_values``, :func:`training_rows_disclosure`).
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +67,13 @@ from dpfed.runtime.control import (
     control_request,
     kinds_fingerprint,
 )
+from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.leader import leader_connections
 from dpfed.runtime.links import received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
+from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import Protocol, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, connection_limit, serve
 from dpfed.runtime.wire import register_message
@@ -74,12 +88,14 @@ REQUEST_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 @dataclass(frozen=True)
 class PredictionShare(Message):
     """Party -> the recipient: the sender's share of the scores of rows ``[first, first +
-    len(scores))`` of prediction ``request``, which scores ``n_rows`` rows in all."""
+    len(scores))`` of prediction ``request``, which scores ``n_rows`` rows in all, of which
+    ``training_rows`` are the sender's training rows (the same count in every block)."""
 
     request: str
     first: int
     n_rows: int
     scores: np.ndarray
+    training_rows: int = 0
 
 
 def prediction_kinds(protocol: Protocol) -> str:
@@ -109,16 +125,45 @@ def new_request_id() -> str:
 
 
 def share_messages(sender: str, recipient: str, request: str, scores: np.ndarray, *,
-                   max_bytes: int) -> list[PredictionShare]:
+                   max_bytes: int, training_rows: int = 0) -> list[PredictionShare]:
     """``scores`` (shape ``(n_rows,)``) cut into shares of at most a quarter of ``max_bytes``
-    each (at least one message, even for no rows)."""
+    each (at least one message, even for no rows); ``training_rows``: how many of the rows
+    are the sender's training rows."""
     n_rows = int(scores.shape[0])
     block = max(1, max_bytes // 32)
     return [
         PredictionShare(sender, recipient, 0, request, first, n_rows,
-                        np.ascontiguousarray(scores[first:first + block], dtype=np.float64))
+                        np.ascontiguousarray(scores[first:first + block], dtype=np.float64),
+                        training_rows)
         for first in range(0, max(n_rows, 1), block)
     ]
+
+
+def training_rows_disclosure(training: Mapping[str, int], n_rows: int,
+                             figures: Sequence[str]) -> dict[str, Any] | None:
+    """The ``exact_values`` section of a prediction that scored training rows, or None.
+
+    Parameters
+    ----------
+    training : mapping of str to int
+        How many of the rows each party recognised as its training rows.
+    n_rows : int
+        The rows scored.
+    figures : sequence of str
+        The output's fields computed from the scores.
+    """
+    found = {name: int(count) for name, count in training.items() if count}
+    if not found:
+        return None
+    shares = ", ".join(f"{name}'s share of {count} of its training rows"
+                       for name, count in found.items())
+    section = exact_values(
+        figures, left_parties=True, because="[job].predict_training_rows = true",
+        what=f"the exact scores of training rows among the {n_rows} rows scored ({shares}), "
+             "which training released only with noise",
+    )
+    assert section is not None  # figures or what: always something to flag
+    return {**section, "training_rows": found}
 
 
 class PredictionCollector:
@@ -138,6 +183,7 @@ class PredictionCollector:
         self.n_rows: int | None = None
         self.shares: dict[str, np.ndarray] = {}
         self.filled: dict[str, np.ndarray] = {}
+        self.training: dict[str, int] = {}  # the sender's training rows among the rows
         self.output: dict[str, Any] | None = None
 
     def add(self, share: PredictionShare) -> None:
@@ -167,6 +213,15 @@ class PredictionCollector:
         if share.first < 0 or end > self.n_rows:
             raise DpfedInputError(
                 f"{share.sender}'s share covers rows [{share.first}, {end}) of {self.n_rows}"
+            )
+        if share.training_rows < 0 or share.training_rows > self.n_rows:
+            raise DpfedInputError(
+                f"{share.sender} counts {share.training_rows} training rows among the "
+                f"{self.n_rows} rows of {self.data!r}"
+            )
+        if self.training.setdefault(share.sender, share.training_rows) != share.training_rows:
+            raise DpfedInputError(
+                f"{share.sender} sent other counts of its training rows among the rows"
             )
         own = self.shares.setdefault(share.sender, np.zeros(self.n_rows))
         filled = self.filled.setdefault(share.sender, np.zeros(self.n_rows, dtype=bool))
@@ -199,15 +254,23 @@ class PredictionCollector:
 
 def write_predictions(path: Path, spec: JobSpec, collector: PredictionCollector,
                       recipient: str) -> dict[str, Any]:
-    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256."""
+    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256
+    and the output's fields (``figures``).
+
+    The scores are for the recipient alone: the folder is made ``0700`` and the file is
+    ``0600``, whatever the umask. Scores of training rows are flagged at the file's top
+    (``exact_values``)."""
     output = get_protocol(spec.protocol).prediction_output(spec, collector.total())
-    write_json_atomic(path, {
+    private_folder(path.parent)
+    exact = training_rows_disclosure(collector.training, collector.n_rows or 0, list(output))
+    write_json_atomic(path, with_exact_values({
         "job": spec.id, "request": collector.request, "data": collector.data,
         "recipient": recipient, "parties": collector.parties, "n_rows": collector.n_rows,
         **output,
-    })
+    }, exact))
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"path": str(path.resolve()), "n_rows": collector.n_rows, "sha256": sha256}
+    return {"path": str(path.resolve()), "n_rows": collector.n_rows, "sha256": sha256,
+            "figures": list(output)}
 
 
 class ShareSender:
@@ -362,29 +425,35 @@ class Predictor:
         try:
             self._open_all()
             order = sorted(self.spec.names, key=lambda n: n != self.recipient)
-            rows = {
-                name: int(self._ask(name, PredictRequest, request=self.request, data=data,
-                                    to=self.recipient)["rows"])
+            replies = {
+                name: self._ask(name, PredictRequest, request=self.request, data=data,
+                                to=self.recipient)
                 for name in order
             }
+            rows = {name: int(reply["rows"]) for name, reply in replies.items()}
+            training = {name: int(reply.get("training_rows", 0))
+                        for name, reply in replies.items()}
             if len(set(rows.values())) != 1:
                 raise DpfedInputError(
                     f"the parties read different numbers of rows from {data!r}: {rows}; every "
                     "party must score the same rows in the same order."
                 )
             status = self._follow(as_leader)
+            figures: list[str] = []
             if as_leader:
                 assert self.collector is not None
                 output = self.protocol.prediction_output(self.spec, self.collector.total())
+                figures = list(output)
                 result: dict[str, Any] = {"n_rows": self.collector.n_rows, **output}
             else:
+                figures = list(status.get("figures", []))
                 result = {"path": status["path"], "n_rows": status["n_rows"],
                           "sha256": status["sha256"]}
-            result = {
+            result = with_exact_values({
                 "job": self.spec.id, "request": self.request, "data": data,
                 "recipient": self.recipient, "parties": self.spec.names, **result,
                 "seconds": time.monotonic() - started,
-            }
+            }, training_rows_disclosure(training, next(iter(rows.values())), figures))
             write_json_atomic(out, result)
         except BaseException as exc:
             self._end_all(f"the prediction failed: {exc}")
@@ -496,5 +565,6 @@ __all__ = [
     "prediction_kinds",
     "run_prediction",
     "share_messages",
+    "training_rows_disclosure",
     "write_predictions",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.data import load_dataset
-from dpfed.data.prediction import prediction_rows
+from dpfed.data.prediction import prediction_rows, row_digests, rows_among
 from dpfed.data.specs import parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
@@ -43,7 +43,7 @@ from dpfed.protocols.vertical.evaluation import (
 from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.runtime.disclosure import exact_values, with_exact_values
-from dpfed.runtime.hosting import RoleDelegate, noise_generator
+from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
@@ -116,6 +116,9 @@ class VerticalHost(RoleDelegate):
             )
         block = column_block(dataset.X_train, first, end)
         self.total_features = dataset.n_features  # the width new rows must have
+        # its training rows as loaded, to recognise them among rows it is asked to score
+        self.training_block = block
+        self._training_digests: set[bytes] | None = None
         test_block = None
         if spec.evaluate != "none" and dataset.X_test is not None:
             test_block = column_block(dataset.X_test, first, end)
@@ -222,12 +225,17 @@ class VerticalHost(RoleDelegate):
     def describe(self) -> dict[str, Any]:
         return {"n_samples": self.n_samples, "n_features": self.n_features}
 
-    def prediction_share(self, data: str) -> np.ndarray:
+    def prediction_share(self, data: str) -> PartyShare:
         """This party's scores of its columns of the rows named by ``data``, shape
         ``(n_rows,)``: its rows prepared as in training (row clipping or normalisation) times
         its final model, clipped to its prediction bound when it has one, exactly as
         :meth:`dpfed.estimators.VerticalLinearClassifier.decision_function` computes its
-        share. ``data``: see :func:`dpfed.data.prediction.prediction_rows`."""
+        share. ``data``: see :func:`dpfed.data.prediction.prediction_rows`.
+
+        A new row counts as a training row when its columns of this party equal those of one
+        of its training rows, as loaded or as prepared for training (a row that the
+        preparation maps onto the values of a prepared training row gets that row's exact
+        score too). Only equal values are recognised: a perturbed copy is not."""
         if not self.finished:
             raise DpfedInputError(
                 f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
@@ -237,7 +245,17 @@ class VerticalHost(RoleDelegate):
         rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
                                base=self.spec.path.parent)
         first, end = party.columns
-        return self.role.role.partial_scores(column_block(rows, first, end))
+        block = column_block(rows, first, end)
+        role = self.role.role
+        prepared = role.mechanism.prepare_block(block)
+        if self._training_digests is None:
+            self._training_digests = set(row_digests(self.training_block))
+            if role.block is not self.training_block:
+                self._training_digests.update(row_digests(role.block))
+        training = rows_among(block, self._training_digests)
+        if prepared is not block:
+            training |= rows_among(prepared, self._training_digests)
+        return PartyShare(np.asarray(role.scores(prepared), dtype=np.float64), training)
 
     def final(self) -> dict[str, Any]:
         """What the leader needs at the end: the party's releases (public) and its shape."""
