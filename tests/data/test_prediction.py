@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.data import load_dataset
-from dpfed.data.prediction import prediction_rows, row_digests, rows_among
+from dpfed.data.prediction import prediction_rows, row_digests
 
 
 def test_a_named_sets_part_is_its_preprocessed_rows():
@@ -63,11 +63,3 @@ def test_equal_rows_have_equal_digests_dense_or_sparse():
     assert row_digests(np.array([[0.0, 1.5, 0.0, 0.0]])) != [dense[0]]
 
 
-def test_rows_among_finds_training_rows_in_new_ones():
-    dataset = load_dataset("breast_cancer")
-    training = set(row_digests(dataset.X_train[:, 10:20]))
-    assert rows_among(dataset.X_train[:, 10:20], training).all()
-    assert not rows_among(dataset.X_test[:, 10:20], training).any()
-    mixed = np.vstack([dataset.X_test[:4], dataset.X_train[[7, 100]]])[:, 10:20]
-    np.testing.assert_array_equal(rows_among(mixed, training), [0, 0, 0, 0, 1, 1])
-    assert rows_among(np.zeros((0, 10)), training).shape == (0,)

@@ -56,11 +56,9 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
     parties = [("label", "a9a", (0, 40)), ("bank", "a9a", (40, 83)), ("shop", "a9a", (83, 123))]
     params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
     # a9a's columns are one-hot: in each party's columns most test rows equal some training
-    # row, whose exact score they would disclose, so the job opts in and the budgeted parties
-    # allow it themselves
-    job = netjob(parties, params=params, job={"evaluate": "none", "predict_training_rows": True},
-                 budgets={"bank": BUDGET, "shop": BUDGET},
-                 party_args=allowing_exact(["bank", "shop"]))
+    # row, yet they are other people's rows, scored without an opt-in
+    job = netjob(parties, params=params, job={"evaluate": "none"},
+                 budgets={"bank": BUDGET, "shop": BUDGET})
     text = job.config.read_text().replace('data = "a9a"', f'data = "a9a"\ndata_dir = "{data_dir}"')
     job.config.write_text(text)
     _train(job)
@@ -71,7 +69,7 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
     receipt = json.loads(out.read_text())
     # the leader learns where the scores are, never the scores
     assert receipt["recipient"] == "label" and receipt["n_rows"] == 16281
-    assert all(receipt["exact_values"]["training_rows"][name] > 10000 for name in job.names)
+    assert "exact_values" not in receipt
     assert "scores" not in receipt and "probability" not in receipt
     path = Path(receipt["path"])
     assert path == (job.workdir("label") / "predictions" / "a9a-test.json").resolve()
@@ -155,8 +153,8 @@ PRIVATE = SOUND | {"iterations": 4}
 
 def test_training_rows_are_refused_by_every_party_and_new_rows_are_scored(netjob, tmp_path):
     """Scores of training rows would hand the recipient every party's exact training scores,
-    which training released only with noise: refused, for the whole training part and for a
-    file holding a few training rows among new ones, whoever the recipient."""
+    which training released only with noise: refused, for the training part and for a copy of
+    the training rows under another name, whoever the recipient."""
     job = netjob(BREAST_CANCER_3, params=PRIVATE, budgets={"bank": BUDGET, "shop": BUDGET},
                  job={"prediction_recipients": ["label", "leader"]})
     _train(job, timeout=120)
@@ -167,16 +165,16 @@ def test_training_rows_are_refused_by_every_party_and_new_rows_are_scored(netjob
     assert done.returncode == 2, done.stderr
     assert ("party 'label' refused the prediction: rows 'breast_cancer:train' are its "
             "training rows") in done.stderr
-    assert f"{n_train} of the {n_train} rows" in done.stderr
+    assert f"training rows ({n_train} rows" in done.stderr
     assert "[job].predict_training_rows = true" in done.stderr
     assert codes == dict.fromkeys(job.names, 0)
     assert not out.exists() and not (job.workdir("label") / "predictions").exists()
-    # three training rows among ten new ones, to the leader
-    mixed = tmp_path / "mixed.npy"
-    np.save(mixed, np.vstack([data.X_test[:10], data.X_train[[3, 50, 200]]]))
-    done, _ = _predict(job, str(mixed), out, "--to", "leader")
+    # a copy of the training rows under another name, to the leader
+    copy = tmp_path / "customers.npy"
+    np.save(copy, data.X_train)
+    done, _ = _predict(job, str(copy), out, "--to", "leader")
     assert done.returncode == 2, done.stderr
-    assert "are its training rows: 3 of the 13 rows (the first is row 10)" in done.stderr
+    assert f"rows {str(copy)!r} are its training rows ({n_train} rows" in done.stderr
     assert not out.exists()
     # new rows are scored, and the recipient's scores stay owner-only under umask 000
     old = os.umask(0)

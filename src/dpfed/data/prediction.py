@@ -9,10 +9,10 @@ refuses to score its training rows unless the job opts in, see
 are ignored). A relative path is taken relative to ``base`` (the job file's folder) when the
 file is there, else to the working directory.
 
-Rows have no identifiers, so a party recognises its own training rows among new ones by their
-values: :func:`row_digests` gives every row a digest of its nonzero columns and values (the same
-for a dense and a sparse copy), and :func:`rows_among` says which rows of a block have a digest
-in a set, such as the digests of the party's training rows.
+Rows have no identifiers yet, so a party recognises its training rows by what the request
+names: its training part or file, or a file holding exactly its training rows in their order,
+which :func:`row_digests` (a digest per row of its nonzero columns and values, the same for a
+dense and a sparse copy) tells apart from other rows.
 """
 
 from __future__ import annotations
@@ -150,14 +150,4 @@ def row_digests(rows: np.ndarray | sp.spmatrix) -> list[bytes]:
     ]
 
 
-def rows_among(rows: np.ndarray | sp.spmatrix, digests: set[bytes]) -> np.ndarray:
-    """Which rows of ``rows`` have their :func:`row_digests` digest in ``digests``.
-
-    Returns
-    -------
-    numpy.ndarray of bool, shape (n_rows,)
-    """
-    return np.array([d in digests for d in row_digests(rows)], dtype=bool).reshape(-1)
-
-
-__all__ = ["PARTS", "prediction_rows", "row_digests", "rows_among"]
+__all__ = ["PARTS", "prediction_rows", "row_digests"]

@@ -33,9 +33,9 @@ class PartyShare:
     scores : numpy.ndarray, shape (n_rows,)
         Its share of every new row's score.
     training : numpy.ndarray of bool, shape (n_rows,)
-        Which new rows equal, in the party's own columns, one of its training rows (as
-        loaded, or as prepared for training): their shares are the exact scores of its
-        training rows, which training released only with noise.
+        Which rows the party recognises as its training rows (the protocol says how): their
+        shares are the exact scores of its training rows, which training released only with
+        noise.
     """
 
     scores: np.ndarray

@@ -744,12 +744,11 @@ class PartyNode:
         """Refuse to score rows that are this party's training rows (``training``: which rows
         are) unless the job file opts in and, for a party with a budget, its own
         configuration allows exact disclosure."""
-        found, n_rows = int(training.sum()), int(training.shape[0])
+        found = int(training.sum())
         what = (
-            f"rows {data!r} are its training rows: {found} of the {n_rows} rows (the first is "
-            f"row {int(np.argmax(training))}) equal one of {self.name}'s training rows in its "
-            "columns, and their shares would give the recipient the exact scores that training "
-            "released only with noise"
+            f"rows {data!r} are its training rows ({found} rows: its training part or file, or "
+            f"a copy of it), and their shares would give the recipient {self.name}'s exact "
+            "scores of its training rows, which training released only with noise"
         )
         if not self.spec.predict_training_rows:
             raise DpfedInputError(
