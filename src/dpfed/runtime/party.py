@@ -448,6 +448,7 @@ class PartyNode:
         if not self.opened:
             if self.ledger is not None:
                 self.ledger.close()
+                self.ledger = None  # a refusal below must not leave a closed ledger attached
             self._open_budget()
             self.opened = True
         reply = self.host.describe() | {
