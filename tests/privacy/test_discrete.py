@@ -150,7 +150,7 @@ def test_ties_are_resolved_with_more_words(monkeypatch):
     assert not words.rest
     # integer part: k = 3 with a tied first word; k = 50 (threshold 0) with a zero word
     d50 = exp_neg_digits(Fraction(50), 2) & (2**64 - 1)
-    words = _Words([t3, t3, 0, 1], [d3 - 1, d3 + 1, d50 - 1])
+    words = _Words([t3, t3, 0], [d3 - 1, d3 + 1, d50 - 1])  # k = 0 draws nothing
     monkeypatch.setattr(bexp, "uniform_words", words)
     out = bernoulli_exp_integer(np.array([3, 3, 50, 0], dtype=np.int64), np.random.default_rng(0))
     assert out.tolist() == [True, False, True, True]

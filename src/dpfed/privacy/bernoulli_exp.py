@@ -53,6 +53,7 @@ __all__ = [
     "bernoulli_exp_integer",
     "exp_neg_digits",
     "geometric_exp",
+    "uniform_below",
     "uniform_words",
 ]
 
@@ -135,6 +136,21 @@ def uniform_words(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.integers(0, _WORD, size=n, dtype=np.uint64)
 
 
+def uniform_below(rng: np.random.Generator, high: int, n: int) -> np.ndarray:
+    r"""``n`` integers uniform on :math:`\{0, \dots, high - 1\}` (int64), ``high <= 2^62``.
+
+    A power of two :math:`2^m` takes the top :math:`m` bits of a full 64-bit word (numpy's
+    fastest draw); anything else is ``rng.integers(0, high)``.
+    """
+    if high & (high - 1) == 0:
+        bits = high.bit_length() - 1
+        if bits == 0:
+            return np.zeros(n, dtype=np.int64)
+        out: np.ndarray = (uniform_words(rng, n) >> np.uint64(_WORD_BITS - bits)).view(np.int64)
+        return out
+    return rng.integers(0, high, size=n)
+
+
 class LazyUniform:
     r"""A uniform :math:`U \in [0, 1)` of which only the leading 64-bit words are drawn.
 
@@ -179,17 +195,19 @@ def bernoulli_exp_integer(k: np.ndarray, rng: np.random.Generator) -> np.ndarray
     Returns
     -------
     numpy.ndarray of bool, shape (n,)
-        ``True`` with probability :math:`e^{-k_i}` (always for :math:`k_i = 0`); one word per
-        entry, more on a tie (probability :math:`2^{-64}`).
+        ``True`` with probability :math:`e^{-k_i}` (always, without a draw, for
+        :math:`k_i = 0`); one word per nonzero entry, more on a tie (probability :math:`2^{-64}`).
     """
-    words = uniform_words(rng, k.size)
-    capped = np.minimum(k, _LAST_NONZERO + 1)
-    thresholds = EXP_THRESHOLDS[capped]
-    out: np.ndarray = words < thresholds
-    out |= k == 0
-    ties = np.flatnonzero((words == thresholds) & (k > 0))
-    for i in ties.tolist():
-        out[i] = LazyUniform(int(words[i]), rng).below_exp(Fraction(int(k[i])))
+    out: np.ndarray = k == 0
+    todo = np.flatnonzero(~out)
+    if not todo.size:
+        return out
+    kk = k[todo]
+    words = uniform_words(rng, todo.size)
+    thresholds = EXP_THRESHOLDS[np.minimum(kk, _LAST_NONZERO + 1)]
+    out[todo] = words < thresholds
+    for i in np.flatnonzero(words == thresholds).tolist():
+        out[todo[i]] = LazyUniform(int(words[i]), rng).below_exp(Fraction(int(kk[i])))
     return out
 
 
@@ -213,14 +231,14 @@ def bernoulli_exp_fraction(r: np.ndarray, den: int, rng: np.random.Generator) ->
     if not 1 <= den <= DRAW_LIMIT:
         raise DpfedInputError(f"den must be in [1, 2^62]. Found {den}.")
     # K = 1 over every entry, without an index array
-    success = rng.integers(0, den, size=r.size) < r
+    success = uniform_below(rng, den, r.size) < r
     out: np.ndarray = ~success
     pending = np.flatnonzero(success)
     num = r[pending]
     k = 2
     while pending.size:
         if den * k <= DRAW_LIMIT:
-            success = rng.integers(0, den * k, size=pending.size) < num
+            success = uniform_below(rng, den * k, pending.size) < num
         else:
             success = rng.integers(0, den, size=pending.size) < num
             success &= rng.integers(0, k, size=pending.size) == 0
@@ -246,24 +264,27 @@ def geometric_exp(n: int, rng: np.random.Generator) -> np.ndarray:
     """
     words = uniform_words(rng, n)
     out = np.zeros(n, dtype=np.int64)
+    tied = bool(np.any(words == EXP_THRESHOLDS[1]))
     alive = np.flatnonzero(words < EXP_THRESHOLDS[1])
     alive_words = words[alive]
     v = 1
     while alive.size:
         out[alive] = v
         v += 1
+        tied = tied or bool(np.any(alive_words == EXP_THRESHOLDS[v]))
         below = alive_words < EXP_THRESHOLDS[v]
         alive = alive[below]
         alive_words = alive_words[below]
     # v stops at 45 at the latest (threshold 0). An entry that stopped at count c had
     # w >= T_(c+1); it is a tie when w == T_(c+1) (for c = 44: w == 0, below every e^-v).
-    ties = np.flatnonzero(words == EXP_THRESHOLDS[np.minimum(out, _LAST_NONZERO) + 1])
-    for i in ties.tolist():
-        uniform = LazyUniform(int(words[i]), rng)
-        count = int(out[i])
-        while uniform.below_exp(Fraction(count + 1)):
-            count += 1
-        out[i] = count
+    if tied:
+        ties = np.flatnonzero(words == EXP_THRESHOLDS[out + 1])
+        for i in ties.tolist():
+            uniform = LazyUniform(int(words[i]), rng)
+            count = int(out[i])
+            while uniform.below_exp(Fraction(count + 1)):
+                count += 1
+            out[i] = count
     return out
 
 

@@ -97,6 +97,7 @@ from dpfed.privacy.bernoulli_exp import (
     bernoulli_exp_fraction,
     bernoulli_exp_integer,
     geometric_exp,
+    uniform_below,
     uniform_words,
 )
 
@@ -229,7 +230,7 @@ def _laplace_candidates(
 ) -> np.ndarray:
     r"""One round of CKS Algorithm 2 on ``n`` proposals: the accepted ones, in order."""
     a, b = params.num, params.den
-    u = rng.integers(0, a, size=n) if a > 1 else np.zeros(n, dtype=np.int64)
+    u = uniform_below(rng, a, n)
     if a > 1:
         u = u[bernoulli_exp_fraction(u, a, rng)]
     v = geometric_exp(u.size, rng)
@@ -246,9 +247,11 @@ def _laplace_candidates(
         if b > 1:
             y //= b
     negative = rng.integers(0, 2, size=y.size, dtype=np.bool_)
-    keep = ~(negative & (y == 0))
     np.negative(y, out=y, where=negative)
-    out: np.ndarray = y[keep]
+    zero = y == 0
+    if not zero.any():
+        return y
+    out: np.ndarray = y[~(negative & zero)]  # -0 is rejected: 0 would be counted twice
     return out
 
 
@@ -402,10 +405,14 @@ def _gaussian_candidates(
     exponent = w * w
     if params.f != 1:
         exponent *= params.f
-    whole, frac = np.divmod(exponent, params.d)
+    # gamma = exponent / D: its integer part is 0 for most proposals, so divide only the others
+    whole = np.zeros(exponent.size, dtype=np.int64)
+    big = np.flatnonzero(exponent >= params.d)
+    if big.size:
+        whole[big], exponent[big] = np.divmod(exponent[big], params.d)
     ok = bernoulli_exp_integer(whole, rng)
     passed = np.flatnonzero(ok)
-    ok[passed] = bernoulli_exp_fraction(frac[passed], params.d, rng)
+    ok[passed] = bernoulli_exp_fraction(exponent[passed], params.d, rng)
     if idx is None:
         accept = ok
     else:
