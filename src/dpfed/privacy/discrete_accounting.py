@@ -33,11 +33,12 @@ r"""Privacy accounting of discrete Gaussian releases (central and distributed).
 :mod:`dpfed.privacy.accounting`) is *not* a valid bound for the discrete Gaussian in general.
 The discrete privacy loss lives on a lattice of step :math:`\Delta/\sigma^2`, and its
 :math:`\delta(\varepsilon)` oscillates around the continuous one: over a grid of
-:math:`\varepsilon`, the ratio :math:`\delta_{discrete}/\delta_{continuous}` reaches 2.5 at
-:math:`\sigma = \Delta = 1`, 1.09 at :math:`\sigma = \Delta = 5`, 1.02 at
-:math:`\sigma = 10`, 1.001 at :math:`\sigma = 50` and :math:`1 + 10^{-4}` at
-:math:`\sigma = 200` (:func:`delta_ratio_to_continuous`; the excess shrinks roughly like
-:math:`1/\sigma^2` and is invisible in float64 from :math:`\sigma \approx 10^3`). For a
+:math:`\varepsilon`, the largest ratio :math:`\delta_{discrete}/\delta_{continuous}` at
+:math:`z = \sigma/\Delta = 1` is 2.48 at :math:`\Delta = 1`, 1.14 at 4, 1.02 at 10,
+:math:`1 + 9 \cdot 10^{-4}` at 50, :math:`1 + 6 \cdot 10^{-5}` at 200 and
+:math:`1 + 2 \cdot 10^{-6}` at 1000 (5.15 at :math:`\Delta = 1` for :math:`z = 1/2`;
+:func:`delta_ratio_to_continuous`): the excess shrinks like :math:`1/\sigma^2`, about
+:math:`10^{-12}` at the grid releases' :math:`\sigma \approx 2^{20}`. For a
 vector the worst case is not even a function of :math:`\|\Delta\|_2`: the PLD of a shift
 :math:`\Delta \in \mathbb Z^d` is the convolution of the one-dimensional PLDs of its
 coordinates, and which integer vector of norm at most :math:`\Delta` is worst is not known
