@@ -44,7 +44,8 @@ Privacy", NeurIPS; "CKS"):
   :math:`c = \lfloor\sigma\rfloor` (an integer) and :math:`t = \sigma^2/c` (a rational) when
   :math:`\sigma \ge 1`, which keeps the acceptance exponent
   :math:`(|Y| - c)^2 q / (2p)` (for :math:`\sigma^2 = p/q`) of the order of :math:`p` instead
-  of :math:`p^2`: :math:`\sigma` up to :math:`2^{30}` stays in 64-bit integers. For
+  of :math:`p^2`: every integer :math:`\sigma^2 \le 2^{56}` (:math:`\sigma \le 2^{28}`) stays
+  in 64-bit integers. For
   :math:`\sigma < 1`, :math:`t = 1` and :math:`c = \sigma^2`, as CKS.
 
 Both loops are vectorised: a batch of candidates is drawn at once, the accepted ones are kept
@@ -362,8 +363,9 @@ class DiscreteGaussianParameters:
         DpfedInputError
             If an intermediate would not fit 64-bit arithmetic: :math:`D > 2^{62}` (roughly
             :math:`\sigma^2 > 2^{61}` for an integer :math:`\sigma^2`, or
-            :math:`p q > 2^{61}` for :math:`\sigma < 1`) or a proposal scale beyond
-            :class:`DiscreteLaplaceParameters`' bounds.
+            :math:`p q > 2^{61}` for :math:`\sigma < 1`) or the proposal's scale
+            :math:`\sigma^2/c` has a numerator above :math:`2^{56}` (possible from
+            :math:`\sigma^2 > 2^{56}`).
         """
         s2 = as_rational("sigma2", sigma2)
         p, q = s2.numerator, s2.denominator
@@ -445,7 +447,7 @@ def discrete_gaussian(
     ----------
     sigma2 : int, fractions.Fraction, float or str
         :math:`\sigma^2 > 0`, exact (:func:`as_rational`); the range is that of
-        :class:`DiscreteGaussianParameters` (every integer up to :math:`2^{61}`).
+        :class:`DiscreteGaussianParameters` (every integer up to :math:`2^{56}`).
     size : int or tuple of int
         Output shape.
     rng : numpy.random.Generator
