@@ -28,7 +28,8 @@ Two exact constructions:
   decides unless it equals the first 64 bits of :math:`e^{-k}` (probability :math:`2^{-64}`);
   then further words are drawn and compared until they differ (:class:`LazyUniform`).
   :math:`e^{-k}` is irrational (Lindemann), so the comparison ends with probability 1.
-  Exact, and one word instead of :math:`\approx 1.6\,k` uniform draws.
+  Exact, and one word instead of up to :math:`k` trials of probability :math:`e^{-1}` (each
+  about :math:`e - 1 \approx 1.7` uniform draws).
 
 The same comparison samples :math:`V` with :math:`P(V \ge v) = e^{-v}` (the geometric count
 of successive :math:`e^{-1}` trials in CKS Algorithm 2) from one word:
