@@ -209,7 +209,8 @@ def test_discrete_laplace_chi_square_mean_variance(scale):
     assert x.var() == pytest.approx(var, rel=0.02)
 
 
-@pytest.mark.parametrize("sigma2", [Fraction(1, 4), 1, Fraction(9, 4), 10, 1000])
+@pytest.mark.parametrize("sigma2", [Fraction(1, 4), Fraction(15, 16), 1, Fraction(9, 4), 10,
+                                    Fraction(12345, 1024), 1000])
 def test_discrete_gaussian_chi_square_exact_pmf(sigma2):
     rng = np.random.default_rng(SEED)
     x = discrete_gaussian(sigma2, N, rng)
@@ -222,19 +223,19 @@ def test_discrete_gaussian_chi_square_exact_pmf(sigma2):
     assert x.var() == pytest.approx(var, rel=0.01)
 
 
-@pytest.mark.parametrize("sigma2", [2**40 + 12345, 2**48])
+@pytest.mark.parametrize("sigma2", [2**40 + 12345, Fraction(2**41 + 7, 3), 2**48])
 def test_discrete_gaussian_large_sigma_quantiles(sigma2):
     # At sigma >= 2^20 the pmf summed over an interval is the normal integral with a
     # continuity correction to ~1e-13: 40 equiprobable bins of the continuous normal.
     rng = np.random.default_rng(SEED)
     x = discrete_gaussian(sigma2, N, rng)
-    sigma = math.sqrt(sigma2)
+    sigma = math.sqrt(float(sigma2))
     edges = np.floor(stats.norm.ppf(np.linspace(0, 1, 41)[1:-1]) * sigma)
     cdf = stats.norm.cdf((edges + 0.5) / sigma)
     probs = np.diff(np.concatenate(([0.0], cdf, [1.0])))
     counts = np.bincount(np.searchsorted(edges, x, side="left"), minlength=40)
     assert stats.chisquare(counts, probs * N).pvalue > 1e-4
-    assert x.var() / sigma2 == pytest.approx(1.0, rel=0.01)
+    assert x.var() / float(sigma2) == pytest.approx(1.0, rel=0.01)
     assert abs(x.mean()) < 5 * sigma / math.sqrt(N)
 
 
