@@ -37,8 +37,8 @@ The discrete privacy loss lives on a lattice of step :math:`\Delta/\sigma^2`, an
 :math:`z = \sigma/\Delta = 1` is 2.48 at :math:`\Delta = 1`, 1.14 at 4, 1.02 at 10,
 :math:`1 + 9 \cdot 10^{-4}` at 50, :math:`1 + 6 \cdot 10^{-5}` at 200 and
 :math:`1 + 2 \cdot 10^{-6}` at 1000 (5.15 at :math:`\Delta = 1` for :math:`z = 1/2`;
-:func:`delta_ratio_to_continuous`): the excess shrinks like :math:`1/\sigma^2`, about
-:math:`10^{-12}` at the grid releases' :math:`\sigma \approx 2^{20}`. For a
+:func:`delta_ratio_to_continuous`): the excess shrinks like :math:`1/\sigma^2`, which
+extrapolates to about :math:`10^{-12}` at the grid releases' :math:`\sigma \approx 2^{20}`. For a
 vector the worst case is not even a function of :math:`\|\Delta\|_2`: the PLD of a shift
 :math:`\Delta \in \mathbb Z^d` is the convolution of the one-dimensional PLDs of its
 coordinates, and which integer vector of norm at most :math:`\Delta` is worst is not known

@@ -27,8 +27,9 @@ through floating-point rounding.
   a margin of :math:`2^{20}` (the acceptance exponent stays in int64 up to
   :math:`|K| \approx 2^{31}`, i.e. :math:`2^{10}` standard deviations);
 * at :math:`s \ge 2^{20}` the discrete Gaussian's variance equals :math:`s^2` to float
-  precision and its privacy profile the continuous one's to about :math:`10^{-12}`
-  relative (:mod:`dpfed.privacy.discrete_accounting`).
+  precision, and its privacy profile is within about :math:`10^{-12}` (relative, extrapolated
+  from smaller :math:`s`; not proven) of the continuous one's
+  (:mod:`dpfed.privacy.discrete_accounting`); the accounting uses RDP, which is proven.
 
 **Sensitivity in grid units.** Let :math:`\Delta` bound :math:`\|v(x) - v(x')\|_2` for
 neighbours, and let at most :math:`c` coordinates differ between them (:math:`c = d` in
