@@ -72,6 +72,7 @@ __all__ = [
     "classic_gaussian_epsilon",
     "classic_gaussian_sigma",
     "corollary1_epsilon",
+    "gaussian_delta",
     "gaussian_epsilon",
     "gaussian_epsilon_heterogeneous",
     "gaussian_releases_epsilon",
@@ -529,6 +530,35 @@ def _gaussian_log_delta(mu: float, eps: float) -> float:
     x = float(special.log_ndtr(mu / 2.0 - eps / mu))
     y = eps + float(special.log_ndtr(-mu / 2.0 - eps / mu))
     return x + math.log1p(-math.exp(y - x)) if y < x else -math.inf
+
+
+def gaussian_delta(noise_multiplier: float, epsilon: float) -> float:
+    r"""The exact :math:`\delta(\varepsilon)` of one Gaussian release of multiplier :math:`z`.
+
+    The analytic Gaussian privacy profile (Balle and Wang 2018, eq. 6) at
+    :math:`\mu = 1/z`,
+
+    .. math::
+
+        \delta(\varepsilon) = \Phi\left(\frac{\mu}{2} - \frac{\varepsilon}{\mu}\right)
+        - e^{\varepsilon} \Phi\left(-\frac{\mu}{2} - \frac{\varepsilon}{\mu}\right),
+
+    computed in log space (accurate down to the smallest positive double).
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        :math:`z > 0`.
+    epsilon : float
+        :math:`\varepsilon \ge 0`.
+
+    Returns
+    -------
+    float
+    """
+    z = check_positive("noise_multiplier", noise_multiplier)
+    eps = check_positive("epsilon", epsilon, allow_zero=True)
+    return math.exp(_gaussian_log_delta(1.0 / z, eps))
 
 
 def _gaussian_dp_epsilon(precision_sum: float, delta: float) -> float:

@@ -1,0 +1,203 @@
+"""Throughput of the exact integer samplers against numpy's floating-point normal draws.
+
+Run ``python benchmarks/bench_sampler.py --help``; see ``benchmarks/README.md``. Three parts,
+every ratio against a reference measured in the same run:
+
+1. **bulk**: seconds for ``n`` = 10^6 and 10^7 draws of :func:`dpfed.privacy.discrete.
+   discrete_gaussian` (several ``sigma^2``) and :func:`~dpfed.privacy.discrete.discrete_laplace`
+   against ``rng.normal(0, sigma, n)`` from the same kind of generator (best of the repeats,
+   CPU seconds of this process);
+2. **per client**: the secure sum's noise as it is drawn there, one call per client from that
+   client's own generator (:func:`dpfed.dca.noise.client_noise_generator`), for N clients of
+   dimension d: ``standard_normal(out=...)`` (what the secure sum does now) against
+   :func:`dpfed.dca.discrete_noise.client_discrete_noise`;
+3. **secure sum**: the DCA bench cell (N, d, M = 10) timed as ``dpfed dca bench`` times it, and
+   its estimate with the discrete noise: the measured secure-sum seconds minus its own
+   normal-draw seconds plus the per-client discrete draws of part 2, against the paper's Spark
+   seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+PAPER_SPARK_SECONDS = {(10000, 1000): 101.2}
+TARGET_SPEEDUP = 100.0
+
+
+def machine_info() -> dict:
+    """Platform, CPU count, library versions and the load when the run started."""
+    info = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "numpy": np.__version__,
+    }
+    try:
+        info["load_average_1m"] = os.getloadavg()[0]
+    except OSError:
+        info["load_average_1m"] = None
+    return info
+
+
+def _best(fn, repeats: int) -> dict:
+    """CPU seconds (this process) and wall seconds of ``fn``, best of ``repeats``."""
+    cpu, wall = [], []
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn()
+        cpu.append(time.process_time() - c0)
+        wall.append(time.perf_counter() - w0)
+    return {"cpu_seconds": min(cpu), "wall_seconds": min(wall), "all_cpu_seconds": cpu}
+
+
+def bench_bulk(sizes: list[int], repeats: int) -> list[dict]:
+    """Samples per second of the exact samplers and of ``rng.normal``, same run."""
+    from dpfed.privacy.discrete import discrete_gaussian, discrete_laplace
+
+    cases = [
+        ("discrete_gaussian", "sigma2 = 2^40 (grid release: sigma / step in [2^20, 2^21))",
+         lambda n, g: discrete_gaussian(2**40, n, g), 2.0**20),
+        ("discrete_gaussian", "sigma2 = 2^48 (secure sum: client std 1 at 24 fractional bits)",
+         lambda n, g: discrete_gaussian(2**48, n, g), 2.0**24),
+        ("discrete_gaussian", "sigma2 = 1000", lambda n, g: discrete_gaussian(1000, n, g),
+         1000**0.5),
+        ("discrete_gaussian", "sigma2 = 9/4", lambda n, g: discrete_gaussian("9/4", n, g), 1.5),
+        ("discrete_laplace", "scale 2^20", lambda n, g: discrete_laplace(2**20, n, g), 2.0**20),
+    ]
+    out = []
+    for n in sizes:
+        rng = np.random.default_rng(1)
+        ref = _best(lambda n=n, rng=rng: rng.normal(0.0, 3.0, n), repeats)
+        ref_rate = n / ref["cpu_seconds"]
+        print(f"n = {n:.0e}: rng.normal {ref_rate / 1e6:.1f} M/s "
+              f"({ref['cpu_seconds'] * 1e9 / n:.1f} ns per draw)")
+        for name, label, fn, sigma in cases:
+            timing = _best(lambda fn=fn, n=n, rng=rng: fn(n, rng), repeats)
+            rate = n / timing["cpu_seconds"]
+            row = {"sampler": name, "parameters": label, "n": n, "sigma": sigma,
+                   "samples_per_second": rate, "ns_per_sample": 1e9 / rate, **timing,
+                   "reference": "rng.normal(0, 3, n), same run", "reference_samples_per_second":
+                   ref_rate, "slowdown_vs_normal": ref_rate / rate}
+            out.append(row)
+            print(f"  {name} {label}: {rate / 1e6:.2f} M/s ({1e9 / rate:.0f} ns), "
+                  f"{ref_rate / rate:.1f}x the time of rng.normal")
+    return out
+
+
+def bench_per_client(clients: int, dim: int, sigma2: int, repeats: int) -> dict:
+    """The secure sum's per-client noise: normal draws against exact discrete draws."""
+    from dpfed.dca.discrete_noise import client_discrete_noise
+    from dpfed.dca.noise import client_noise_generator
+
+    seed = 2**100 + 3
+    buf = np.empty(dim)
+
+    def normal() -> None:
+        for i in range(clients):
+            client_noise_generator(seed, i).standard_normal(out=buf)
+
+    def seeding() -> None:
+        for i in range(clients):
+            client_noise_generator(seed, i)
+
+    def discrete() -> None:
+        for i in range(clients):
+            client_discrete_noise(seed, i, dim, sigma2)
+
+    seed_t = _best(seeding, repeats)
+    normal_t = _best(normal, repeats)
+    discrete_t = _best(discrete, repeats)
+    normal_draws = normal_t["cpu_seconds"] - seed_t["cpu_seconds"]
+    discrete_draws = discrete_t["cpu_seconds"] - seed_t["cpu_seconds"]
+    out = {
+        "clients": clients, "dim": dim, "sigma2": sigma2,
+        "seeding_cpu_seconds": seed_t["cpu_seconds"],
+        "normal_cpu_seconds": normal_t["cpu_seconds"],
+        "discrete_cpu_seconds": discrete_t["cpu_seconds"],
+        "normal_draws_cpu_seconds": normal_draws,
+        "discrete_draws_cpu_seconds": discrete_draws,
+        "discrete_us_per_client": discrete_draws / clients * 1e6,
+        "discrete_ns_per_sample": discrete_draws / (clients * dim) * 1e9,
+        "added_cpu_seconds": discrete_draws - normal_draws,
+        "slowdown_vs_normal": discrete_draws / normal_draws,
+    }
+    print(f"per client (N = {clients}, d = {dim}, s^2 = {sigma2}): generators "
+          f"{seed_t['cpu_seconds']:.3f} s, normal draws {normal_draws:.3f} s, discrete draws "
+          f"{discrete_draws:.3f} s ({out['discrete_us_per_client']:.0f} us per client), "
+          f"+{out['added_cpu_seconds']:.3f} s")
+    return out
+
+
+def bench_secure_sum(clients: int, dim: int, repeats: int, per_client: dict) -> dict:
+    """The bench cell now, and estimated with the discrete noise drawn per client."""
+    from dpfed.experiments.dca_scaling import time_secure_sum
+
+    cell = time_secure_sum(clients, dim, 10, repeats=repeats, workers=1)
+    sampling = cell["timing"].get("noise_sampling", 0.0)
+    estimate = cell["median"] - sampling + per_client["discrete_draws_cpu_seconds"]
+    paper = PAPER_SPARK_SECONDS.get((clients, dim))
+    out = {
+        "clients": clients, "dim": dim, "compute_nodes": 10, "workers": cell["workers"],
+        "seconds": cell["seconds"], "median": cell["median"],
+        "noise_sampling_seconds": sampling,
+        "noise_seeding_seconds": cell["timing"].get("noise_seeding", 0.0),
+        "estimated_seconds_with_discrete_noise": estimate,
+        "paper_seconds": paper,
+        "speedup_now": paper / cell["median"] if paper else None,
+        "estimated_speedup_with_discrete_noise": paper / estimate if paper else None,
+        "target_speedup": TARGET_SPEEDUP,
+    }
+    if paper:
+        print(f"secure sum N = {clients}, d = {dim}, M = 10, 1 worker: {cell['median']:.3f} s "
+              f"({out['speedup_now']:.0f}x the paper's {paper:g} s; normal draws {sampling:.3f}"
+              f" s); with discrete noise about {estimate:.3f} s "
+              f"({out['estimated_speedup_with_discrete_noise']:.0f}x; target "
+              f"{TARGET_SPEEDUP:.0f}x)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(HERE / "results" / "sampler.json"))
+    parser.add_argument("--sizes", default="1e6,1e7", help="comma-separated sample counts")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=10000)
+    parser.add_argument("--dim", type=int, default=1000)
+    parser.add_argument("--skip-secure-sum", action="store_true")
+    args = parser.parse_args(argv)
+    machine = machine_info()
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    bulk = bench_bulk(sizes, args.repeats)
+    per_client = bench_per_client(args.clients, args.dim, 2**48, args.repeats)
+    secure_sum = (None if args.skip_secure_sum
+                  else bench_secure_sum(args.clients, args.dim, args.repeats, per_client))
+    payload = {
+        "benchmark": "exact integer samplers (CKS) against rng.normal, and their cost in the "
+                     "DCA secure sum",
+        "timing": "CPU seconds of this process, best of the repeats (the secure sum: median)",
+        "bulk": bulk,
+        "per_client": per_client,
+        "secure_sum": secure_sum,
+        "machine": machine,
+        "load_average_1m_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
