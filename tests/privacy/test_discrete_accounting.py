@@ -19,7 +19,9 @@ from dpfed.privacy.discrete_accounting import (
     distributed_discrete_gaussian_epsilon,
     distributed_discrete_gaussian_rdp,
     distributed_tau,
+    grid_releases_delta_slack,
     rdp_inflation,
+    rounded_gaussian_tv_bound,
 )
 
 
@@ -107,3 +109,37 @@ def test_distributed_epsilon_matches_central_rdp_for_large_sigma():
         discrete_gaussian_epsilon([z], 1e-5), rel=1e-6)
     assert distributed_discrete_gaussian_epsilon(s2, n, sens, d, 1e-5, steps=4) == pytest.approx(
         discrete_gaussian_epsilon([z] * 4, 1e-5), rel=1e-6)
+
+
+def _exact_rounded_tv(s: float) -> float:
+    """The total variation between N_Z(0, s^2) and rint(N(0, s^2)), summed over +-40 s."""
+    from scipy.special import ndtr
+
+    k = np.arange(-int(40 * s) - 5, int(40 * s) + 6, dtype=np.float64)
+    p = np.exp(-(k**2) / (2.0 * s * s))
+    p /= p.sum()
+    r = ndtr((k + 0.5) / s) - ndtr((k - 0.5) / s)
+    return 0.5 * float(np.abs(p - r).sum())
+
+
+@pytest.mark.parametrize("s", [0.5, 1.0, 2.0, 5.0, 20.0, 100.0, 400.0])
+def test_the_rounded_gaussian_bound_holds_and_is_tight_for_large_s(s):
+    exact, bound = _exact_rounded_tv(s), rounded_gaussian_tv_bound(s)
+    assert exact <= bound
+    if s >= 20:  # the 1/s^2 term: 4 phi(1) / 48 = 0.0202
+        assert bound <= exact * 1.1
+        assert exact * s * s == pytest.approx(4 * math.exp(-0.5) / math.sqrt(2 * math.pi) / 48,
+                                              rel=0.01)
+
+
+def test_the_grid_releases_slack_needs_a_finer_grid_than_two_to_the_twenty():
+    """a9a's scores: 32,561 coordinates, 16 releases, epsilon 8. At s = 2^20 the slack exceeds
+    delta 1e-5; at s = 2^26 (s^2 = 2^52, within the sampler's 64-bit range) it is 1e-3 of it."""
+    assert rounded_gaussian_tv_bound(2.0**20) < 2e-14
+    coarse = grid_releases_delta_slack([(32561, 2.0**20)] * 16, 8.0)
+    assert coarse == pytest.approx(
+        (1 + math.exp(8.0)) * 16 * 32561 * rounded_gaussian_tv_bound(2.0**20))
+    assert coarse > 1e-5
+    assert grid_releases_delta_slack([(32561, 2.0**26)] * 16, 8.0) < 1e-8
+    with pytest.raises(DpfedInputError, match="at least 1/2"):
+        rounded_gaussian_tv_bound(0.25)
