@@ -61,17 +61,17 @@ def configure_audit(p: argparse.ArgumentParser) -> None:
 
 
 def run_audit_command(args: argparse.Namespace) -> int:
-    if args.engine != "inprocess" or args.ray_address:
-        raise DpfedInputError(
-            "--engine ray runs the audits of --all as Ray tasks; one audit runs in this "
-            "process. Add --all, or leave --engine out."
-        )
     if args.all and args.loss is not None:
         raise DpfedInputError(
             "--all audits every loss each mechanism accepts; --loss goes with --mechanism."
         )
     if args.all:
         return run_audit_all(args)
+    if args.engine != "inprocess" or args.ray_address:
+        raise DpfedInputError(
+            "--engine ray runs the audits of --all as Ray tasks; one audit runs in this "
+            "process. Add --all, or leave --engine out."
+        )
     if args.protect_label_holder:
         if args.mechanism != "vertical-sound":
             raise DpfedInputError(
