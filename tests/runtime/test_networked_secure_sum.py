@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -191,9 +192,23 @@ def test_a_client_started_late_but_within_the_deadline_is_included(netjob, tmp_p
     _start_and_wait_serving(job, [n for n in job.names if n not in (late, missing)])
     leader = subprocess.Popen(job.run_args(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env=job.env())
-    time.sleep(2.0)
+    lines: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        for line in leader.stderr:
+            lines.append(line)
+            if "waiting for 2 of 4 droppable parties" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert waiting.wait(timeout=60), "".join(lines)  # the leader waits for both: start one
     job.start_party(late)
-    out, err = leader.communicate(timeout=120)
+    out = leader.stdout.read()
+    leader.wait(timeout=120)
+    reader.join(timeout=10)
+    err = "".join(lines)
     assert leader.returncode == 0, err + "".join(job.log(n) for n in job.names if n != missing)
     assert f"waiting for 2 of 4 droppable parties ({late} at" in err
     result = json.loads(job.out.read_text())

@@ -155,7 +155,9 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     text = "".join(lines)
     assert code == 1, text
     assert "bank" in text and "unreachable" in text and "--resume" in text
-    assert took < 1.5 + 5.0  # grace plus polling and shutdown
+    # the grace (1.5 s) plus polling and shutdown, not the round timeout (60 s); generous, as
+    # a loaded machine slows every process
+    assert took < 30.0, text
     assert job.procs["label"].poll() is None and job.procs["shop"].poll() is None
 
     job.start_party("bank")  # restarts from its checkpoint
@@ -264,28 +266,16 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
     job = netjob(BREAST_CANCER_3, params={"iterations": 3}, job={"round_timeout": 6.0})
     for name in ("label", "bank"):  # shop never starts
         job.start_party(name)
-    started = time.monotonic()
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
-    lines: list[str] = []
-    seen: dict[str, float] = {}
-
-    def read() -> None:
-        for line in leader.stderr:
-            lines.append(line)
-            if "waiting for shop" in line and "first" not in seen:
-                seen["first"] = time.monotonic() - started
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    code = leader.wait(timeout=60)
-    took = time.monotonic() - started
-    reader.join(timeout=5)
-    text = "".join(lines)
-    assert code == 4, text
-    assert seen.get("first", 99.0) < 5.0, text
-    assert "shop" in text and "never reached" in text and "--name shop" in text
-    assert "--resume" not in text
-    assert took < 6.0 + 10.0, text  # the open's deadline, not twice the round timeout
+    _, text = leader.communicate(timeout=120)
+    assert leader.returncode == 4, text
+    # the leader's own clock, from the start of its opening (a loaded machine may take seconds
+    # to start the process and import its modules before that)
+    waited = [int(m) for m in re.findall(r"waiting for shop at \S+ \(not serving yet, (\d+) s\)",
+                                         text)]
+    assert waited and waited[0] < 5, text
+    assert "shop" in text and "never reached within 6 s" in text and "--name shop" in text
+    assert "--resume" not in text  # the open's deadline, not twice the round timeout
     assert not job.out.exists()
     assert job.wait_parties() == {"label": 1, "bank": 1}  # told to abort, nothing kept
     for name in ("label", "bank"):
