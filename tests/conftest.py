@@ -78,10 +78,3 @@ def local_ray():
     if started:
         ray.shutdown()
 
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n``, see pyproject.toml) the tests that use the session's local
-    Ray run in one worker (``--dist loadgroup``): one Ray of two CPUs serves them all."""
-    for item in items:
-        if "local_ray" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("ray"))
