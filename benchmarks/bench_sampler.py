@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,22 +31,6 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 PAPER_SPARK_SECONDS = {(10000, 1000): 101.2}
 TARGET_SPEEDUP = 100.0
-
-
-def machine_info() -> dict:
-    """Platform, CPU count, library versions and the load when the run started."""
-    info = {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "numpy": np.__version__,
-    }
-    try:
-        info["load_average_1m"] = os.getloadavg()[0]
-    except OSError:
-        info["load_average_1m"] = None
-    return info
 
 
 def _best(fn, repeats: int) -> dict:
@@ -176,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--skip-secure-sum", action="store_true")
     args = parser.parse_args(argv)
+    from bench_dca import machine_info  # the same record of the machine as the DCA bench
+
     machine = machine_info()
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     bulk = bench_bulk(sizes, args.repeats)
@@ -200,4 +185,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
     sys.exit(main())
