@@ -10,10 +10,11 @@ it (node, process, peak resident memory), kept in :attr:`RayExecutor.usage`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, InvalidStateError
 from typing import Any
 
 from dpfed._validation import check_int
@@ -62,6 +63,9 @@ class RayExecutor(Executor):
         self._lock = threading.Lock()
         # every object sent once: id -> (the object, kept alive so the id stays its, its ref)
         self._stored: dict[int, tuple[Any, Any]] = {}
+        # the tasks not yet settled, and the thread that settles them as Ray finishes them
+        self._pending: dict[Any, Future[Any]] = {}
+        self._watcher: threading.Thread | None = None
 
     @property
     def workers(self) -> int:
@@ -70,23 +74,47 @@ class RayExecutor(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         outer: Future[Any] = Future()
-        inner = self._remote.remote(
+        ref = self._remote.remote(
             self._stored_ref(fn), *(self._stored_ref(a) for a in args), **kwargs
-        ).future()
-
-        def settle(done: Future[Any]) -> None:
-            try:
-                value, usage = done.result()
-            except BaseException as exc:  # the task's own exception, unwrapped
-                cause = getattr(exc, "cause", None)
-                outer.set_exception(cause if isinstance(cause, BaseException) else exc)
-                return
-            with self._lock:
-                self.usage.append(usage)
-            outer.set_result(value)
-
-        inner.add_done_callback(settle)
+        )
+        with self._lock:
+            self._pending[ref] = outer
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="ray-results",
+                                                 daemon=True)
+                self._watcher.start()
         return outer
+
+    def _watch(self) -> None:
+        """Settle each pending task's future as Ray finishes it (``ray.wait``), until none is
+        pending. (A reference's own ``future()`` was seen to never resolve on a loaded
+        machine, hanging the caller.)"""
+        while True:
+            with self._lock:
+                refs = list(self._pending)
+                if not refs:
+                    self._watcher = None
+                    return
+            ready, _ = self._ray.wait(refs, num_returns=1, timeout=0.5)
+            for ref in ready:
+                with self._lock:
+                    outer = self._pending.pop(ref)
+                self._settle(ref, outer)
+
+    def _settle(self, ref: Any, outer: Future[Any]) -> None:
+        """Give ``outer`` the task's value, or its own exception unwrapped (nothing if the
+        caller cancelled it)."""
+        try:
+            value, usage = self._ray.get(ref)
+        except BaseException as exc:  # the task's own exception, unwrapped
+            cause = getattr(exc, "cause", None)
+            with contextlib.suppress(InvalidStateError):
+                outer.set_exception(cause if isinstance(cause, BaseException) else exc)
+            return
+        with self._lock:
+            self.usage.append(usage)
+        with contextlib.suppress(InvalidStateError):  # cancelled by the caller meanwhile
+            outer.set_result(value)
 
     def _stored_ref(self, value: Any) -> Any:
         """``value`` itself if it is a plain scalar, else its reference in the object store,
