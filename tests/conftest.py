@@ -67,9 +67,10 @@ def make_vertical_problem_with_test(n=300, split=(4, 3), seed=0, n_test=100):
     return ([b[:n] for b in blocks], y[:n], [b[n:] for b in blocks], y[n:])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def local_ray():
-    """A local Ray of two CPUs for the engine tests (shut down at the end if started here)."""
+    """A local Ray of two CPUs for one engine test, shut down after it: a Ray kept for the
+    whole session was seen to leave a later test's tasks unscheduled."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:
