@@ -18,6 +18,7 @@ from dpfed.bayes import (
     statistics_sensitivity,
     sum_sensitivity,
 )
+from dpfed.bayes.sufficient_stats import n_statistics
 
 
 @pytest.fixture
@@ -210,7 +211,8 @@ def test_centring_noise_variance_is_as_calibrated():
                       rng=np.random.default_rng([9, k])).centring.means
         for k in range(1500)
     ])
-    z0 = calibrate_releases(2.0, 1e-4, projection=False, centre=True).noise_multipliers[0]
+    z0 = calibrate_releases(2.0, 1e-4, projection=False, centre=True,
+                            coordinates=n_statistics(3) + 8).noise_multipliers[0]
     sigma = z0 * sum_sensitivity(2.0, 2.0, 3)
     measured = ((draws - true) * 60).var(axis=0)
     np.testing.assert_allclose(measured, sigma**2, rtol=0.12)
@@ -289,8 +291,11 @@ def test_centre_false_is_the_papers_algorithm(data):
     assert a.centring is None and a.intercept == 0.0
     assert len(a.privacy()["releases"]) == 1 and a.privacy()["centre"] is False
     np.testing.assert_allclose(a.predict(X), X @ a.coef)
+    d = X.shape[1]  # the default mode is trusted: its noise is drawn exactly on a grid
     assert a.calibration.noise_multipliers == calibrate_releases(
-        1.0, 1e-4, projection=False).noise_multipliers
+        1.0, 1e-4, projection=False, coordinates=n_statistics(d) + 2 * (d + 1)
+    ).noise_multipliers
+    assert a.privacy()["sampler"].startswith("exact discrete Gaussian")
     b = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, rng=3, projection=True, centre=False,
                       threshold_repeats=1)
     assert not b.stds.first_moments and b.stds.means is None and b.centring is None

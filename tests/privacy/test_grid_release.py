@@ -12,7 +12,8 @@ from dpfed.privacy.grid_release import DEFAULT_GRID_BITS, GridGaussianRelease, g
 
 
 @pytest.mark.parametrize("sigma", [1e-9, 0.3, 1.0, 3.0, 1234.5, 2.0**40])
-def test_grid_step_gives_2_to_20_grid_units(sigma):
+def test_grid_step_gives_2_to_26_grid_units(sigma):
+    assert DEFAULT_GRID_BITS == 26
     e = grid_exponent(sigma)
     ratio = sigma / math.ldexp(1.0, e)
     assert 2**DEFAULT_GRID_BITS <= ratio < 2 ** (DEFAULT_GRID_BITS + 1)
@@ -22,7 +23,7 @@ def test_grid_step_gives_2_to_20_grid_units(sigma):
 def test_parameters_in_grid_units():
     r = GridGaussianRelease("u", l2_sensitivity=0.5, sigma=3.0, dim=400)
     gamma = r.grid_step
-    assert gamma == 2.0**-19  # 3 = 1.5 * 2^1: 3 / 2^-19 = 1.5 * 2^20
+    assert gamma == 2.0**-25  # 3 = 1.5 * 2^1: 3 / 2^-25 = 1.5 * 2^26
     assert r.sigma2_grid >= (3.0 / gamma) ** 2 and r.sigma2_grid - (3.0 / gamma) ** 2 < 1
     assert r.sensitivity_grid == 0.5 / gamma + 20.0  # sqrt(400) coordinates of slack
     assert r.noise_multiplier == pytest.approx(6.0 / (1 + 20 * gamma / 0.5), rel=1e-12)
@@ -72,4 +73,40 @@ def test_refusals():
     with pytest.raises(DpfedInputError, match="finite"):
         r.sample(np.random.default_rng(0), np.array([0.0, np.nan, 1.0]))
     with pytest.raises(DpfedInputError, match="too large"):
-        r.sample(np.random.default_rng(0), np.array([0.0, 2.0**40, 1.0]))
+        r.sample(np.random.default_rng(0), np.array([0.0, 2.0**37, 1.0]))
+    # between 2^53 and 2^62 grid units the integer release is kept, written as the nearest float
+    big = r.sample(np.random.default_rng(0), np.array([0.0, 2.0**30, 1.0]))
+    assert big[1] == pytest.approx(2.0**30, rel=1e-6)
+
+
+@pytest.mark.parametrize(("sens", "z", "dim"), [
+    (0.5, 6.0, 400), (1.0, 0.3, 1), (2.0**-30, 20.0, 32561), (7.0, 1.0, 10**6),
+    (1.0, 2.0**10 * (1 - 1e-9), 4),  # the raise crosses a power of two: a coarser grid
+])
+def test_for_multiplier_keeps_the_accounted_multiplier(sens, z, dim):
+    r = GridGaussianRelease.for_multiplier("u", sens, z, dim)
+    assert r.noise_multiplier >= z
+    # the raise is what the rounding needs, no more: sigma = z (Delta + gamma sqrt d)
+    assert r.sigma == pytest.approx(z * (sens + r.grid_step * math.sqrt(dim)), rel=1e-11)
+    assert r.sigma / r.grid_step >= 2**DEFAULT_GRID_BITS
+    assert r.noise_multiplier <= z * (1 + 1e-9)
+
+
+def test_for_multiplier_keeps_the_multiplier_over_many_rounding_cases():
+    rng = np.random.default_rng(11)
+    for _ in range(3000):
+        z = float(np.exp(rng.uniform(-3, 5)))
+        sens = float(np.exp(rng.uniform(-20, 10)))
+        dim = int(rng.integers(1, 10**6))
+        assert GridGaussianRelease.for_multiplier("u", sens, z, dim).noise_multiplier >= z
+
+
+def test_for_multiplier_refuses_a_multiplier_the_grid_cannot_keep():
+    with pytest.raises(DpfedInputError, match="cannot keep noise multiplier"):
+        GridGaussianRelease.for_multiplier("u", 1.0, 2.0**26, 4)
+
+
+def test_for_multiplier_noise_has_the_multiplier_s_scale():
+    r = GridGaussianRelease.for_multiplier("u", 0.25, 4.0, 200_000)
+    noise = r.sample(np.random.default_rng(3), np.zeros(200_000))
+    assert noise.std() == pytest.approx(1.0, rel=0.01)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dpfed._validation import DpfedInputError, check_binary_labels
-from dpfed.privacy.accounting import gaussian_releases_epsilon
+from dpfed.privacy.accounting import Release, as_release, releases_epsilon
+from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
     make_vertical_role,
@@ -36,7 +37,7 @@ def _host_plan(config: VerticalConfig, blocks, y, index: int) -> list[float]:
     rng = party_rng(setup.config.seed, index, len(blocks))
     labels = check_binary_labels("labels", y) if index == 0 else None
     make_vertical_role(setup, index, NAMES, blocks[index], rng=rng, labels=labels)
-    return planned_multipliers(setup, index)
+    return planned_multipliers(setup, index, blocks[index].shape[1])
 
 
 def _check_plans_match_releases(config, blocks, y) -> dict[str, list[float]]:
@@ -45,8 +46,10 @@ def _check_plans_match_releases(config, blocks, y) -> dict[str, list[float]]:
     plans = {}
     for index, name in enumerate(NAMES):
         plan = _host_plan(config, blocks, y, index)
-        released = sorted(e.noise_multiplier for e in result.ledger.events(name))
-        assert sorted(plan) == released, name
+        # the same mechanism, multiplier and exact-grid coordinates, release for release
+        released = sorted(Release(e.mechanism, e.noise_multiplier, e.coordinates)
+                          for e in result.ledger.events(name))
+        assert sorted(as_release(p) for p in plan) == released, name
         plans[name] = plan
     return plans
 
@@ -76,7 +79,7 @@ def test_sound_plan_is_what_each_party_releases(problem, options):
     for name in ("bank", "shop"):
         assert len(plans[name]) == cfg.iterations + score_rounds + int(cfg.passive_weighting)
         if cfg.epsilon is not None:
-            spent = gaussian_releases_epsilon(plans[name], cfg.delta, cfg.accountant)
+            spent = releases_epsilon(plans[name], cfg.delta, cfg.accountant)
             assert spent <= cfg.epsilon
 
 
@@ -101,7 +104,7 @@ def test_protected_label_holder_plan_is_what_it_releases(problem, options):
     assert len(plans["bank"]) == len(plans["shop"]) == steps + scores
     if cfg.epsilon is not None:
         for plan in plans.values():
-            assert gaussian_releases_epsilon(plan, cfg.delta, cfg.accountant) <= cfg.epsilon
+            assert releases_epsilon(plan, cfg.delta, cfg.accountant) <= cfg.epsilon
 
 
 @pytest.mark.parametrize(
@@ -231,3 +234,26 @@ def test_each_mechanism_takes_its_own_noise_scale(options, message):
     # absolute sigma: one option for both would let a user pass the one meaning the other
     with pytest.raises(DpfedInputError, match=message):
         VerticalConfig(delta=1e-5, **options).validated()
+
+
+def test_sound_releases_lie_on_their_grid_and_record_their_coordinates(problem):
+    blocks, y = problem
+    config = VerticalConfig(**(SOUND | dict(epsilon=4.0)), protect_label_holder=True)
+    result = train_vertical(blocks, y, config, names=NAMES)
+    n = blocks[0].shape[0]
+    widths = {name: b.shape[1] for name, b in zip(NAMES, blocks, strict=True)}
+    for name in NAMES:
+        events = result.ledger.events(name)
+        assert events
+        for e in events:
+            expected = widths[name] if e.label == "model" else (
+                3 if e.label == "statistics" else n)
+            assert e.coordinates == expected, (name, e.label)
+        assert result.privacy["per_party"][name]["grid_coordinates"] == sum(
+            e.coordinates for e in events)
+    assert result.privacy["sampler"].startswith("exact discrete Gaussian")
+    # the grid's noise is at least the recorded sigma
+    holder = next(e for e in result.ledger.events("label") if e.label == "model")
+    release = GaussianRelease.from_multiplier("model", holder.l2_sensitivity,
+                                              holder.noise_multiplier)
+    assert release.grid(widths["label"]).sigma >= holder.sigma

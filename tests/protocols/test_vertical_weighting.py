@@ -70,21 +70,29 @@ def test_the_chosen_weight_never_raises_the_training_loss(signal, seed):
 
 
 def test_scores_that_do_not_help_get_weight_zero():
-    rng = np.random.default_rng(0)
-    n = 5000
-    y = rng.choice([-1.0, 1.0], n)
-    local = 2.0 * y + rng.normal(0, 1, n)  # a good local model
-    passive = rng.normal(0, 0.5, n)  # noise
-    request = WeightingRequest.at(LOGISTIC, local, y, np.zeros(n))
-    release = StatisticsRelease(
-        n_samples=n, score_bound=2.0, lipschitz=1.0, smoothness=0.25, noise_multiplier=3.0
-    )
-    released = release.apply(passive, request, rng)
-    choice = choose_passive_weight(
-        own_change=np.zeros(n), request=request, upper_bounds=[release.upper(released)],
-        c3=third_derivative_bound(LOGISTIC),
-    )
-    assert choice.weight == 0.0
+    """Scores of pure noise: the weight is 0 unless the statistics' noise happens to make them
+    look useful, which the confidence margin keeps rare and small (measured: 4 of 60 seeds,
+    weights up to 0.1; under the null about 1 in 15 draws)."""
+    weights = []
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        n = 5000
+        y = rng.choice([-1.0, 1.0], n)
+        local = 2.0 * y + rng.normal(0, 1, n)  # a good local model
+        passive = rng.normal(0, 0.5, n)  # noise
+        request = WeightingRequest.at(LOGISTIC, local, y, np.zeros(n))
+        release = StatisticsRelease(
+            n_samples=n, score_bound=2.0, lipschitz=1.0, smoothness=0.25, noise_multiplier=3.0
+        )
+        released = release.apply(passive, request, rng)
+        choice = choose_passive_weight(
+            own_change=np.zeros(n), request=request, upper_bounds=[release.upper(released)],
+            c3=third_derivative_bound(LOGISTIC),
+        )
+        weights.append(choice.weight)
+    weights = np.array(weights)
+    assert np.mean(weights > 0) <= 0.2
+    assert weights.max() <= 0.25
 
 
 def test_one_row_moves_the_statistics_by_at_most_their_sensitivity():

@@ -454,7 +454,17 @@ def _downgrade_to_v1(path):
             "INSERT INTO plan_entries SELECT job_id, party, idx, noise_multiplier FROM plan_v2"
         )
         conn.execute("DROP TABLE plan_v2")
+        conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def _downgrade_to_v2(path):
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("ALTER TABLE plan_entries DROP COLUMN coordinates")
+        conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
+        conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
 
 
@@ -471,13 +481,37 @@ def test_a_schema_1_file_is_upgraded_and_keeps_its_spending(tmp_path):
         again = led.open_job("j", "d", "p", [2.0, 2.0])  # the open job resumes
         led.record("j", [event(1, 2.0, party="p")])
         assert led.spent_epsilon("d", "p") == pytest.approx(eps_rdp([2.0, 2.0]))
-    assert after["schema_version"] == SCHEMA_VERSION == 2
+    assert after["schema_version"] == SCHEMA_VERSION == 3
     entry = after["entries"][0]
     assert (entry["spent"], entry["committed"]) == (before["spent"], before["committed"])
     assert again.resumed and again.plan == (Release("gaussian", 2.0),) * 2
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     conn.close()
+
+
+def test_a_schema_2_file_gains_grid_coordinates_and_charges_them_from_then_on(tmp_path):
+    path = tmp_path / "b.db"
+    with BudgetLedger(path, accountant="pld") as led:
+        led.set_budget("d", "p", 10.0, DELTA)
+        led.open_job("old", "d", "p", [2.0, 2.0])
+        led.record("old", [event(t, 2.0, party="p") for t in range(2)])
+        led.close_job("old", "p")
+        before = led.spent_epsilon("d", "p")
+    _downgrade_to_v2(path)
+    grid = [Release("gaussian", 2.0, 10**6)] * 2
+    with BudgetLedger(path) as led:
+        assert led.spent_epsilon("d", "p") == before  # old releases: no coupling to charge
+        res = led.open_job("new", "d", "p", grid)
+        assert res.plan == tuple(grid)
+        with pytest.raises(BudgetExceeded, match="never reserved"):  # coordinates must match
+            led.record("new", [event(0, 2.0, party="p")])
+        led.record("new", [PrivacyEvent("p", t, "gaussian", 2.0, 1.0, 2.0, "scores",
+                                        coordinates=10**6) for t in range(2)])
+        spent = led.spent_epsilon("d", "p")
+    plain = [Release("gaussian", 2.0)] * 2
+    assert spent == pytest.approx(releases_epsilon(plain + grid, DELTA, "pld"))
+    assert spent > releases_epsilon(plain * 2, DELTA, "pld")
 
 
 def pure_event(round_, z, *, party="p", label="model"):

@@ -68,10 +68,10 @@ def _inside_clip_after_subtracting(job, params: dict, seed: int) -> list[float]:
     clip = bank.mechanism.bounds.score_clip
     fractions = []
     for t, scores in sorted(_received_scores(job, "bank").items()):
-        model_release.sample(rng, (bank.n_features,))  # the round's model noise comes first
+        model_release.noisy(rng, np.zeros(bank.n_features))  # the round's model noise first
         if not bank.mechanism.releases_scores(t):
             break
-        noise = scores_release.sample(rng, scores.shape)
+        noise = scores_release.noisy(rng, np.zeros(scores.shape))
         fractions.append(float(np.mean(np.abs(scores - noise) <= clip + 1e-9)))
     return fractions
 

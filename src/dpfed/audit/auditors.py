@@ -41,7 +41,7 @@ from dpfed.core.losses import get_loss
 from dpfed.dca.calibration import calibrate_dca
 from dpfed.dca.noise import client_noise
 from dpfed.dca.secure_sum import secure_sum
-from dpfed.privacy.accounting import gaussian_epsilon_heterogeneous
+from dpfed.privacy.accounting import Release, gaussian_epsilon_heterogeneous, releases_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import ConsensusConfig, client_release
@@ -253,7 +253,8 @@ class ConsensusAuditor(Auditor):
         self.z = z
 
     def claimed_epsilon(self) -> float:
-        return gaussian_epsilon_heterogeneous([self.z] * self.rounds, self.delta)
+        return releases_epsilon([Release("gaussian", self.z, self.n_features)] * self.rounds,
+                                self.delta)
 
     def _client(self, name: str, data: tuple[np.ndarray, np.ndarray],
                 release: GaussianRelease | None, rng: np.random.Generator) -> ConsensusClient:
@@ -288,7 +289,7 @@ class ConsensusAuditor(Auditor):
         total = np.zeros(canaries)
         for observed, minus, plus in self._uploads(audited, other, shadows, canaries):
             if self.broken == "known-noise":
-                clean = observed - release.sample(attacker_noise, canaries)
+                clean = observed - release.noisy(attacker_noise, np.zeros(canaries))
                 total += np.abs(clean - minus) - np.abs(clean - plus)
             else:
                 total += (observed - (minus + plus) / 2.0) * (plus - minus)
@@ -343,7 +344,8 @@ class ConsensusAuditor(Auditor):
         for observed, mean0, mean1 in self._uploads(audited, other, shadows, self.n_features,
                                                     self.center):
             if self.broken == "known-noise":
-                observed = observed - self.release.sample(attacker_noise, self.n_features)
+                observed = observed - self.release.noisy(attacker_noise,
+                                                         np.zeros(self.n_features))
             step, m = _llr(observed, mean0, mean1, self.release.sigma)
             statistic = statistic + step
             precision = precision + (0.0 if self.broken == "known-noise" else m)
@@ -450,8 +452,8 @@ class VerticalSoundAuditor(Auditor):
         X1 = X0.copy()
         X1[-1] = direction * self.setup_.mechanisms[1].bounds.row_norm
         self.blocks = [X0, X1]
-        self.claim = float(gaussian_epsilon_heterogeneous(planned_multipliers(self.setup_, 1),
-                                                          self.delta))
+        self.claim = float(releases_epsilon(planned_multipliers(self.setup_, 1, X.shape[1]),
+                                            self.delta))
         self.exact = [exact, self._passive(X1, np.random.default_rng(0), noiseless=True)]
         if self.broken == "sensitivity":  # the noise of a sensitivity `factor` times smaller
             sound = self.setup_.mechanisms[1]
@@ -504,8 +506,8 @@ class VerticalSoundAuditor(Auditor):
         if self.broken == "known-noise":  # the attacker regenerates the scores' noise
             replay = np.random.default_rng(seed)
             model_release, scores_release = passive.mechanism.releases(broadcast.rho)
-            model_release.sample(replay, (self.n_features,))
-            clean = released - scores_release.sample(replay, (n,))[base.shape[0]:]
+            model_release.noisy(replay, np.zeros(self.n_features))
+            clean = released - scores_release.noisy(replay, np.zeros(n))[base.shape[0]:]
             return np.abs(clean), included  # a canary's score is 0 exactly when it is absent
         return released, included
 
@@ -670,8 +672,8 @@ class ProtectedLabelHolderAuditor(Auditor):
                                      bounds=bounds).validated()
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
         self._released(0, np.random.default_rng(0))  # readies the mechanisms
-        self.claim = float(gaussian_epsilon_heterogeneous(planned_multipliers(self.setup_, 0),
-                                                          self.delta))
+        self.claim = float(releases_epsilon(
+            planned_multipliers(self.setup_, 0, self.n_features), self.delta))
         if self.broken == "sensitivity":
             self.setup_ = self._weakened(self.setup_)
         simulate = np.random.default_rng(7)

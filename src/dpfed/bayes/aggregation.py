@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from dpfed._validation import DpfedInputError, check_int
+from dpfed._validation import DpfedInputError, check_int, check_positive
 from dpfed.dca import secure_sum
 from dpfed.dca.calibration import dca_client_std
+from dpfed.privacy.gaussian import GaussianRelease
 
 __all__ = ["MODES", "NoisySum", "distributed_client_std", "noisy_sum"]
 
@@ -116,8 +117,16 @@ def noisy_sum(
     compute_nodes: int = 10,
     tolerated: int = 0,
     aggregate: Aggregate | None = None,
+    l2_sensitivity: float | None = None,
 ) -> NoisySum:
     r"""Sum the clients' vectors in one of the :data:`MODES`.
+
+    With ``l2_sensitivity`` (:math:`\Delta_2`) and one ``sigma_std`` for every coordinate, the
+    ``trusted`` and ``input`` modes draw their noise exactly on a power-of-two grid
+    (:meth:`dpfed.privacy.gaussian.GaussianRelease.noisy` at multiplier
+    :math:`\sigma_{std}/\Delta_2`: a standard deviation at least :math:`\sigma_{std}`),
+    accounted with the coupling's delta of :mod:`dpfed.privacy.coupling`; otherwise, and in
+    the ``distributed`` mode, the noise is drawn in floating point.
 
     Parameters
     ----------
@@ -137,6 +146,8 @@ def noisy_sum(
         Secure-sum implementation for ``distributed``, called as
         ``aggregate(values, noise_std=..., compute_nodes=..., tolerated=..., rng=...)`` and
         returning an object with a ``total`` of shape (D,). ``None``: :func:`dpfed.dca.secure_sum`.
+    l2_sensitivity : float or None
+        :math:`\Delta_2` of one client's vector, for the exact sampler (see above).
 
     Returns
     -------
@@ -157,11 +168,23 @@ def noisy_sum(
     sigma = np.broadcast_to(np.asarray(sigma_std, dtype=np.float64), (dim,)).copy()
     if not np.all(np.isfinite(sigma)) or np.any(sigma < 0):
         raise DpfedInputError(f"sigma_std must be finite and >= 0. Found {sigma_std!r}.")
+    release = None
+    if l2_sensitivity is not None and mode in ("trusted", "input") and sigma[0] > 0 and bool(
+        np.all(sigma == sigma[0])
+    ):
+        sens = check_positive("l2_sensitivity", l2_sensitivity)
+        release = GaussianRelease.from_multiplier("sum", sens, float(sigma[0]) / sens)
     if mode == "trusted":
-        total = z.sum(axis=0) + rng.normal(0.0, 1.0, dim) * sigma
+        if release is not None:
+            total = release.noisy(rng, z.sum(axis=0))
+        else:
+            total = z.sum(axis=0) + rng.normal(0.0, 1.0, dim) * sigma
         return NoisySum(total, mode, sigma, None, sigma, n)
     if mode == "input":
-        noisy = z + rng.normal(0.0, 1.0, (n, dim)) * sigma
+        if release is not None:
+            noisy = release.noisy(rng, z)
+        else:
+            noisy = z + rng.normal(0.0, 1.0, (n, dim)) * sigma
         return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
     client = distributed_client_std(sigma, n, tolerated)
     compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)

@@ -52,8 +52,9 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from dpfed._validation import DpfedInputError, check_open_unit, check_positive
-from dpfed.privacy.accounting import calibrate_noise_multiplier
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.privacy.accounting import calibrate_noise_multiplier, gaussian_releases_epsilon
+from dpfed.privacy.coupling import calibration_delta, epsilon_with_coupling
 
 __all__ = ["CALIBRATIONS", "ReleaseCalibration", "calibrate_releases", "exact_epsilon"]
 
@@ -132,6 +133,7 @@ def calibrate_releases(
     calibration: str = "tight",
     centre: bool = False,
     centre_share: float = 0.3,
+    coordinates: int = 0,
 ) -> ReleaseCalibration:
     r"""Noise multipliers of the one or two Gaussian releases (see the module docstring).
 
@@ -152,6 +154,10 @@ def calibrate_releases(
         moments release (no extra release); without, they are a first release of their own.
     centre_share : float, default 0.3
         Share :math:`s \in (0, 1)` of the budget for the sums (centring without projection).
+    coordinates : int, default 0
+        Coordinates the releases draw from the exact grid sampler, in all (the trusted and
+        input modes): their coupling's delta (:mod:`dpfed.privacy.coupling`) is set aside
+        before calibrating and included in ``epsilon_accounted``.
 
     Returns
     -------
@@ -171,7 +177,8 @@ def calibrate_releases(
         first = "column sums (centring)"
     else:
         share = first = None
-    return _calibrate(eps, dlt, share, calibration, first)
+    return _calibrate(eps, dlt, share, calibration, first,
+                      check_int("coordinates", coordinates, minimum=0))
 
 
 @lru_cache(maxsize=256)
@@ -206,11 +213,12 @@ def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
 
 @lru_cache(maxsize=256)
 def _calibrate(
-    eps: float, dlt: float, share: float | None, calibration: str, first: str | None
+    eps: float, dlt: float, share: float | None, calibration: str, first: str | None,
+    coordinates: int = 0,
 ) -> ReleaseCalibration:
     notes: list[str] = []
     if calibration == "tight":
-        z = _tight_multiplier(eps, dlt)
+        z = _tight_multiplier(eps, calibration_delta(dlt, coordinates, eps))
         if share is None:
             zs: tuple[float, ...] = (z,)
             composition = "one Gaussian release calibrated exactly (PLD accountant)"
@@ -244,8 +252,17 @@ def _calibrate(
                 "so the stated budget is not guaranteed (see epsilon_accounted for the exact "
                 "epsilon of the noise added)"
             )
-    accounted = exact_epsilon(zs, dlt)
+    accounted = epsilon_with_coupling(
+        lambda dd: exact_epsilon(zs, dd), dlt, coordinates,
+        fallback=lambda: gaussian_releases_epsilon(list(zs), dlt, "rdp"),
+    )
     epsilon = eps
+    if calibration == "tight" and accounted > eps:  # the coupling too large: RDP reported
+        epsilon = float(accounted)
+        notes.append(
+            f"the exact sampler's coupling over {coordinates} coordinates is too large at "
+            f"epsilon {eps:g}: the RDP figure {accounted:.4g} is privacy.epsilon"
+        )
     if calibration == "paper" and accounted > eps * (1 + 1e-6):
         epsilon = float(accounted)
         notes.append(

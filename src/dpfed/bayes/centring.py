@@ -236,6 +236,7 @@ def estimate_means(
     released = noisy_sum(
         np.column_stack([Xc, yc]), mode=mode, sigma_std=sigma, rng=rng,
         compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        l2_sensitivity=sens,
     )
     return PrivateMeans(released.total / n, "column sums", sens, float(sigma),
                         released.total_std / n)

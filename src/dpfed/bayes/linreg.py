@@ -54,10 +54,12 @@ from dpfed.bayes.projection import (
 from dpfed.bayes.sufficient_stats import (
     check_xy,
     clip_to_bounds,
+    n_statistics,
     row_statistics,
     statistics_sensitivity,
     unpack_statistics,
 )
+from dpfed.privacy.coupling import SAMPLER
 from dpfed.privacy.l2_laplace import as_generator
 
 __all__ = ["DEFAULT_BOUND", "LinRegFit", "fit_dp_linreg"]
@@ -176,6 +178,8 @@ class LinRegFit:
             "epsilon_accounted": cal.epsilon_accounted,
             "paper_epsilon": cal.paper_epsilon,
             "release_budgets": cal.to_json()["release_budgets"],
+            "sampler": (SAMPLER if self.mode in ("trusted", "input")
+                        else "floating-point normal per client, summed in fixed point"),
             "releases": releases,
             "notes": list(self.notes),
         }
@@ -343,9 +347,12 @@ def fit_dp_linreg(
             f"T = {tolerated}."
         )
     generator = as_generator(rng)
+    # the trusted and input modes draw every noisy coordinate exactly (the moments' second
+    # and first moments, or the sums, then the statistics): the coupling's coordinates
+    grid = n_statistics(d) + 2 * (d + 1) if mode in ("trusted", "input") else 0
     cal = calibrate_releases(
         epsilon, delta, projection=projection, std_share=std_share, calibration=calibration,
-        centre=centre, centre_share=centre_share,
+        centre=centre, centre_share=centre_share, coordinates=grid,
     )
     Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
     cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
@@ -391,6 +398,7 @@ def fit_dp_linreg(
     released = noisy_sum(
         row_statistics(Xc, yc), mode=mode, sigma_std=sigma, rng=generator,
         compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        l2_sensitivity=sens,
     )
     S_xx, S_xy = unpack_statistics(released.total, d)
     post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)

@@ -199,6 +199,7 @@ def estimate_marginal_stds(
     result = noisy_sum(
         row_moments(Xc, yc, first=first_moments, first_scale=w), mode=mode, sigma_std=sigma,
         rng=rng, compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        l2_sensitivity=sens,
     )
     released = result.total
     second = released[: d + 1] / n

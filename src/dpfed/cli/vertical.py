@@ -67,14 +67,14 @@ def load_blocks(
 
 
 def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
-                rounds_above_rule: bool) -> str:
+                rounds_above_rule: bool, n_features: list[int] | None = None) -> str:
     """What the run's rounds are and where they come from; refuses (``DpfedInputError``) a
     sound run with a target epsilon and more rounds than the public rule picks unless
     ``rounds_above_rule``, naming the per-round noise of both."""
     cfg = config.validated()
     if cfg.mechanism != "sound" or cfg.epsilon is None:
         return f"rounds: {cfg.iterations}" + ("" if given else " (default)")
-    plan = sound_rounds(cfg, n_samples)
+    plan = sound_rounds(cfg, n_samples, n_features)
     cost = (f"per-round noise multiplier {plan.noise_multiplier:.3g} at {plan.iterations} "
             f"rounds against {plan.rule_noise_multiplier:.3g} at the rule's "
             f"{plan.rule_iterations}")
@@ -96,7 +96,7 @@ def run_train_vertical(args: argparse.Namespace) -> int:
     config = VerticalConfig(**config_kwargs(VerticalConfig, args)).validated()
     dataset, split, blocks, test_blocks = load_blocks(args)
     line = rounds_line(config, args.iterations is not None, blocks[0].shape[0],
-                       args.rounds_above_rule)
+                       args.rounds_above_rule, [b.shape[1] for b in blocks])
     print(line)
     result = train_vertical(
         blocks,

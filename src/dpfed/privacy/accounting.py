@@ -54,11 +54,13 @@ from dp_accounting.rdp import RdpAccountant
 from scipy import optimize, special
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.privacy.coupling import epsilon_with_coupling
 
 __all__ = [
     "ACCOUNTANTS",
     "CLASSIC_ACCOUNTANTS",
     "CLASSIC_MAX_EPSILON",
+    "COUPLED_ACCOUNTANTS",
     "MECHANISMS",
     "NUMERICAL_ACCOUNTANTS",
     "PURE_MECHANISMS",
@@ -895,12 +897,16 @@ def _cached_releases_epsilon(
 
 
 def gaussian_releases_epsilon(
-    noise_multipliers: Sequence[float], delta: float, accountant: str = "pld"
+    noise_multipliers: Sequence[float], delta: float, accountant: str = "pld", *,
+    coordinates: int = 0,
 ) -> float:
     r"""Epsilon of a party's Gaussian releases, as every runtime reports it (cached).
 
     :func:`gaussian_epsilon_heterogeneous`, cached by the multiset of multipliers (with
     ``"pld"`` a closed form, so a per-round history of epsilons costs microseconds a round).
+    ``coordinates`` counts the coordinates the releases drew from the exact grid sampler:
+    their coupling's delta is taken out of ``delta`` first
+    (:func:`dpfed.privacy.coupling.epsilon_with_coupling`).
 
     Returns
     -------
@@ -916,7 +922,12 @@ def gaussian_releases_epsilon(
     if len(noise_multipliers) == 0:
         return 0.0
     zs = tuple(sorted(float(z) for z in noise_multipliers))
-    return _cached_releases_epsilon(zs, float(delta), accountant)
+    if accountant not in COUPLED_ACCOUNTANTS:
+        coordinates = 0  # an RDP bound holds for the discrete Gaussian as it is
+    return epsilon_with_coupling(
+        lambda d: _cached_releases_epsilon(zs, float(d), accountant), float(delta), coordinates,
+        fallback=lambda: _cached_releases_epsilon(zs, float(delta), "rdp"),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -934,9 +945,16 @@ PURE_MECHANISMS = ("l2_laplace",)
 #: The numerical accountants, which hold for every noise multiplier and every mechanism here.
 NUMERICAL_ACCOUNTANTS = ("pld", "rdp")
 
+#: The accountants that need the exact sampler's coupling delta (:mod:`dpfed.privacy.coupling`):
+#: those built on the continuous Gaussian's privacy profile. RDP and the moments accountant
+#: bound Rényi divergences, which the discrete Gaussian shares with the continuous one at the
+#: same noise multiplier (Canonne, Kamath and Steinke 2020), so they hold for it as they are.
+COUPLED_ACCOUNTANTS = ("pld", "advanced", "basic")
+
 
 class Release(NamedTuple):
-    """One release as the accountant sees it: its mechanism and noise multiplier.
+    """One release as the accountant sees it: its mechanism, noise multiplier and how many
+    coordinates it drew from the exact grid sampler.
 
     Attributes
     ----------
@@ -944,32 +962,44 @@ class Release(NamedTuple):
         One of :data:`MECHANISMS`.
     noise_multiplier : float
         :math:`z > 0`: noise scale over :math:`\\ell_2` sensitivity.
+    coordinates : int, default 0
+        Coordinates drawn exactly on a grid (:mod:`dpfed.privacy.coupling`: each adds the
+        coupling's delta); 0 for a release without grid noise.
     """
 
     mechanism: str
     noise_multiplier: float
+    coordinates: int = 0
 
 
-def as_release(item: Release | tuple[str, float] | float) -> Release:
-    """A :class:`Release` from a release, a ``(mechanism, z)`` pair or a bare ``z``
-    (a Gaussian release).
+def as_release(item: Release | tuple[str, float] | tuple[str, float, int] | float) -> Release:
+    """A :class:`Release` from a release, a ``(mechanism, z)`` pair, a ``(mechanism, z,
+    coordinates)`` triple or a bare ``z`` (a Gaussian release).
 
     Raises
     ------
     DpfedInputError
-        For an unknown mechanism or a multiplier that is not finite and > 0.
+        For an unknown mechanism, a multiplier that is not finite and > 0, or a negative
+        coordinate count.
     """
+    coordinates = 0
     if isinstance(item, tuple):
-        if len(item) != 2:
+        if len(item) not in (2, 3):
             raise DpfedInputError(
-                f"a release must be (mechanism, noise_multiplier). Found {item!r}."
+                "a release must be (mechanism, noise_multiplier) or (mechanism, "
+                f"noise_multiplier, coordinates). Found {item!r}."
             )
-        mechanism, z = item
+        mechanism, z = item[0], item[1]
+        if len(item) == 3:
+            coordinates = item[2]
     else:
         mechanism, z = "gaussian", item
     if mechanism not in MECHANISMS:
         raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {mechanism!r}.")
-    return Release(str(mechanism), check_positive("noise_multiplier", z))
+    return Release(
+        str(mechanism), check_positive("noise_multiplier", z),
+        check_int("coordinates", coordinates, minimum=0),
+    )
 
 
 def pure_epsilon(release: Release) -> float:
@@ -995,8 +1025,10 @@ def release_event(release: Release) -> dp_event.DpEvent:
 
 def releases_event(releases: Sequence[Release | tuple[str, float] | float]) -> dp_event.DpEvent:
     """The composition of ``releases`` as one ``ComposedDpEvent`` (equal releases grouped into
-    ``SelfComposedDpEvent``s, in sorted order)."""
-    groups = sorted(Counter(as_release(r) for r in releases).items())
+    ``SelfComposedDpEvent``s, in sorted order). The events are the continuous mechanisms'; the
+    exact grid sampler's coupling delta (:mod:`dpfed.privacy.coupling`) is not part of them."""
+    plain = (as_release(r) for r in releases)
+    groups = sorted(Counter(Release(r.mechanism, r.noise_multiplier) for r in plain).items())
     return dp_event.ComposedDpEvent(
         [dp_event.SelfComposedDpEvent(release_event(r), n) for r, n in groups]
     )
@@ -1085,8 +1117,11 @@ def releases_epsilon(
         ``"basic"``, ``"moments"``) asked to account pure-DP releases.
     """
     items = tuple(sorted(as_release(r) for r in releases))
+    coordinates = sum(r.coordinates for r in items)
     if all(r.mechanism == "gaussian" for r in items):
-        return gaussian_releases_epsilon([r.noise_multiplier for r in items], delta, accountant)
+        return gaussian_releases_epsilon(
+            [r.noise_multiplier for r in items], delta, accountant, coordinates=coordinates
+        )
     d = check_open_unit("delta", delta)
     acc = check_accountant(accountant)
     if acc not in NUMERICAL_ACCOUNTANTS:
@@ -1094,4 +1129,9 @@ def releases_epsilon(
             f"accountant must be one of {NUMERICAL_ACCOUNTANTS} for releases of mechanisms "
             f"{sorted({r.mechanism for r in items})}. Found {accountant!r}."
         )
-    return _cached_mixed_epsilon(items, d, acc)
+    plain = tuple(sorted(Release(r.mechanism, r.noise_multiplier) for r in items))
+    return epsilon_with_coupling(
+        lambda dd: _cached_mixed_epsilon(plain, float(dd), acc), d,
+        coordinates if acc in COUPLED_ACCOUNTANTS else 0,
+        fallback=lambda: _cached_mixed_epsilon(plain, d, "rdp"),
+    )

@@ -78,6 +78,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import gaussian_delta, gaussian_releases_epsilon
+from dpfed.privacy.coupling import grid_releases_delta_slack, rounded_gaussian_tv_bound
 
 __all__ = [
     "delta_ratio_to_continuous",
@@ -323,92 +324,3 @@ def distributed_discrete_gaussian_epsilon(
     )
     eps, _ = rdp_lib.compute_epsilon(orders, rdp, d)
     return float(eps)
-
-
-def rounded_gaussian_tv_bound(s: float) -> float:
-    r"""An upper bound on the total variation distance between :math:`\mathcal N_{\mathbb
-    Z}(0, s^2)` and the continuous :math:`\mathcal N(0, s^2)` rounded to the nearest integer.
-
-    With :math:`\varphi_s` the normal density, the rounded Gaussian's pmf is
-    :math:`r(k) = \int_{k-1/2}^{k+1/2}\varphi_s`, and the discrete Gaussian's is
-    :math:`p(k) = \varphi_s(k) / (1 + \varepsilon_P)` with :math:`1 + \varepsilon_P =
-    \sum_k \varphi_s(k) = 1 + 2\sum_{j \ge 1} e^{-2\pi^2 s^2 j^2}` (Poisson summation).
-    Then :math:`\sum_k |p(k) - \varphi_s(k)| = \varepsilon_P`, and the midpoint rule gives
-    :math:`r(k) - \varphi_s(k) = \varphi_s^{(2)}(\xi_k)/24` for some :math:`\xi_k` within
-    1/2 of :math:`k`; a function's supremum on an interval of length 1 is at most its integral
-    there plus the integral of its derivative's absolute value, so
-
-    .. math::
-
-        \mathrm{TV} \le \frac{\varepsilon_P}{2} + \frac{1}{48}\Big(\int|\varphi_s^{(2)}|
-        + \int|\varphi_s^{(3)}|\Big) = \frac{\varepsilon_P}{2}
-        + \frac{1}{48}\Big(\frac{4\varphi(1)}{s^2}
-        + \frac{2\varphi(0) + 8\varphi(\sqrt3)}{s^3}\Big)
-
-    (:math:`\int|\varphi_s^{(2)}| = E|X^2 - 1|/s^2` and :math:`\int|\varphi_s^{(3)}| =
-    E|X^3 - 3X|/s^3` for a standard normal :math:`X`, in closed form), about
-    :math:`0.0202/s^2`: below :math:`2 \cdot 10^{-14}` from :math:`s = 2^{20}`. Tested
-    against the exact distance, summed, at small :math:`s`.
-
-    Parameters
-    ----------
-    s : float
-        :math:`s \ge 1/2`.
-
-    Returns
-    -------
-    float
-    """
-    scale = check_positive("s", s)
-    if scale < 0.5:
-        raise DpfedInputError(f"s must be at least 1/2. Found {scale}.")
-
-    def phi(x: float) -> float:
-        return math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
-
-    q = math.exp(-2.0 * math.pi**2 * scale**2)
-    poisson = 2.0 * q / (1.0 - q)  # 2 sum_{j >= 1} q^(j^2) <= 2 q / (1 - q)
-    second = 4.0 * phi(1.0) / scale**2
-    third = (2.0 * phi(0.0) + 8.0 * phi(math.sqrt(3.0))) / scale**3
-    return 0.5 * poisson + (second + third) / 48.0
-
-
-def grid_releases_delta_slack(releases: Sequence[tuple[int, float]], epsilon: float) -> float:
-    r"""What grid releases add to the :math:`\delta` of the continuous Gaussian's accounting.
-
-    A grid release outputs :math:`m + K` with :math:`m` the rounded integer query and
-    :math:`K \sim \mathcal N_{\mathbb Z}(0, s^2)^d`. Replacing :math:`K` by a rounded
-    continuous Gaussian gives :math:`m + \operatorname{rint}(G) = \operatorname{rint}(m + G)`:
-    post-processing of the continuous Gaussian mechanism on :math:`m`, whose privacy profile
-    :math:`\delta_C(\varepsilon)` the PLD accountant computes exactly (multiplier
-    :math:`s/\Delta_{grid}`). The two noises are within :math:`\eta = d\,\mathrm{TV}_1(s)` in
-    total variation (:func:`rounded_gaussian_tv_bound`, a union over the coordinates),
-    whatever the input; over an adaptive sequence of releases the joint laws are within
-    :math:`H = \sum_t \eta_t` (a hybrid argument). For every event :math:`S`,
-
-    .. math::
-
-        P[D(x) \in S] \le P[C(x) \in S] + H \le e^{\varepsilon}P[C(x') \in S]
-        + \delta_C(\varepsilon) + H \le e^{\varepsilon}P[D(x') \in S]
-        + \delta_C(\varepsilon) + (1 + e^{\varepsilon})H,
-
-    so the grid releases are :math:`(\varepsilon, \delta_C(\varepsilon) + (1 +
-    e^{\varepsilon})H)`-DP: the continuous PLD stays valid with this slack added to its
-    :math:`\delta`.
-
-    Parameters
-    ----------
-    releases : sequence of (int, float)
-        ``(d, s)`` of every release: its coordinates and its discrete Gaussian's :math:`s`.
-    epsilon : float
-        The :math:`\varepsilon \ge 0` at which the slack is charged.
-
-    Returns
-    -------
-    float
-        :math:`(1 + e^{\varepsilon}) \sum_t d_t\, \mathrm{TV}_1(s_t)`.
-    """
-    eps = check_positive("epsilon", epsilon, allow_zero=True)
-    total = math.fsum(check_int("d", d, minimum=1) * rounded_gaussian_tv_bound(s)
-                      for d, s in releases)
-    return (1.0 + math.exp(eps)) * total

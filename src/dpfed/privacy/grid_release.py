@@ -9,27 +9,34 @@ The continuous release :math:`v + \mathcal N(0, \sigma^2 I)` computed in floatin
     K_j \sim \mathcal N_{\mathbb Z}(0, s^2) \text{ i.i.d.}, \qquad \gamma = 2^{e},
 
 with :math:`K` drawn exactly (:func:`dpfed.privacy.discrete.discrete_gaussian`). Because
-:math:`\gamma` is a power of two, :math:`v/\gamma` and :math:`\gamma (m + K)` are exact in
-float64 (for :math:`|m + K| \le 2^{53}`, checked): the output is the integer
-:math:`m + K` written on the grid :math:`\gamma\mathbb Z^d`, and nothing of the data leaks
-through floating-point rounding.
+:math:`\gamma` is a power of two, :math:`v/\gamma` is exact in float64, its rounding
+:math:`m` an exact integer (an int64: :math:`|m| \le 2^{62}`, checked), and :math:`m + K` is
+added in integers: the release is the integer :math:`m + K`. Writing it as the float
+:math:`\gamma (m + K)` is exact up to :math:`|m + K| \le 2^{53}` and otherwise rounds to the
+nearest float: a deterministic function of the released integer, i.e. post-processing, so
+nothing of the data leaks through floating-point rounding either way.
 
 **Grid step.** :math:`\gamma` is the largest power of two with :math:`\sigma/\gamma \ge 2^{b}`
-(default :math:`b = 20`), so :math:`\sigma/\gamma \in [2^{b}, 2^{b+1})`. Why :math:`2^{20}`:
+(default :math:`b = 26`, :data:`dpfed.privacy.coupling.RELEASE_GRID_BITS`), so
+:math:`\sigma/\gamma \in [2^{b}, 2^{b+1})`. Why :math:`2^{26}`:
 
-* the rounding moves the value by at most :math:`\gamma/2 \le 2^{-21}\sigma` per coordinate,
-  invisible next to noise of standard deviation :math:`\sigma`;
-* the sensitivity slack of the rounding (below) is :math:`\sqrt{s}` grid units against
-  :math:`\Delta/\gamma \ge 2^{20}/z` for multiplier :math:`z = \sigma/\Delta`: a relative
-  increase of :math:`\sqrt{s}\,z\,2^{-20}` in the sensitivity (0.2 % for :math:`s = 10^4`
-  coordinates at :math:`z = 20`, 2 % for :math:`10^6`);
-* :math:`s^2 = \lceil(\sigma/\gamma)^2\rceil < 2^{42}` leaves the sampler's 64-bit integers
-  a margin of :math:`2^{20}` (the acceptance exponent stays in int64 up to
-  :math:`|K| \approx 2^{31}`, i.e. :math:`2^{10}` standard deviations);
-* at :math:`s \ge 2^{20}` the discrete Gaussian's variance equals :math:`s^2` to float
-  precision, and its privacy profile is within about :math:`10^{-12}` (relative, extrapolated
-  from smaller :math:`s`; not proven) of the continuous one's
-  (:mod:`dpfed.privacy.discrete_accounting`); the accounting uses RDP, which is proven.
+* the accounting (:mod:`dpfed.privacy.coupling`) keeps the continuous Gaussian's privacy
+  profile and adds :math:`(1 + e^{\varepsilon})\,\mathrm{TV}(s)` to delta per released
+  coordinate, with :math:`\mathrm{TV}(s) \approx 0.0202/s^2`: at :math:`s = 2^{26}` that is
+  :math:`4.5 \cdot 10^{-18}`, so half a million coordinates at epsilon 8 add :math:`7 \cdot
+  10^{-9}` (at :math:`2^{20}` they would add :math:`2.8 \cdot 10^{-5}`, more than a usual
+  delta);
+* the rounding moves the value by at most :math:`\gamma/2 \le 2^{-27}\sigma` per
+  coordinate, invisible next to noise of standard deviation :math:`\sigma`;
+* the sensitivity slack of the rounding (below) is :math:`\sqrt{c}` grid units against
+  :math:`\Delta/\gamma \ge 2^{26}/z` for multiplier :math:`z = \sigma/\Delta`: a relative
+  :math:`\sqrt{c}\,z\,2^{-26}` (:math:`5 \cdot 10^{-5}` for a9a's 32,561 scores at
+  :math:`z = 20`), which :meth:`GridGaussianRelease.for_multiplier` pays with that much more
+  noise, so the accounted multiplier is unchanged;
+* :math:`s^2 = \lceil(\sigma/\gamma)^2\rceil < 2^{54}` is exact in the sampler's 64-bit
+  integers; a proposal beyond about :math:`2^{5}` standard deviations (probability below
+  :math:`e^{-500}`) is decided with Python's unbounded integers, so the law stays exact;
+* the discrete Gaussian's variance equals :math:`s^2` to float precision.
 
 **Sensitivity in grid units.** Let :math:`\Delta` bound :math:`\|v(x) - v(x')\|_2` for
 neighbours, and let at most :math:`c` coordinates differ between them (:math:`c = d` in
@@ -45,7 +52,10 @@ one that changes by :math:`\delta_j` (in grid units) rounds to integers at most
 
 (triangle inequality in :math:`\ell_2`), and the release's noise multiplier is
 :math:`s/\Delta_{grid}` (:attr:`GridGaussianRelease.noise_multiplier`), a little below
-:math:`\sigma/\Delta`. Its epsilon is that of :mod:`dpfed.privacy.discrete_accounting`.
+:math:`\sigma/\Delta` (:meth:`GridGaussianRelease.for_multiplier` raises :math:`\sigma` to
+keep it at a given :math:`z`). Its epsilon is that of the continuous Gaussian at that
+multiplier plus the coupling's delta (:mod:`dpfed.privacy.coupling`), or RDP's directly
+(:mod:`dpfed.privacy.discrete_accounting`).
 """
 
 from __future__ import annotations
@@ -57,15 +67,16 @@ from fractions import Fraction
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_positive
+from dpfed.privacy.coupling import RELEASE_GRID_BITS
 from dpfed.privacy.discrete import discrete_gaussian
 
 __all__ = ["DEFAULT_GRID_BITS", "GridGaussianRelease", "grid_exponent"]
 
 #: :math:`b`: the grid step is the largest power of two :math:`\gamma` with
-#: :math:`\sigma/\gamma \ge 2^{b}`.
-DEFAULT_GRID_BITS = 20
+#: :math:`\sigma/\gamma \ge 2^{b}` (:data:`dpfed.privacy.coupling.RELEASE_GRID_BITS`).
+DEFAULT_GRID_BITS = RELEASE_GRID_BITS
 
-_EXACT_INT = 1 << 53  # every integer of magnitude up to 2^53 is a float64
+_MAX_UNITS = float(1 << 62)  # the largest rounded value, in grid units, kept in int64
 
 
 def grid_exponent(sigma: float, bits: int = DEFAULT_GRID_BITS) -> int:
@@ -146,6 +157,65 @@ class GridGaussianRelease:
         object.__setattr__(self, "sigma2_grid", -((-s2.numerator) // s2.denominator))
         object.__setattr__(self, "sensitivity_grid", math.ldexp(sens, -e) + math.sqrt(c))
 
+    @classmethod
+    def for_multiplier(
+        cls, label: str, l2_sensitivity: float, noise_multiplier: float, dim: int, *,
+        grid_bits: int = DEFAULT_GRID_BITS,
+    ) -> GridGaussianRelease:
+        r"""The release of ``dim`` coordinates whose grid multiplier
+        :math:`s/\Delta_{grid}` is at least ``noise_multiplier`` :math:`z`.
+
+        The rounding adds :math:`\sqrt d` grid units to the sensitivity, so the noise is
+        raised to :math:`\sigma = z(\Delta + \gamma\sqrt d)`; then
+        :math:`s \ge \sigma/\gamma = z(\Delta/\gamma + \sqrt d) = z\Delta_{grid}`. The grid
+        step :math:`\gamma` is that of :math:`\sigma` itself (recomputed if raising
+        :math:`\sigma` crossed a power of two, which can only coarsen the grid once more).
+        The noise exceeds :math:`z\Delta` by the factor :math:`1 + \gamma\sqrt d/\Delta
+        \le 1 + z\sqrt d\,2^{-b}` (times :math:`1 + 2^{-40}`, a margin for the float rounding
+        of the grid sensitivity).
+
+        Parameters
+        ----------
+        label : str
+        l2_sensitivity : float
+            :math:`\Delta > 0`.
+        noise_multiplier : float
+            :math:`z > 0`, the multiplier the accountant is told.
+        dim : int
+            :math:`d \ge 1`.
+        grid_bits : int, default :data:`DEFAULT_GRID_BITS`
+
+        Returns
+        -------
+        GridGaussianRelease
+            With :attr:`noise_multiplier` :math:`\ge z`.
+
+        Raises
+        ------
+        DpfedInputError
+            For bad parameters, or when :math:`z\sqrt d` is so close to :math:`2^{b}` that no
+            grid keeps the multiplier.
+        """
+        sens = check_positive(f"l2_sensitivity of {label}", l2_sensitivity)
+        z = check_positive(f"noise_multiplier of {label}", noise_multiplier)
+        d = check_int("dim", dim, minimum=1)
+        exponent = grid_exponent(z * sens, grid_bits)
+        for _ in range(4):
+            # 2^-40 of margin covers the float rounding of Delta/gamma + sqrt(d) and its ratio
+            sigma = z * (sens + math.ldexp(math.sqrt(d), exponent)) * (1.0 + 2.0**-40)
+            coarser = grid_exponent(sigma, grid_bits)
+            if coarser == exponent:
+                break
+            exponent = coarser
+        out = cls(label, sens, sigma, d, grid_bits=grid_bits)
+        if out.noise_multiplier < z:  # the raise kept crossing powers of two: z sqrt(d) ~ 2^b
+            raise DpfedInputError(
+                f"the grid release of {label} cannot keep noise multiplier {z:g} over {d} "
+                f"coordinates on a grid of 2^{grid_bits} units per deviation (it needs z "
+                f"sqrt(d) well below 2^{grid_bits})."
+            )
+        return out
+
     @property
     def grid_step(self) -> float:
         r""":math:`\gamma = 2^{e}`."""
@@ -169,13 +239,14 @@ class GridGaussianRelease:
         Returns
         -------
         numpy.ndarray of float64, the shape of ``value``
-            Every entry an exact multiple of :math:`\gamma`.
+            Every entry a multiple of :math:`\gamma` (the nearest float to
+            :math:`\gamma(m + K)` beyond :math:`2^{53}` grid units).
 
         Raises
         ------
         DpfedInputError
             If ``value`` is not finite, its last axis is not ``dim`` long, or a coordinate
-            (noise included) exceeds :math:`2^{53}` grid units (the float64 integers).
+            exceeds :math:`2^{62}` grid units (the int64 range, with room for the noise).
         """
         v = np.asarray(value, dtype=np.float64)
         if v.ndim == 0 or v.shape[-1] != self.dim:
@@ -185,16 +256,12 @@ class GridGaussianRelease:
         if not np.all(np.isfinite(v)):
             raise DpfedInputError(f"value of {self.label} must be finite.")
         m = np.rint(np.ldexp(v, -self.exponent))
-        limit = float(_EXACT_INT >> 1)
-        if np.any(np.abs(m) > limit):
+        if np.any(np.abs(m) > _MAX_UNITS):
             raise DpfedInputError(
                 f"value of {self.label} is too large for grid step 2^{self.exponent}: "
-                f"|value| must stay below 2^{52 + self.exponent}."
+                f"|value| must stay below 2^{62 + self.exponent}."
             )
+        # |K| < 2^61 always (the sampler's int64 output is far inside it): no overflow
         grid = m.astype(np.int64) + self.noise(rng, v.shape)
-        if np.any(np.abs(grid) > _EXACT_INT):
-            raise DpfedInputError(  # pragma: no cover - needs noise of 2^31 deviations
-                f"a noisy coordinate of {self.label} left the float64 integers."
-            )
         out: np.ndarray = np.ldexp(grid.astype(np.float64), self.exponent)
         return out

@@ -73,6 +73,9 @@ class PrivacyEvent:
         Per-release :math:`(\varepsilon, \delta)` of a paper-style analysis, when the
         mechanism states one. Given together or not at all; :math:`\varepsilon > 0`,
         :math:`\delta \in (0, 1)`.
+    coordinates : int, default 0
+        How many coordinates the release drew from the exact grid sampler (each adds the
+        coupling's delta, :mod:`dpfed.privacy.coupling`); 0 for noise drawn otherwise.
 
     Raises
     ------
@@ -89,6 +92,7 @@ class PrivacyEvent:
     label: str = ""
     epsilon: float | None = None
     delta: float | None = None
+    coordinates: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -118,6 +122,7 @@ class PrivacyEvent:
         put(self, "noise_multiplier", z)
         put(self, "l2_sensitivity", c)
         put(self, "sigma", s)
+        put(self, "coordinates", check_int("coordinates", self.coordinates, minimum=0))
         if (self.epsilon is None) != (self.delta is None):
             raise DpfedInputError(
                 "epsilon and delta must be given together or not at all. "
@@ -228,7 +233,7 @@ class PrivacyLedger:
                     f"mechanism must be one of {MECHANISMS} for accounting. "
                     f"Found {e.mechanism!r} (party {party!r}, round {e.round})."
                 )
-            out.append(Release(e.mechanism, e.noise_multiplier))
+            out.append(Release(e.mechanism, e.noise_multiplier, e.coordinates))
         return out
 
     def dp_event(self, party: str) -> DpEvent:

@@ -51,7 +51,9 @@ Notes
 -----
 The file uses WAL journaling with ``synchronous=FULL`` and a busy timeout; it can be shared by
 several processes on one machine (not over a network file system). A file of schema version 1
-(Gaussian plans only) is upgraded in place when opened: its plan entries become Gaussian. Open one
+(Gaussian plans only) or 2 (no grid coordinates) is upgraded in place when opened: its plan
+entries become Gaussian, and its entries and releases count no grid coordinates (their noise
+was drawn in floating point, which has no coupling delta to charge). Open one
 :class:`BudgetLedger` per process; an instance serialises its own threads.
 :meth:`~BudgetLedger.open_job` computes the epsilon while it holds the write lock (with
 ``"pld"`` this can take a second or more), so other writers may wait that long.
@@ -95,13 +97,20 @@ __all__ = [
 #: Accountants a budget ledger can use (the numerical ones, which account every mechanism).
 LEDGER_ACCOUNTANTS = NUMERICAL_ACCOUNTANTS
 
-#: Version of the table layout. Version 1 files are upgraded when opened; others are refused.
-SCHEMA_VERSION = 2
+#: Version of the table layout. Versions 1 and 2 are upgraded when opened; others are refused.
+SCHEMA_VERSION = 3
 
-# Statement that upgrades a version-1 file (its plans were Gaussian only).
-_MIGRATE_V1 = (
-    "ALTER TABLE plan_entries ADD COLUMN mechanism TEXT NOT NULL DEFAULT 'gaussian'"
-)
+# Statements that upgrade a file of each older version to the next one: version 1's plans were
+# Gaussian only; versions 1 and 2 knew no exact grid sampler (no coordinates to charge).
+_MIGRATIONS = {
+    "1": ("ALTER TABLE plan_entries ADD COLUMN mechanism TEXT NOT NULL DEFAULT 'gaussian'",),
+    "2": (
+        "ALTER TABLE plan_entries ADD COLUMN coordinates INTEGER NOT NULL DEFAULT 0 "
+        "CHECK (coordinates >= 0)",
+        "ALTER TABLE releases ADD COLUMN coordinates INTEGER NOT NULL DEFAULT 0 "
+        "CHECK (coordinates >= 0)",
+    ),
+}
 
 _FORMAT = "dpfed-budget-ledger"
 _MAX_SQLITE_INT = 2**63 - 1
@@ -144,6 +153,7 @@ CREATE TABLE plan_entries (
     idx INTEGER NOT NULL,
     noise_multiplier REAL NOT NULL CHECK (noise_multiplier > 0),
     mechanism TEXT NOT NULL DEFAULT 'gaussian',
+    coordinates INTEGER NOT NULL DEFAULT 0 CHECK (coordinates >= 0),
     PRIMARY KEY (job_id, party, idx),
     FOREIGN KEY (job_id, party) REFERENCES jobs (job_id, party)
 );
@@ -160,6 +170,7 @@ CREATE TABLE releases (
     plan_idx INTEGER NOT NULL,
     digest TEXT,
     recorded_at TEXT NOT NULL,
+    coordinates INTEGER NOT NULL DEFAULT 0 CHECK (coordinates >= 0),
     UNIQUE (job_id, party, round, label),
     UNIQUE (job_id, party, plan_idx),
     FOREIGN KEY (job_id, party, plan_idx) REFERENCES plan_entries (job_id, party, idx)
@@ -413,8 +424,8 @@ class BudgetLedger:
                 f"format {meta.get('format')!r}, not {_FORMAT!r}."
             )
         version = meta.get("schema_version")
-        if version == "1":
-            version = self._migrate_v1(conn)
+        if version in _MIGRATIONS:
+            version = self._migrate(conn)
         if version != str(SCHEMA_VERSION):
             raise DpfedInputError(
                 f"the budget ledger {where!r} has schema version {version}; this dpfed reads "
@@ -439,17 +450,24 @@ class BudgetLedger:
             raise DpfedInputError(f"cannot configure the budget ledger {where!r}: {err}") from None
         return str(stored)
 
-    def _migrate_v1(self, conn: sqlite3.Connection) -> str:
-        """Upgrade a schema-1 file to schema 2 (plan entries gain their mechanism, Gaussian) in
-        one transaction; another process may have upgraded it meanwhile."""
+    def _migrate(self, conn: sqlite3.Connection) -> str:
+        """Upgrade an older file to :data:`SCHEMA_VERSION` in one transaction (plan entries
+        gain their mechanism, Gaussian; plan entries and releases their grid coordinates, 0);
+        another process may have upgraded it meanwhile."""
+        old = "?"
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'"
                 ).fetchone()
-                if row is not None and row[0] == "1":
-                    conn.execute(_MIGRATE_V1)
+                old = str(row[0]) if row is not None else "?"
+                if row is not None and row[0] in _MIGRATIONS:
+                    version = str(row[0])
+                    while version in _MIGRATIONS:
+                        for statement in _MIGRATIONS[version]:
+                            conn.execute(statement)
+                        version = str(int(version) + 1)
                     conn.execute(
                         "UPDATE meta SET value = ? WHERE key = 'schema_version'",
                         (str(SCHEMA_VERSION),),
@@ -466,7 +484,7 @@ class BudgetLedger:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.DatabaseError as err:
             raise DpfedInputError(
-                f"cannot upgrade the budget ledger {str(self._path)!r} from schema version 1: "
+                f"cannot upgrade the budget ledger {str(self._path)!r} from schema version {old}: "
                 f"{err}"
             ) from None
         return str(row[0]) if row is not None else "?"
@@ -547,19 +565,19 @@ class BudgetLedger:
                         job_id: str | None = None) -> list[Release]:
         """The releases recorded on (dataset, party), of job ``job_id`` only if given."""
         rows = conn.execute(
-            "SELECT r.mechanism, r.noise_multiplier FROM releases r "
+            "SELECT r.mechanism, r.noise_multiplier, r.coordinates FROM releases r "
             "JOIN jobs j ON j.job_id = r.job_id AND j.party = r.party "
             "WHERE j.dataset = ? AND j.party = ? AND (? IS NULL OR r.job_id = ?) "
             "ORDER BY r.seq",
             (dataset, party, job_id, job_id),
         ).fetchall()
-        return [Release(str(r[0]), float(r[1])) for r in rows]
+        return [Release(str(r[0]), float(r[1]), int(r[2])) for r in rows]
 
     @staticmethod
     def _reserved_releases(conn: sqlite3.Connection, dataset: str, party: str) -> list[Release]:
         """Planned entries of open jobs not yet matched by a recorded release."""
         rows = conn.execute(
-            "SELECT p.mechanism, p.noise_multiplier FROM plan_entries p "
+            "SELECT p.mechanism, p.noise_multiplier, p.coordinates FROM plan_entries p "
             "JOIN jobs j ON j.job_id = p.job_id AND j.party = p.party "
             "WHERE j.dataset = ? AND j.party = ? AND j.status = 'open' AND NOT EXISTS ("
             "  SELECT 1 FROM releases r "
@@ -567,7 +585,7 @@ class BudgetLedger:
             ") ORDER BY p.job_id, p.idx",
             (dataset, party),
         ).fetchall()
-        return [Release(str(r[0]), float(r[1])) for r in rows]
+        return [Release(str(r[0]), float(r[1]), int(r[2])) for r in rows]
 
     def _committed_releases(
         self, conn: sqlite3.Connection, dataset: str, party: str
@@ -749,9 +767,10 @@ class BudgetLedger:
                 (job_id, party, dataset, _now()),
             )
             conn.executemany(
-                "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier, mechanism) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [(job_id, party, i, r.noise_multiplier, r.mechanism) for i, r in enumerate(zs)],
+                "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier, mechanism, "
+                "coordinates) VALUES (?, ?, ?, ?, ?, ?)",
+                [(job_id, party, i, r.noise_multiplier, r.mechanism, r.coordinates)
+                 for i, r in enumerate(zs)],
             )
         return Reservation(
             job_id=job_id,
@@ -787,10 +806,10 @@ class BudgetLedger:
                 f"Found dataset {dataset!r}."
             )
         stored = [
-            Release(str(r[0]), float(r[1]))
+            Release(str(r[0]), float(r[1]), int(r[2]))
             for r in conn.execute(
-                "SELECT mechanism, noise_multiplier FROM plan_entries WHERE job_id = ? "
-                "AND party = ? "
+                "SELECT mechanism, noise_multiplier, coordinates FROM plan_entries "
+                "WHERE job_id = ? AND party = ? "
                 "ORDER BY idx",
                 (job_id, party),
             )
@@ -881,9 +900,9 @@ class BudgetLedger:
                     "it is closed and its reservation was returned."
                 )
             plan = [
-                (int(i), Release(str(m), float(pz)))
-                for i, m, pz in conn.execute(
-                    "SELECT idx, mechanism, noise_multiplier FROM plan_entries "
+                (int(i), Release(str(m), float(pz), int(c)))
+                for i, m, pz, c in conn.execute(
+                    "SELECT idx, mechanism, noise_multiplier, coordinates FROM plan_entries "
                     "WHERE job_id = ? AND party = ? ORDER BY idx",
                     (job_id, party),
                 )
@@ -907,7 +926,7 @@ class BudgetLedger:
                     self._check_replay(job_id, event, digest, old)
                     continue
                 z = float(event.noise_multiplier)
-                wanted = Release(event.mechanism, z)
+                wanted = Release(event.mechanism, z, int(event.coordinates))
                 idx = next((i for i, pr in plan if pr == wanted and i not in used), None)
                 if idx is None:
                     remaining = Counter(pr for i, pr in plan if i not in used)
@@ -926,8 +945,8 @@ class BudgetLedger:
                     )
                 conn.execute(
                     "INSERT INTO releases (job_id, party, round, label, mechanism, "
-                    "noise_multiplier, sigma, l2_sensitivity, plan_idx, digest, recorded_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "noise_multiplier, sigma, l2_sensitivity, plan_idx, digest, recorded_at, "
+                    "coordinates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         job_id,
                         party,
@@ -940,6 +959,7 @@ class BudgetLedger:
                         idx,
                         digest,
                         now,
+                        int(event.coordinates),
                     ),
                 )
                 used.add(idx)

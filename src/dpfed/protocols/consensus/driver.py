@@ -29,6 +29,7 @@ from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
+from dpfed.privacy.coupling import SAMPLER
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
@@ -177,14 +178,16 @@ def client_names(n: int) -> list[str]:
     return [f"client{i}" for i in range(1, n + 1)]
 
 
-def noise_multiplier_of(cfg: ConsensusConfig) -> float | None:
-    """The per-round multiplier: given, or calibrated to the target total."""
+def noise_multiplier_of(cfg: ConsensusConfig, n_features: int) -> float | None:
+    """The per-round multiplier: given, or calibrated to the target total (a client releases
+    ``iterations`` models of ``n_features`` coordinates from the exact grid sampler)."""
     if cfg.mechanism == "none":
         return None
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
     return calibrate_consensus(
-        cfg.epsilon, cfg.delta, cfg.iterations, accountant=cfg.accountant
+        cfg.epsilon, cfg.delta, cfg.iterations, accountant=cfg.accountant,
+        coordinates=cfg.iterations * int(n_features),
     ).noise_multiplier
 
 
@@ -217,7 +220,8 @@ def client_epsilon(events: Sequence[PrivacyEvent], cfg: ConsensusConfig) -> floa
             return moments_accountant_epsilon(zs.pop(), len(events), cfg.delta)
         raise DpfedInputError("the moments closed form needs one noise level per client.")
     return gaussian_releases_epsilon([e.noise_multiplier for e in events], cfg.delta,
-                                     cfg.accountant)
+                                     cfg.accountant,
+                                     coordinates=sum(e.coordinates for e in events))
 
 
 def _check_clients(parts, what: str) -> None:
@@ -315,7 +319,7 @@ def train_consensus(
         y_test = check_binary_labels("test labels", y_test)
         X_test = clip_rows(X_test, 1.0) if private else X_test
     d = prepared[0][0].shape[1]
-    z = noise_multiplier_of(cfg)
+    z = noise_multiplier_of(cfg, d)
     if rngs is None:
         rngs = [simulation_generator(cfg.seed, i, n) for i in range(n)]
     elif len(rngs) != n:
@@ -384,12 +388,14 @@ def consensus_privacy(cfg: ConsensusConfig, clients, z: float | None) -> dict:
             "l2_sensitivity": c.release.l2_sensitivity,
             "sigma": c.release.sigma,
             "epsilon": client_epsilon(c.events, cfg),
+            "grid_coordinates": sum(e.coordinates for e in c.events),
         }
     return {
         "mechanism": "gaussian",
         "epsilon": max(p["epsilon"] for p in per_party.values()),
         "delta": cfg.delta,
         "accountant": cfg.accountant,
+        "sampler": SAMPLER,
         "noise_multiplier": z,
         "per_party": per_party,
         "notes": [

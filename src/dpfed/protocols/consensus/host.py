@@ -16,6 +16,7 @@ from dpfed.core.losses import get_loss
 from dpfed.core.rows import clip_rows
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters
+from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.consensus.driver import (
     ConsensusConfig,
@@ -63,7 +64,7 @@ class ConsensusHost(RowHost):
         server = next(p.name for p in spec.parties if p.role == "server")
         data, X, y = party_rows(spec, name)
         self.n_features = data.X_train.shape[1]
-        z = noise_multiplier_of(cfg)
+        z = noise_multiplier_of(cfg, self.n_features)
         if party.role == "server":
             self.holds_data = False
             self.plan = []
@@ -83,7 +84,9 @@ class ConsensusHost(RowHost):
             rng=noise_generator(spec, name, index=index, n_parties=len(clients)),
             relaxation=cfg.relaxation,
         )
-        self.plan = [] if release is None else [release.noise_multiplier] * cfg.iterations
+        self.plan = [] if release is None else [
+            Release("gaussian", release.noise_multiplier, self.n_features)
+        ] * cfg.iterations
 
     def model(self) -> np.ndarray:
         return self.role.model if not self.holds_data else self.role.released
@@ -143,7 +146,8 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
         def __init__(self, name):
             self.name, self.events = name, events[name]
             self.release = client_release(
-                cfg, noise_multiplier_of(cfg), n, accounts[name]["n_samples"]
+                cfg, noise_multiplier_of(cfg, len(rounds[0]["model"])), n,
+                accounts[name]["n_samples"]
             )
 
     privacy = consensus_privacy(

@@ -144,13 +144,12 @@ class ConsensusClient:
         if self.release is None:
             self.released = self.exact.copy()
         else:
-            noise = self.release.sample(self.rng, self.n_features)
-            self.released = self.exact + noise
+            self.released = self.release.noisy(self.rng, self.exact)
             r = self.release
             self.events.append(PrivacyEvent(
                 party=self.name, round=self.round, mechanism="gaussian",
                 noise_multiplier=r.noise_multiplier, l2_sensitivity=r.l2_sensitivity,
-                sigma=r.sigma, label="model",
+                sigma=r.sigma, label="model", coordinates=self.n_features,
             ))
         return [LocalModel(self.name, self.server, self.round, self.released)]
 

@@ -29,7 +29,8 @@ from dpfed.core.regularizers import get_regularizer
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
-from dpfed.privacy.accounting import gaussian_releases_epsilon
+from dpfed.privacy.accounting import Release, gaussian_releases_epsilon
+from dpfed.privacy.coupling import SAMPLER, calibration_delta
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.vertical.calibration import (
@@ -52,6 +53,7 @@ from dpfed.protocols.vertical.mechanisms import (
 )
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
 from dpfed.protocols.vertical.weighting import (
+    STATISTICS,
     STATISTICS_SHARE,
     StatisticsRelease,
     supports_weighting,
@@ -370,7 +372,10 @@ def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
 
 
 def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: str) -> float:
-    return gaussian_releases_epsilon([e.noise_multiplier for e in events], delta, accountant)
+    return gaussian_releases_epsilon(
+        [e.noise_multiplier for e in events], delta, accountant,
+        coordinates=sum(e.coordinates for e in events),
+    )
 
 
 @dataclass(frozen=True)
@@ -400,9 +405,12 @@ class SoundRounds:
         return self.iterations > self.rule_iterations
 
 
-def sound_rounds(config: VerticalConfig, n_samples: int) -> SoundRounds:
+def sound_rounds(
+    config: VerticalConfig, n_samples: int, n_features: Sequence[int] | None = None
+) -> SoundRounds:
     """The rounds of a sound run with a target epsilon, the rule's, and their noise (public
-    quantities only: epsilon, delta, N and the configuration).
+    quantities only: epsilon, delta, N, the blocks' widths and the configuration; without
+    ``n_features`` the exact sampler's coupling is left out of the figures).
 
     Raises
     ------
@@ -417,12 +425,26 @@ def sound_rounds(config: VerticalConfig, n_samples: int) -> SoundRounds:
         )
     rule = sound_defaults(cfg.epsilon, n_samples, protect_label_holder=cfg.protect_label_holder)
     at_rule = replace(config, iterations=rule.iterations, score_rounds=None).validated()
+    widths = list(n_features) if n_features is not None else []
     return SoundRounds(
         iterations=cfg.iterations,
         rule_iterations=rule.iterations,
-        noise_multiplier=_calibrate_sound(cfg),
-        rule_noise_multiplier=_calibrate_sound(at_rule),
+        noise_multiplier=_calibrate_sound(
+            cfg, coordinates=passive_coordinates(cfg, widths, n_samples)),
+        rule_noise_multiplier=_calibrate_sound(
+            at_rule, coordinates=passive_coordinates(at_rule, widths, n_samples)),
     )
+
+
+def passive_coordinates(cfg: VerticalConfig, n_features: Sequence[int], n_samples: int) -> int:
+    """The most coordinates a passive party draws from the exact grid sampler in a sound job:
+    ``T`` models of its width, ``S`` score vectors of ``N`` and, with passive weighting, the
+    statistics (0 without passive parties)."""
+    widths = list(n_features)[1:]
+    if not widths:
+        return 0
+    extra = len(STATISTICS) if cfg.passive_weighting else 0
+    return cfg.iterations * max(widths) + _sound_score_rounds(cfg) * n_samples + extra
 
 
 def _sound_score_rounds(cfg: VerticalConfig) -> int:
@@ -445,12 +467,14 @@ def statistics_multiplier(noise_multiplier: float) -> float:
 
 def _calibrate_sound(
     cfg: VerticalConfig, *, model_steps: int | None = None, score_steps: int | None = None,
-    statistics: bool | None = None,
+    statistics: bool | None = None, coordinates: int = 0,
 ) -> float:
     """Per-round noise multiplier ``z`` (split into model and scores multipliers by
     :func:`split_noise_multiplier`) whose model and scores releases (and, with passive
     weighting, one statistics release) spend at most epsilon. Default counts: a passive
-    party's, T models and S scores (S from :func:`_sound_score_rounds`)."""
+    party's, T models and S scores (S from :func:`_sound_score_rounds`). ``coordinates``
+    of the exact grid sampler: their coupling's delta is set aside first
+    (:func:`dpfed.privacy.coupling.calibration_delta`)."""
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
     steps = cfg.iterations if model_steps is None else model_steps
@@ -463,14 +487,15 @@ def _calibrate_sound(
     # accountant have the last word (raise z until it certifies epsilon).
     import dp_accounting
 
-    z1 = float(dp_accounting.get_sigma_gaussian(cfg.epsilon, cfg.delta))
+    delta = calibration_delta(cfg.delta, coordinates, cfg.epsilon)
+    z1 = float(dp_accounting.get_sigma_gaussian(cfg.epsilon, delta))
     z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
         if statistics:
             multipliers += (statistics_multiplier(z),)
-        if gaussian_releases_epsilon(multipliers, cfg.delta, cfg.accountant) <= cfg.epsilon:
+        if gaussian_releases_epsilon(multipliers, delta, cfg.accountant) <= cfg.epsilon:
             return z
         z *= 1.0005 if cfg.accountant == "pld" else 1.01
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
@@ -524,7 +549,10 @@ def build_mechanisms(
             protect_label_holder=cfg.protect_label_holder,
         )
         cfg = replace(cfg, bounds=rule.bounds)
-    zx, zu = split_noise_multiplier(_calibrate_sound(cfg), cfg.model_fraction)
+    zx, zu = split_noise_multiplier(
+        _calibrate_sound(cfg, coordinates=passive_coordinates(cfg, n_features, n_samples)),
+        cfg.model_fraction,
+    )
 
     def sound(model_multiplier: float, scores_multiplier: float) -> SoundMechanism:
         return SoundMechanism(
@@ -543,7 +571,8 @@ def build_mechanisms(
         )
         # one model (its local model, round 0) and T duals: calibrated on their own
         holder_x, holder_y = split_noise_multiplier(
-            _calibrate_sound(cfg, model_steps=1, score_steps=cfg.iterations, statistics=False),
+            _calibrate_sound(cfg, model_steps=1, score_steps=cfg.iterations, statistics=False,
+                             coordinates=n_features[0] + cfg.iterations * n_samples),
             cfg.model_fraction,
         )
         per_party = [sound(holder_x, holder_y)]
@@ -576,7 +605,9 @@ def prediction_bound(bounds: SoundBounds) -> float:
     return min(bounds.row_norm * bounds.model_radius, 4.0 * bounds.score_clip)
 
 
-def statistics_release(cfg: VerticalConfig, n_samples: int) -> StatisticsRelease | None:
+def statistics_release(
+    cfg: VerticalConfig, n_samples: int, n_features: Sequence[int]
+) -> StatisticsRelease | None:
     """The weighting statistics' release of a resolved sound configuration (None without
     passive weighting)."""
     if not cfg.passive_weighting or cfg.bounds is None:
@@ -587,7 +618,8 @@ def statistics_release(cfg: VerticalConfig, n_samples: int) -> StatisticsRelease
         score_bound=prediction_bound(cfg.bounds),
         lipschitz=float(loss.lipschitz),
         smoothness=float(loss.smoothness),
-        noise_multiplier=statistics_multiplier(_calibrate_sound(cfg)),
+        noise_multiplier=statistics_multiplier(_calibrate_sound(
+            cfg, coordinates=passive_coordinates(cfg, n_features, n_samples))),
     )
 
 
@@ -612,7 +644,8 @@ def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: in
     if cfg.bounds is None and applied:
         cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
     return VerticalSetup(
-        cfg, mechanisms, dual_release, notes, n_samples, statistics_release(cfg, n_samples)
+        cfg, mechanisms, dual_release, notes, n_samples,
+        statistics_release(cfg, n_samples, n_features),
     )
 
 
@@ -655,24 +688,31 @@ def make_vertical_role(
     )
 
 
-def planned_multipliers(setup: VerticalSetup, index: int) -> list[float]:
-    """Noise multipliers of every release party ``index`` will make if all rounds run.
+def planned_multipliers(
+    setup: VerticalSetup, index: int, n_features: int
+) -> list[float | Release]:
+    r"""Every release party ``index`` (``n_features`` wide) will make if all rounds run: the
+    sound mechanism's as :class:`~dpfed.privacy.accounting.Release`\ s with the coordinates
+    they draw from the exact grid sampler, the paper mechanism's as noise multipliers.
 
     The networked runtime reserves them in the party's budget ledger before the first round;
     a release that does not match the plan is refused by the ledger before it leaves.
     """
     cfg, mech = setup.config, setup.mechanisms[index]
-    steps = cfg.iterations
+    steps, n = cfg.iterations, setup.n_samples
     if isinstance(mech, SoundMechanism):
         model, scores = mech.releases(cfg.rho)
-        plan = [model.noise_multiplier] * (steps if index > 0 else 1)
+        plan: list[float | Release] = [
+            Release("gaussian", model.noise_multiplier, n_features)
+        ] * (steps if index > 0 else 1)
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
-            plan += [scores.noise_multiplier] * rounds
+            plan += [Release("gaussian", scores.noise_multiplier, n)] * rounds
             if setup.statistics_release is not None:
-                plan += [setup.statistics_release.release.noise_multiplier]
+                plan += [Release("gaussian", setup.statistics_release.release.noise_multiplier,
+                                 len(STATISTICS))]
         elif setup.dual_release is not None:
-            plan += [setup.dual_release.release.noise_multiplier] * steps
+            plan += [Release("gaussian", setup.dual_release.release.noise_multiplier, n)] * steps
         return plan
     if isinstance(mech, PaperMechanism):
         bound, sigma, _ = mech.noise(cfg.rho)
@@ -916,11 +956,13 @@ def privacy_summary(
             }
             entry["epsilon"] = entry[f"epsilon_{cfg.accountant}"]
             entry["noise_multipliers"] = sorted({round(e.noise_multiplier, 12) for e in events})
+            entry["grid_coordinates"] = sum(e.coordinates for e in events)
         per_party[name] = entry
     summary["per_party"] = per_party
     if cfg.mechanism != "paper":
         summary["epsilon"] = max(p["epsilon"] for p in per_party.values())
         summary["accountant"] = cfg.accountant
+        summary["sampler"] = SAMPLER
         return summary
     premises = dict(premises or {})
     n_samples = next((p.n_samples for p in premises.values()), None)

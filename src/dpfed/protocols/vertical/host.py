@@ -151,7 +151,7 @@ class VerticalHost(RoleDelegate):
                 party_role, test_block=test_block, epsilon_of=eps,
                 train=spec.evaluate == "full",
             )
-        self.plan = planned_multipliers(self.setup, self.index)
+        self.plan = planned_multipliers(self.setup, self.index, self.n_features)
         self.eigenvalue_premise = None
         if cfg.mechanism == "paper":
             own = self.role.role
@@ -346,7 +346,7 @@ def vertical_result(
             ledger.record(PrivacyEvent(**event))
     notes = list(setup.notes)
     if cfg.mechanism == "sound" and cfg.epsilon is not None:
-        plan = sound_rounds(cfg, n_samples)
+        plan = sound_rounds(cfg, n_samples, [p.n_features for p in spec.parties])
         if plan.above_rule:
             notes.append(
                 f"rounds: {plan.iterations}, above the {plan.rule_iterations} the sound "

@@ -304,28 +304,31 @@ class SoundMechanism(PartyMechanism):
     def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
         model_release, scores_release = self.releases(rho)
         radius = self.bounds.model_radius
-        x_tilde = x + model_release.sample(rng, x.shape)
+        x_tilde = model_release.noisy(rng, x)
         norm = float(np.linalg.norm(x_tilde))
         if norm > radius:
             x_tilde = x_tilde * (radius / norm)
-        events = [release_event(party, round, model_release)]
+        events = [release_event(party, round, model_release, coordinates=x.size)]
         clip = self.bounds.score_clip
         if not send_scores:
             return Release(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
         if not self.releases_scores(round):
             return Release(x_tilde, None, events)  # the party re-sends its last scores
         scores = np.clip(_matvec(block, x_tilde), -clip, clip)
-        scores = scores + scores_release.sample(rng, scores.shape)
-        events.append(release_event(party, round, scores_release))
+        scores = scores_release.noisy(rng, scores)
+        events.append(release_event(party, round, scores_release, coordinates=scores.size))
         return Release(x_tilde, scores, events)
 
 
-def release_event(party: str, round: int, release: GaussianRelease) -> PrivacyEvent:
-    """The ledger entry of ``release`` made by ``party`` in ``round``."""
+def release_event(
+    party: str, round: int, release: GaussianRelease, *, coordinates: int
+) -> PrivacyEvent:
+    """The ledger entry of ``release`` made by ``party`` in ``round``, of ``coordinates``
+    coordinates drawn on the exact grid (:meth:`GaussianRelease.noisy`)."""
     return PrivacyEvent(
         party=party, round=round, mechanism="gaussian",
         noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
-        sigma=release.sigma, label=release.label,
+        sigma=release.sigma, label=release.label, coordinates=coordinates,
     )
 
 
@@ -343,8 +346,8 @@ class DualRelease:
         self, dual: np.ndarray, *, party: str, round: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, PrivacyEvent]:
         clip = self.bounds.dual_clip
-        noisy = np.clip(dual, -clip, clip) + self.release.sample(rng, dual.shape)
-        return noisy, release_event(party, round, self.release)
+        noisy = self.release.noisy(rng, np.clip(dual, -clip, clip))
+        return noisy, release_event(party, round, self.release, coordinates=dual.size)
 
 
 MECHANISMS = ("none", "paper", "sound")

@@ -636,8 +636,8 @@ class LabelHolder(_BlockOwner):
         # calibrated (and its premise checked) before the solve, which needs the same premise
         release = mechanism.local_model_release(self.loss, tolerance, self.n_samples)
         x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
-        noisy = x + release.sample(self.rng, x.shape)
-        self.events.append(release_event(self.name, 0, release))
+        noisy = release.noisy(self.rng, x)
+        self.events.append(release_event(self.name, 0, release, coordinates=x.size))
         self.model = noisy
         self.released_scores = np.asarray(self.block @ noisy).reshape(-1)
         zeros = np.zeros(self.n_samples)

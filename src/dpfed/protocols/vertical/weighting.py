@@ -231,7 +231,7 @@ class StatisticsRelease:
 
     def event(self, party: str, round: int) -> PrivacyEvent:
         """The ledger entry of one release by ``party`` in ``round``."""
-        return release_event(party, round, self.release)
+        return release_event(party, round, self.release, coordinates=len(STATISTICS))
 
     def statistics(self, scores: np.ndarray, request: WeightingRequest) -> np.ndarray:
         """The exact normalised statistics of ``scores`` (shape ``(N,)``), shape ``(3,)``."""
@@ -250,7 +250,7 @@ class StatisticsRelease:
         self, scores: np.ndarray, request: WeightingRequest, rng: np.random.Generator
     ) -> np.ndarray:
         """The released (noisy, normalised) statistics, shape ``(3,)``."""
-        return self.statistics(scores, request) + self.release.sample(rng, len(STATISTICS))
+        return self.release.noisy(rng, self.statistics(scores, request))
 
     def upper(self, released: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
         """Each statistic in its own units at ``confidence`` noise standard deviations above
