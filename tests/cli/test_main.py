@@ -1,4 +1,6 @@
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -282,3 +284,30 @@ def test_output_paths_that_can_be_made_are_accepted(tmp_path):
     (tmp_path / "existing").mkdir()
     assert output_path("file or folder")(str(tmp_path / "existing"))
     assert output_path("file or folder")(str(tmp_path / "audit.json"))
+
+
+@pytest.mark.parametrize(("out", "says"), [
+    ("/dev/null", "is a character device; only a regular file is ever replaced"),
+    ("/proc/r.json", "lies under /proc"),
+    ("/sys/r.json", "lies under /sys"),
+])
+def test_an_output_onto_a_device_or_a_kernel_tree_is_refused(tmp_path, capsys, out, says):
+    before = os.stat("/dev/null")
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "consensus", "--data", "breast_cancer", "--clients", "3",
+              "--iterations", "2", "--out", out])
+    assert stop.value.code == 2
+    assert says in capsys.readouterr().err
+    after = os.stat("/dev/null")  # the device is untouched
+    assert (after.st_mode, after.st_rdev, after.st_ino) == (
+        before.st_mode, before.st_rdev, before.st_ino)
+
+
+def test_an_output_onto_a_fifo_is_refused(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(SystemExit) as stop:
+        main(["demo", "--out", str(fifo)])
+    assert stop.value.code == 2
+    assert "is a FIFO" in capsys.readouterr().err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dpfed._io import SYSTEM_TREES, output_refusal
 from dpfed.runtime.disclosure import result_warnings
 
 
@@ -33,6 +34,15 @@ def output_path(kind: str) -> Callable[[str], str]:
 
     def check(text: str) -> str:
         path = Path(text).absolute()
+        if kind != "folder" and not path.is_dir():
+            refusal = output_refusal(path)
+            if refusal is not None:
+                raise argparse.ArgumentTypeError(f"cannot write {text!r}: {refusal}")
+        if kind == "folder" and any(
+            path.resolve() == tree or tree in path.resolve().parents for tree in SYSTEM_TREES
+        ):
+            raise argparse.ArgumentTypeError(
+                f"cannot write {text!r}: it lies under a system tree (/proc, /sys, /dev)")
         if kind == "file" and path.is_dir():
             raise argparse.ArgumentTypeError(
                 f"{text!r} is a folder; expected the path of a file to write")

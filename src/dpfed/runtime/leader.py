@@ -177,8 +177,9 @@ class Leader:
                 if not state.get("finished"):
                     raise DpfedInputError(
                         f"job {self.spec.id} has a checkpoint at round {len(state['history'])} "
-                        f"in {str(self.checkpoint_path)!r}; continue it with --resume, or remove "
-                        "the checkpoint folder (and the parties' work folders) to start afresh."
+                        f"in {str(self.checkpoint_path)!r}; continue it with --resume, or give "
+                        "the job a new id to start afresh (never remove a party's work folder: it "
+                        "holds the party's budget ledger)."
                     )
                 raise DpfedInputError(
                     f"job {self.spec.id} has already finished (see {str(self.checkpoint_path)!r});"
@@ -324,7 +325,7 @@ class Leader:
     def _lead(self, out: str | Path) -> dict[str, Any]:
         self.out = Path(out)
         if self.finished and self.result is not None:  # --resume of a finished job
-            write_json_atomic(out, self.result)
+            self._write_result(out, self.result)
             self._log(f"job {self.spec.id} had finished; its result, kept in the checkpoint, "
                       f"is written again to {out}")
             self.view.set_result(self.result)
@@ -387,7 +388,7 @@ class Leader:
                 # writes it again (the parties have finished and cannot be asked twice)
                 self.finished, self.result = True, jsonable(result)
                 self._checkpoint()
-            write_json_atomic(out, result)
+            self._write_result(out, result)
             self.view.set_result(result)
             rounds = len(self.history) or None
             for name in self.required:
@@ -800,6 +801,19 @@ class Leader:
             f"Checkpoint: {self.checkpoint_path}. Once every party serves again, continue with "
             f"`{self.resume_command()}`."
         )
+
+    def _write_result(self, out: str | Path, result: dict[str, Any]) -> None:
+        """Write the finished job's result; a failed write names what was kept and how to get
+        the file (the parties have finished: the checkpoint's copy is the only one)."""
+        try:
+            write_json_atomic(out, result)
+        except OSError as err:
+            raise DpfedInputError(
+                f"job {self.spec.id} finished, but writing its result to {str(out)!r} failed "
+                f"({err.strerror or err}). Nothing was written there; the result is kept in the "
+                f"leader's checkpoint {str(self.checkpoint_path)!r}. Once the cause is fixed, "
+                f"`{self.resume_command()}` writes it (add another --out to write it elsewhere)."
+            ) from None
 
     def resume_command(self) -> str:
         """The command that continues this job, as it can be pasted into a shell."""
