@@ -89,7 +89,9 @@ def write_job(folder: Path, job_id: str, *, epsilon: float, budget: float,
     """Write ``folder/<job_id>.toml``: the walkthrough's job file on free ports (no
     ``iterations``: the sound mechanism's public rule picks the rounds)."""
     leader, *ports = free_ports(1 + len(PARTIES), first_port)
-    rounds = "" if iterations is None else f"iterations = {iterations}\n"
+    # rounds above the sound mechanism's public rule must be asked for by name
+    rounds = ("" if iterations is None
+              else f"iterations = {iterations}\nrounds_above_rule = true\n")
     text = JOB.format(job_id=job_id, iterations=rounds, epsilon=epsilon, port=leader)
     for (name, (first, end)), port in zip(PARTIES.items(), ports, strict=True):
         limit = f"budget = {{ epsilon = {budget}, delta = 1e-5 }}\n" if name in BUDGETED else ""

@@ -43,7 +43,10 @@ def test_one_vocabulary_the_noise_seed_is_the_only_secret(config):
 
 
 def test_the_registered_protocols_take_their_job_parameters_from_the_configs():
-    assert get_protocol("vertical").params == VERTICAL_PARAMS == job_parameters(VerticalConfig)
+    # vertical: the configuration's fields and the job's rounds_above_rule
+    assert get_protocol("vertical").params == VERTICAL_PARAMS
+    assert set(VERTICAL_PARAMS) - {"rounds_above_rule"} == set(job_parameters(VerticalConfig))
+    assert VERTICAL_PARAMS["rounds_above_rule"].kind is bool
     assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_parameters(
         ConsensusConfig)
     graph = {"graph", "graph_seed", "p", "radius"}

@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+from dpfed._validation import DpfedInputError
 from dpfed.engines.inprocess import InProcessEngine
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical.host import VerticalHost, vertical_result
@@ -36,9 +37,12 @@ key = "c.key"
 """
         for port, (name, a, b) in enumerate(SPLIT, start=1)
     )
-    values = "\n".join(
-        f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in params.items()
-    )
+    def toml(v):
+        if isinstance(v, bool):
+            return str(v).lower()
+        return f'"{v}"' if isinstance(v, str) else repr(v)
+
+    values = "\n".join(f"{k} = {toml(v)}" for k, v in params.items())
     (tmp_path / "job.toml").write_text(
         f"""[job]
 id = "j"
@@ -57,7 +61,8 @@ key = "l.key"
 
 
 PAPER = {"mechanism": "paper", "epsilon": 1.0, "delta": 1e-5, "iterations": 2, "lam": 1e-2}
-SOUND = {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 2}
+SOUND = {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 2,
+         "rounds_above_rule": True}
 
 
 @pytest.mark.parametrize(
@@ -132,3 +137,23 @@ def test_a_networked_sound_job_says_its_weight_and_the_cost_of_rounds_above_the_
     assert any(f"models by {weight:.3g}" in note for note in notes)
     (cost,) = [note for note in notes if note.startswith("rounds: 2, above the 1")]
     assert "per-round noise multiplier" in cost
+
+
+def test_a_job_file_with_rounds_above_the_rule_is_refused_by_every_party(tmp_path):
+    """300 rounds at epsilon 1: refused, naming the per-round noise, unless the job file says
+    rounds_above_rule = true; the rule's own count (iterations left out) runs."""
+    params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5, "iterations": 300}
+    spec = _job(tmp_path, params)
+    for name, _, _ in SPLIT:
+        with pytest.raises(DpfedInputError) as refused:
+            VerticalHost(spec, name)
+        message = str(refused.value)
+        assert "[params].iterations = 300 is above the 1 round(s)" in message
+        assert "per-round noise multiplier" in message
+        assert "rounds_above_rule = true" in message
+    allowed = _job(tmp_path, params | {"rounds_above_rule": True})
+    assert VerticalHost(allowed, "bank").plan
+    ruled = _job(tmp_path, {k: v for k, v in params.items() if k != "iterations"})
+    assert VerticalHost(ruled, "bank").setup.config.iterations == 1
+    with pytest.raises(DpfedInputError, match="rounds_above_rule must be bool"):
+        _job(tmp_path, params | {"rounds_above_rule": "yes"})  # refused when the file is read

@@ -37,7 +37,8 @@ PARTIES = [
     ("shop", "breast_cancer", (20, 30)),
 ]
 #: The walkthrough of docs/networked.md: sound, epsilon 1, ten rounds.
-WALKTHROUGH = {"iterations": 10, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
+WALKTHROUGH = {"iterations": 10, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
+               "rounds_above_rule": True}
 BUDGET = {"epsilon": 4.0, "delta": 1e-5}
 
 
@@ -60,7 +61,8 @@ def _inside_clip_after_subtracting(job, params: dict, seed: int) -> list[float]:
     noise regenerated from ``seed`` (as a simulation's bank would draw it) is subtracted."""
     data = load_dataset("breast_cancer")
     blocks = vertical_split(data.X_train, (10, 10, 10))
-    cfg = VerticalConfig(**{k: v for k, v in params.items() if k != "seed"}).validated()
+    cfg = VerticalConfig(**{k: v for k, v in params.items()
+                            if k not in ("seed", "rounds_above_rule")}).validated()
     setup = vertical_setup(cfg, [10, 10, 10], blocks[0].shape[0])
     rng = simulation_generator(seed, 1, 3)
     bank = make_vertical_role(setup, 1, ["label", "bank", "shop"], blocks[1], rng=rng)

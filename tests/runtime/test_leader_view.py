@@ -83,7 +83,7 @@ def _journal_messages(job, name: str, kind) -> list:
 
 def test_vertical_with_a_protected_label_holder(netjob):
     params = {"iterations": 6, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5,
-              "protect_label_holder": True}
+              "protect_label_holder": True, "rounds_above_rule": True}
     parties = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
                ("shop", "breast_cancer", (20, 30))]
     job = netjob(parties, params=params, budgets=dict.fromkeys(("label", "bank", "shop"), BUDGET))
@@ -98,7 +98,8 @@ def test_vertical_with_a_protected_label_holder(netjob):
     # from released models; the last round is recomputed here from the released models alone
     data = load_dataset("breast_cancer")
     reference = train_vertical(
-        vertical_split(data.X_train, (10, 10, 10)), data.y_train, VerticalConfig(**params),
+        vertical_split(data.X_train, (10, 10, 10)), data.y_train,
+        VerticalConfig(**{k: v for k, v in params.items() if k != "rounds_above_rule"}),
         names=job.names, test_blocks=vertical_split(data.X_test, (10, 10, 10)),
         test_labels=data.y_test, rngs=job.secret_rngs(),
     )

@@ -23,7 +23,8 @@ PARTIES = [
     ("bank", "breast_cancer", (10, 20)),
     ("shop", "breast_cancer", (20, 30)),
 ]
-SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
+SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
+         "rounds_above_rule": True}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
 
 

@@ -22,7 +22,8 @@ from dpfed.runtime.budget import BudgetLedger
 
 from .conftest import DPFED, allowing_exact
 
-SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
+SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
+         "rounds_above_rule": True}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
 
 
@@ -71,7 +72,9 @@ def _inprocess(data: str, split, params: dict, data_dir=None, rngs=None):
     blocks = vertical_split(dataset.X_train, split)
     test_blocks = vertical_split(dataset.X_test, split)
     return train_vertical(
-        blocks, dataset.y_train, VerticalConfig(**params), names=["label", "bank", "shop"],
+        blocks, dataset.y_train,
+        VerticalConfig(**{k: v for k, v in params.items() if k != "rounds_above_rule"}),
+        names=["label", "bank", "shop"],
         test_blocks=test_blocks, test_labels=dataset.y_test, rngs=rngs,
     )
 
@@ -228,7 +231,8 @@ def test_party_back_within_grace_continues_the_round(netjob):
 
 
 def test_killed_leader_resumes(netjob):
-    params = {"iterations": 30, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5, "seed": 2}
+    params = {"iterations": 30, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5, "seed": 2,
+              "rounds_above_rule": True}
     job = netjob(BREAST_CANCER_3, params=params, job={"simulation": True, "evaluate": "full"})
     job.start_parties()
     leader, _ = _lead_until_round(job, 3)

@@ -207,7 +207,7 @@ def test_unknown_party_name_is_refused_at_start(netjob):
 
 def test_leader_refuses_a_party_without_budget(netjob):
     job = netjob(PARTIES, params={"iterations": 4, "mechanism": "sound", "epsilon": 1.0,
-                                  "delta": 1e-5})
+                                  "delta": 1e-5, "rounds_above_rule": True})
     job.start_parties()
     done = job.run(timeout=120)
     assert done.returncode == 2
@@ -232,7 +232,8 @@ def _opened(node: PartyNode, spec) -> bool:
 def test_a_full_evaluation_needs_a_budgeted_partys_own_permission(netjob):
     """The budget here is in the party's ledger (`dpfed budget set`), not in the job file."""
     job = netjob(PARTIES, params={"iterations": 3, "mechanism": "sound", "epsilon": 1.0,
-                                  "delta": 1e-5}, job={"evaluate": "full"})
+                                  "delta": 1e-5, "rounds_above_rule": True},
+                 job={"evaluate": "full"})
     spec = load_job(job.config)
     path = spec.party("bank").ledger
     path.parent.mkdir(parents=True, exist_ok=True)

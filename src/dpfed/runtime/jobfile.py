@@ -19,7 +19,8 @@ Example (a 3-party vertical job; paths are relative to the job file's folder)::
                                # `dpfed party --allow-exact-disclosure`)
 
     [params]                   # the options of `dpfed train vertical`
-    iterations = 20
+    iterations = 20            # above the sound mechanism's public rule: refused unless
+    rounds_above_rule = true   # this is set (leave iterations out to use the rule)
     mechanism = "sound"
     epsilon = 1.0
     delta = 1e-5

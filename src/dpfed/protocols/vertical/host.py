@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from dpfed.core.losses import get_loss
 from dpfed.data import load_dataset
 from dpfed.data.prediction import prediction_rows, row_digests
 from dpfed.data.specs import parties_preprocessing
-from dpfed.parameters import config_from_table, job_parameters
+from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
@@ -57,8 +57,17 @@ VERTICAL_MESSAGES = (Scores, Broadcast, EvalShare, RoundReport)
 for _kind in VERTICAL_MESSAGES:
     register_message(_kind)
 
-#: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`.
-VERTICAL_PARAMS = job_parameters(VerticalConfig)
+@dataclass(frozen=True)
+class JobRounds:
+    """A ``[params]`` key of the job, not of the training configuration."""
+
+    rounds_above_rule: bool = param(
+        False, help="run a sound job's iterations even above the public rule's rounds")
+
+
+#: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`, and
+#: ``rounds_above_rule``.
+VERTICAL_PARAMS = job_parameters(VerticalConfig) | job_parameters(JobRounds)
 
 EVALUATION_NOTE = (
     "evaluation: every round each party sent the label holder the scores of its current model "
@@ -73,9 +82,55 @@ TEST_EVALUATION_NOTE = (
 )
 
 
-def vertical_config(params: dict[str, Any]) -> VerticalConfig:
-    """The validated :class:`VerticalConfig` of a job file's ``[params]``."""
-    return config_from_table(VerticalConfig, params).validated()
+#: The ``[params]`` key that lets a private job run more rounds than the public rule picks.
+ROUNDS_ABOVE_RULE = "rounds_above_rule"
+
+
+def vertical_config(params: Mapping[str, Any]) -> VerticalConfig:
+    """The validated :class:`VerticalConfig` of a job file's ``[params]``
+    (:data:`ROUNDS_ABOVE_RULE` is the job's, not the configuration's)."""
+    return config_from_table(VerticalConfig, params, exclude=(ROUNDS_ABOVE_RULE,)).validated()
+
+
+def rounds_above_rule(params: Mapping[str, Any]) -> bool:
+    """Whether the job file allows more rounds than the sound mechanism's public rule.
+
+    Raises
+    ------
+    DpfedInputError
+        If ``[params].rounds_above_rule`` is not a boolean.
+    """
+    value = params.get(ROUNDS_ABOVE_RULE, False)
+    if not isinstance(value, bool):
+        raise DpfedInputError(
+            f"[params].{ROUNDS_ABOVE_RULE} must be true or false. Found {value!r}."
+        )
+    return value
+
+
+def check_rounds(cfg: VerticalConfig, params: Mapping[str, Any], n_samples: int,
+                 n_features: Sequence[int]) -> None:
+    """Refuse a sound job with a target epsilon whose ``iterations`` exceed the public rule's
+    unless ``[params].rounds_above_rule = true``: every extra round makes each release
+    noisier for the same budget, and past the rule the model gets worse while the budgets are
+    spent (the message gives the per-round noise of both).
+
+    Raises
+    ------
+    DpfedInputError
+        Naming the rounds, the rule's, their per-round noise and the two ways out.
+    """
+    if cfg.mechanism != "sound" or cfg.epsilon is None or rounds_above_rule(params):
+        return
+    plan = sound_rounds(cfg, n_samples, n_features)
+    if plan.above_rule:
+        raise DpfedInputError(
+            f"[params].iterations = {plan.iterations} is above the {plan.rule_iterations} "
+            f"round(s) the sound mechanism's public rule picks for epsilon {cfg.epsilon:g} and "
+            f"{n_samples} rows: per-round noise multiplier {plan.noise_multiplier:.3g} against "
+            f"{plan.rule_noise_multiplier:.3g} at the rule. Leave iterations out of [params] to "
+            f"use the rule, or set [params].{ROUNDS_ABOVE_RULE} = true to run these rounds."
+        )
 
 
 def column_block(X, first: int, end: int):
@@ -125,6 +180,7 @@ class VerticalHost(RoleDelegate):
         if spec.evaluate != "none" and dataset.X_test is not None:
             test_block = column_block(dataset.X_test, first, end)
         self.n_samples, self.n_features = block.shape
+        check_rounds(cfg, spec.params, self.n_samples, [p.n_features for p in spec.parties])
         self.setup = vertical_setup(cfg, [p.n_features for p in spec.parties], self.n_samples)
         rng = noise_generator(spec, name, index=self.index, n_parties=len(spec.parties))
         eps = self._epsilon
@@ -304,6 +360,7 @@ class VerticalProtocol(Protocol):
 
     def check_job(self, spec: JobSpec) -> None:
         vertical_config(spec.params)
+        rounds_above_rule(spec.params)
 
     def host(self, spec: JobSpec, name: str) -> VerticalHost:
         return VerticalHost(spec, name)
