@@ -54,6 +54,29 @@ def test_budget_set_show_close(tmp_path, capsys):
     assert [j["status"] for j in entry["jobs"]] == ["closed"]
 
 
+def test_budget_abandon_withdraws_an_unused_job_and_closes_a_used_one(tmp_path, capsys):
+    ledger_path = tmp_path / "ledger.sqlite"
+    assert main(["budget", "set", "--ledger", str(ledger_path), "--dataset", "d",
+                 "--party", "bank", "--epsilon", "8", "--delta", "1e-5"]) == 0
+    with BudgetLedger(ledger_path) as ledger:
+        ledger.open_job("unused", "d", "bank", [5.0, 5.0])
+        ledger.open_job("used", "d", "bank", [5.0, 5.0])
+        ledger.record("used", [PrivacyEvent("bank", 1, "gaussian", 5.0, 1.0, 5.0, "scores")])
+    capsys.readouterr()
+    for job, says in [("unused", "withdrawn: it released nothing"),
+                      ("used", "closed: its 1 recorded release(s) stay spent")]:
+        assert main(["budget", "abandon", "--ledger", str(ledger_path), "--job", job,
+                     "--party", "bank"]) == 0
+        assert says in capsys.readouterr().out
+    with BudgetLedger(ledger_path) as ledger:
+        assert [(j["id"], j["status"]) for j in ledger.jobs()] == [("used", "closed")]
+        assert [w["job"] for w in ledger.withdrawals()] == ["unused"]
+        assert ledger.open_job("unused", "d", "bank", [5.0]).resumed is False  # runs again
+    assert main(["budget", "abandon", "--ledger", str(ledger_path), "--job", "nope",
+                 "--party", "bank"]) == 2
+    assert "--job must name a job" in capsys.readouterr().err
+
+
 def test_budget_show_of_a_missing_ledger_is_an_error(tmp_path, capsys):
     assert main(["budget", "show", "--ledger", str(tmp_path / "none.sqlite")]) == 2
     err = capsys.readouterr().err

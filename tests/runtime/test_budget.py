@@ -455,6 +455,7 @@ def _downgrade_to_v1(path):
         )
         conn.execute("DROP TABLE plan_v2")
         conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
+        conn.execute("DROP TABLE withdrawals")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     conn.close()
 
@@ -464,6 +465,7 @@ def _downgrade_to_v2(path):
     with conn:
         conn.execute("ALTER TABLE plan_entries DROP COLUMN coordinates")
         conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
+        conn.execute("DROP TABLE withdrawals")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
 
@@ -727,3 +729,24 @@ def test_a_jobs_epsilon_counts_its_own_releases_only(ledger):
     assert ledger.spent_epsilon("d", "p", job_id="b") == eps_rdp([3.0] * 2)
     assert ledger.spent_epsilon("d", "p", job_id="a") == eps_rdp([2.0] * 3)
     assert ledger.spent_epsilon("d", "p") == eps_rdp([2.0] * 3 + [3.0] * 2)
+
+
+def test_a_job_that_released_nothing_is_withdrawn_and_its_id_runs_again(ledger):
+    ledger.set_budget("d", "p", 10.0, DELTA)
+    ledger.open_job("j", "d", "p", [2.0] * 3)
+    assert ledger.committed_epsilon("d", "p") > 0
+    job = ledger.withdraw_job("j", "p", reason="shop was never reached")
+    assert job["status"] == "withdrawn" and job["planned"] == 3
+    assert ledger.committed_epsilon("d", "p") == 0.0
+    assert ledger.jobs() == []
+    (record,) = ledger.withdrawals()
+    assert (record["job"], record["party"], record["dataset"], record["planned"]) == (
+        "j", "p", "d", 3)
+    assert record["reason"] == "shop was never reached"
+    again = ledger.open_job("j", "d", "p", [2.0] * 3)  # the same id, as the rerun asks
+    assert not again.resumed
+    ledger.record("j", [event(0, 2.0, party="p")])
+    with pytest.raises(DpfedInputError, match=r"1 recorded release.*close it instead"):
+        ledger.withdraw_job("j", "p")
+    with pytest.raises(DpfedInputError, match="job_id must name a job"):
+        ledger.withdraw_job("nope", "p")

@@ -379,3 +379,26 @@ def test_ctrl_c_on_a_party_says_its_state_is_kept(netjob):
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) == 130
     assert "bank interrupted; what it has handled is kept in" in job.log("bank")
+
+
+def test_a_job_whose_party_was_never_reached_reruns_with_budgets_once_it_is_up(netjob):
+    """The documented recovery: every party has a budget, shop is not started; the leader
+    names it and ends the job; the others withdraw their reservations (nothing was released),
+    so once all three serve, the same command runs the same job."""
+    budgets = dict.fromkeys(("label", "bank", "shop"), BUDGET)
+    params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
+              "protect_label_holder": True}  # the rule's rounds; every party releases
+    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets, job={"round_timeout": 6.0})
+    for name in ("label", "bank"):
+        job.start_party(name)
+    first = job.run()
+    assert first.returncode == 4, first.stderr
+    assert "--name shop" in first.stderr
+    assert job.wait_parties() == {"label": 1, "bank": 1}
+    assert "budget reservation is withdrawn and the job can run again" in job.log("bank")
+    job.start_parties()
+    again = job.run()
+    assert again.returncode == 0, again.stderr + "".join(job.log(n) for n in job.names)
+    assert job.wait_parties() == dict.fromkeys(job.names, 0)
+    result = json.loads(job.out.read_text())
+    assert result["privacy"]["epsilon"] <= 1.0

@@ -1,4 +1,4 @@
-"""``dpfed budget show|set|close``: a party's persistent privacy-budget ledger."""
+"""``dpfed budget show|set|close|abandon``: a party's persistent privacy-budget ledger."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dpfed.runtime.budget import BudgetLedger, format_summary
 
 
 def configure_budget(p: argparse.ArgumentParser) -> None:
-    """``dpfed budget``: its ``show``, ``set`` and ``close`` subcommands."""
+    """``dpfed budget``: its ``show``, ``set``, ``close`` and ``abandon`` subcommands."""
     bsub = p.add_subparsers(dest="budget_command", required=True)
     s = bsub.add_parser("show", help="budgets, spending and jobs")
     s.add_argument("--ledger", required=True, help="the ledger file (SQLite)")
@@ -32,6 +32,16 @@ def configure_budget(p: argparse.ArgumentParser) -> None:
     c.add_argument("--job", required=True)
     c.add_argument("--party", required=True)
     c.set_defaults(func=run_budget_close)
+    a = bsub.add_parser(
+        "abandon",
+        help="abandon a job: withdrawn if it released nothing (its id can run again), "
+             "otherwise closed (its spending stays; the unspent rest is returned)",
+    )
+    a.add_argument("--ledger", required=True)
+    a.add_argument("--job", required=True)
+    a.add_argument("--party", required=True)
+    a.add_argument("--reason", default="abandoned by the operator")
+    a.set_defaults(func=run_budget_abandon)
 
 
 def open_ledger(path: str, *, must_exist: bool = True) -> BudgetLedger:
@@ -72,4 +82,25 @@ def run_budget_close(args: argparse.Namespace) -> int:
     with open_ledger(args.ledger) as ledger:
         ledger.close_job(args.job, args.party)
     print(f"job {args.job} of {args.party} closed")
+    return 0
+
+
+def run_budget_abandon(args: argparse.Namespace) -> int:
+    with open_ledger(args.ledger) as ledger:
+        job = next((j for j in ledger.jobs() if j["id"] == args.job
+                    and j["party"] == args.party), None)
+        if job is None:
+            raise DpfedInputError(
+                f"--job must name a job of party {args.party!r} in {args.ledger!r}. "
+                f"Found {args.job!r}."
+            )
+        if job["recorded"]:
+            ledger.close_job(args.job, args.party)
+            print(f"job {args.job} of {args.party} closed: its {job['recorded']} recorded "
+                  "release(s) stay spent, the rest of its reservation is returned; the id "
+                  "cannot run again")
+        else:
+            ledger.withdraw_job(args.job, args.party, reason=args.reason)
+            print(f"job {args.job} of {args.party} withdrawn: it released nothing, its "
+                  "reservation is returned and the id can run again")
     return 0

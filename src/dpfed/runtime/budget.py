@@ -109,6 +109,9 @@ _MIGRATIONS = {
         "CHECK (coordinates >= 0)",
         "ALTER TABLE releases ADD COLUMN coordinates INTEGER NOT NULL DEFAULT 0 "
         "CHECK (coordinates >= 0)",
+        "CREATE TABLE withdrawals (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, "
+        "party TEXT NOT NULL, dataset TEXT NOT NULL, planned INTEGER NOT NULL, "
+        "opened_at TEXT NOT NULL, withdrawn_at TEXT NOT NULL, reason TEXT NOT NULL)",
     ),
 }
 
@@ -174,6 +177,16 @@ CREATE TABLE releases (
     UNIQUE (job_id, party, round, label),
     UNIQUE (job_id, party, plan_idx),
     FOREIGN KEY (job_id, party, plan_idx) REFERENCES plan_entries (job_id, party, idx)
+);
+CREATE TABLE withdrawals (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    party TEXT NOT NULL,
+    dataset TEXT NOT NULL,
+    planned INTEGER NOT NULL,
+    opened_at TEXT NOT NULL,
+    withdrawn_at TEXT NOT NULL,
+    reason TEXT NOT NULL
 );
 """
 
@@ -1020,6 +1033,60 @@ class BudgetLedger:
                     (_now(), job_id, party),
                 )
             return self._job_rows(conn, ["j.job_id = ?", "j.party = ?"], [job_id, party])[0]
+
+    def withdraw_job(self, job_id: str, party: str, reason: str = "") -> dict[str, Any]:
+        """Withdraw a job that released nothing: its reservation is returned and its id is
+        free to run again (a closed job's id never is).
+
+        The job's row and plan entries are removed and the withdrawal is recorded in the
+        ``withdrawals`` table (job, dataset, planned releases, when, why). A job with a
+        recorded release cannot be withdrawn: its spending stays, and it can only be closed.
+
+        Returns
+        -------
+        dict
+            The job as it was (as in :meth:`jobs`), with ``status`` ``"withdrawn"``.
+
+        Raises
+        ------
+        DpfedInputError
+            If there is no such job, or it has recorded releases.
+        """
+        job_id = _check_name("job_id", job_id)
+        party = _check_name("party", party)
+        with self._transaction(write=True) as conn:
+            rows = self._job_rows(conn, ["j.job_id = ?", "j.party = ?"], [job_id, party])
+            if not rows:
+                raise DpfedInputError(
+                    f"job_id must name a job of party {party!r}. Found {job_id!r}."
+                )
+            job = rows[0]
+            if job["recorded"]:
+                raise DpfedInputError(
+                    f"job {job_id!r} of {party!r} has {job['recorded']} recorded release(s): its "
+                    "spending stays in the ledger, so it cannot be withdrawn (close it instead)."
+                )
+            conn.execute(
+                "INSERT INTO withdrawals (job_id, party, dataset, planned, opened_at, "
+                "withdrawn_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, party, job["dataset"], job["planned"], job["opened_at"], _now(),
+                 str(reason)),
+            )
+            conn.execute("DELETE FROM plan_entries WHERE job_id = ? AND party = ?",
+                         (job_id, party))
+            conn.execute("DELETE FROM jobs WHERE job_id = ? AND party = ?", (job_id, party))
+        return job | {"status": "withdrawn"}
+
+    def withdrawals(self) -> list[dict[str, Any]]:
+        """Every withdrawn job, oldest first: ``job``, ``party``, ``dataset``, ``planned``,
+        ``opened_at``, ``withdrawn_at``, ``reason``."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT job_id, party, dataset, planned, opened_at, withdrawn_at, reason "
+                "FROM withdrawals ORDER BY seq"
+            ).fetchall()
+        keys = ("job", "party", "dataset", "planned", "opened_at", "withdrawn_at", "reason")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     # ---------------------------------------------------------------- queries
 

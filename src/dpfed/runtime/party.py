@@ -677,14 +677,16 @@ class PartyNode:
         released = bool(self.host.events)
         freed = False
         if self.opened and self.ledger is not None and not released:
-            self.ledger.close_job(self.spec.id, self.name)  # nothing spent: free the reservation
+            # nothing spent: withdraw the reservation, so that the same job can run again
+            self.ledger.withdraw_job(self.spec.id, self.name, reason=request.reason)
             freed = True
         if self.begun:
             message = (f"job {self.spec.id} not continued: {request.reason}; its state is kept "
                        f"in {self.folder} for the leader's `dpfed run ... --resume`")
         else:
             message = (f"job {self.spec.id} aborted before it began: {request.reason}; nothing "
-                       "ran" + ("; its budget reservation is freed" if freed else ""))
+                       "ran" + ("; its budget reservation is withdrawn and the job can run "
+                                "again" if freed else ""))
         self._stop(EXIT_ABORTED, message)
         return {"released": released}
 
