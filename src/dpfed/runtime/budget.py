@@ -706,6 +706,41 @@ class BudgetLedger:
 
     # ---------------------------------------------------------------- jobs
 
+    def check_plan(self, dataset: str, party: str, plan: Sequence[PlanItem]) -> dict[str, Any]:
+        """Whether a job with ``plan`` would fit the budget of (dataset, party) now, without
+        reserving anything: what :meth:`open_job` would decide.
+
+        Returns
+        -------
+        dict
+            ``budget_epsilon``, ``delta``, ``spent`` and ``committed`` (epsilon of the recorded
+            releases, and with the open jobs' reservations), ``total`` (epsilon of everything
+            committed with this plan: releases compose, so it is below ``committed`` plus the
+            job's own epsilon) and ``fits`` (``total <= budget_epsilon``); the budget keys are
+            None, and ``fits`` False, when no budget is set.
+        """
+        dataset = _check_name("dataset", dataset)
+        party = _check_name("party", party)
+        zs = _check_plan(plan)
+        with self._transaction(write=False) as conn:
+            budget = conn.execute(
+                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
+                (dataset, party),
+            ).fetchone()
+            if budget is None:
+                return {"budget_epsilon": None, "delta": None, "spent": None,
+                        "committed": None, "total": None, "fits": False}
+            eps_budget, delta = float(budget[0]), float(budget[1])
+            committed = self._committed_releases(conn, dataset, party)
+            spent = self._spent_releases(conn, dataset, party)
+            total = self._epsilon(committed + zs, delta)
+            return {
+                "budget_epsilon": eps_budget, "delta": delta,
+                "spent": self._epsilon(spent, delta),
+                "committed": self._epsilon(committed, delta),
+                "total": total, "fits": total <= eps_budget,
+            }
+
     def open_job(
         self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem]
     ) -> Reservation:
@@ -1299,6 +1334,12 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         ["dataset", "party", "budget", "delta", "spent", "released", "reserved", "remaining",
          "jobs"],
         budget_rows,
+    )
+    lines.append(
+        "remaining = budget - committed epsilon. Releases compose, so the epsilon a new job "
+        "adds is less than its own epsilon: a job asking for more than 'remaining' may still "
+        "fit. `dpfed budget check --config JOB.toml` says whether one does, and the largest "
+        "epsilon a job of that shape could have."
     )
     if job_rows:
         lines.append("")
