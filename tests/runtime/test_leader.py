@@ -5,10 +5,11 @@ from __future__ import annotations
 import grpc
 import pytest
 
+from dpfed.runtime.certs import load_identity
 from dpfed.runtime.control import AccountRequest
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.leader import JobStopped, Leader
-from dpfed.runtime.transport import RemoteError
+from dpfed.runtime.transport import RemoteError, TlsIdentity, serve
 
 PARTIES = [
     ("label", "breast_cancer", (0, 15)),
@@ -62,3 +63,43 @@ def test_a_query_refused_is_not_tried_again(netjob):
     with pytest.raises(RemoteError, match="FAILED_PRECONDITION"):
         leader._query("bank", AccountRequest)
     assert leader.connections["bank"].calls == 1
+
+
+PARTIES = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
+           ("shop", "breast_cancer", (20, 30))]
+
+
+@pytest.mark.parametrize(("case", "says"), [
+    ("foreign certificate", "shop at {address} presented a certificate not signed by this "
+                            "job's CA"),
+    ("foreign trust", "shop at {address} closed the connection during the TLS handshake"),
+])
+def test_a_certificate_failure_is_named_at_open_not_waited_for(
+        netjob, job_certs, foreign_certs, case, says):
+    """At shop's address a process presents a certificate of another CA, or trusts another
+    CA (so it drops the leader's handshake): the leader names the failure as soon as the
+    handshakes fail, long before its round timeout (110 s here, more than the run's own
+    100 s: a leader that waited it out would not finish in time)."""
+    job = netjob(PARTIES, params={"iterations": 2}, job={"round_timeout": 110.0})
+    address = load_job(job.config).party("shop").address
+    if case == "foreign certificate":
+        identity = load_identity(foreign_certs / "shop.pem", foreign_certs / "shop.key",
+                                 foreign_certs / "ca.pem")
+    else:
+        own = load_identity(job_certs / "shop.pem", job_certs / "shop.key",
+                            job_certs / "ca.pem")
+        identity = TlsIdentity("shop", own.certificate_pem, own.key_pem,
+                               (foreign_certs / "ca.pem").read_bytes())
+    impostor = serve(identity, address, {"Control": lambda request, peer: b"{}"},
+                     max_bytes=2**20)
+    try:
+        for name in ("label", "bank"):
+            job.start_party(name)
+        done = job.run(timeout=100)
+        assert done.returncode == 2, done.stderr
+        assert says.format(address=address) in done.stderr, done.stderr
+        assert "never reached" not in done.stderr
+        assert not job.out.exists()
+        assert job.wait_parties() == {"label": 1, "bank": 1}  # told to abort
+    finally:
+        impostor.stop(0)

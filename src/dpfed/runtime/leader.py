@@ -71,11 +71,13 @@ from dpfed.runtime.logs import process_logger
 from dpfed.runtime.monitor import MONITOR_KEEP, JobView, MonitorServer
 from dpfed.runtime.registry import JobRecord, RoundReport, get_protocol
 from dpfed.runtime.transport import (
+    HANDSHAKE_CLOSED,
     Connection,
     Refused,
     RemoteError,
     connection_limit,
     serve,
+    tls_failure,
 )
 
 #: Exit statuses of ``dpfed run`` besides 0 (done) and 2 (bad input or refused job).
@@ -99,6 +101,10 @@ class PartyUnreachable(RuntimeError):
 #: Seconds before the leader first says which parties it is still waiting for, and between
 #: repeats.
 WAITING_FIRST, WAITING_EVERY = 1.0, 10.0
+
+#: Handshakes a party may close in a row before the leader concludes it refuses the leader's
+#: certificate (a party going down closes one or two).
+HANDSHAKE_CLOSED_TRIES = 5
 
 
 def leader_connections(spec: JobSpec) -> tuple[TlsIdentity, dict[str, Connection]]:
@@ -469,6 +475,7 @@ class Leader:
         names = sorted(parties)
         for name in names:
             deadline = time.monotonic() + self.spec.round_timeout
+            closed = 0  # connections the party closed during the handshake, in a row
             while True:
                 if time.monotonic() >= next_word:
                     waiting = [n for n in names if n not in infos]
@@ -488,6 +495,20 @@ class Leader:
                     # retry while the party is not serving yet; never re-send an open that
                     # may still be running
                     starting = exc.code == grpc.StatusCode.UNAVAILABLE
+                    address = self.spec.party(name).address
+                    tls = tls_failure(name, address, exc.details) if starting else None
+                    closed = closed + 1 if starting and HANDSHAKE_CLOSED in exc.details else 0
+                    if closed >= HANDSHAKE_CLOSED_TRIES:
+                        tls = (f"{name} at {address} closed the connection during the TLS "
+                               f"handshake {closed} times in a row: it does not accept the "
+                               "leader's certificate (not signed by the CA of its job file, "
+                               "or not the leader's)")
+                    if tls is not None:
+                        self._abort_all(f"{name} could not open the job", retry_for=0.0)
+                        raise DpfedInputError(
+                            f"{tls}. Nothing ran and nothing was recorded; fix the certificate "
+                            "and run this command again."
+                        ) from None
                     if starting and time.monotonic() < deadline:
                         time.sleep(0.2)
                         continue

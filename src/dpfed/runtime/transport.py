@@ -157,6 +157,32 @@ class RemoteError(RuntimeError):
         )
 
 
+def tls_failure(name: str, address: str, details: str) -> str | None:
+    """What a failed connection's gRPC ``details`` say about the TLS identities, or None when
+    they say nothing of them (e.g. the peer is not serving yet).
+
+    * the peer's certificate is not signed by this side's CA: ``CERTIFICATE_VERIFY_FAILED``;
+    * it is signed, but for another name than ``name``: the host-name check failed.
+
+    (A peer that refuses *this* side's certificate just closes the connection during the
+    handshake; see :data:`HANDSHAKE_CLOSED`.)
+    """
+    if "CERTIFICATE_VERIFY_FAILED" in details or "TSI_PROTOCOL_FAILURE" in details:
+        return (f"{name} at {address} presented a certificate not signed by this job's CA "
+                "(its TLS handshake failed: CERTIFICATE_VERIFY_FAILED); check [tls].ca and "
+                f"{name}'s certificate in the job file")
+    if "Hostname Verification Check failed" in details:
+        return (f"the process at {address} presented a certificate of this job's CA, but not "
+                f"for the name {name!r}: another party listens there, or its certificate "
+                "names someone else")
+    return None
+
+
+#: What gRPC says when the peer closed the connection during the handshake: a peer that does
+#: not accept this side's certificate (or one going down).
+HANDSHAKE_CLOSED = "Socket closed"
+
+
 class Connection:
     """A client channel to one named process, authenticated both ways."""
 
