@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import grpc
 import pytest
 
@@ -65,8 +67,8 @@ def test_a_query_refused_is_not_tried_again(netjob):
     assert leader.connections["bank"].calls == 1
 
 
-PARTIES = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
-           ("shop", "breast_cancer", (20, 30))]
+THREE_PARTIES = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
+                 ("shop", "breast_cancer", (20, 30))]
 
 
 @pytest.mark.parametrize(("case", "says"), [
@@ -80,7 +82,7 @@ def test_a_certificate_failure_is_named_at_open_not_waited_for(
     CA (so it drops the leader's handshake): the leader names the failure as soon as the
     handshakes fail, long before its round timeout (110 s here, more than the run's own
     100 s: a leader that waited it out would not finish in time)."""
-    job = netjob(PARTIES, params={"iterations": 2}, job={"round_timeout": 110.0})
+    job = netjob(THREE_PARTIES, params={"iterations": 2}, job={"round_timeout": 110.0})
     address = load_job(job.config).party("shop").address
     if case == "foreign certificate":
         identity = load_identity(foreign_certs / "shop.pem", foreign_certs / "shop.key",
@@ -103,3 +105,41 @@ def test_a_certificate_failure_is_named_at_open_not_waited_for(
         assert job.wait_parties() == {"label": 1, "bank": 1}  # told to abort
     finally:
         impostor.stop(0)
+
+
+def test_a_log_shows_the_first_rounds_about_twenty_lines_and_the_last(netjob):
+    leader = _leader(netjob, grace=1.0)
+    leader.spec = replace(leader.spec, params=leader.spec.params | {"iterations": 300})
+    shown = [r for r in range(1, 301) if leader._logs_round(r)]
+    assert shown[:3] == [1, 2, 3] and shown[-1] == 300
+    assert 20 <= len(shown) <= 25
+    leader.spec = replace(leader.spec, params={})  # rounds from a rule: every round
+    assert all(leader._logs_round(r) for r in range(1, 50))
+
+
+def test_the_summary_comes_before_the_page_s_last_seconds(netjob, monkeypatch):
+    """``on_result`` (the CLI prints the summary there) runs as soon as the result exists,
+    before the leader keeps serving the page for ``monitor_keep`` seconds."""
+    events = []
+    leader = _leader(netjob, grace=1.0)
+    leader.monitor = "127.0.0.1:0"
+    leader.monitor_keep = 30.0
+
+    class Page:
+        url = "http://127.0.0.1:0/"
+
+        def __init__(self, *args):
+            pass
+
+        def start(self):
+            return self
+
+        def stop(self):
+            events.append("page stopped")
+
+    monkeypatch.setattr("dpfed.runtime.leader.MonitorServer", Page)
+    monkeypatch.setattr(leader, "_lead", lambda out: {"protocol": "vertical"})
+    monkeypatch.setattr("dpfed.runtime.leader.time.sleep",
+                        lambda seconds: events.append(f"kept {seconds:g} s"))
+    leader.run("result.json", on_result=lambda result: events.append("summary"))
+    assert events == ["summary", "kept 30 s", "page stopped"]

@@ -90,8 +90,15 @@ def run_run_command(args: argparse.Namespace) -> int:
     spec = load_job(args.config)
     leader = Leader(spec, resume=args.resume, progress=not args.quiet, monitor=args.monitor,
                     monitor_keep=args.monitor_keep)
+    def summary(result: dict) -> None:  # printed at once, before the page's last seconds
+        if result["protocol"] == "secure_sum":
+            print_secure_sum(result, args.out)
+        else:
+            print_result(result, args.out)
+        sys.stdout.flush()
+
     try:
-        result = leader.run(args.out)
+        leader.run(args.out, on_result=summary)
     except KeyboardInterrupt:
         if leader.checkpoint_path.exists():
             kept = ("the parties keep their state and the leader its checkpoint; continue with "
@@ -106,10 +113,6 @@ def run_run_command(args: argparse.Namespace) -> int:
     except PartyUnreachable as exc:
         print(f"dpfed: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    if result["protocol"] == "secure_sum":
-        print_secure_sum(result, args.out)
-    else:
-        print_result(result, args.out)
     return 0
 
 

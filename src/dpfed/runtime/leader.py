@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import queue
 import shlex
 import sys
@@ -101,6 +102,9 @@ class PartyUnreachable(RuntimeError):
 #: Seconds before the leader first says which parties it is still waiting for, and between
 #: repeats.
 WAITING_FIRST, WAITING_EVERY = 1.0, 10.0
+
+#: A log (no terminal) shows the first rounds, then about this many lines per job.
+LOG_FIRST_ROUNDS, LOG_LINES = 3, 20
 
 #: Handshakes a party may close in a row before the leader concludes it refuses the leader's
 #: certificate (a party going down closes one or two).
@@ -287,12 +291,14 @@ class Leader:
         raise Refused(grpc.StatusCode.PERMISSION_DENIED, "the leader takes no control requests")
 
     # -- the job ----------------------------------------------------------------------------
-    def run(self, out: str | Path) -> dict[str, Any]:
+    def run(self, out: str | Path,
+            on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Run (or resume) the job and write ``out``; return the result.
 
         With ``monitor`` (``[HOST:]PORT``), the job's page is served while it runs
         (:mod:`dpfed.runtime.monitor`) and ``monitor_keep`` seconds after it ends, so an open
-        page shows the end.
+        page shows the end; ``on_result`` (e.g. printing the summary) is called with the
+        result as soon as it is written, before that wait.
 
         Raises
         ------
@@ -311,6 +317,8 @@ class Leader:
         interrupted = False
         try:
             result = self._lead(out)
+            if on_result is not None:
+                on_result(result)
         except JobStopped as exc:
             self.view.set_state("stopped", str(exc))
             raise
@@ -861,9 +869,18 @@ class Leader:
         if bar is not None:
             bar.update(1)
             bar.set_postfix({k: f"{v:.4g}" for k, v in figures.items()})
-        elif self.progress:
+        elif self.progress and self._logs_round(report.round):
             shown = ", ".join(f"{k} {v:.6g}" for k, v in figures.items())
             self._log(f"round {report.round}: {shown}")
+
+    def _logs_round(self, round: int) -> bool:
+        """Whether a log (not a terminal's progress bar) shows ``round``: the first
+        :data:`LOG_FIRST_ROUNDS`, then about :data:`LOG_LINES` lines over the job's rounds, and
+        the last round."""
+        total = self.spec.params.get("iterations")
+        if round <= LOG_FIRST_ROUNDS or not isinstance(total, int) or round >= total:
+            return True
+        return round % max(1, math.ceil(total / LOG_LINES)) == 0
 
     @staticmethod
     def _log(text: str, level: int = logging.INFO) -> None:
