@@ -118,3 +118,20 @@ def test_a_role_error_on_ray_is_the_roles_own(local_ray):
 def test_unknown_engine_is_refused():
     with pytest.raises(DpfedInputError, match=r"engine must be one of \['inprocess', 'ray'\]"):
         get_engine("spark")
+
+
+def test_an_address_where_no_ray_listens_is_refused_at_once():
+    """Ray's own client would retry for minutes; the engine checks the address first."""
+    import socket
+
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray is running in this process")
+    from dpfed.engines.ray_engine import ensure_ray
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DpfedInputError, match=rf"no Ray cluster answers at '127.0.0.1:{port}'"):
+        ensure_ray(f"127.0.0.1:{port}")
+    assert not ray.is_initialized()

@@ -61,10 +61,40 @@ def ensure_ray(address: str | None = None, *, num_cpus: int | None = None) -> An
         return ray
     options: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
     if address:
-        ray.init(address=address, **options)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError, TimeoutError) as err:
+            raise DpfedInputError(
+                f"could not join the Ray cluster at {address!r}: {err}. Check that the head "
+                "node runs (`ray status` there prints its address) and that this machine "
+                "reaches it; a cluster started with token authentication (RAY_AUTH_MODE=token) "
+                "needs the same RAY_AUTH_MODE and token in this shell."
+            ) from None
     else:
         ray.init(address="local", num_cpus=num_cpus, **options)
     return ray
+
+
+#: Seconds to wait for a TCP connection to a Ray head before calling it unreachable.
+REACH_TIMEOUT = 3.0
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse at once a ``HOST:PORT`` (or ``ray://HOST:PORT``) where nothing listens: Ray's own
+    client retries for minutes, printing warnings, before it gives up."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto" or another form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT).close()
+    except OSError as err:
+        raise DpfedInputError(
+            f"no Ray cluster answers at {address!r} ({err.strerror or err}). Start one with "
+            "`ray start --head` on the head node and pass the address it prints, or leave "
+            "--ray-address out to start a local Ray."
+        ) from None
 
 
 class _Recorder:
