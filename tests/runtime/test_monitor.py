@@ -218,3 +218,18 @@ def test_the_page_follows_the_job_as_it_runs(netjob):
             result["privacy"]["per_party"][name]["epsilon"])
         assert last["parties"][name]["status"] == "finished"
         assert last["parties"][name]["round"] == 30
+
+
+def test_the_page_warns_when_the_test_loss_keeps_rising():
+    from dpfed.runtime.monitor import RISING_ROUNDS, rising_loss_warning
+
+    def history(losses):
+        return [{"iteration": t, "test_log_loss": v} for t, v in enumerate(losses, start=1)]
+
+    assert RISING_ROUNDS == 3
+    assert rising_loss_warning(history([0.5, 0.4, 0.36, 0.37, 0.38])) is None  # 2 rises
+    warning = rising_loss_warning(history([0.5, 0.36, 0.37, 0.38, 0.41]))
+    assert warning is not None and "risen in each of the last 3 rounds" in warning
+    assert "0.36 at round 2 to 0.41" in warning
+    assert rising_loss_warning(history([0.36, 0.37, 0.38, 0.41, 0.40])) is None  # fell again
+    assert rising_loss_warning(history([None, None, None, None])) is None  # no test rows

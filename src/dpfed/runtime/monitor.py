@@ -24,6 +24,7 @@ finished or stopped job from the leader's checkpoint.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import threading
@@ -78,6 +79,7 @@ class JobView:
             "protocol": spec.protocol,
             "state": "opening",
             "message": None,
+            "warning": None,
             "rounds_planned": int(iterations) if isinstance(iterations, int) else None,
             "history": [],
             "parties": {
@@ -126,6 +128,7 @@ class JobView:
             if len(history) < len(shown):  # not the same job's history: start again
                 shown.clear()
             shown.extend({k: e.get(k) for k in FIGURES if k in e} for e in history[len(shown):])
+            self._state["warning"] = rising_loss_warning(shown)
             self._state["updated"] = time.time()
 
     def set_result(self, result: dict[str, Any]) -> None:
@@ -151,6 +154,25 @@ class JobView:
         """A copy of the view, as ``status.json`` serves it."""
         with self._lock:
             return copy.deepcopy(self._state)
+
+
+#: Consecutive rises of the test log loss after which the page warns.
+RISING_ROUNDS = 3
+
+
+def rising_loss_warning(history: list[dict[str, Any]]) -> str | None:
+    """A warning when the test log loss rose in each of the last :data:`RISING_ROUNDS`
+    rounds, else None: more rounds are making the model worse, and a private job spends
+    budget on every one of them."""
+    losses = [e.get("test_log_loss") for e in history[-(RISING_ROUNDS + 1):]]
+    if len(losses) <= RISING_ROUNDS or any(not isinstance(v, int | float) for v in losses):
+        return None
+    if all(b > a for a, b in itertools.pairwise(losses)):
+        first = len(history) - RISING_ROUNDS
+        return (f"the test log loss has risen in each of the last {RISING_ROUNDS} rounds "
+                f"({losses[0]:.4g} at round {first} to {losses[-1]:.4g}): more rounds are "
+                "making the model worse, and a private job spends budget on every one")
+    return None
 
 
 def checkpoint_view(spec: JobSpec, folder: str | Path | None = None) -> JobView:
