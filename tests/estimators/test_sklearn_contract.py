@@ -12,12 +12,14 @@ runs. scikit-learn skips parts of a few checks when what they need is absent
 from __future__ import annotations
 
 import inspect
+import warnings
 from unittest import SkipTest
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
+from sklearn.datasets import make_classification
 from sklearn.utils import get_tags
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -216,3 +218,30 @@ def test_a_wrong_width_is_a_dpfed_input_error_in_scikit_learn_words(estimator) -
     with pytest.raises(DpfedInputError, match=(f"X has 4 features, but {type(estimator).__name__} "
                                                "is expecting 5 features as input")):
         model.predict(X[:, :4])
+
+
+def test_sample_weight_is_refused_by_name_and_other_keywords_as_python_would():
+    X, y = make_classification(n_samples=60, n_features=4, random_state=0)
+    for estimator in (VerticalLogisticRegression(split=[2, 2], iterations=2),
+                      ConsensusLogisticRegression(n_clients=2, iterations=2)):
+        with pytest.raises(DpfedInputError, match="does not take sample_weight"):
+            estimator.fit(X, y, sample_weight=np.ones(60))
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            estimator.fit(X, y, weights=np.ones(60))
+        estimator.fit(X, y, sample_weight=None)  # None is no weighting: accepted
+
+
+def test_a_scaler_fitted_on_the_rows_in_front_of_a_private_estimator_is_warned_about():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, StandardScaler
+
+    X, y = make_classification(n_samples=80, n_features=4, random_state=1)
+    private = dict(split=[2, 2], iterations=2, mechanism="sound", **NOISE)
+    for scaler in (StandardScaler(), MinMaxScaler(), MaxAbsScaler()):
+        with pytest.warns(UserWarning, match=f"scaled by a {type(scaler).__name__} fitted"):
+            make_pipeline(scaler, VerticalLogisticRegression(**private)).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        VerticalLogisticRegression(**private).fit(X, y)  # raw rows: no warning
+        make_pipeline(StandardScaler(), VerticalLogisticRegression(
+            split=[2, 2], iterations=2)).fit(X, y)  # no mechanism: nothing to void

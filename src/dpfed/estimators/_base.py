@@ -4,6 +4,7 @@ the width check of prediction rows, and ``predict_proba``/``predict`` from a dec
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,89 @@ def check_width(estimator: BaseEstimator, X: Any) -> None:
         raise DpfedInputError(
             f"X has {shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{expected} features as input: X must have {expected} columns, as in fit."
+        )
+
+
+def refuse_fit_params(estimator: BaseEstimator, fit_params: dict[str, Any]) -> None:
+    """Refuse ``fit`` keyword arguments, naming ``sample_weight`` and why.
+
+    The protocols weight every record equally, and under a privacy mechanism each record's
+    influence is what the sensitivity bounds: a weight ``w`` would scale it by ``w``, beyond
+    the bound (a weighted mechanism would need its sensitivity multiplied by the largest
+    weight, which no protocol here is calibrated for).
+
+    Raises
+    ------
+    DpfedInputError
+        For ``sample_weight`` (not None), naming the reason.
+    TypeError
+        For any other keyword, as Python would.
+    """
+    weight = fit_params.pop("sample_weight", None)
+    if fit_params:
+        raise TypeError(
+            f"{type(estimator).__name__}.fit() got unexpected keyword argument(s) "
+            f"{sorted(fit_params)}"
+        )
+    if weight is not None:
+        raise DpfedInputError(
+            f"{type(estimator).__name__} does not take sample_weight: its protocol weights "
+            "every record equally, and under a privacy mechanism a record's weight would scale "
+            "its influence beyond the sensitivity the noise is calibrated to. Repeat or drop "
+            "rows instead (each row stays one record of the privacy unit)."
+        )
+
+
+#: A fitted scaler's signature on the rows it was fitted on, with its name.
+_SCALER_SIGNATURES = ("StandardScaler", "MinMaxScaler", "MaxAbsScaler")
+
+
+def fitted_scaler(X: Any) -> str | None:
+    """The scikit-learn scaler whose exact signature the training rows ``X`` carry (it was
+    fitted on these very rows), or None.
+
+    Each leaves one on its own training rows: every varying column with mean 0 and standard
+    deviation 1 (``StandardScaler``), minimum 0 and maximum 1 (``MinMaxScaler``), or largest
+    absolute value 1 (``MaxAbsScaler``); raw data practically never has all of them. A scaler
+    fitted on private rows is computed from them without noise, so a private estimator after
+    it in a pipeline is not covered by its epsilon.
+    """
+    import scipy.sparse as sp
+
+    if X.shape[0] < 2:
+        return None
+    if sp.issparse(X):
+        peak = abs(X).max(axis=0).toarray().ravel()
+        live = peak > 0
+        return "MaxAbsScaler" if live.any() and np.all(peak[live] == 1.0) else None
+    values = np.asarray(X, dtype=np.float64)
+    spread = values.max(axis=0) - values.min(axis=0)
+    live = spread > 0
+    if not live.any():
+        return None
+    v = values[:, live]
+    if np.allclose(v.mean(axis=0), 0.0, atol=1e-9) and np.allclose(v.std(axis=0), 1.0,
+                                                                      atol=1e-9):
+        return "StandardScaler"
+    if np.allclose(v.min(axis=0), 0.0, atol=1e-12) and np.allclose(v.max(axis=0), 1.0,
+                                                                    atol=1e-12):
+        return "MinMaxScaler"  # (x - min) * scale rounds: 1 - 2^-53 is a scaled maximum
+    if np.all(np.abs(v).max(axis=0) == 1.0) and np.any(v < 0):
+        return "MaxAbsScaler"
+    return None
+
+
+def warn_if_scaled_on_private_rows(estimator: BaseEstimator, X: Any) -> None:
+    """Warn when a private estimator's training rows look scaled by a scaler fitted on them
+    (:func:`fitted_scaler`)."""
+    scaler = fitted_scaler(X)
+    if scaler is not None:
+        warnings.warn(
+            f"{type(estimator).__name__}: the training rows look scaled by a {scaler} fitted "
+            "on these very rows. Such a scaler is computed from the private data without noise, "
+            "so the model is not covered by its epsilon; scale with public bounds instead (a "
+            "FunctionTransformer or constants known before seeing the data).",
+            UserWarning, stacklevel=3,
         )
 
 
@@ -86,6 +170,8 @@ class BinaryScoreClassifier(ClassifierMixin, BaseEstimator):
             -1.0 for ``classes_[0]`` and +1.0 for ``classes_[1]``.
         """
         X, y = validate_data(self, X, y, accept_sparse="csr", **X_PARAMS)
+        if self._adds_noise():
+            warn_if_scaled_on_private_rows(self, X)
         return X, self._encode_labels(y)
 
     def _encode_labels(self, y: np.ndarray) -> np.ndarray:

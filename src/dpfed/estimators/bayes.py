@@ -17,7 +17,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError
 from dpfed.bayes import fit_dp_linreg
-from dpfed.estimators._base import X_PARAMS, check_width, validate_data
+from dpfed.estimators._base import (
+    X_PARAMS,
+    check_width,
+    refuse_fit_params,
+    validate_data,
+    warn_if_scaled_on_private_rows,
+)
 
 
 class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
@@ -150,7 +156,7 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
                     "are needed."
                 )
 
-    def fit(self, X, y) -> DPBayesianLinearRegression:
+    def fit(self, X, y, **fit_params) -> DPBayesianLinearRegression:
         """Fit on the rows ``X`` and targets ``y``, one row per client.
 
         Parameters
@@ -164,9 +170,12 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         DPBayesianLinearRegression
             ``self``, fitted.
         """
+        refuse_fit_params(self, fit_params)
         X, y = validate_data(self, X, y, y_numeric=True, **X_PARAMS)
         self._check_rows(X.shape[0])
         private = self.mode != "nonprivate"
+        if private:
+            warn_if_scaled_on_private_rows(self, X)
         result = fit_dp_linreg(
             X, y,
             epsilon=self.epsilon if private else None,

@@ -13,7 +13,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError
 from dpfed.core.rows import normalize_rows
 from dpfed.data import horizontal_split, make_graph
-from dpfed.estimators._base import BinaryScoreClassifier
+from dpfed.estimators._base import BinaryScoreClassifier, refuse_fit_params
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
@@ -104,7 +104,7 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
     def _adds_noise(self) -> bool:
         return self.mechanism != "none"
 
-    def fit(self, X, y) -> ConsensusLogisticRegression:
+    def fit(self, X, y, **fit_params) -> ConsensusLogisticRegression:
         """Cut the rows into ``n_clients`` clients and run consensus ADMM.
 
         Parameters
@@ -120,6 +120,7 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         ConsensusLogisticRegression
             ``self``, fitted.
         """
+        refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         config = ConsensusConfig(
             lam=self.lam, rho=self.rho, iterations=self.iterations, mechanism=self.mechanism,
@@ -203,7 +204,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
     def _adds_noise(self) -> bool:
         return self.perturbation != "none"
 
-    def fit(self, X, y) -> DecentralizedLogisticRegression:
+    def fit(self, X, y, **fit_params) -> DecentralizedLogisticRegression:
         """Cut the rows into ``n_nodes`` graph nodes and run decentralized ADMM.
 
         Parameters
@@ -219,6 +220,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         DecentralizedLogisticRegression
             ``self``, fitted.
         """
+        refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         config = DecentralizedConfig(
             loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, iterations=self.iterations,

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
-from dpfed.estimators._base import BinaryScoreClassifier
+from dpfed.estimators._base import BinaryScoreClassifier, refuse_fit_params
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
 from dpfed.protocols.vertical.roles import predicted_scores
@@ -142,7 +142,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
     def _adds_noise(self) -> bool:
         return self.mechanism != "none"
 
-    def fit(self, X, y) -> VerticalLinearClassifier:
+    def fit(self, X, y, **fit_params) -> VerticalLinearClassifier:
         """Run the protocol on the rows ``X`` and their labels ``y``.
 
         Parameters
@@ -158,6 +158,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         VerticalLinearClassifier
             ``self``, fitted.
         """
+        refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         blocks = self._blocks(X)
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())

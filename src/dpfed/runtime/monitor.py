@@ -164,8 +164,9 @@ def rising_loss_warning(history: list[dict[str, Any]]) -> str | None:
     """A warning when the test log loss rose in each of the last :data:`RISING_ROUNDS`
     rounds, else None: more rounds are making the model worse, and a private job spends
     budget on every one of them."""
-    losses = [e.get("test_log_loss") for e in history[-(RISING_ROUNDS + 1):]]
-    if len(losses) <= RISING_ROUNDS or any(not isinstance(v, int | float) for v in losses):
+    losses = [v for e in history[-(RISING_ROUNDS + 1):]
+              if isinstance(v := e.get("test_log_loss"), int | float)]
+    if len(losses) <= RISING_ROUNDS:
         return None
     if all(b > a for a, b in itertools.pairwise(losses)):
         first = len(history) - RISING_ROUNDS
