@@ -46,7 +46,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(json, "dump", full)
+    monkeypatch.setattr("dpfed._io.os.replace", full)  # the temporary is written, then fails
     with pytest.raises(OSError, match="No space"):
         write_json_atomic(target, {"new": True})
     assert target.read_text() == '{"old": true}\n'

@@ -57,12 +57,11 @@ def output_refusal(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
-    """Write ``payload`` as JSON to ``path`` through a temporary file and a rename.
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename.
 
-    Non-finite floats are written as the strings ``"inf"``, ``"-inf"``, ``"nan"`` so the file
-    stays valid JSON. Only a regular file is replaced (:func:`output_refusal`); missing
-    folders are made, and said so on standard error.
+    Only a regular file is replaced (:func:`output_refusal`); missing folders are made, and
+    said so on standard error.
 
     Raises
     ------
@@ -85,10 +84,19 @@ def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(jsonable(payload), handle, indent=2, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
+    """Write ``payload`` as JSON to ``path`` atomically (:func:`write_text_atomic`).
+
+    Non-finite floats are written as the strings ``"inf"``, ``"-inf"``, ``"nan"`` so the file
+    stays valid JSON.
+    """
+    return write_text_atomic(path, json.dumps(jsonable(payload), indent=2, allow_nan=False)
+                             + "\n")

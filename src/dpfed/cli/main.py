@@ -40,6 +40,8 @@ COMMANDS: dict[str, Command] = {
     "reproduce": Command("reproduce a paper's experiments",
                          "dpfed.cli.reproduce:configure_reproduce"),
     "certs": Command("certificates of a job's parties", "dpfed.cli.certs:configure_certs"),
+    "schema": Command("a party's table schema (dpfed schema draft)",
+                      "dpfed.cli.schema:configure_schema"),
     "party": Command("serve one party of a networked job until the job ends",
                      "dpfed.cli.net:configure_party", "net"),
     "run": Command("start and lead a networked job", "dpfed.cli.net:configure_run", "net"),
