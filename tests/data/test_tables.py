@@ -160,3 +160,34 @@ def test_a_draft_reads_the_data_says_so_loudly_and_loads(tmp_path, capsys):
     assert "DRAFT" in capsys.readouterr().err
     assert main(["schema", "draft", "--data", str(tmp_path / "shop.csv"), "--id", "nope"]) == 2
     assert "has no column 'nope'" in capsys.readouterr().err
+
+
+def test_three_organisations_tables_made_from_adult_read_through_their_schemas(tmp_path):
+    """tools/make_party_tables.py: string IDs, shuffled rows, about 90 % shared customers,
+    1,500 IDs of each party's own, raw categorical strings, schemas of public bounds."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    data = os.environ.get("DPFED_DATA")
+    if not data or not (Path(data) / "adult" / "adult.data").is_file():
+        pytest.skip("Adult not found under $DPFED_DATA")
+    tool = Path(__file__).resolve().parents[2] / "tools" / "make_party_tables.py"
+    spec = importlib.util.spec_from_file_location("make_party_tables", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--out", str(tmp_path)])
+    tables = {name: read_table(tmp_path / name / "train.csv", id_column="customer_id",
+                               schema=load_schema(tmp_path / name / "schema.toml"))
+              for name in module.PARTIES}
+    check_disjoint({name: t.schema for name, t in tables.items()})
+    ids = {name: set(t.ids) for name, t in tables.items()}
+    common = set.intersection(*ids.values())
+    assert 0.65 * 32561 < len(common) < 0.8 * 32561  # 0.9^3 of the rows, about
+    for name, own in ids.items():
+        others = set.union(*(v for k, v in ids.items() if k != name))
+        assert len(own - others) >= 1500
+        assert all(v.startswith("C") and len(v) == 8 for v in own)
+    bank = tables["bank"]
+    assert bank.y is not None and 0.2 < np.mean(bank.y > 0) < 0.3  # Adult's >50K share
+    assert list(bank.ids) != sorted(bank.ids)  # shuffled
