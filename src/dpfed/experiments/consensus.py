@@ -336,8 +336,11 @@ def run_consensus_reproduction(
     with limit_blas_threads():
         data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
                                 max_test_rows=plan.max_test_rows, seed=plan.split_seed)
+        # every upload draws its model's coordinates from the exact grid sampler
+        grid = plan.iterations * int(data.parts[0][0].shape[1])
         calibrations = [calibrate_consensus(eps, plan.delta, plan.iterations,
-                                            accountant=plan.accountant) for eps in plan.epsilons]
+                                            accountant=plan.accountant, coordinates=grid)
+                        for eps in plan.epsilons]
         # every run on its own seed: (epsilon or None, noise multiplier or None, seed)
         grid: list[tuple[float | None, float | None, int]] = [
             (None, None, s) for s in plan.seeds[:1]
