@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from dpfed.cli import main
 from dpfed.core.rows import normalize_rows
 from dpfed.data import load_dataset, make_graph
 from dpfed.privacy.accounting import Release, releases_epsilon
@@ -17,8 +16,6 @@ from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_dece
 from dpfed.runtime.budget import BudgetLedger
 
 from .conftest import allowing_exact
-
-DPFED = [sys.executable, "-m", "dpfed.cli"]
 
 ROWS = [(0, 66), (66, 132), (132, 199), (199, 265), (265, 332), (332, 398)]
 
@@ -90,7 +87,8 @@ def job_names(parties) -> list[str]:
     return [name for name, _, _ in parties]
 
 
-def test_a_budgeted_party_composes_its_dvp_spending_with_its_gaussian_spending(netjob, tmp_path):
+def test_a_budgeted_party_composes_its_dvp_spending_with_its_gaussian_spending(netjob, tmp_path,
+                                                                              capsys):
     """The same three parties and rows run a Gaussian consensus job, then a DVP job: each
     party's one ledger composes the pure-DP broadcasts with the Gaussian releases."""
     spans = ROWS[:3]
@@ -121,9 +119,9 @@ def test_a_budgeted_party_composes_its_dvp_spending_with_its_gaussian_spending(n
         alone = releases_epsilon(both[:4], 1e-5, ledger.accountant)
         assert alone < entry["spent"] < alone + 5 * 0.5  # composed, tighter than adding up
         assert sorted(j["id"] for j in entry["jobs"]) == ["dvp", "gauss"]
-        shown = subprocess.run([*DPFED, "budget", "show", "--ledger", str(path)],
-                               capture_output=True, text=True, check=True).stdout
-        assert "4 gaussian + 5 l2_laplace" in shown
+        capsys.readouterr()
+        assert main(["budget", "show", "--ledger", str(path)]) == 0  # `dpfed budget show`
+        assert "4 gaussian + 5 l2_laplace" in capsys.readouterr().out
 
 
 def test_consensus_job_with_a_server_process_matches_inprocess(netjob):

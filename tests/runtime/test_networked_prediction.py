@@ -15,7 +15,7 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.vertical.roles import predicted_scores
 
 from .conftest import DPFED, allowing_exact
-from .test_networked_vertical import BREAST_CANCER_3, BUDGET, SOUND, _inprocess
+from .test_networked_vertical import BREAST_CANCER_3, BUDGET, SOUND, _inprocess, wait_for
 
 
 def _train(job, timeout: float = 300.0) -> None:
@@ -25,8 +25,20 @@ def _train(job, timeout: float = 300.0) -> None:
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
 
 
+def _serving(job) -> dict[str, int]:
+    """How many times each party has logged that it serves the job."""
+    logs = {name: job.folder / f"{name}.log" for name in job.names}
+    return {name: log.read_text().count("serving job") if log.exists() else 0
+            for name, log in logs.items()}
+
+
 def _predict(job, data: str, out: Path, *extra: str, timeout: float = 120.0):
+    before = _serving(job)
     job.start_parties()  # the parties of a finished job serve predictions
+    # every party serves before the prediction starts: one still starting when the prediction
+    # is refused would not hear that it is over, and would wait for its idle timeout
+    assert wait_for(lambda: all(n > before[name] for name, n in _serving(job).items()),
+                    timeout=120), {name: job.log(name) for name in job.names}
     done = subprocess.run(
         [*DPFED, "predict", "--config", str(job.config), "--data", data, "--out", str(out),
          *extra],

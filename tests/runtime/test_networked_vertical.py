@@ -270,6 +270,10 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
     job = netjob(BREAST_CANCER_3, params={"iterations": 3}, job={"round_timeout": 6.0})
     for name in ("label", "bank"):  # shop never starts
         job.start_party(name)
+    # both serve before the leader starts: on a loaded machine one still starting would be the
+    # party the leader names first
+    assert wait_for(lambda: all("serving job" in job.log(n) for n in ("label", "bank")),
+                    timeout=120), job.log("label") + job.log("bank")
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     _, text = leader.communicate(timeout=120)
     assert leader.returncode == 4, text
