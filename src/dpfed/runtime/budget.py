@@ -561,11 +561,20 @@ class BudgetLedger:
         return releases_epsilon(list(releases), delta, self._accountant)
 
     @staticmethod
-    def _budget_row(conn: sqlite3.Connection, dataset: str, party: str) -> tuple[float, float]:
+    def _stored_budget(
+        conn: sqlite3.Connection, dataset: str, party: str
+    ) -> tuple[float, float] | None:
+        """The budget ``(epsilon, delta)`` of (dataset, party) in ``conn``, or None."""
         row = conn.execute(
             "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
             (dataset, party),
         ).fetchone()
+        return None if row is None else (float(row[0]), float(row[1]))
+
+    @classmethod
+    def _budget_row(cls, conn: sqlite3.Connection, dataset: str, party: str
+                    ) -> tuple[float, float]:
+        row = cls._stored_budget(conn, dataset, party)
         if row is None:
             raise DpfedInputError(
                 f"no privacy budget is set for dataset {dataset!r}, party {party!r}; "
@@ -650,11 +659,7 @@ class BudgetLedger:
         dataset = _check_name("dataset", dataset)
         party = _check_name("party", party)
         with self._transaction(write=False) as conn:
-            row = conn.execute(
-                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
-                (dataset, party),
-            ).fetchone()
-        return None if row is None else (float(row[0]), float(row[1]))
+            return self._stored_budget(conn, dataset, party)
 
     def budget_history(
         self, dataset: str | None = None, party: str | None = None
@@ -723,14 +728,11 @@ class BudgetLedger:
         party = _check_name("party", party)
         zs = _check_plan(plan)
         with self._transaction(write=False) as conn:
-            budget = conn.execute(
-                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
-                (dataset, party),
-            ).fetchone()
+            budget = self._stored_budget(conn, dataset, party)
             if budget is None:
                 return {"budget_epsilon": None, "delta": None, "spent": None,
                         "committed": None, "total": None, "fits": False}
-            eps_budget, delta = float(budget[0]), float(budget[1])
+            eps_budget, delta = budget
             committed = self._committed_releases(conn, dataset, party)
             spent = self._spent_releases(conn, dataset, party)
             total = self._epsilon(committed + zs, delta)
@@ -786,16 +788,13 @@ class BudgetLedger:
             ).fetchone()
             if job is not None:
                 return self._resume(conn, job_id, dataset, party, zs, job[0], job[1])
-            budget = conn.execute(
-                "SELECT epsilon, delta FROM budgets WHERE dataset = ? AND party = ?",
-                (dataset, party),
-            ).fetchone()
+            budget = self._stored_budget(conn, dataset, party)
             if budget is None:
                 raise BudgetExceeded(
                     f"cannot open job {job_id!r}: no privacy budget is set for dataset "
                     f"{dataset!r}, party {party!r}; set one with set_budget."
                 )
-            eps_budget, delta = float(budget[0]), float(budget[1])
+            eps_budget, delta = budget
             committed = self._committed_releases(conn, dataset, party)
             total = self._epsilon(committed + zs, delta)
             if total > eps_budget:
