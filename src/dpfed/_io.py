@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from dpfed._validation import DpfedInputError
+
 
 def jsonable(value: Any) -> Any:
     """``value`` with arrays and NumPy scalars as lists and numbers, and non-finite floats as
@@ -71,8 +73,6 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         If writing fails (a full disk, a read-only file system): nothing is left at ``path``
         or beside it, and a file that was there is untouched.
     """
-    from dpfed._validation import DpfedInputError
-
     reason = output_refusal(path)
     if reason is not None:
         raise DpfedInputError(f"cannot write the output: {reason}.")
