@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import itertools
 import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -67,15 +71,50 @@ def make_vertical_problem_with_test(n=300, split=(4, 3), seed=0, n_test=100):
     return ([b[:n] for b in blocks], y[:n], [b[n:] for b in blocks], y[n:])
 
 
+@contextlib.contextmanager
+def one_at_a_time(name: str) -> Iterator[None]:
+    """Hold the machine-wide lock ``name`` (a ``flock`` on a file in the temporary folder):
+    of the tests that take it, one runs at a time, whichever pytest-xdist worker or test run
+    it belongs to. For what cannot be shared: a local Ray, the examples' fixed ports."""
+    path = Path(tempfile.gettempdir()) / f"dpfed-tests-{name}.lock"
+    with path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the lock goes with the process if it dies
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def machine_lock():
+    """:func:`one_at_a_time`, for a test to hold while it uses what cannot be shared."""
+    return one_at_a_time
+
+
 @pytest.fixture
 def local_ray():
     """A local Ray of two CPUs for one engine test, shut down after it: a Ray kept for the
-    whole session was seen to leave a later test's tasks unscheduled."""
+    whole session was seen to leave a later test's tasks unscheduled. One such Ray at a time
+    on the machine (:func:`one_at_a_time`): two would share two CPUs and Ray's worker ports."""
     ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    yield ray
-    if started:
-        ray.shutdown()
+    with one_at_a_time("ray"):
+        started = not ray.is_initialized()
+        if started:
+            ray.init(address="local", num_cpus=2, include_dashboard=False,
+                     logging_level="ERROR")
+        yield ray
+        if started:
+            ray.shutdown()
 
+
+#: Fixtures that start processes (parties, Ray) and serve on sockets: their tests are
+#: ``networked``; other such tests carry the mark themselves.
+NETWORKED_FIXTURES = ("netjob", "local_ray")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests using :data:`NETWORKED_FIXTURES` are marked ``networked`` (``-m "not networked"``
+    leaves them out)."""
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in NETWORKED_FIXTURES):
+            item.add_marker(pytest.mark.networked)

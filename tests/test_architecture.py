@@ -46,6 +46,7 @@ def test_no_module_imports_another_modules_private_names():
     assert found == []
 
 
+@pytest.mark.networked
 def test_the_layer_contract_holds():
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if lint is None:

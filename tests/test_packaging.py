@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import dpfed
 
 ROOT = Path(__file__).parents[1]
@@ -17,6 +19,7 @@ def test_the_changelog_has_a_section_for_this_version():
     assert f"\n## {dpfed.__version__}\n" in changelog
 
 
+@pytest.mark.networked  # pip in a process of its own
 def test_the_wheel_carries_the_version_and_the_data_files(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",

@@ -72,6 +72,7 @@ def test_unknown_mechanism_and_breakage_are_refused():
         get_auditor("vertical-sound", epsilon=1.0, delta=1e-5, broken="all")
 
 
+@pytest.mark.networked
 def test_the_command_writes_the_documented_record(tmp_path):
     out = tmp_path / "audit.json"
     done = subprocess.run(
@@ -88,6 +89,7 @@ def test_the_command_writes_the_documented_record(tmp_path):
     assert record["runs"] == 50 and record["confidence"] == 0.95
 
 
+@pytest.mark.networked
 def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     records = audit_all(tmp_path / "audit", runs=20, broken_runs=20, workers=2)
     assert [(r["mechanism"], r["loss"], r["broken"]) for r in records] == [

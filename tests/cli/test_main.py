@@ -212,6 +212,7 @@ def test_demo_runs_and_compares(capsys):
     assert "local only" in out and "centralised" in out and "epsilon=" in out
 
 
+@pytest.mark.networked
 def test_console_script_is_installed():
     res = subprocess.run([sys.executable, "-m", "dpfed.cli", "--version"], capture_output=True,
                          text=True, check=True)

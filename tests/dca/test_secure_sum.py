@@ -141,6 +141,7 @@ def test_noise_needs_a_seed_and_zero_noise_does_not(z):
     secure_sum(z, noise_std=np.zeros(11))
 
 
+@pytest.mark.networked
 def test_workers_give_the_same_sum(z):
     src = UniformClients(7, seed=2)
     one = secure_sum(src, n_clients=300, dim=7, noise_std=0.4, rng=3, block_size=32)

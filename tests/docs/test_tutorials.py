@@ -37,6 +37,7 @@ def test_every_tutorial_shows_commands():
         assert commands(page), page.name
 
 
+@pytest.mark.networked  # every command is a process of its own
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
 def test_a_tutorials_commands_run_as_written(page, tmp_path):
     # resolved here: the commands run in tmp_path, and CI may give a path relative to the checkout

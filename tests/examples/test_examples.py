@@ -51,10 +51,20 @@ def test_the_examples_are_found():
     assert {p.name for p in SCRIPTS} >= set(KEY_LINES)
 
 
+@pytest.mark.networked  # every example is a process of its own
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
-def test_example_runs(script: Path, tmp_path: Path) -> None:
+def test_example_runs(script: Path, tmp_path: Path, machine_lock) -> None:
     if needs_net(script):
         pytest.importorskip("grpc", reason="the networked examples need dpfed[net]")
+        # they look for free ports from the same first one (18050): one at a time, or two
+        # could both find a port free and then both bind it
+        with machine_lock("example-ports"):
+            _run_example(script, tmp_path)
+    else:
+        _run_example(script, tmp_path)
+
+
+def _run_example(script: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DPFED_DATA"}
     started = time.perf_counter()
     proc = subprocess.Popen(

@@ -87,6 +87,7 @@ def test_quick_run_results(quick_run):
 
 
 
+@pytest.mark.networked
 def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path,
                                                             without_timings):
     out, _ = quick_run

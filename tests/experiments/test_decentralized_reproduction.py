@@ -143,6 +143,7 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
     json.loads((out / "nonprivate.json").read_text())
 
 
+@pytest.mark.networked
 def test_parallel_runs_match_sequential(tmp_path, adult_dir):
     base = adult_dir
     plan = repro.quick_plan()

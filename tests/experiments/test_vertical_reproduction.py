@@ -181,6 +181,7 @@ def test_serial_steps_follow_the_runs_in_order_and_match_the_count(tmp_path, mon
     assert len(steps) == repro._count_runs(plan, repro._DataCache(data, plan))
 
 
+@pytest.mark.networked
 def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_path,
                                                                   monkeypatch, without_timings):
     """Every run goes to another process (so it must pickle), as on Ray with one BLAS thread
@@ -252,6 +253,7 @@ def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.networked
 def test_importing_experiments_does_not_import_matplotlib():
     code = (
         "import sys, dpfed, dpfed.experiments, dpfed.experiments.plotting; "

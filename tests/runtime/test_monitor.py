@@ -74,6 +74,7 @@ def test_the_server_serves_the_page_and_the_view_as_json(netjob):
         page.stop()
 
 
+@pytest.mark.networked
 def test_a_port_in_use_is_a_clear_error():
     first = MonitorServer(dict, "127.0.0.1:0").start()
     try:

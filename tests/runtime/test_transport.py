@@ -17,6 +17,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.networked
 def test_a_second_server_on_the_same_address_is_refused(job_certs):
     """gRPC shares a port between processes unless told not to: a second party started on a
     taken address would silently receive half of the first one's connections."""
