@@ -8,17 +8,20 @@ protocol does. A loss (or mechanism) added to a protocol without an audit fails 
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 
 import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.audit.auditors import AUDITORS, get_auditor
+from dpfed.cli.vertical import secure_refusals
 from dpfed.core.losses import LOSSES
 from dpfed.parameters import parameters
 from dpfed.protocols.consensus.driver import ConsensusConfig, client_release
 from dpfed.protocols.decentralized.driver import DecentralizedConfig
 from dpfed.protocols.vertical.driver import VerticalConfig, vertical_setup
+from dpfed.protocols.vertical_secure import SecureSetup
 
 N = 400  # rows of the walked jobs
 
@@ -48,6 +51,16 @@ def _vertical(mechanism: str, protect: bool = False) -> Callable[[str], None]:
     return accept
 
 
+def _secure(loss: str) -> None:
+    """The secure mode's refusals, as ``dpfed train vertical --secure`` makes them."""
+    cfg = VerticalConfig(loss=loss, mechanism="sound", epsilon=1.0, delta=1e-5,
+                         protect_label_holder=True).validated()
+    refusals = secure_refusals(argparse.Namespace(engine="inprocess"), cfg)
+    if refusals:
+        raise DpfedInputError("; ".join(refusals))
+    SecureSetup(N, (3, 3), 1.0, 1e-5, protect="all")
+
+
 def _consensus(loss: str) -> None:
     cfg = ConsensusConfig(loss=loss, mechanism="gaussian", epsilon=1.0, delta=1e-5).validated()
     client_release(cfg, 1.0, 4, N)
@@ -66,6 +79,7 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
     ("vertical", "sound"): ("vertical-sound", _vertical("sound")),
     ("vertical", "sound+protect_label_holder"): (
         "vertical-sound-label-holder", _vertical("sound", protect=True)),
+    ("vertical", "secure+protect_label_holder"): ("vertical-secure", _secure),
     ("consensus", "gaussian"): ("consensus-gaussian", _consensus),
     ("decentralized", "dvp"): ("decentralized-dvp", _decentralized("dvp")),
     ("decentralized", "pvp"): ("decentralized-pvp", _decentralized("pvp")),
@@ -75,6 +89,7 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
 def test_every_private_mechanism_of_every_protocol_is_walked():
     private = {("vertical", m) for m in _choices(VerticalConfig, "mechanism") if m != "none"}
     private.add(("vertical", "sound+protect_label_holder"))
+    private.add(("vertical", "secure+protect_label_holder"))
     private |= {("consensus", m) for m in _choices(ConsensusConfig, "mechanism") if m != "none"}
     private |= {("decentralized", m)
                 for m in _choices(DecentralizedConfig, "perturbation") if m != "none"}

@@ -145,3 +145,38 @@ def test_rounds_above_the_rule_are_refused_with_their_predicted_cost():
     assert f"{plan.rule_noise_multiplier:.3g} at the rule's {plan.rule_iterations}" in message
     assert "--rounds-above-rule" in message
     assert "given;" in rounds_line(above, True, 30_000, True)  # the user insists: run, say so
+
+
+def test_secure_vertical_trains_under_encryption_and_writes_its_costs(tmp_path, capsys):
+    pytest.importorskip("tenseal")
+    import json
+
+    out = tmp_path / "secure.json"
+    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
+                 "--secure", "--epsilon", "2", "--delta", "1e-5", "--protect-label-holder",
+                 "--iterations", "3", "--seed", "0", "--baselines", "--quiet",
+                 "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "secure mode: 3 rounds, protecting every party and the labels" in shown
+    result = json.loads(out.read_text())
+    assert result["protocol"] == "vertical-secure"
+    assert result["privacy"]["epsilon"] <= 2.0 + 1e-9
+    assert result["privacy"]["rounds"] == 3
+    assert result["costs"]["bytes_per_round"] > 0
+    assert 0.0 <= result["final"]["test_accuracy"] <= 1.0  # 398 rows: little to learn at eps 2
+    assert set(result["baselines"]) == {"label_holder_alone", "central_non_private"}
+    assert len(result["model"]["blocks"]) == 2 and "intercept" in result["model"]
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--loss", "sigmoid"], "--secure fits the logistic loss"),
+    (["--mechanism", "paper"], "--mechanism paper is another protocol"),
+])
+def test_secure_vertical_refuses_what_it_does_not_take(tmp_path, capsys, extra, match):
+    pytest.importorskip("tenseal")
+    code = main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
+                 "--secure", "--epsilon", "1", "--delta", "1e-5", *extra,
+                 "--out", str(tmp_path / "r.json")])
+    assert code == 2
+    assert match in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()

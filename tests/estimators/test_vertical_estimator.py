@@ -58,3 +58,30 @@ def test_estimator_rejects_a_wrong_split_and_width():
     clf = VerticalLogisticRegression(split=[3, 2, 2], iterations=3).fit(X, y)
     with pytest.raises(DpfedInputError, match="7 columns"):
         clf.predict(X[:, :5])
+
+
+def test_the_secure_estimator_fits_under_encryption_with_an_intercept():
+    pytest.importorskip("tenseal")
+    blocks, y = make_vertical_problem(n=600, split=(3, 2))
+    X = np.hstack(blocks)
+    clf = VerticalLogisticRegression(split=[3, 2], secure=True, epsilon=8.0, delta=1e-5,
+                                     iterations=3, protect_label_holder=True, random_state=0)
+    labels = np.where(y > 0, 3, 1)  # any two labels
+    assert clf.fit(X, labels) is clf
+    assert clf.coef_.shape == (1, 5) and clf.intercept_.shape == (1,)
+    assert clf.privacy_spent_["epsilon"] <= 8.0 + 1e-9
+    assert clf.privacy_spent_["protect"] == "all"
+    assert len(clf.history_) == 6 and all(h["bytes"] > 0 for h in clf.history_)
+    assert clf.score(X, labels) > 0.7
+    assert np.array_equal(clf.classes_, [1, 3])
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({}, "needs epsilon and delta"),
+    ({"epsilon": 1.0, "delta": 1e-5, "loss": "sigmoid"}, "logistic loss"),
+    ({"epsilon": 1.0, "delta": 1e-5, "mechanism": "paper"}, "own mechanism"),
+])
+def test_the_secure_estimator_refuses_what_it_cannot_fit(params, match):
+    X, y = _data()
+    with pytest.raises(DpfedInputError, match=match):
+        VerticalLogisticRegression(split=[4, 3], secure=True, **params).fit(X, y)

@@ -59,6 +59,9 @@ from dpfed.protocols.vertical.driver import (
 from dpfed.protocols.vertical.mechanisms import DualRelease, SoundMechanism
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.weighting import fit_local_model
+from dpfed.protocols.vertical_secure.driver import open_parties
+from dpfed.protocols.vertical_secure.party import block_update
+from dpfed.protocols.vertical_secure.setup import SecureSetup
 
 #: The ways an auditor can be run against a deliberately broken mechanism.
 BROKEN = ("known-noise", "sensitivity")
@@ -1035,6 +1038,75 @@ class BayesLinRegAuditor(Auditor):
 
 
 #: Mechanism name -> its auditor class.
+class SecureVerticalAuditor(Auditor):
+    r"""Secure vertical learning (``dpfed train vertical --secure --protect-label-holder``) as
+    the passive party sees it, every round of the default rule run by the protocol's own
+    code (``open_parties``, ``block_update``; the plaintext backend, whose decrypted and
+    returned vectors are the CKKS run's up to its rounding).
+
+    Neighbours: the label holder's last label flipped; both parties hold random unit rows.
+    The attacker knows every row, every label but the last, its own noise and the label
+    holder's Gram noise (which does not depend on the labels), so it follows both parties'
+    models exactly and computes, before each block update, the gradient under either label.
+    The statistic sums the Gaussian log-likelihood ratios of what it sees: as key holder, the
+    label holder's block gradient plus the label holder's noise; as evaluator, its own block's
+    gradient plus the label holder's grid noise (its own noise removed).
+    """
+
+    n_rows: int = 200
+    n_features: int = 3
+    losses = ("logistic",)
+
+    def setup(self) -> None:
+        self.name = "vertical-secure"
+        self.neighbours = (f"the label holder's last label flipped; {self.n_rows} unit rows "
+                           f"of {self.n_features} columns at each of 2 parties")
+        self.statistic = ("log-likelihood ratio of the decrypted label-holder gradients and "
+                          "the returned own-block gradients, every round")
+        data = np.random.default_rng(2031)
+        self.blocks = [_unit_rows(data, self.n_rows, self.n_features) for _ in range(2)]
+        joint = np.hstack(self.blocks)
+        y = np.where(joint @ data.normal(size=2 * self.n_features)
+                     + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+        self.labels = [(labels > 0).astype(float) for labels in _last_flipped(y)]
+        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
+                                  self.delta, protect="all")
+        self.claim = float(self.secure.epsilon_spent())
+        if self.broken == "sensitivity":
+            object.__setattr__(self.secure, "noise_multiplier",
+                               self.secure.noise_multiplier / self.factor)
+
+    def claimed_epsilon(self) -> float:
+        return self.claim
+
+    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+        rngs = [np.random.default_rng(int(rng.integers(2**63))) for _ in range(2)]
+        opened = open_parties(self.blocks, self.labels[neighbour], self.secure, rngs, "plain")
+        label, passive = opened.parties
+        poly = self.secure.polynomial
+        statistic = precision = 0.0
+        for _ in range(self.secure.n_rounds):
+            for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
+                                               (passive, label, opened.inverses[1])):
+                z = np.asarray(label.rows @ label.w) + np.asarray(passive.rows @ passive.w)
+                means = [np.asarray(evaluator.rows.T @ (poly(z) - y)).ravel()
+                         for y in self.labels]
+                exchange = block_update(evaluator, holder, inverse, None)
+                sigma = evaluator.round_release.sigma
+                if evaluator.index == 0:  # the attacker decrypts: gradient + the holder's noise
+                    observed = exchange.decrypted
+                    known = exchange.own_noise
+                else:  # the attacker gets its gradient back with the label holder's noise
+                    observed = exchange.returned - exchange.own_noise
+                    known = exchange.returned - exchange.decrypted
+                if self.broken == "known-noise":
+                    observed = observed - known
+                s, m = _llr(observed, means[0], means[1], sigma)
+                statistic += s
+                precision += m
+        return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+
+
 AUDITORS: dict[str, Callable[..., Auditor]] = {
     "bayes-linreg": BayesLinRegAuditor,
     "consensus-gaussian": ConsensusAuditor,
@@ -1042,6 +1114,7 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
     "vertical-paper": VerticalPaperAuditor,
     "vertical-sound": VerticalSoundAuditor,
     "vertical-sound-label-holder": ProtectedLabelHolderAuditor,
+    "vertical-secure": SecureVerticalAuditor,
     "decentralized-pvp": DecentralizedAuditor,
     "decentralized-dvp": DvpAuditor,
 }

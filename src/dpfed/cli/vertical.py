@@ -18,6 +18,8 @@ from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_vertical
+from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+from dpfed.protocols.vertical_secure.party import RoundCost
 
 
 def add_train_vertical(sub: Any) -> None:
@@ -39,6 +41,13 @@ def add_train_vertical(sub: Any) -> None:
         action="store_true",
         help="run the sound mechanism with more --iterations than its public rule picks "
              "(each round then gets more noise; refused without this flag)",
+    )
+    p.add_argument(
+        "--secure",
+        action="store_true",
+        help="secure mode: products under CKKS encryption, noise of a central curator's size "
+             "on d-vectors only (two parties, logistic loss, needs dpfed[secure]; "
+             "--protect-label-holder protects the labels and every party's rows)",
     )
     p.add_argument(
         "--baselines",
@@ -93,8 +102,13 @@ def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
 
 
 def run_train_vertical(args: argparse.Namespace) -> int:
-    config = VerticalConfig(**config_kwargs(VerticalConfig, args)).validated()
+    kwargs = config_kwargs(VerticalConfig, args)
+    if args.secure and kwargs.get("mechanism", "none") == "none":
+        kwargs["mechanism"] = "sound"  # the secure mode is a sound mechanism of its own
+    config = VerticalConfig(**kwargs).validated()
     dataset, split, blocks, test_blocks = load_blocks(args)
+    if args.secure:
+        return run_secure(args, config, dataset, split, blocks, test_blocks)
     line = rounds_line(config, args.iterations is not None, blocks[0].shape[0],
                        args.rounds_above_rule, [b.shape[1] for b in blocks])
     print(line)
@@ -133,4 +147,107 @@ def baselines(
     for name, fit in (("local_only", fit_local_only), ("centralized", fit_centralized)):
         res = fit(blocks, y, lam=lam, test_blocks=test_blocks, test_labels=y_test)
         out[name] = {k: v for k, v in res.items() if k != "coef"}
+    return out
+
+
+def secure_refusals(args: argparse.Namespace, config: VerticalConfig) -> list[str]:
+    """The options ``--secure`` does not take, each with why."""
+    out = []
+    if config.epsilon is None or config.delta is None:
+        out.append("--secure needs --epsilon and --delta (it calibrates its own noise to "
+                   "them)")
+    if config.mechanism != "sound":
+        out.append(f"--mechanism {config.mechanism} is another protocol; --secure is its own "
+                   f"sound mechanism")
+    if config.loss != "logistic":
+        out.append(f"--secure fits the logistic loss (a polynomial of its derivative is what "
+                   f"is evaluated under encryption); found --loss {config.loss}")
+    if config.regularizer != "l2":
+        out.append(f"--secure uses an l2 ridge; found --regularizer {config.regularizer}")
+    if getattr(args, "engine", "inprocess") != "inprocess":
+        out.append(f"--secure runs in process for now; found --engine {args.engine}")
+    return out
+
+
+def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Dataset,
+               split: list[int], blocks: list[Any], test_blocks: list[Any] | None) -> int:
+    """``dpfed train vertical --secure``: :func:`train_secure_vertical` and its result."""
+    refusals = secure_refusals(args, config)
+    if refusals:
+        raise DpfedInputError("; ".join(refusals) + ".")
+    assert config.epsilon is not None and config.delta is not None
+    rounds = {} if args.iterations is None else {"rounds": args.iterations}
+    setup = SecureSetup(int(blocks[0].shape[0]), tuple(split), config.epsilon, config.delta,
+                        protect="all" if config.protect_label_holder else "passive", **rounds)
+    print(f"secure mode: {setup.n_rounds} rounds, protecting "
+          f"{'every party and the labels' if setup.protect == 'all' else 'the passive rows'},"
+          f" noise multiplier {setup.noise_multiplier:.3g}")
+
+    def report(t: int, cost: RoundCost) -> None:
+        if not args.quiet:
+            print(f"  round {t + 1}/{setup.n_rounds} block {cost.block}: "
+                  f"{cost.seconds:.1f} s, {cost.bytes_sent / 1e6:.1f} MB")
+
+    result = train_secure_vertical(blocks, dataset.y_train, setup, seed=config.seed,
+                                   progress=report)
+    final: dict[str, Any] = {"iteration": setup.n_rounds}
+    if test_blocks is not None and dataset.y_test is not None:
+        final.update(test_metrics(result.predict_proba(test_blocks), dataset.y_test))
+    payload: dict[str, Any] = {
+        "protocol": "vertical-secure",
+        "model": {"blocks": [w.tolist() for w in result.blocks],
+                  "intercept": result.intercept},
+        "final": final,
+        "privacy": result.privacy(),
+        "costs": result.cost_summary(),
+        "data": {"name": dataset.name, "source": dataset.source, "split": split,
+                 "n_train": int(blocks[0].shape[0]),
+                 "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0},
+        "preprocessing": dataset.preprocessing,
+    }
+    if args.baselines:
+        payload["baselines"] = intercept_baselines(blocks, dataset.y_train, test_blocks,
+                                                   dataset.y_test, setup.row_scaling)
+    write_json_atomic(args.out, payload)
+    costs = payload["costs"]
+    print(f"secure products: {costs['seconds_per_round']:.1f} s and "
+          f"{costs['bytes_per_round'] / 1e6:.1f} MB per round, "
+          f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once")
+    print_result(payload, args.out)
+    return 0
+
+
+def test_metrics(probability: Any, labels: Any) -> dict[str, float]:
+    """Test log loss and accuracy of positive-class probabilities against {-1, 1} labels."""
+    import numpy as np
+    from sklearn.metrics import log_loss
+
+    y01 = (np.asarray(labels) > 0).astype(float)
+    p = np.clip(np.asarray(probability), 1e-15, 1 - 1e-15)
+    return {"test_log_loss": float(log_loss(y01, p, labels=[0, 1])),
+            "test_accuracy": float(np.mean((p > 0.5) == (y01 > 0)))}
+
+
+def intercept_baselines(blocks: list[Any], y: Any, test_blocks: list[Any] | None,
+                        y_test: Any, row_scaling: str) -> dict[str, dict[str, Any]]:
+    """scikit-learn's ``LogisticRegression`` (C = 1, with an intercept) on the blocks bounded
+    as the secure mode bounds them: the label holder's alone and all of them (a central
+    curator, non-private)."""
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    from dpfed.protocols.vertical_secure.party import bounded_rows
+
+    train = [bounded_rows(b, row_scaling) for b in blocks]
+    test = ([bounded_rows(b, row_scaling) for b in test_blocks] if test_blocks is not None
+            else None)
+    out = {}
+    for name, used in (("label_holder_alone", 1), ("central_non_private", len(blocks))):
+        features = sp.hstack([sp.csr_matrix(b) for b in train[:used]]).tocsr()
+        model = LogisticRegression(C=1.0, max_iter=2000).fit(features, y)
+        res: dict[str, Any] = {}
+        if test is not None and y_test is not None:
+            rows = sp.hstack([sp.csr_matrix(b) for b in test[:used]]).tocsr()
+            res = test_metrics(model.predict_proba(rows)[:, 1], y_test)
+        out[name] = res
     return out

@@ -18,6 +18,11 @@ from dpfed.estimators._base import BinaryScoreClassifier, refuse_fit_params
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
 from dpfed.protocols.vertical.roles import predicted_scores
+from dpfed.protocols.vertical_secure import (
+    SecureSetup,
+    SecureVerticalResult,
+    train_secure_vertical,
+)
 
 
 def _split_columns(X, split: Sequence[int]) -> list:
@@ -60,6 +65,12 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         None: the sound mechanism's public rule
         (:func:`dpfed.protocols.vertical.calibration.sound_defaults`).
     protect_label_holder : bool
+    secure : bool
+        The secure mode (:func:`dpfed.protocols.vertical_secure.train_secure_vertical`): two
+        parties, products under CKKS encryption, noise on d-vectors only; needs ``epsilon``
+        and ``delta``, the logistic loss and the l2 regulariser (``lam`` and ``rho`` are not
+        used: its ridge and steps come from its own public rule), and ``dpfed[secure]``. The
+        model then has an intercept (``intercept_``), held by the label holder.
     random_state : int or None
         Seeds every party's noise; with the same seed, ``fit`` gives the same model.
 
@@ -81,10 +92,13 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         paper's Theorem 1 / Corollary 1 formula is in ``paper_epsilon``, with
         ``paper_epsilon_reason`` saying why it is not a guarantee.
 
+    intercept_ : ndarray, shape (1,)
+        The label holder's intercept (0 unless ``secure``).
+
     Notes
     -----
-    Sparse rows are taken (as CSR) and cut into the parties' blocks like dense ones. The
-    model has no intercept, as in the protocol.
+    Sparse rows are taken (as CSR) and cut into the parties' blocks like dense ones. Without
+    ``secure`` the model has no intercept, as in the ADMM protocol.
     """
 
     def __init__(
@@ -104,6 +118,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         accountant: str = "pld",
         bounds: SoundBounds | None = None,
         protect_label_holder: bool = False,
+        secure: bool = False,
         random_state: int | None = None,
     ) -> None:
         self.split = split
@@ -120,6 +135,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         self.accountant = accountant
         self.bounds = bounds
         self.protect_label_holder = protect_label_holder
+        self.secure = secure
         self.random_state = random_state
 
     def _config(self) -> VerticalConfig:
@@ -140,7 +156,27 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         return _split_columns(X, split)
 
     def _adds_noise(self) -> bool:
-        return self.mechanism != "none"
+        return self.mechanism != "none" or self.secure
+
+    def _secure_setup(self, blocks: list) -> SecureSetup:
+        refusals = []
+        if self.epsilon is None or self.delta is None:
+            refusals.append("secure=True needs epsilon and delta")
+        if self.mechanism == "paper":
+            refusals.append("secure=True is its own mechanism; found mechanism='paper'")
+        if self.loss != "logistic" or self.regularizer != "l2":
+            refusals.append(f"secure=True fits the logistic loss with an l2 ridge; found "
+                            f"loss={self.loss!r}, regularizer={self.regularizer!r}")
+        if self.noise_multiplier is not None or self.noise_sigma is not None:
+            refusals.append("secure=True calibrates its own noise: leave noise_multiplier "
+                            "and noise_sigma unset")
+        if refusals:
+            raise DpfedInputError("; ".join(refusals) + ".")
+        assert self.epsilon is not None and self.delta is not None
+        rounds = {} if self.iterations is None else {"rounds": self.iterations}
+        return SecureSetup(int(blocks[0].shape[0]), tuple(int(b.shape[1]) for b in blocks),
+                           self.epsilon, self.delta,
+                           protect="all" if self.protect_label_holder else "passive", **rounds)
 
     def fit(self, X, y, **fit_params) -> VerticalLinearClassifier:
         """Run the protocol on the rows ``X`` and their labels ``y``.
@@ -161,8 +197,20 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         blocks = self._blocks(X)
+        if self.secure:
+            secure = train_secure_vertical(blocks, y_pm, self._secure_setup(blocks),
+                                           seed=self.random_state)
+            self.result_ = secure
+            self.party_models_ = {f"party{j}": w for j, w in enumerate(secure.blocks)}
+            self.coef_ = np.concatenate(secure.blocks)[None, :]
+            self.intercept_ = np.array([secure.intercept])
+            self.history_ = [{"round": i // 2, "block": c.block, "seconds": c.seconds,
+                              "bytes": c.bytes_sent} for i, c in enumerate(secure.costs)]
+            self.privacy_spent_ = secure.privacy()
+            return self
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())
         self.result_ = result
+        self.intercept_ = np.zeros(1)
         self.party_models_ = result.models
         self.coef_ = np.concatenate(list(result.models.values()))[None, :]
         self.history_ = result.history
@@ -184,6 +232,8 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         """
         X = self._validate_rows(X)
         blocks = self._blocks(X)
+        if isinstance(self.result_, SecureVerticalResult):
+            return self.result_.decision_function(blocks)
         total = np.zeros(X.shape[0])
         mechs = self.result_.mechanisms
         bounds = self.result_.score_bounds

@@ -253,6 +253,25 @@ class GridGaussianRelease:
             raise DpfedInputError(
                 f"value of {self.label} must have last axis {self.dim}. Found shape {v.shape}."
             )
+        return self.sample_part(rng, v)
+
+    def sample_part(self, rng: np.random.Generator, value: np.ndarray) -> np.ndarray:
+        r"""Release part of the ``dim`` coordinates (last axis at most ``dim`` long), as
+        :meth:`sample`: for a release made in pieces, such as one party's block of a vector
+        whose sensitivity covers all blocks (the grid's :math:`\sqrt d` then counts every
+        coordinate of the whole vector).
+
+        Raises
+        ------
+        DpfedInputError
+            As :meth:`sample`, or if the last axis is longer than ``dim``.
+        """
+        v = np.asarray(value, dtype=np.float64)
+        if v.ndim == 0 or v.shape[-1] > self.dim:
+            raise DpfedInputError(
+                f"part of {self.label} must have last axis at most {self.dim}. Found shape "
+                f"{v.shape}."
+            )
         if not np.all(np.isfinite(v)):
             raise DpfedInputError(f"value of {self.label} must be finite.")
         m = np.rint(np.ldexp(v, -self.exponent))

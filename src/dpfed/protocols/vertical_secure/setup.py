@@ -1,0 +1,214 @@
+r"""The public set-up of secure vertical logistic regression: bounds, defaults and the noise.
+
+Everything here is computed from public quantities (row count :math:`N`, the parties' widths,
+the budget and the options), so every party derives the same set-up.
+
+Bounds enforced by the parties (:mod:`dpfed.protocols.vertical_secure.party`):
+
+* every party scales each of its rows to norm 1 (``row_scaling="normalize"``, the default: a
+  row-wise map, so one record still changes one row) or only clips them to norm at most 1
+  (``"clip"``), then clips to 1 again so the bound holds exactly in floating point
+  (:math:`b_j = 1`); the label holder appends the
+  intercept column of constant :math:`c` (``intercept_scale``), so its block's rows have norm
+  at most :math:`b_0 = \sqrt{1 + c^2}`;
+* party :math:`j` projects its block onto the ball of radius
+  :math:`R_j = R\, b_j / \lVert b \rVert` after every update, so every score obeys
+  :math:`|z_i| = |\sum_j x_{ij}^\top w_j| \le \sum_j b_j R_j = R \lVert b \rVert = Z`.
+
+Sensitivities (replace-one neighbours, one record: every party's part of one row and its
+label). With the residual :math:`r_i = p(z_i) - y_i`, :math:`|r_i| \le r_{max}`
+(:class:`dpfed.secure.sigmoid.SigmoidPolynomial`), block :math:`j`'s gradient
+:math:`g_j = X_j^\top r` moves by at most :math:`2 r_{max} b_j`; all blocks of one round
+together by :math:`\Delta = 2 r_{max} \lVert b \rVert`. Each party's Gram matrix
+:math:`X_j^\top X_j` (upper triangle) moves by at most :math:`\sqrt 2\, b_j^2` in Frobenius norm,
+all of them together by :math:`\Delta_G = \sqrt{2 \sum_j b_j^4}`.
+
+Noise: every Gaussian noise of a round has standard deviation :math:`\sigma = z \Delta` per
+coordinate, every Gram noise :math:`\sigma_G = z \Delta_G`, so a party's view of the others'
+data is :math:`T + 1` Gaussian releases of multiplier :math:`z`, which
+:func:`secure_noise_multiplier` calibrates (docs/privacy.md, "Secure vertical learning").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.privacy.accounting import Release, calibrate_noise_multiplier, releases_epsilon
+from dpfed.privacy.coupling import calibration_delta
+from dpfed.secure.sigmoid import SigmoidPolynomial
+
+#: Who is protected: every party's rows and the labels, or the passive parties' rows only.
+PROTECTIONS = ("all", "passive")
+#: How each party bounds its rows: scale every row to norm 1, or clip the longer ones.
+ROW_SCALINGS = ("normalize", "clip")
+#: Rounds T (5 rounds did worse at every epsilon measured on a9a: docs/design.md).
+DEFAULT_ROUNDS = 10
+DEFAULT_DEGREE = 15
+DEFAULT_RADIUS = 16.0
+DEFAULT_INTERCEPT_SCALE = 0.25
+#: The ridge floor and the share of the noise it answers (see :func:`default_ridge`).
+RIDGE_FLOOR = 1e-5
+RIDGE_NOISE_SHARE = 1.0 / 40.0
+
+
+def default_ridge(sigma: float, n_features: int, n_samples: int) -> float:
+    r""":math:`\lambda = \max(10^{-5}, \sigma \sqrt d / (40 N))`: the ridge grows with the noise
+    the preconditioned step amplifies in weak directions."""
+    return max(RIDGE_FLOOR, RIDGE_NOISE_SHARE * sigma * math.sqrt(n_features) / n_samples)
+
+
+@dataclass(frozen=True)
+class SecureSetup:
+    r"""Public parameters of one secure vertical job.
+
+    Attributes
+    ----------
+    n_samples : int
+        :math:`N`.
+    widths : tuple of int
+        Feature columns of each party, the label holder first (without the intercept).
+    epsilon, delta : float
+        The budget of every party's view.
+    protect : str
+        ``"all"`` (labels and every party's rows) or ``"passive"`` (the passive parties'
+        rows).
+    rounds : int
+        :math:`T`, Gauss-Seidel rounds (each updates every block once).
+    degree : int
+        Degree of the sigmoid polynomial.
+    radius : float
+        :math:`R`, the model's norm bound.
+    fit_intercept : bool
+        Whether the label holder appends the intercept column.
+    intercept_scale : float
+        :math:`c`, the intercept column's constant.
+    ridge : float or None
+        :math:`\lambda`; ``None`` uses :func:`default_ridge`.
+    row_scaling : str
+        One of :data:`ROW_SCALINGS`.
+    """
+
+    n_samples: int
+    widths: tuple[int, ...]
+    epsilon: float
+    delta: float
+    protect: str = "all"
+    rounds: int = DEFAULT_ROUNDS
+    degree: int = DEFAULT_DEGREE
+    radius: float = DEFAULT_RADIUS
+    fit_intercept: bool = True
+    intercept_scale: float = DEFAULT_INTERCEPT_SCALE
+    ridge: float | None = None
+    row_scaling: str = "normalize"
+    polynomial: SigmoidPolynomial = field(init=False)
+    noise_multiplier: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        check_int("n_samples", self.n_samples, minimum=2)
+        if len(self.widths) != 2:
+            raise DpfedInputError(
+                f"the secure mode runs a label holder and one passive party (two blocks of "
+                f"columns); found {len(self.widths)} parties. With more passive parties the "
+                f"scores of several parties must be combined under one key, which is not "
+                f"implemented."
+            )
+        for j, width in enumerate(self.widths):
+            check_int(f"width of party {j}", width, minimum=1)
+        check_positive("epsilon", self.epsilon)
+        check_open_unit("delta", self.delta)
+        if self.protect not in PROTECTIONS:
+            raise DpfedInputError(
+                f"protect must be one of {PROTECTIONS}; found {self.protect!r}."
+            )
+        check_int("rounds", self.rounds, minimum=1)
+        if self.row_scaling not in ROW_SCALINGS:
+            raise DpfedInputError(
+                f"row_scaling must be one of {ROW_SCALINGS}; found {self.row_scaling!r}."
+            )
+        check_positive("radius", self.radius)
+        check_positive("intercept_scale", self.intercept_scale)
+        if self.ridge is not None:
+            check_positive("ridge", self.ridge)
+        object.__setattr__(self, "polynomial",
+                           SigmoidPolynomial.fit(self.degree, self.radius * self.bound_norm))
+        object.__setattr__(self, "noise_multiplier", secure_noise_multiplier(self))
+
+    @property
+    def row_bounds(self) -> tuple[float, ...]:
+        """:math:`b_j`: 1 for every block, :math:`\\sqrt{1 + c^2}` for the label holder's
+        with the intercept."""
+        first = math.sqrt(1.0 + self.intercept_scale**2) if self.fit_intercept else 1.0
+        return (first, *(1.0,) * (len(self.widths) - 1))
+
+    @property
+    def bound_norm(self) -> float:
+        r""":math:`\lVert b \rVert`."""
+        return math.sqrt(sum(b * b for b in self.row_bounds))
+
+    @property
+    def block_widths(self) -> tuple[int, ...]:
+        """Coordinates of each party's model block (the intercept included)."""
+        return (self.widths[0] + int(self.fit_intercept), *self.widths[1:])
+
+    @property
+    def block_radii(self) -> tuple[float, ...]:
+        """:math:`R_j = R b_j / \\lVert b \\rVert`."""
+        return tuple(self.radius * b / self.bound_norm for b in self.row_bounds)
+
+    @property
+    def n_rounds(self) -> int:
+        """:math:`T`."""
+        return self.rounds
+
+    @property
+    def gradient_sensitivity(self) -> float:
+        r""":math:`\Delta = 2 r_{max} \lVert b \rVert`."""
+        return 2.0 * self.polynomial.residual_bound * self.bound_norm
+
+    @property
+    def gram_sensitivity(self) -> float:
+        r""":math:`\Delta_G = \sqrt{2 \sum_j b_j^4}`."""
+        return math.sqrt(2.0 * sum(b**4 for b in self.row_bounds))
+
+    @property
+    def gradient_sigma(self) -> float:
+        """:math:`\\sigma = z \\Delta`."""
+        return self.noise_multiplier * self.gradient_sensitivity
+
+    @property
+    def gram_sigma(self) -> float:
+        """:math:`\\sigma_G = z \\Delta_G`."""
+        return self.noise_multiplier * self.gram_sensitivity
+
+    @property
+    def ridge_strength(self) -> float:
+        """:math:`\\lambda` (the given one or :func:`default_ridge`)."""
+        if self.ridge is not None:
+            return self.ridge
+        return default_ridge(self.gradient_sigma, sum(self.block_widths), self.n_samples)
+
+    @property
+    def coordinates(self) -> int:
+        """Grid coordinates released over the job (gradients and Gram triangles)."""
+        d = self.block_widths
+        return self.n_rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
+
+    def releases(self) -> list[Release]:
+        """What every party's view is accounted as: :math:`T + 1` Gaussian releases."""
+        count = self.coordinates
+        return [Release("gaussian", self.noise_multiplier, count)] + [
+            Release("gaussian", self.noise_multiplier, 0)] * self.n_rounds
+
+    def epsilon_spent(self) -> float:
+        """The accounted epsilon of :meth:`releases` at :attr:`delta` (coupling included)."""
+        return releases_epsilon(self.releases(), self.delta)
+
+
+def secure_noise_multiplier(setup: SecureSetup) -> float:
+    r"""The multiplier :math:`z` of :math:`T + 1` Gaussian releases whose PLD epsilon is
+    ``setup.epsilon`` at ``setup.delta`` minus the grid coupling's share
+    (:func:`dpfed.privacy.coupling.calibration_delta`)."""
+    delta = calibration_delta(setup.delta, setup.coordinates, setup.epsilon)
+    return calibrate_noise_multiplier(setup.epsilon, delta, setup.rounds + 1)

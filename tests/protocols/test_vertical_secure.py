@@ -1,0 +1,164 @@
+"""Secure vertical logistic regression: the protocol against its simulation, the noise each
+party adds, the sensitivities, the accounting and the refusals."""
+
+from __future__ import annotations
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dpfed._validation import DpfedInputError
+from dpfed.core.rows import clip_rows
+from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+from dpfed.protocols.vertical_secure import party as party_module
+
+from ..conftest import make_vertical_problem_with_test
+
+
+def _problem(n=400):
+    blocks, y, test_blocks, y_test = make_vertical_problem_with_test(n=n, split=(4, 3))
+    return blocks, y, test_blocks, y_test
+
+
+def test_the_ckks_protocol_gives_the_model_of_its_plaintext_simulation():
+    pytest.importorskip("tenseal")
+    blocks, y, _, _ = _problem()
+    setup = SecureSetup(400, (4, 3), 2.0, 1e-5, rounds=3)
+    secure = train_secure_vertical(blocks, y, setup, seed=5, backend="ckks")
+    plain = train_secure_vertical(blocks, y, setup, seed=5, backend="plain")
+    for a, b in zip(secure.blocks, plain.blocks, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-3)
+    assert secure.intercept == pytest.approx(plain.intercept, abs=2e-3)
+    costs = secure.cost_summary()
+    assert costs["bytes_per_round"] > 0 and costs["setup_bytes"] > 0
+    assert len(secure.costs) == 2 * setup.n_rounds
+
+
+def test_a_seed_makes_the_simulation_bit_identical():
+    blocks, y, _, _ = _problem()
+    setup = SecureSetup(400, (4, 3), 1.0, 1e-5)
+    a = train_secure_vertical(blocks, y, setup, seed=3, backend="plain")
+    b = train_secure_vertical(blocks, y, setup, seed=3, backend="plain")
+    assert all(np.array_equal(u, v) for u, v in zip(a.blocks, b.blocks, strict=True))
+
+
+def test_the_private_model_learns():
+    blocks, y, test_blocks, y_test = _problem(n=3000)
+    setup = SecureSetup(3000, (4, 3), 8.0, 1e-5)
+    result = train_secure_vertical(blocks[:], y, setup, seed=0, backend="plain")
+    accuracy = np.mean(np.sign(result.decision_function(test_blocks)) == y_test)
+    assert accuracy > 0.85
+
+
+class _Recorder(party_module.SecureParty):
+    """Records the gradient each step receives instead of stepping."""
+
+    def step(self, gradient, inverse):
+        self.seen = gradient
+
+
+def _noise_of(protect, evaluator_index, trials=400):
+    blocks, y, _, _ = _problem(n=200)
+    setup = SecureSetup(200, (4, 3), 1.0, 1e-5, protect=protect)
+    y01 = (y > 0).astype(float)
+    rngs = np.random.default_rng(0).spawn(2)
+    parties = [
+        _Recorder(0, blocks[0], setup, rngs[0], y=y01, backend="plain"),
+        _Recorder(1, blocks[1], setup, rngs[1], backend="plain"),
+    ]
+    evaluator, holder = parties[evaluator_index], parties[1 - evaluator_index]
+    rows = evaluator.rows
+    r = setup.polynomial(np.zeros(200)) - y01
+    exact = np.asarray(rows.T @ r).ravel()
+    draws = []
+    for _ in range(trials):
+        party_module.block_update(evaluator, holder, np.eye(rows.shape[1]), None)
+        draws.append(evaluator.seen - exact)
+    return np.array(draws), setup.gradient_sigma
+
+
+@pytest.mark.parametrize(("protect", "evaluator", "noises"),
+                         [("all", 0, 2), ("all", 1, 2), ("passive", 0, 1), ("passive", 1, 1)])
+def test_each_block_carries_the_noises_its_protection_needs(protect, evaluator, noises):
+    draws, sigma = _noise_of(protect, evaluator)
+    variance = draws.var(axis=0).mean()
+    # 400 x d draws: the sample variance is within 10 % of noises * sigma^2
+    assert variance == pytest.approx(noises * sigma**2, rel=0.1)
+    assert abs(draws.mean()) < 4 * sigma * np.sqrt(noises / draws.size)
+
+
+def test_a_block_gradient_moves_within_its_sensitivity_between_neighbours():
+    """Worst cases of one record's change: flip the label, move every block's row to the
+    norm bound in the direction that moves the score most, at random models on the balls."""
+    rng = np.random.default_rng(1)
+    setup = SecureSetup(50, (3, 2), 1.0, 1e-5)
+    poly = setup.polynomial
+    worst = 0.0
+    for _ in range(300):
+        w = [rng.normal(size=d) for d in setup.block_widths]
+        w = [v * (r / np.linalg.norm(v)) for v, r in zip(w, setup.block_radii, strict=True)]
+        x = [clip_rows(rng.normal(size=(2, 3)), 1.0), clip_rows(rng.normal(size=(2, 2)), 1.0)]
+        x[0] = np.hstack([x[0], np.full((2, 1), setup.intercept_scale)])
+        # push the second row to the extreme score -Z
+        x[0][1, :3] = -w[0][:3] / np.linalg.norm(w[0][:3])
+        x[1][1] = -w[1] / np.linalg.norm(w[1])
+        z = x[0] @ w[0] + x[1] @ w[1]
+        assert np.all(np.abs(z) <= poly.half_width * (1 + 1e-12))
+        y = np.array([1.0, 0.0])
+        g = [xj[0] * (poly(z[0]) - y[0]) - xj[1] * (poly(z[1]) - y[1]) for xj in x]
+        worst = max(worst, float(np.sqrt(sum(np.sum(gj**2) for gj in g))))
+    assert worst <= setup.gradient_sensitivity
+
+
+def test_the_noise_multiplier_composes_to_the_target_in_dp_accounting():
+    setup = SecureSetup(32561, (66, 57), 1.0, 1e-5)
+    z, rounds = setup.noise_multiplier, setup.n_rounds
+    event = dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(z), rounds + 1)
+    accountant = dpa.pld.PLDAccountant()
+    accountant.compose(event)
+    epsilon = accountant.get_epsilon(1e-5)
+    assert epsilon <= 1.0 + 1e-3
+    assert epsilon >= 0.99
+    assert setup.epsilon_spent() <= 1.0 + 1e-9
+
+
+def test_setups_that_cannot_run_are_refused_by_name():
+    with pytest.raises(DpfedInputError, match="one passive party"):
+        SecureSetup(100, (2, 2, 2), 1.0, 1e-5)
+    with pytest.raises(DpfedInputError, match="protect"):
+        SecureSetup(100, (2, 2), 1.0, 1e-5, protect="labels")
+    blocks, y, _, _ = _problem()
+    setup = SecureSetup(400, (4, 3), 1.0, 1e-5)
+    with pytest.raises(DpfedInputError, match="widths"):
+        train_secure_vertical([blocks[0], blocks[0]], y, setup, backend="plain")
+    with pytest.raises(DpfedInputError, match="labels"):
+        train_secure_vertical(blocks, y + 2, setup, backend="plain")
+
+
+def test_sparse_blocks_are_accepted():
+    blocks, y, _, _ = _problem()
+    setup = SecureSetup(400, (4, 3), 1.0, 1e-5, rounds=2)
+    dense = train_secure_vertical(blocks, y, setup, seed=1, backend="plain")
+    sparse = train_secure_vertical([sp.csr_matrix(b) for b in blocks], y, setup, seed=1,
+                                   backend="plain")
+    for a, b in zip(dense.blocks, sparse.blocks, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+def test_an_unprotected_label_holder_starts_from_its_own_model_and_no_other_does():
+    from sklearn.linear_model import LogisticRegression
+
+    blocks, y, _, _ = _problem()
+    y01 = (y > 0).astype(float)
+    rng = np.random.default_rng(0)
+    passive_setup = SecureSetup(400, (4, 3), 1.0, 1e-5, protect="passive", radius=1e3)
+    label = party_module.SecureParty(0, blocks[0], passive_setup, rng, y=y01, backend="plain")
+    label.warm_start()
+    own = LogisticRegression(C=1.0, max_iter=3000).fit(label.rows[:, :-1], y01)
+    np.testing.assert_allclose(label.w[:-1], own.coef_[0])
+    assert label.w[-1] * passive_setup.intercept_scale == pytest.approx(own.intercept_[0])
+    protected = party_module.SecureParty(0, blocks[0], SecureSetup(400, (4, 3), 1.0, 1e-5),
+                                         rng, y=y01, backend="plain")
+    with pytest.raises(DpfedInputError, match="unprotected label holder"):
+        protected.warm_start()

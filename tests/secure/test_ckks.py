@@ -1,0 +1,67 @@
+"""CKKS over TenSEAL: 128-bit parameters, no secret key in the public context, and the
+products the protocol needs, against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("tenseal")
+
+from dpfed._validation import DpfedInputError
+from dpfed.secure import ckks
+from dpfed.secure.sigmoid import SigmoidPolynomial
+
+
+@pytest.fixture(scope="module")
+def holder():
+    return ckks.KeyHolder()
+
+
+def test_seal_refuses_parameters_above_the_128_bit_bound():
+    ts = ckks.tenseal()
+    with pytest.raises(ValueError, match="not set correctly"):
+        ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ckks.POLY_MODULUS_DEGREE,
+                   coeff_mod_bit_sizes=[60, 60, 60, 60])
+    assert sum(ckks.COEFF_MODULUS_BITS) <= 218  # HomomorphicEncryption.org, N = 8192
+
+
+def test_the_public_context_has_no_secret_key(holder):
+    public = ckks.PublicContext.from_bytes(holder.public_bytes())
+    assert not public.context.is_private()
+    assert not public.context.has_secret_key()
+
+
+def test_a_context_with_its_secret_key_is_refused_as_public(holder):
+    data = holder._context.serialize(save_secret_key=True)
+    with pytest.raises(DpfedInputError, match="secret key"):
+        ckks.PublicContext.from_bytes(data)
+
+
+def test_transposed_product_of_the_polynomial_residual_matches_numpy(holder):
+    rng = np.random.default_rng(1)
+    n, d = 9000, 7  # three chunks, the last one padded
+    X = sp.random(n, d, density=0.2, random_state=2, format="csr")
+    poly = SigmoidPolynomial.fit(5, 10.0)
+    t_other = rng.uniform(-0.5, 0.5, n)
+    t_own = rng.uniform(-0.5, 0.5, n)
+    y = rng.integers(0, 2, n).astype(float)
+    public = ckks.PublicContext.from_bytes(holder.public_bytes())
+    powers = [public.load(holder.encrypt(t_other**m)) for m in range(1, 6)]
+    coefficients = poly.shifted(t_own)
+    coefficients[0] = coefficients[0] - y
+    residual = ckks.combine_powers(powers, coefficients)
+    offset = rng.normal(0, 3, d)
+    out = holder.decrypt_sums(ckks.transposed_product(residual, X, offset=offset))
+    expected = X.T @ (poly(10.0 * (t_own + t_other)) - y) + offset
+    np.testing.assert_allclose(out, expected, atol=1e-3)
+
+
+def test_mismatched_chunks_and_rows_are_refused(holder):
+    public = ckks.PublicContext.from_bytes(holder.public_bytes())
+    chunks = public.load(holder.encrypt(np.ones(10)))
+    with pytest.raises(DpfedInputError, match="chunks"):
+        ckks.transposed_product(chunks, np.ones((5000, 2)))
+    with pytest.raises(DpfedInputError, match="finite"):
+        holder.encrypt(np.array([1.0, np.nan]))
