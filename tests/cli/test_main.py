@@ -206,10 +206,18 @@ def test_privacy_epsilon_rejects_bad_delta(capsys):
     assert "delta" in capsys.readouterr().err
 
 
-def test_demo_runs_and_compares(capsys):
-    assert main(["demo"]) == 0
+def test_demo_runs_and_compares(capsys, tmp_path):
+    pytest.importorskip("tenseal")
+    assert main(["demo", "--out", str(tmp_path / "demo.json")]) == 0
     out = capsys.readouterr().out
-    assert "local only" in out and "centralised" in out and "epsilon=" in out
+    assert "top alone" in out and "both halves pooled" in out and "epsilon=8" in out
+    shown = json.loads((tmp_path / "demo.json").read_text())
+    secure = shown["runs"]["secure vertical, DP eps=8"]
+    alone = shown["baselines"]["top alone (its pixels, its labels)"]
+    # federation pays: the private model beats the label holder's own, the other half counts
+    assert secure["final"]["test_log_loss"] < alone["test_log_loss"] - 0.03
+    assert secure["bottom_score_share"] > 0.1
+    assert secure["privacy"]["epsilon"] <= 8.0 + 1e-9
 
 
 @pytest.mark.networked
