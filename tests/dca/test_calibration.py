@@ -119,3 +119,17 @@ def test_empirical_variance_of_the_aggregated_noise():
     assert dropped.total.var() == pytest.approx((n - t) / (n - t - 1) * cal.sigma_std**2,
                                                 rel=0.05)
     assert dropped.total.var() > 0.95 * cal.sigma_std**2
+
+
+def test_the_discrete_calibration_meets_its_target_and_costs_a_few_per_cent():
+    from dpfed.dca.calibration import (
+        calibrate_dca,
+        calibrate_dca_discrete,
+        dca_discrete_epsilon,
+    )
+
+    std = calibrate_dca_discrete(1.0, 1e-5, 1.0, 100, 2, dim=10, fractional_bits=24)
+    assert dca_discrete_epsilon(std, 1.0, 100, 2, 1e-5, 10, 24) <= 1.0
+    assert dca_discrete_epsilon(std * 0.999, 1.0, 100, 2, 1e-5, 10, 24) > 1.0
+    continuous = calibrate_dca(1.0, 1e-5, 1.0, 100, 2).client_std
+    assert continuous < std < 1.15 * continuous  # RDP against the continuous PLD

@@ -160,3 +160,31 @@ def test_timing_reports_every_phase(z):
                 "agreement", "decode", "wall"):
         assert res.timing[key] >= 0.0, key
     assert res.timing["wall"] >= res.timing["masks"]
+
+
+def test_discrete_noise_is_added_exactly_in_the_ring(z):
+    from dpfed.dca.discrete_noise import client_discrete_noise, ring_sigma2
+    from dpfed.dca.noise import noise_seed
+
+    seed, f = 11, 24
+    res = secure_sum(z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete",
+                     fractional_bits=f)
+    s2 = ring_sigma2(0.5, f)
+    base = noise_seed(seed)
+    expected = sum(np.rint(np.ldexp(z[i], f)).astype(np.int64)
+                   + client_discrete_noise(base, i, z.shape[1], s2) for i in range(z.shape[0]))
+    assert np.array_equal(res.total_encoded.view(np.int64), expected)
+    assert res.noise == "discrete"
+    again = secure_sum(z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete",
+                       fractional_bits=f, workers=2)
+    assert np.array_equal(again.total_encoded, res.total_encoded)
+
+
+@pytest.mark.parametrize(("noise_std", "noise", "match"), [
+    (np.linspace(0.5, 1.0, 11), "discrete", "one noise_std > 0"),
+    (0.0, "discrete", "one noise_std > 0"),
+    (1.0, "laplace", "noise must be one of"),
+])
+def test_discrete_noise_refuses_what_it_cannot_draw(z, noise_std, noise, match):
+    with pytest.raises(DpfedInputError, match=match):
+        secure_sum(z, noise_std=noise_std, rng=1, noise=noise)

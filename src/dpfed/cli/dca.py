@@ -54,6 +54,9 @@ def configure_dca(p: argparse.ArgumentParser) -> None:
                    help="worker processes, or 'auto' (1 for small cells, every core otherwise)")
     b.add_argument("--noise-std", type=parse_float, default=1.0,
                    help="each client's noise standard deviation (default 1)")
+    b.add_argument("--noise", choices=["gaussian", "discrete"], default="gaussian",
+                   help="the clients' noise: drawn in floating point (default), or exact "
+                        "discrete Gaussian noise in the fixed-point ring (slower)")
     b.add_argument("--seed", type=parse_int, default=0, help="seed of the vectors and the noise")
     b.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     add_task_engine_arguments(b, "client ranges")
@@ -69,13 +72,13 @@ def run_dca_bench(args: argparse.Namespace) -> int:
     cell = time_secure_sum(
         args.clients, args.dim, args.compute_nodes, tolerated=args.tolerated, drop=args.drop,
         encrypt=args.encrypt, repeats=args.repeats, workers=_workers(args.workers),
-        noise_std=args.noise_std, seed=args.seed, executor=executor,
+        noise_std=args.noise_std, seed=args.seed, executor=executor, noise=args.noise,
     )
     path = "envelope encryption of every message" if args.encrypt else (
         "no encryption; node sums taken straight from the keystream")
     where = ("Ray tasks" if executor is not None else "in-process simulation")
     print(
-        f"DCA secure sum, {where}: N = {cell['n_clients']} clients, "
+        f"DCA secure sum ({args.noise} noise), {where}: N = {cell['n_clients']} clients, "
         f"d = {cell['dim']}, M = {cell['compute_nodes']} compute nodes, T = {cell['tolerated']}"
         f" ({cell['dropped']} dropped), {cell['workers']} worker process(es), {path}"
     )

@@ -56,6 +56,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.dca.agreement import DroppedSpec, agree_included, check_dropouts, received_reports
+from dpfed.dca.discrete_noise import client_discrete_noise, ring_sigma2
 from dpfed.dca.envelope import MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import (
     DEFAULT_FRACTIONAL_BITS,
@@ -71,7 +72,10 @@ from dpfed.dca.noise import client_noise_generator, noise_seed, resolve_noise_st
 from dpfed.dca.shares import mask_offset, split_shares
 from dpfed.dca.source import BlockCallable, ClientSource
 
-__all__ = ["SecureSumResult", "default_block_size", "secure_sum"]
+__all__ = ["NOISES", "SecureSumResult", "default_block_size", "secure_sum"]
+
+#: How the clients draw their noise: in floating point, or exactly in the ring.
+NOISES = ("gaussian", "discrete")
 
 #: Target size in bytes of one block's float64 work buffer (:func:`default_block_size`).
 _BLOCK_BYTES = 1 << 20
@@ -113,6 +117,8 @@ class SecureSumResult:
         Whether the messages were built explicitly (the explicit path).
     workers : int
         Processes that computed the sums.
+    noise : str
+        ``"gaussian"`` (continuous, then rounded) or ``"discrete"`` (exact, in the ring).
     timing : dict of str to float
         Seconds per phase, summed over workers: ``values`` (reading or synthesising the
         client vectors), ``noise_seeding`` (building the per-client generators),
@@ -139,6 +145,7 @@ class SecureSumResult:
     materialized: bool
     workers: int
     timing: dict[str, float] = field(default_factory=dict)
+    noise: str = "gaussian"
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,7 @@ class _Plan:
     encrypt: bool
     job_id: str
     round_index: int
+    discrete_sigma2: int | None = None
 
 
 @dataclass
@@ -177,6 +185,16 @@ def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndar
                   timing: dict[str, float]) -> None:
     r"""Write :math:`\operatorname{rint}((z_i + \eta_i) 2^f)` of ``clients`` into ``x``."""
     clock = time.perf_counter
+    if plan.seed is not None and plan.discrete_sigma2 is not None:
+        t0 = clock()
+        np.multiply(z, math.ldexp(1.0, plan.fractional_bits), out=x)
+        np.rint(x, out=x)
+        timing["encode"] += clock() - t0
+        t0 = clock()
+        for j, i in enumerate(clients):  # exact integers, far below 2^53: the sum is exact
+            x[j] += client_discrete_noise(plan.seed, i, plan.dim, plan.discrete_sigma2)
+        timing["noise_sampling"] += clock() - t0
+        return
     if plan.seed is not None:
         seeding = sampling = 0.0
         for j, i in enumerate(clients):
@@ -408,6 +426,7 @@ def secure_sum(
     job_id: str = "dca",
     round_index: int = 0,
     executor: Executor | None = None,
+    noise: str = "gaussian",
 ) -> SecureSumResult:
     r"""Sum the clients' noisy vectors with the DCA secure sum (simulated in-process).
 
@@ -436,6 +455,14 @@ def secure_sum(
         indices (no node received them) or ``{client: nodes that missed it}``.
     fractional_bits : int, default 24
         :math:`f` of the fixed-point encoding.
+    noise : {"gaussian", "discrete"}, default "gaussian"
+        ``"gaussian"``: each client adds :math:`\eta_i` drawn in floating point, then rounds
+        (the float-attack caveat of docs/privacy.md applies). ``"discrete"``: each client
+        rounds :math:`z_i 2^f` and adds exact discrete Gaussian noise
+        :math:`\mathcal N_{\mathbb Z}(0, s^2)`, :math:`s^2 = \lceil(\sigma 2^f)^2\rceil`
+        (:mod:`dpfed.dca.discrete_noise`), accounted by
+        :func:`dpfed.dca.calibration.dca_discrete_epsilon`; a scalar ``noise_std > 0`` only.
+        Slower: about 450 us per client of dimension 1,000 (docs/privacy.md, "Samplers").
     block_size : int, optional
         Clients per block (default :func:`default_block_size`, about 1 MiB of float64).
     encrypt : bool, default False
@@ -492,6 +519,16 @@ def secure_sum(
             "rng (a numpy Generator or an integer seed) is needed to draw the clients' noise."
         )
     seed = noise_seed(rng) if has_noise else None
+    if noise not in NOISES:
+        raise DpfedInputError(f"noise must be one of {NOISES}. Found {noise!r}.")
+    discrete_sigma2 = None
+    if noise == "discrete":
+        if scalar is None or scalar <= 0:
+            raise DpfedInputError(
+                "noise='discrete' takes one noise_std > 0 for every coordinate. Found "
+                f"{noise_std!r}."
+            )
+        discrete_sigma2 = ring_sigma2(scalar, f)
     b = default_block_size(d, n) if block_size is None else check_int("block_size", block_size)
     w = check_int("workers", workers, minimum=1)
     if not isinstance(job_id, str):
@@ -516,6 +553,7 @@ def secure_sum(
         noise_scalar=scalar, noise_per_dim=None if scalar is not None else per_dim,
         block_size=b, explicit=bool(encrypt or materialize),
         encrypt=bool(encrypt), job_id=job_id, round_index=rnd,
+        discrete_sigma2=discrete_sigma2,
     )
 
     t0 = time.perf_counter()
@@ -576,4 +614,5 @@ def secure_sum(
         materialized=plan.explicit,
         workers=w,
         timing=dict(timing),
+        noise=noise,
     )

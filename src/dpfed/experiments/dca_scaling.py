@@ -133,6 +133,7 @@ def time_secure_sum(
     bound: float = 1.0,
     seed: int = 0,
     executor: Executor | None = None,
+    noise: str = "gaussian",
 ) -> dict[str, Any]:
     r"""Time full secure sums of synthetic bounded uniform client vectors.
 
@@ -159,6 +160,8 @@ def time_secure_sum(
     executor : concurrent.futures.Executor, optional
         Runs the client ranges (e.g. :class:`dpfed.engines.tasks.RayExecutor`); ``"auto"``
         workers are then its ``workers``.
+    noise : {"gaussian", "discrete"}, default "gaussian"
+        The clients' noise (:func:`dpfed.dca.secure_sum.secure_sum`).
 
     Returns
     -------
@@ -191,7 +194,7 @@ def time_secure_sum(
     for _ in range(r):
         res = secure_sum(source, n_clients=n, dim=d, noise_std=noise_std, rng=seed,
                          compute_nodes=m, tolerated=t, dropped=dropped, encrypt=encrypt,
-                         workers=w, executor=executor)
+                         workers=w, executor=executor, noise=noise)
         runs.append(res)
     seconds = [res.timing["wall"] for res in runs]
     order = sorted(range(r), key=lambda i: seconds[i])
