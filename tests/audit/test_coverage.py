@@ -51,14 +51,17 @@ def _vertical(mechanism: str, protect: bool = False) -> Callable[[str], None]:
     return accept
 
 
-def _secure(loss: str) -> None:
-    """The secure mode's refusals, as ``dpfed train vertical --secure`` makes them."""
-    cfg = VerticalConfig(loss=loss, mechanism="sound", epsilon=1.0, delta=1e-5,
-                         protect_label_holder=True).validated()
-    refusals = secure_refusals(argparse.Namespace(engine="inprocess"), cfg)
-    if refusals:
-        raise DpfedInputError("; ".join(refusals))
-    SecureSetup(N, (3, 3), 1.0, 1e-5, protect="all")
+def _secure(protect: bool) -> Callable[[str], None]:
+    def accept(loss: str) -> None:
+        """The secure mode's refusals, as ``dpfed train vertical --secure`` makes them."""
+        cfg = VerticalConfig(loss=loss, mechanism="sound", epsilon=1.0, delta=1e-5,
+                             protect_label_holder=protect).validated()
+        refusals = secure_refusals(argparse.Namespace(engine="inprocess"), cfg)
+        if refusals:
+            raise DpfedInputError("; ".join(refusals))
+        SecureSetup(N, (3, 3), 1.0, 1e-5, protect="all" if protect else "passive")
+
+    return accept
 
 
 def _consensus(loss: str) -> None:
@@ -79,7 +82,8 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
     ("vertical", "sound"): ("vertical-sound", _vertical("sound")),
     ("vertical", "sound+protect_label_holder"): (
         "vertical-sound-label-holder", _vertical("sound", protect=True)),
-    ("vertical", "secure+protect_label_holder"): ("vertical-secure", _secure),
+    ("vertical", "secure"): ("vertical-secure-passive", _secure(False)),
+    ("vertical", "secure+protect_label_holder"): ("vertical-secure", _secure(True)),
     ("consensus", "gaussian"): ("consensus-gaussian", _consensus),
     ("decentralized", "dvp"): ("decentralized-dvp", _decentralized("dvp")),
     ("decentralized", "pvp"): ("decentralized-pvp", _decentralized("pvp")),
@@ -89,7 +93,7 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
 def test_every_private_mechanism_of_every_protocol_is_walked():
     private = {("vertical", m) for m in _choices(VerticalConfig, "mechanism") if m != "none"}
     private.add(("vertical", "sound+protect_label_holder"))
-    private.add(("vertical", "secure+protect_label_holder"))
+    private |= {("vertical", "secure"), ("vertical", "secure+protect_label_holder")}
     private |= {("consensus", m) for m in _choices(ConsensusConfig, "mechanism") if m != "none"}
     private |= {("decentralized", m)
                 for m in _choices(DecentralizedConfig, "perturbation") if m != "none"}

@@ -60,7 +60,7 @@ from dpfed.protocols.vertical.mechanisms import DualRelease, SoundMechanism
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.weighting import fit_local_model
 from dpfed.protocols.vertical_secure.driver import open_parties
-from dpfed.protocols.vertical_secure.party import block_update
+from dpfed.protocols.vertical_secure.party import SecureParty, block_update
 from dpfed.protocols.vertical_secure.setup import SecureSetup
 
 #: The ways an auditor can be run against a deliberately broken mechanism.
@@ -1107,6 +1107,97 @@ class SecureVerticalAuditor(Auditor):
         return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
 
 
+class SecurePassiveAuditor(Auditor):
+    r"""Secure vertical learning with the passive rows protected (``dpfed train vertical
+    --secure``) as the label holder sees it, every round of the default rule.
+
+    Neighbours: the passive party's last row, a random unit row or its negative. The
+    attacker (the label holder) knows every other row, the labels, its own noise and the
+    passive party's Gram noise. It follows the passive party's model under either
+    hypothesis (the Gram matrix, hence the preconditioner, differs with the row), from the
+    gradients it decrypts, and sums the Gaussian log-likelihood ratios of what it sees: its
+    own block's gradient returned with the passive party's grid noise (its own noise
+    removed), and the passive party's block gradient plus the passive party's noise (what it
+    decrypts).
+    """
+
+    n_rows: int = 200
+    n_features: int = 3
+    losses = ("logistic",)
+
+    def setup(self) -> None:
+        self.name = "vertical-secure-passive"
+        self.neighbours = (f"the passive party's last row, a unit row or its negative; "
+                           f"{self.n_rows} unit rows of {self.n_features} columns at each of "
+                           "2 parties, only the passive rows protected")
+        self.statistic = ("log-likelihood ratio of the returned label-holder gradients and "
+                          "the decrypted passive gradients, every round, the passive model "
+                          "followed under both hypotheses")
+        data = np.random.default_rng(2032)
+        holder = _unit_rows(data, self.n_rows, self.n_features)
+        passive = _unit_rows(data, self.n_rows, self.n_features)
+        other = passive.copy()
+        other[-1] = -passive[-1]
+        self.passive_blocks = [passive, other]
+        self.holder_block = holder
+        joint = np.hstack([holder, passive])
+        truth = data.normal(size=2 * self.n_features)
+        y = np.where(joint @ truth + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, 0.0)
+        # the target row mislabelled against the model, so its residual stays near 1 and
+        # its gradient term near the most a row can move
+        y[-1] = 0.0 if joint[-1] @ truth > 0 else 1.0
+        self.labels = y
+        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
+                                  self.delta, protect="passive")
+        self.claim = float(self.secure.epsilon_spent())
+        if self.broken == "sensitivity":
+            object.__setattr__(self.secure, "noise_multiplier",
+                               self.secure.noise_multiplier / self.factor)
+
+    def claimed_epsilon(self) -> float:
+        return self.claim
+
+    def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
+        seeds = [int(rng.integers(2**63)) for _ in range(2)]
+        rngs = [np.random.default_rng(s) for s in seeds]
+        blocks = [self.holder_block, self.passive_blocks[neighbour]]
+        opened = open_parties(blocks, self.labels, self.secure, rngs, "plain")
+        label, passive = opened.parties
+        # the attacker's shadows of the passive party under either row, with the same Gram
+        # noise (the passive party's generator replayed: the attacker is given that noise)
+        shadows = []
+        for b in (0, 1):
+            shadow = SecureParty(1, self.passive_blocks[b], self.secure,
+                                 np.random.default_rng(seeds[1]), backend="plain")
+            shadows.append((shadow, shadow.preconditioner(shadow.gram_release())))
+        poly = self.secure.polynomial
+        statistic = precision = 0.0
+        for _ in range(self.secure.n_rounds):
+            for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
+                                               (passive, label, opened.inverses[1])):
+                means = []
+                for shadow, _ in shadows:
+                    z = np.asarray(label.rows @ label.w) + np.asarray(shadow.rows @ shadow.w)
+                    rows = label.rows if evaluator.index == 0 else shadow.rows
+                    means.append(np.asarray(rows.T @ (poly(z) - self.labels)).ravel())
+                exchange = block_update(evaluator, holder, inverse, None)
+                sigma = evaluator.round_release.sigma
+                if evaluator.index == 0:  # its gradient back, the passive party's noise in it
+                    observed = exchange.returned - exchange.own_noise
+                    known = exchange.returned - exchange.decrypted
+                else:  # it decrypts the passive gradient plus the passive party's noise
+                    observed = exchange.decrypted
+                    known = exchange.own_noise
+                    for shadow, shadow_inverse in shadows:  # follow both hypotheses
+                        shadow.step(exchange.returned, shadow_inverse)
+                if self.broken == "known-noise":
+                    observed = observed - known
+                s, m = _llr(observed, means[0], means[1], sigma)
+                statistic += s
+                precision += m
+        return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+
+
 AUDITORS: dict[str, Callable[..., Auditor]] = {
     "bayes-linreg": BayesLinRegAuditor,
     "consensus-gaussian": ConsensusAuditor,
@@ -1115,6 +1206,7 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
     "vertical-sound": VerticalSoundAuditor,
     "vertical-sound-label-holder": ProtectedLabelHolderAuditor,
     "vertical-secure": SecureVerticalAuditor,
+    "vertical-secure-passive": SecurePassiveAuditor,
     "decentralized-pvp": DecentralizedAuditor,
     "decentralized-dvp": DvpAuditor,
 }
