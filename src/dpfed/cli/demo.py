@@ -19,6 +19,7 @@ from dpfed._io import write_json_atomic
 from dpfed.cli.common import output_path
 from dpfed.cli.vertical import intercept_baselines, test_metrics
 from dpfed.parameters import parse_int
+from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
 #: Pixels per party: the top four rows of the image, then the bottom four.
 DEMO_SPLIT = (32, 32)
@@ -51,8 +52,6 @@ def digits_odd() -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.nda
 
 def _secure_rows(blocks: list[np.ndarray], y: np.ndarray, test_blocks: list[np.ndarray],
                  y_test: np.ndarray, seed: int) -> tuple[list[tuple], dict[str, Any]]:
-    from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
-
     rows, payload = [], {}
     for protect in ("all",):
         setup = SecureSetup(len(y), DEMO_SPLIT, EPSILON, DELTA, protect=protect)

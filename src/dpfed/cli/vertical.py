@@ -19,7 +19,7 @@ from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_vertical
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
-from dpfed.protocols.vertical_secure.party import RoundCost
+from dpfed.protocols.vertical_secure.party import RoundCost, bounded_rows
 
 
 def add_train_vertical(sub: Any) -> None:
@@ -236,7 +236,6 @@ def intercept_baselines(blocks: list[Any], y: Any, test_blocks: list[Any] | None
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
 
-    from dpfed.protocols.vertical_secure.party import bounded_rows
 
     train = [bounded_rows(b, row_scaling) for b in blocks]
     test = ([bounded_rows(b, row_scaling) for b in test_blocks] if test_blocks is not None

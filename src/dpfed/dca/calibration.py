@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.dca.discrete_noise import ring_sigma2
 from dpfed.privacy.accounting import (
     calibrate_noise_multiplier,
     classic_gaussian_sigma,
@@ -53,6 +54,7 @@ from dpfed.privacy.accounting import (
     gaussian_epsilon,
     in_classic_range,
 )
+from dpfed.privacy.discrete_accounting import distributed_discrete_gaussian_epsilon
 
 __all__ = [
     "DCA_METHODS",
@@ -349,9 +351,6 @@ def dca_discrete_epsilon(
     -------
     float
     """
-    from dpfed.dca.discrete_noise import ring_sigma2
-    from dpfed.privacy.discrete_accounting import distributed_discrete_gaussian_epsilon
-
     sens = check_positive("l2_sensitivity", l2_sensitivity)
     d = check_int("dim", dim, minimum=1)
     s2 = ring_sigma2(client_std, fractional_bits)

@@ -123,10 +123,6 @@ class KeyHolder:
         return bytes(public.serialize(save_public_key=True, save_secret_key=False,
                                       save_galois_keys=True, save_relin_keys=False))
 
-    def public(self) -> PublicContext:
-        """This key's public context (as another party would load it)."""
-        return PublicContext.from_bytes(self.public_bytes())
-
     def encrypt(self, values: np.ndarray) -> list[bytes]:
         """Encrypt under the own key (shape ``(n,)`` -> serialised ciphertexts)."""
         return PublicContext(self._context).encrypt(values)
