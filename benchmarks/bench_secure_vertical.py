@@ -37,13 +37,12 @@ HERE = Path(__file__).resolve().parent
 SPLITS = {"a9a": (66, 57), "adult": (53, 52)}
 
 
-def _log_loss(y01: np.ndarray, p: np.ndarray) -> float:
-    p = np.clip(p, 1e-15, 1 - 1e-15)
-    return float(-np.mean(y01 * np.log(p) + (1 - y01) * np.log(1 - p)))
+def _metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
+    """Accuracy and log loss of scores against {-1, 1} labels (dpfed's score_metrics)."""
+    from dpfed.core.losses import score_metrics
 
-
-def _metrics(y01: np.ndarray, p: np.ndarray) -> dict:
-    return {"accuracy": float(np.mean((p > 0.5) == (y01 > 0))), "log_loss": _log_loss(y01, p)}
+    m = score_metrics(scores, labels)
+    return {"accuracy": m["test_accuracy"], "log_loss": m["test_log_loss"]}
 
 
 def references(blocks, y, test_blocks, y_test) -> dict:
@@ -57,13 +56,12 @@ def references(blocks, y, test_blocks, y_test) -> dict:
 
     train = [sp.csr_matrix(bounded_rows(b, "normalize")) for b in blocks]
     test = [sp.csr_matrix(bounded_rows(b, "normalize")) for b in test_blocks]
-    y01 = (y_test > 0).astype(float)
     out = {}
     for name, used in (("label_holder_alone", 1), ("central_non_private", len(blocks))):
         model = LogisticRegression(C=1.0, max_iter=3000).fit(sp.hstack(train[:used]).tocsr(), y)
-        out[name] = _metrics(y01, model.predict_proba(sp.hstack(test[:used]).tocsr())[:, 1])
+        out[name] = _metrics(y_test, model.decision_function(sp.hstack(test[:used]).tocsr()))
     base = float(np.mean(y > 0))
-    out["constant"] = _metrics(y01, np.full(len(y01), base))
+    out["constant"] = _metrics(y_test, np.full(len(y_test), np.log(base / (1.0 - base))))
     return out
 
 
@@ -71,7 +69,7 @@ RIDGES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 
 
 def _output_perturbation(X, y, X_eval, epsilon, delta, lam, rng) -> np.ndarray:
-    """Probabilities on ``X_eval`` of the output-perturbed model fitted on ``X``, ``y``."""
+    """Scores on ``X_eval`` of the output-perturbed model fitted on ``X``, ``y`` (in {-1, 1})."""
     from sklearn.linear_model import LogisticRegression
 
     from dpfed.privacy.accounting import calibrate_noise_multiplier
@@ -82,7 +80,7 @@ def _output_perturbation(X, y, X_eval, epsilon, delta, lam, rng) -> np.ndarray:
                                max_iter=5000).fit(X, y)
     sigma = calibrate_noise_multiplier(epsilon, delta, 1) * 2.0 * row_norm / (n * lam)
     w = model.coef_[0] + rng.normal(0.0, sigma, X.shape[1])
-    return 1.0 / (1.0 + np.exp(-(X_eval @ w)))
+    return np.asarray(X_eval @ w)
 
 
 def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
@@ -96,18 +94,17 @@ def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
         return sp.hstack([*parts, sp.csr_matrix(np.ones((bs[0].shape[0], 1)))]).tocsr()
 
     X, X_test = rows(blocks), rows(test_blocks)
-    y01, yt01 = (y > 0).astype(float), (y_test > 0).astype(float)
     runs = []
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
         order = rng.permutation(X.shape[0])
         cut = X.shape[0] // 5
         val, fit = order[:cut], order[cut:]
-        scores = [_log_loss(y01[val], _output_perturbation(
-            X[fit], y01[fit], X[val], epsilon, delta, lam, rng)) for lam in RIDGES]
-        lam = RIDGES[int(np.argmin(scores))]
-        p = _output_perturbation(X, y01, X_test, epsilon, delta, lam, rng)
-        runs.append({**_metrics(yt01, p), "ridge": lam})
+        losses = [_metrics(y[val], _output_perturbation(
+            X[fit], y[fit], X[val], epsilon, delta, lam, rng))["log_loss"] for lam in RIDGES]
+        lam = RIDGES[int(np.argmin(losses))]
+        scores = _output_perturbation(X, y, X_test, epsilon, delta, lam, rng)
+        runs.append({**_metrics(y_test, scores), "ridge": lam})
     return {"accuracy": float(np.mean([r["accuracy"] for r in runs])),
             "log_loss": float(np.mean([r["log_loss"] for r in runs])),
             "ridges": [r["ridge"] for r in runs]}
@@ -116,7 +113,6 @@ def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
 def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> list[dict]:
     from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
-    y01 = (y_test > 0).astype(float)
     rows = []
     for protect in ("all", "passive"):
         for epsilon in epsilons:
@@ -125,7 +121,7 @@ def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> li
                 setup = SecureSetup(blocks[0].shape[0], SPLITS[name], epsilon, delta,
                                     protect=protect)
                 result = train_secure_vertical(blocks, y, setup, seed=seed, backend="plain")
-                runs.append(_metrics(y01, result.predict_proba(test_blocks)))
+                runs.append(_metrics(y_test, result.decision_function(test_blocks)))
             acc = [r["accuracy"] for r in runs]
             loss = [r["log_loss"] for r in runs]
             rows.append({"data": name, "protect": protect, "epsilon": epsilon,
@@ -149,10 +145,9 @@ def protocol_run(name, blocks, y, test_blocks, y_test, delta) -> dict:
     plain = train_secure_vertical(blocks, y, setup, seed=0, backend="plain")
     difference = max(float(np.max(np.abs(a - b)))
                      for a, b in zip(secure.blocks, plain.blocks, strict=True))
-    y01 = (y_test > 0).astype(float)
     out = {"data": name, "epsilon": 1.0, "protect": "all", "seconds_end_to_end": seconds,
            **secure.cost_summary(), "max_weight_difference_from_plain": difference,
-           **_metrics(y01, secure.predict_proba(test_blocks))}
+           **_metrics(y_test, secure.decision_function(test_blocks))}
     print(json.dumps(out), flush=True)
     return out
 

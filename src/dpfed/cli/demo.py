@@ -17,7 +17,8 @@ import numpy as np
 
 from dpfed._io import write_json_atomic
 from dpfed.cli.common import output_path
-from dpfed.cli.vertical import intercept_baselines, test_metrics
+from dpfed.cli.vertical import intercept_baselines
+from dpfed.core.losses import score_metrics
 from dpfed.parameters import parse_int
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
@@ -56,7 +57,7 @@ def _secure_rows(blocks: list[np.ndarray], y: np.ndarray, test_blocks: list[np.n
     for protect in ("all",):
         setup = SecureSetup(len(y), DEMO_SPLIT, EPSILON, DELTA, protect=protect)
         result = train_secure_vertical(blocks, y, setup, seed=seed)
-        metrics = test_metrics(result.predict_proba(test_blocks), y_test)
+        metrics = score_metrics(result.decision_function(test_blocks), y_test)
         privacy = result.privacy()
         top = result.decision_function([test_blocks[0], np.zeros_like(test_blocks[1])])
         bottom = result.decision_function([np.zeros_like(test_blocks[0]), test_blocks[1]])

@@ -14,6 +14,7 @@ from typing import Any
 from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
+from dpfed.core.losses import score_metrics
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
@@ -192,7 +193,7 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
                                    progress=report)
     final: dict[str, Any] = {"iteration": setup.n_rounds}
     if test_blocks is not None and dataset.y_test is not None:
-        final.update(test_metrics(result.predict_proba(test_blocks), dataset.y_test))
+        final.update(score_metrics(result.decision_function(test_blocks), dataset.y_test))
     payload: dict[str, Any] = {
         "protocol": "vertical-secure",
         "model": {"blocks": [w.tolist() for w in result.blocks],
@@ -217,17 +218,6 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     return 0
 
 
-def test_metrics(probability: Any, labels: Any) -> dict[str, float]:
-    """Test log loss and accuracy of positive-class probabilities against {-1, 1} labels."""
-    import numpy as np
-    from sklearn.metrics import log_loss
-
-    y01 = (np.asarray(labels) > 0).astype(float)
-    p = np.clip(np.asarray(probability), 1e-15, 1 - 1e-15)
-    return {"test_log_loss": float(log_loss(y01, p, labels=[0, 1])),
-            "test_accuracy": float(np.mean((p > 0.5) == (y01 > 0)))}
-
-
 def intercept_baselines(blocks: list[Any], y: Any, test_blocks: list[Any] | None,
                         y_test: Any, row_scaling: str) -> dict[str, dict[str, Any]]:
     """scikit-learn's ``LogisticRegression`` (C = 1, with an intercept) on the blocks bounded
@@ -247,6 +237,6 @@ def intercept_baselines(blocks: list[Any], y: Any, test_blocks: list[Any] | None
         res: dict[str, Any] = {}
         if test is not None and y_test is not None:
             rows = sp.hstack([sp.csr_matrix(b) for b in test[:used]]).tocsr()
-            res = test_metrics(model.predict_proba(rows)[:, 1], y_test)
+            res = score_metrics(model.decision_function(rows), y_test)
         out[name] = res
     return out

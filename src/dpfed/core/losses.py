@@ -273,3 +273,31 @@ def get_loss(name: str | Loss) -> Loss:
     if key not in LOSSES:
         raise DpfedInputError(f"loss must be one of {sorted(LOSSES)}. Found {name!r}.")
     return LOSSES[key]()
+
+
+def score_metrics(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    r"""Test log loss and accuracy of a linear model's scores, as every result reports them.
+
+    .. math::
+
+        \text{log loss} = \frac1n \sum_i \log(1 + e^{-y_i s_i}), \qquad
+        \text{accuracy} = \frac1n \#\{i : \operatorname{sign}(s_i) = y_i\}
+        \quad (\operatorname{sign}(0) = -1).
+
+    Parameters
+    ----------
+    scores : numpy.ndarray, shape (n,)
+    labels : numpy.ndarray, shape (n,)
+        In {-1, 1}.
+
+    Returns
+    -------
+    dict
+        ``test_log_loss`` and ``test_accuracy``.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    y = np.asarray(labels, dtype=np.float64).reshape(-1)
+    return {
+        "test_log_loss": float(np.mean(np.logaddexp(0.0, -y * s))),
+        "test_accuracy": float(np.mean(np.where(s > 0, 1.0, -1.0) == y)),
+    }

@@ -23,7 +23,7 @@ from dpfed._validation import (
     check_open_unit,
     check_positive,
 )
-from dpfed.core.losses import get_loss
+from dpfed.core.losses import get_loss, score_metrics
 from dpfed.core.rows import clip_rows
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
@@ -253,11 +253,7 @@ def test_metrics(model, X_test, y_test) -> dict:
     """Test log loss and accuracy of a linear model (None without test rows)."""
     if X_test is None:
         return {"test_log_loss": None, "test_accuracy": None}
-    s = np.asarray(X_test @ model).reshape(-1)
-    return {
-        "test_log_loss": float(np.mean(np.logaddexp(0.0, -y_test * s))),
-        "test_accuracy": float(np.mean(np.where(s > 0, 1.0, -1.0) == y_test)),
-    }
+    return score_metrics(np.asarray(X_test @ model), y_test)
 
 
 def global_metrics(model, parts, *, loss, lam, X_test, y_test) -> dict:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dpfed.core.losses import Loss
+from dpfed.core.losses import Loss, score_metrics
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.vertical.messages import Scores
 from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, ProtocolError, RoundRecord
@@ -132,8 +132,7 @@ def round_metrics(
         )
     if test_scores is not None and test_labels is not None:
         st = sum(test_scores)
-        entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -test_labels * st)))
-        entry["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == test_labels))
+        entry.update(score_metrics(st, test_labels))
     return entry
 
 
