@@ -32,7 +32,7 @@ def test_the_ckks_protocol_gives_the_model_of_its_plaintext_simulation():
     assert secure.intercept == pytest.approx(plain.intercept, abs=2e-3)
     costs = secure.cost_summary()
     assert costs["bytes_per_round"] > 0 and costs["setup_bytes"] > 0
-    assert len(secure.costs) == 2 * setup.n_rounds
+    assert len(secure.costs) == 2 * setup.rounds
 
 
 def test_a_seed_makes_the_simulation_bit_identical():
@@ -113,7 +113,7 @@ def test_a_block_gradient_moves_within_its_sensitivity_between_neighbours():
 
 def test_the_noise_multiplier_composes_to_the_target_in_dp_accounting():
     setup = SecureSetup(32561, (66, 57), 1.0, 1e-5)
-    z, rounds = setup.noise_multiplier, setup.n_rounds
+    z, rounds = setup.noise_multiplier, setup.rounds
     event = dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(z), rounds + 1)
     accountant = dpa.pld.PLDAccountant()
     accountant.compose(event)

@@ -1085,7 +1085,7 @@ class SecureVerticalAuditor(Auditor):
         label, passive = opened.parties
         poly = self.secure.polynomial
         statistic = precision = 0.0
-        for _ in range(self.secure.n_rounds):
+        for _ in range(self.secure.rounds):
             for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
                                                (passive, label, opened.inverses[1])):
                 z = np.asarray(label.rows @ label.w) + np.asarray(passive.rows @ passive.w)
@@ -1172,7 +1172,7 @@ class SecurePassiveAuditor(Auditor):
             shadows.append((shadow, shadow.preconditioner(shadow.gram_release())))
         poly = self.secure.polynomial
         statistic = precision = 0.0
-        for _ in range(self.secure.n_rounds):
+        for _ in range(self.secure.rounds):
             for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
                                                (passive, label, opened.inverses[1])):
                 means = []

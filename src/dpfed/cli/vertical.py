@@ -180,18 +180,18 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     rounds = {} if args.iterations is None else {"rounds": args.iterations}
     setup = SecureSetup(int(blocks[0].shape[0]), tuple(split), config.epsilon, config.delta,
                         protect="all" if config.protect_label_holder else "passive", **rounds)
-    print(f"secure mode: {setup.n_rounds} rounds, protecting "
+    print(f"secure mode: {setup.rounds} rounds, protecting "
           f"{'every party and the labels' if setup.protect == 'all' else 'the passive rows'},"
           f" noise multiplier {setup.noise_multiplier:.3g}")
 
     def report(t: int, cost: RoundCost) -> None:
         if not args.quiet:
-            print(f"  round {t + 1}/{setup.n_rounds} block {cost.block}: "
+            print(f"  round {t + 1}/{setup.rounds} block {cost.block}: "
                   f"{cost.seconds:.1f} s, {cost.bytes_sent / 1e6:.1f} MB")
 
     result = train_secure_vertical(blocks, dataset.y_train, setup, seed=config.seed,
                                    progress=report)
-    final: dict[str, Any] = {"iteration": setup.n_rounds}
+    final: dict[str, Any] = {"iteration": setup.rounds}
     if test_blocks is not None and dataset.y_test is not None:
         final.update(score_metrics(result.decision_function(test_blocks), dataset.y_test))
     payload: dict[str, Any] = {

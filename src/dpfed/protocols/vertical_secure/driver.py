@@ -85,8 +85,8 @@ class SecureVerticalResult:
             "epsilon_target": s.epsilon,
             "delta": s.delta,
             "noise_multiplier": s.noise_multiplier,
-            "releases": s.n_rounds + 1,
-            "rounds": s.n_rounds,
+            "releases": s.rounds + 1,
+            "rounds": s.rounds,
             "gradient_sigma": s.gradient_sigma,
             "polynomial_degree": s.degree,
             "score_bound": s.polynomial.half_width,
@@ -98,7 +98,7 @@ class SecureVerticalResult:
 
     def cost_summary(self) -> dict[str, float]:
         """Mean seconds and bytes per round (both block updates)."""
-        rounds = max(1, self.setup.n_rounds)
+        rounds = max(1, self.setup.rounds)
         return {
             "seconds_per_round": sum(c.seconds for c in self.costs) / rounds,
             "bytes_per_round": sum(c.bytes_sent for c in self.costs) / rounds,
@@ -200,7 +200,7 @@ def train_secure_vertical(
     inverses, encrypted_labels, setup_bytes = (opened.inverses, opened.encrypted_labels,
                                                opened.setup_bytes)
     costs = []
-    for t in range(setup.n_rounds):
+    for t in range(setup.rounds):
         for evaluator, holder, inverse, enc in ((label, passive, inverses[0], None),
                                                 (passive, label, inverses[1], encrypted_labels)):
             cost = block_update(evaluator, holder, inverse, enc).cost

@@ -158,11 +158,6 @@ class SecureSetup:
         return tuple(self.radius * b / self.bound_norm for b in self.row_bounds)
 
     @property
-    def n_rounds(self) -> int:
-        """:math:`T`."""
-        return self.rounds
-
-    @property
     def gradient_sensitivity(self) -> float:
         r""":math:`\Delta = 2 r_{max} \lVert b \rVert`."""
         return 2.0 * self.polynomial.residual_bound * self.bound_norm
@@ -193,13 +188,13 @@ class SecureSetup:
     def coordinates(self) -> int:
         """Grid coordinates released over the job (gradients and Gram triangles)."""
         d = self.block_widths
-        return self.n_rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
+        return self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
 
     def releases(self) -> list[Release]:
         """What every party's view is accounted as: :math:`T + 1` Gaussian releases."""
         count = self.coordinates
         return [Release("gaussian", self.noise_multiplier, count)] + [
-            Release("gaussian", self.noise_multiplier, 0)] * self.n_rounds
+            Release("gaussian", self.noise_multiplier, 0)] * self.rounds
 
     def epsilon_spent(self) -> float:
         """The accounted epsilon of :meth:`releases` at :attr:`delta` (coupling included)."""
