@@ -1038,7 +1038,27 @@ class BayesLinRegAuditor(Auditor):
 
 
 #: Mechanism name -> its auditor class.
-class SecureVerticalAuditor(Auditor):
+class _SecureAuditor(Auditor):
+    """What both secure vertical auditors share: the set-up of the audited job, its claim,
+    and the understated sensitivity of ``broken="sensitivity"``."""
+
+    n_rows: int = 200
+    n_features: int = 3
+    losses = ("logistic",)
+
+    def _calibrate(self, protect: str) -> None:
+        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
+                                  self.delta, protect=protect)
+        self.claim = float(self.secure.epsilon_spent())
+        if self.broken == "sensitivity":  # the noise of a sensitivity `factor` times smaller
+            object.__setattr__(self.secure, "noise_multiplier",
+                               self.secure.noise_multiplier / self.factor)
+
+    def claimed_epsilon(self) -> float:
+        return self.claim
+
+
+class SecureVerticalAuditor(_SecureAuditor):
     r"""Secure vertical learning (``dpfed train vertical --secure --protect-label-holder``) as
     the passive party sees it, every round of the default rule run by the protocol's own
     code (``open_parties``, ``block_update``; the plaintext backend, whose decrypted and
@@ -1053,10 +1073,6 @@ class SecureVerticalAuditor(Auditor):
     gradient plus the label holder's grid noise (its own noise removed).
     """
 
-    n_rows: int = 200
-    n_features: int = 3
-    losses = ("logistic",)
-
     def setup(self) -> None:
         self.name = "vertical-secure"
         self.neighbours = (f"the label holder's last label flipped; {self.n_rows} unit rows "
@@ -1069,15 +1085,7 @@ class SecureVerticalAuditor(Auditor):
         y = np.where(joint @ data.normal(size=2 * self.n_features)
                      + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
         self.labels = [(labels > 0).astype(float) for labels in _last_flipped(y)]
-        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
-                                  self.delta, protect="all")
-        self.claim = float(self.secure.epsilon_spent())
-        if self.broken == "sensitivity":
-            object.__setattr__(self.secure, "noise_multiplier",
-                               self.secure.noise_multiplier / self.factor)
-
-    def claimed_epsilon(self) -> float:
-        return self.claim
+        self._calibrate("all")
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         rngs = [np.random.default_rng(int(rng.integers(2**63))) for _ in range(2)]
@@ -1107,7 +1115,7 @@ class SecureVerticalAuditor(Auditor):
         return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
 
 
-class SecurePassiveAuditor(Auditor):
+class SecurePassiveAuditor(_SecureAuditor):
     r"""Secure vertical learning with the passive rows protected (``dpfed train vertical
     --secure``) as the label holder sees it, every round of the default rule.
 
@@ -1120,10 +1128,6 @@ class SecurePassiveAuditor(Auditor):
     removed), and the passive party's block gradient plus the passive party's noise (what it
     decrypts).
     """
-
-    n_rows: int = 200
-    n_features: int = 3
-    losses = ("logistic",)
 
     def setup(self) -> None:
         self.name = "vertical-secure-passive"
@@ -1147,15 +1151,7 @@ class SecurePassiveAuditor(Auditor):
         # its gradient term near the most a row can move
         y[-1] = 0.0 if joint[-1] @ truth > 0 else 1.0
         self.labels = y
-        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
-                                  self.delta, protect="passive")
-        self.claim = float(self.secure.epsilon_spent())
-        if self.broken == "sensitivity":
-            object.__setattr__(self.secure, "noise_multiplier",
-                               self.secure.noise_multiplier / self.factor)
-
-    def claimed_epsilon(self) -> float:
-        return self.claim
+        self._calibrate("passive")
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seeds = [int(rng.integers(2**63)) for _ in range(2)]
