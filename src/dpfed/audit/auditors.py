@@ -1057,6 +1057,17 @@ class _SecureAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return self.claim
 
+    def _evidence(self, observed: np.ndarray, known: np.ndarray, means: list[np.ndarray],
+                  sigma: float) -> tuple[float, float]:
+        """The log-likelihood ratio of one observed vector and its precision; with
+        ``broken="known-noise"`` the attacker first removes the noise it was given."""
+        if self.broken == "known-noise":
+            observed = observed - known
+        return _llr(observed, means[0], means[1], sigma)
+
+    def _result(self, statistic: float, precision: float) -> AuditRun:
+        return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+
 
 class SecureVerticalAuditor(_SecureAuditor):
     r"""Secure vertical learning (``dpfed train vertical --secure --protect-label-holder``) as
@@ -1107,12 +1118,10 @@ class SecureVerticalAuditor(_SecureAuditor):
                 else:  # the attacker gets its gradient back with the label holder's noise
                     observed = exchange.returned - exchange.own_noise
                     known = exchange.returned - exchange.decrypted
-                if self.broken == "known-noise":
-                    observed = observed - known
-                s, m = _llr(observed, means[0], means[1], sigma)
+                s, m = self._evidence(observed, known, means, sigma)
                 statistic += s
                 precision += m
-        return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+        return self._result(statistic, precision)
 
 
 class SecurePassiveAuditor(_SecureAuditor):
@@ -1186,12 +1195,10 @@ class SecurePassiveAuditor(_SecureAuditor):
                     known = exchange.own_noise
                     for shadow, shadow_inverse in shadows:  # follow both hypotheses
                         shadow.step(exchange.returned, shadow_inverse)
-                if self.broken == "known-noise":
-                    observed = observed - known
-                s, m = _llr(observed, means[0], means[1], sigma)
+                s, m = self._evidence(observed, known, means, sigma)
                 statistic += s
                 precision += m
-        return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+        return self._result(statistic, precision)
 
 
 AUDITORS: dict[str, Callable[..., Auditor]] = {
