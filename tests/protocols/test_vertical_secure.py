@@ -162,3 +162,35 @@ def test_an_unprotected_label_holder_starts_from_its_own_model_and_no_other_does
                                          rng, y=y01, backend="plain")
     with pytest.raises(DpfedInputError, match="unprotected label holder"):
         protected.warm_start()
+
+
+def test_the_gram_release_carries_its_noise_and_its_sensitivity_holds():
+    blocks, y, _, _ = _problem(n=200)
+    setup = SecureSetup(200, (4, 3), 1.0, 1e-5)
+    party = party_module.SecureParty(1, blocks[1], setup, np.random.default_rng(3),
+                                     backend="plain")
+    exact = np.asarray(party.rows.T @ party.rows)
+    upper = np.triu_indices(exact.shape[0])
+    draws = np.array([(party.gram_release() - exact)[upper] for _ in range(2000)])
+    # each coordinate's noise has deviation sigma_G (the grid raises it by < 1e-6)
+    assert draws.std() == pytest.approx(setup.gram_sigma, rel=0.03)
+    released = party.gram_release()
+    np.testing.assert_array_equal(released, released.T)
+    # one row changed anywhere on the unit sphere, block by block: within Delta_G together
+    rng = np.random.default_rng(4)
+    worst = 0.0
+    for _ in range(2000):
+        moved = []
+        for b in setup.row_bounds:
+            x, x2 = rng.normal(size=(2, 4))
+            x, x2 = b * x / np.linalg.norm(x), b * x2 / np.linalg.norm(x2)
+            change = np.outer(x, x) - np.outer(x2, x2)
+            moved.append(np.sum(change[np.triu_indices(4)] ** 2))
+        worst = max(worst, float(np.sqrt(sum(moved))))
+    assert worst <= setup.gram_sensitivity
+    # and a label holder whose data is not protected releases its Gram exactly
+    label = party_module.SecureParty(0, blocks[0], SecureSetup(200, (4, 3), 1.0, 1e-5,
+                                                               protect="passive"),
+                                     np.random.default_rng(5), y=(y > 0).astype(float),
+                                     backend="plain")
+    np.testing.assert_array_equal(label.gram_release(), label.rows.T @ label.rows)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,8 @@ class SecureVerticalResult:
         Public contexts and encrypted labels sent before the rounds.
     seconds : float
         Wall time of the whole job.
+    backend : str
+        ``"ckks"`` (the protocol) or ``"plain"`` (its simulation with the same noise).
     """
 
     blocks: list[np.ndarray]
@@ -57,7 +59,6 @@ class SecureVerticalResult:
     setup_bytes: int
     seconds: float
     backend: str = "ckks"
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def decision_function(self, blocks: list[Matrix]) -> np.ndarray:
         """Scores of rows split like the training rows (each block bounded as in training)."""
@@ -70,15 +71,12 @@ class SecureVerticalResult:
             total += np.asarray(bounded_rows(X, self.setup.row_scaling) @ w).ravel()
         return total
 
-    def predict_proba(self, blocks: list[Matrix]) -> np.ndarray:
-        """Probability of the positive class, shape (n,)."""
-        return 0.5 * (1.0 + np.tanh(0.5 * self.decision_function(blocks)))
-
     def privacy(self) -> dict[str, Any]:
         """What the job spent and how (JSON-able)."""
         s = self.setup
         return {
             "mechanism": "secure vertical (CKKS products, Gaussian on d-vectors)",
+            "backend": self.backend,
             "protect": s.protect,
             "epsilon": s.epsilon_spent(),
             "accountant": "pld",
