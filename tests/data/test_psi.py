@@ -35,7 +35,8 @@ def test_the_seeker_learns_exactly_the_intersection_in_its_own_order():
 
 
 def test_the_holder_sees_only_encrypted_values_and_each_run_uses_fresh_keys():
-    ids = [f"C{i}" for i in range(50)]
+    # IDs of 16 bytes: a random message contains a given one with probability ~ 2^-115
+    ids = [f"customer-{i:07d}" for i in range(50)]
     seeker = PsiSeeker(ids)
     holder = PsiHolder(ids)
     request = seeker.request()

@@ -202,8 +202,9 @@ def _relative_gap(run: dict, optimum: dict) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_SLOW"),
-                    reason="100 iterations on all of Adult; set DPFED_SLOW=1 to run them")
+@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
+                    reason="100 iterations on all of Adult, 2 minutes of a 15-minute CI; set "
+                    "DPFED_REPRODUCE=1 to run them")
 def test_full_adult_nonprivate_reaches_the_centralised_optimum_and_dvp_stays_close(full_adult):
     """The headline figures on all of Adult, 10 nodes: the non-private runs end within 1e-3
     (relative) of the centralised optimum on the ring and the Erdos-Renyi graph, and DVP at

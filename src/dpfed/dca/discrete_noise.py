@@ -29,14 +29,19 @@ numpy documents no bound on the deviation. The discrete Gaussian has an exact
 integer-only sampler (:mod:`dpfed.privacy.discrete`); Skellam would need an exact Poisson
 sampler too.
 
-Used by :func:`dpfed.dca.secure_sum.secure_sum` with ``noise="discrete"`` (an option: about
-12 times slower than the float noise; ``docs/privacy.md``, section "Samplers", has the
-measured cost and the plan to make it the default).
+**The sampler.** :math:`s^2 \ge 2^{16}` (every practical ring: :math:`\sigma_c 2^f \ge 256`)
+is drawn by the block-envelope sampler (:mod:`dpfed.privacy.block_gaussian`, two random words
+per sample), a block of clients at a time (:func:`clients_discrete_noise`: client :math:`i`'s
+row still comes from :math:`G_i` alone); smaller :math:`s^2` by CKS's sampler
+(:func:`dpfed.privacy.discrete.discrete_gaussian`). Both are exact; the law is the same.
+
+Used by :func:`dpfed.dca.secure_sum.secure_sum` with ``noise="discrete"``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -44,9 +49,10 @@ import numpy as np
 from dpfed._validation import check_int, check_positive
 from dpfed.dca.fixedpoint import check_fractional_bits
 from dpfed.dca.noise import client_noise_generator
+from dpfed.privacy.block_gaussian import MIN_SIGMA2, block_gaussian_rows
 from dpfed.privacy.discrete import discrete_gaussian
 
-__all__ = ["client_discrete_noise", "ring_sigma2"]
+__all__ = ["client_discrete_noise", "clients_discrete_noise", "ring_sigma2"]
 
 
 def ring_sigma2(client_std: float, fractional_bits: int) -> int:
@@ -90,6 +96,31 @@ def client_discrete_noise(seed: int, client: int, dim: int, sigma2: int) -> np.n
     -------
     numpy.ndarray of int64, shape (D,)
     """
-    i = check_int("client", client, minimum=0)
+    return clients_discrete_noise(seed, [client], dim, sigma2)[0]
+
+
+def clients_discrete_noise(seed: int, clients: Sequence[int], dim: int,
+                           sigma2: int) -> np.ndarray:
+    r"""The noise of several clients at once: row ``j`` is client ``clients[j]``'s
+    :func:`client_discrete_noise`, drawn from its own generator :math:`G_i` alone.
+
+    Parameters
+    ----------
+    seed : int
+    clients : sequence of int
+        Client indices, each ``>= 0``.
+    dim : int
+        :math:`D \ge 1`.
+    sigma2 : int
+        :math:`s^2` (:func:`ring_sigma2`).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (len(clients), D)
+    """
+    ids = [check_int("client", c, minimum=0) for c in clients]
     d = check_int("dim", dim, minimum=1)
-    return discrete_gaussian(sigma2, d, client_noise_generator(seed, i))
+    generators = [client_noise_generator(seed, i) for i in ids]
+    if sigma2 >= MIN_SIGMA2:
+        return block_gaussian_rows(sigma2, generators, d)
+    return np.stack([discrete_gaussian(sigma2, d, g) for g in generators]).reshape(len(ids), d)

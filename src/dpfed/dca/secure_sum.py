@@ -56,7 +56,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.dca.agreement import DroppedSpec, agree_included, check_dropouts, received_reports
-from dpfed.dca.discrete_noise import client_discrete_noise, ring_sigma2
+from dpfed.dca.discrete_noise import clients_discrete_noise, ring_sigma2
 from dpfed.dca.envelope import MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import (
     DEFAULT_FRACTIONAL_BITS,
@@ -191,8 +191,8 @@ def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndar
         np.rint(x, out=x)
         timing["encode"] += clock() - t0
         t0 = clock()
-        for j, i in enumerate(clients):  # exact integers, far below 2^53: the sum is exact
-            x[j] += client_discrete_noise(plan.seed, i, plan.dim, plan.discrete_sigma2)
+        # exact integers, far below 2^53: the sum is exact
+        x += clients_discrete_noise(plan.seed, clients, plan.dim, plan.discrete_sigma2)
         timing["noise_sampling"] += clock() - t0
         return
     if plan.seed is not None:

@@ -38,6 +38,7 @@ of successive :math:`e^{-1}` trials in CKS Algorithm 2) from one word:
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from functools import lru_cache
 
@@ -95,19 +96,21 @@ def exp_neg_digits(x: Fraction, words: int) -> int:
     if x <= 0 or words < 1:
         raise DpfedInputError(f"exp_neg_digits needs x > 0 and words >= 1. Found {x}, {words}.")
     scale = 1 << (_WORD_BITS * words)
+    p, q = x.numerator, x.denominator
     terms = max(32, 4 * int(x) + 8)
     while True:
-        total = Fraction(0)
-        term = Fraction(1)
-        for n in range(terms + 1):
-            total += term
-            term = term * x / (n + 1)
-        # term = x^(terms+1) / (terms+1)!, and every later term is at most half the previous
-        remainder = 2 * term
-        low = scale / (total + remainder)
-        high = scale / total
-        if low.numerator // low.denominator == high.numerator // high.denominator:
-            return high.numerator // high.denominator
+        # S_N = num/den by Horner's rule, in integers: S = 1 + (x/1)(1 + (x/2)(1 + ...))
+        num, den = 1, 1
+        for n in range(terms, 0, -1):
+            step = q * n
+            num, den = den * step + p * num, den * step
+        # R = 2 x^(N+1)/(N+1)! (every later term is at most half the previous)
+        rem_num = 2 * p ** (terms + 1)
+        rem_den = q ** (terms + 1) * math.factorial(terms + 1)
+        low = scale * den * rem_den // (num * rem_den + rem_num * den)
+        high = scale * den // num
+        if low == high:
+            return high
         terms *= 2
 
 
