@@ -15,6 +15,7 @@ from dpfed.bayes import (
     row_statistics,
     statistics_sensitivity,
 )
+from dpfed.dca.discrete_noise import ring_sigma2
 
 
 @pytest.fixture
@@ -69,6 +70,37 @@ def test_distributed_passes_the_per_client_std_to_the_secure_sum(stats):
     np.testing.assert_allclose(seen["noise_std"], 6.0 / np.sqrt(30 - 5 - 1))
     assert seen["compute_nodes"] == 4 and seen["tolerated"] == 5
     np.testing.assert_array_equal(seen["values"], stats)
+
+
+def test_distributed_with_a_sensitivity_adds_exact_ring_noise(stats):
+    # the default secure sum, one sigma and a sensitivity: exact discrete noise in the ring,
+    # whose honest multiplier in ring units is at least sigma / Delta
+    sigma = _sigma()
+    sens = statistics_sensitivity(7.5, 7.5, 2)
+    n, dim = stats.shape
+    out = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
+                    tolerated=2, l2_sensitivity=sens)
+    ring = out.ring
+    assert ring is not None and ring.honest == n - 2 - 1 and ring.dim == dim
+    assert ring.grid_sensitivity == pytest.approx(sens * 2**24 + np.sqrt(dim), rel=1e-15)
+    assert (ring.honest * ring.sigma2) ** 0.5 / ring.grid_sensitivity >= sigma / sens
+    assert ring.sigma2 == ring_sigma2(ring.client_std, 24)
+    # the same generator seed reproduces the release; the noise has the ring's variance
+    again = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
+                      tolerated=2, l2_sensitivity=sens)
+    np.testing.assert_array_equal(out.total, again.total)
+    rng = np.random.default_rng(5)
+    exact = stats.sum(axis=0)
+    draws = np.array([noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=rng,
+                                tolerated=2, l2_sensitivity=sens).total - exact
+                      for _ in range(300)])
+    expected = n * ring.sigma2 / 2.0**48
+    assert abs(draws.var(axis=0, ddof=1).mean() / expected - 1) < 5 * np.sqrt(2 / draws.size)
+    # a custom aggregate keeps its own (float) contract
+    plain = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
+                      l2_sensitivity=sens,
+                      aggregate=lambda v, **kw: SimpleNamespace(total=v.sum(axis=0)))
+    assert plain.ring is None
 
 
 def test_bad_arguments(stats):

@@ -18,7 +18,10 @@ from dpfed.bayes import (
     statistics_sensitivity,
     sum_sensitivity,
 )
+from dpfed.bayes.aggregation import RingRelease
+from dpfed.bayes.linreg import RING_SAMPLER
 from dpfed.bayes.sufficient_stats import n_statistics
+from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
 
 
 @pytest.fixture
@@ -128,6 +131,33 @@ def test_seeded_fits_are_reproducible(data, mode):
     a = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode=mode, rng=7)
     b = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode=mode, rng=np.random.default_rng(7))
     np.testing.assert_array_equal(a.coef, b.coef)
+
+
+@pytest.mark.parametrize("projection", [False, True])
+def test_distributed_mode_accounts_its_exact_ring_noise(data, projection):
+    # the default secure sum: every release's noise is exact in the ring, and the accounted
+    # epsilon is the distributed discrete Gaussian's RDP figure of the noise actually added
+    X, y = data
+    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode="distributed", rng=3,
+                        projection=projection, threshold_repeats=1, tolerated=4)
+    privacy = fit.privacy()
+    assert privacy["sampler"] == RING_SAMPLER
+    assert "Renyi" in privacy["composition"]
+    rings = [r for r in (getattr(fit.stds, "ring", None), getattr(fit.centring, "ring", None))
+             if r is not None]
+    assert len(rings) == 1  # moments (projection) or column sums (centring): one first release
+    final = RingRelease.for_sum(fit.sigma_std, fit.sensitivity, 400, 4, n_statistics(3))
+    expected = distributed_discrete_releases_epsilon(
+        [rings[0].as_tuple(), final.as_tuple()], 1e-4)
+    assert privacy["epsilon_accounted"] == pytest.approx(expected, rel=1e-12)
+    assert expected <= 1.0 and privacy["epsilon"] == 1.0
+    # calibrated by RDP, so the figure is the target (not the lower PLD one)
+    assert expected == pytest.approx(1.0, rel=1e-3)
+    # the paper's calibration: the accounted RDP figure, never below the stated one
+    paper = fit_dp_linreg(X, y, epsilon=2.0, delta=1e-4, mode="distributed", rng=3,
+                          calibration="paper", projection=projection, threshold_repeats=1)
+    assert paper.privacy()["epsilon"] >= paper.privacy()["epsilon_accounted"] - 1e-12
+    assert paper.privacy()["epsilon"] >= 2.0
 
 
 def test_paper_calibration_note_for_epsilon_at_least_one(data):

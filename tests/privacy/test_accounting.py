@@ -706,3 +706,22 @@ def test_release_events_are_dp_accounting_events():
     ])
     assert pure_epsilon(Release("l2_laplace", 4.0)) == 0.25
     assert set(PURE_MECHANISMS) <= set(MECHANISMS)
+
+
+def test_discrete_gaussian_releases_are_composed_by_rdp_whatever_the_accountant():
+    # the ring noise's releases hold under Renyi DP only: PLD asked, RDP given (never the
+    # smaller PLD figure), composed with Gaussian and pure releases
+    alone = releases_epsilon([("discrete_gaussian", 3.0)], 1e-5)
+    assert alone == pytest.approx(gaussian_releases_epsilon([3.0], 1e-5, "rdp"), rel=1e-12)
+    assert alone > gaussian_releases_epsilon([3.0], 1e-5, "pld")
+    mixed = [("discrete_gaussian", 3.0), 4.0, ("l2_laplace", 5.0)]
+    acc = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dp_accounting.GaussianDpEvent(3.0))
+    acc.compose(dp_accounting.GaussianDpEvent(4.0))
+    acc.compose(dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(0.2)), 2))
+    for accountant in ("pld", "rdp"):
+        assert releases_epsilon(mixed, 1e-5, accountant) == pytest.approx(
+            acc.get_epsilon(1e-5), rel=1e-9)
+    for closed in ("advanced", "basic", "moments"):
+        with pytest.raises(DpfedInputError, match="accountant must be one of"):
+            releases_epsilon([("discrete_gaussian", 3.0)], 1e-5, closed)

@@ -41,7 +41,7 @@ def _pmf_chi2(x: np.ndarray, sigma2: int, bins: int = 60) -> float:
     return float(stats.chisquare(counts, probs * x.size).pvalue)
 
 
-@pytest.mark.parametrize("sigma2", [2**16, 2**16 + 12345, 2**30 + 1, 2**48, 2**62])
+@pytest.mark.parametrize("sigma2", [2**16, 2**16 + 12345, 2**30 + 1, 2**48, 2**62, 2**80])
 def test_law_is_the_discrete_gaussian(sigma2):
     x = block_gaussian(sigma2, N, np.random.default_rng(SEED))
     assert x.dtype == np.int64 and x.shape == (N,)
@@ -180,7 +180,7 @@ def test_only_integers_are_drawn():
     ("kwargs", "match"),
     [
         ({"sigma2": 2**16 - 1}, "sigma2"),
-        ({"sigma2": 2**62 + 1}, "2\\^62"),
+        ({"sigma2": 2**80 + 1}, "2\\^80"),
         ({"sigma2": 2**20, "tail_sigmas": Fraction(8)}, "tail_sigmas"),
         ({"sigma2": 2**20, "margin_bits": 41}, "margin_bits"),
         ({"sigma2": 2**20 + 0.5}, "sigma2"),

@@ -18,6 +18,7 @@ from dpfed.privacy.discrete_accounting import (
     discrete_gaussian_epsilon,
     distributed_discrete_gaussian_epsilon,
     distributed_discrete_gaussian_rdp,
+    distributed_discrete_releases_epsilon,
     distributed_tau,
     grid_releases_delta_slack,
     rdp_inflation,
@@ -143,3 +144,18 @@ def test_the_grid_releases_slack_needs_a_finer_grid_than_two_to_the_twenty():
     assert grid_releases_delta_slack([(32561, 2.0**26)] * 16, 8.0) < 1e-8
     with pytest.raises(DpfedInputError, match="at least 1/2"):
         rounded_gaussian_tv_bound(0.25)
+
+
+def test_composed_distributed_releases_add_their_renyi_divergences():
+    one = (2**48, 9, 2.0**24 * 3 + 2, 4)
+    two = (2**50, 9, 2.0**24 * 5 + 3, 9)
+    assert distributed_discrete_releases_epsilon([one, one], 1e-5) == pytest.approx(
+        distributed_discrete_gaussian_epsilon(*one, 1e-5, steps=2), rel=1e-12)
+    both = distributed_discrete_releases_epsilon([one, two], 1e-5)
+    assert both > max(distributed_discrete_releases_epsilon([r], 1e-5) for r in (one, two))
+    # at the ring's scale: the RDP epsilon of one Gaussian with z^-2 = sum of the z_t^-2
+    z = [math.sqrt(9 * r[0]) / r[2] for r in (one, two)]
+    combined = 1 / math.sqrt(sum(1 / v**2 for v in z))
+    assert both == pytest.approx(gaussian_releases_epsilon([combined], 1e-5, "rdp"), rel=1e-9)
+    with pytest.raises(DpfedInputError, match="at least one"):
+        distributed_discrete_releases_epsilon([], 1e-5)

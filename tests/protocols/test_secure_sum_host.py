@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import stat
 
 import numpy as np
@@ -64,11 +65,21 @@ def test_secrets_are_owner_only_and_kept_across_restarts(tmp_path):
 def test_only_a_sensitivity_makes_a_share_accountable(tmp_path):
     bare = SecureSumHost(_job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0'), "c0")
     assert not bare.ledger_support and bare.plan == []
-    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0')
+    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0'
+                '\nnoise = "continuous"')
     host = SecureSumHost(spec, "c1")
     # two clients, T = 0: sigma_std = sqrt(2 - 0 - 1) * 2 = 2, multiplier 2 / 4
     assert host.ledger_support and host.plan == [0.5]
     assert host.events == []  # nothing has left yet
+    # the default exact ring noise: s^2 = (2 * 2^24)^2, sensitivity 4 * 2^24 + sqrt 3 ring
+    # units, a Renyi-DP-only release at multiplier 2^25 / (2^26 + sqrt 3), less 1e-9
+    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0')
+    ring = SecureSumHost(spec, "c1")
+    (release,) = ring.plan
+    assert release.mechanism == "discrete_gaussian"
+    assert release.noise_multiplier == pytest.approx(
+        2**25 / (2**26 + math.sqrt(3)) * (1 - 1e-9), rel=1e-15)
+    assert ring.noise["sigma2"] == 2**50
 
 
 

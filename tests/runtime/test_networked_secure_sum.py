@@ -42,10 +42,11 @@ def _check_equal(result: dict, values: np.ndarray, n_nodes: int, params: dict,
                  dropped: tuple[int, ...] = ()) -> None:
     """The networked sum equals the in-process one bit for bit (client ``i``'s noise comes
     from the seed and ``i`` in both, whichever clients drop out)."""
+    noise = "gaussian" if params.get("noise") == "continuous" else "discrete"
     reference = secure_sum(values, noise_std=params["noise_std"], rng=params["seed"],
                            compute_nodes=n_nodes, tolerated=params["tolerated"],
                            fractional_bits=params["fractional_bits"],
-                           dropped=list(dropped) or None)
+                           dropped=list(dropped) or None, noise=noise)
     assert result["sum_encoded"] == [int(v) for v in reference.total_encoded]
     np.testing.assert_array_equal(np.array(result["sum"]), reference.total)
     assert result["included"] == [f"client{i}" for i in range(values.shape[0])
@@ -83,22 +84,27 @@ def test_calibrated_secure_sum_reports_its_epsilon(netjob, tmp_path):
     job, values = _job(netjob, tmp_path, n_clients=3, n_nodes=2, dim=3, params=params,
                        budgets=budgets)
     result = _run(job, timeout=120)
-    from dpfed.dca.calibration import calibrate_dca
+    from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
     from dpfed.runtime.budget import BudgetLedger
 
-    cal = calibrate_dca(1.0, 1e-5, 1.0, 3, 1)
-    assert result["privacy"]["epsilon"] == 1.0
-    assert result["privacy"]["client_std"] == pytest.approx(cal.client_std)
+    # the default exact ring noise, calibrated by the distributed discrete Gaussian's RDP
+    std = calibrate_dca_discrete(1.0 * (1 - 1e-7), 1e-5, 1.0, 3, 1, 3, 24)
+    assert result["privacy"]["epsilon"] == pytest.approx(1.0, rel=1e-6)
+    assert result["privacy"]["epsilon"] <= 1.0
+    assert result["privacy"]["client_std"] == pytest.approx(std)
+    assert std > calibrate_dca(1.0, 1e-5, 1.0, 3, 1).client_std  # RDP: a little more noise
     # each client's noise comes from its own secret: the sum is that of the encoded
     # value + noise of every client, which only the clients themselves could compute
+    from dpfed.dca.discrete_noise import ring_noise, ring_sigma2
     from dpfed.dca.fixedpoint import encode
     from dpfed.privacy.noise_source import secret_generator
 
     total = np.zeros(3, dtype=np.uint64)
     for i in range(3):
         secret = (job.workdir(f"client{i}") / "dca-client.key").read_bytes()
-        noise = cal.client_std * secret_generator(secret, "dca noise").standard_normal(3)
-        total += encode((values[i] + noise).reshape(1, -1), 3)[0]
+        noise = ring_noise(ring_sigma2(std, 24), 3, secret_generator(secret, "dca noise"))
+        noisy = (np.rint(values[i] * 2.0**24) + noise) / 2.0**24
+        total += encode(noisy.reshape(1, -1), 3)[0]
     assert result["sum_encoded"] == [int(v) for v in total]
     assert "privacy_guarantee" not in result
     # each client's ledger holds its one release, at the calibrated multiplier

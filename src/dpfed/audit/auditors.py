@@ -38,7 +38,9 @@ from dpfed._validation import DpfedInputError
 from dpfed.bayes.linreg import fit_dp_linreg
 from dpfed.bayes.sufficient_stats import row_statistics
 from dpfed.core.losses import get_loss
-from dpfed.dca.calibration import calibrate_dca
+from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
+from dpfed.dca.discrete_noise import client_discrete_noise, ring_sigma2
+from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS
 from dpfed.dca.noise import client_noise
 from dpfed.dca.secure_sum import secure_sum
 from dpfed.privacy.accounting import Release, gaussian_epsilon_heterogeneous, releases_epsilon
@@ -358,7 +360,7 @@ class ConsensusAuditor(Auditor):
 class SecureSumAuditor(Auditor):
     r"""The distributed Gaussian mechanism of the DCA secure sum (paper 004), as the leader
     sees it: the decoded sum :math:`\sum_i (z_i + \eta_i)`, computed by the secure sum itself
-    (fixed-point encoding, shares, agreement).
+    (fixed-point encoding, shares, agreement), with the clients' float noise.
 
     Neighbours: client 0 holds :math:`0` or a vector of norm ``l2_sensitivity`` (1). The
     attacker knows every other client's vector and, as the calibration allows, the noise of
@@ -368,23 +370,34 @@ class SecureSumAuditor(Auditor):
     n_clients: int = 10
     tolerated: int = 2
     dim: int = 4
+    noise: str = "gaussian"
 
     def setup(self) -> None:
-        self.name = "secure-sum-gaussian"
+        self.name = f"secure-sum-{self.noise}"
         self.neighbours = (f"client 0's vector 0 or e_1 (l2 sensitivity 1); {self.n_clients} "
                            f"clients, {self.tolerated} colluding with the attacker, 3 compute "
                            "nodes")
         self.statistic = "log-likelihood ratio of the sum minus every known term"
-        calibrated = calibrate_dca(self.epsilon, self.delta, 1.0, self.n_clients, self.tolerated)
-        self.calibration = calibrated
-        sensitivity = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
-        self.client_std = (calibrated.client_std * sensitivity)
+        self.client_std = self._client_std(self.n_clients, self.dim)
         data = np.random.default_rng(2025)
         self.others = data.normal(size=(self.n_clients - 1, self.dim))
         self.targets = [np.zeros(self.dim), np.eye(self.dim)[0]]
 
+    def _calibrated_std(self, n_clients: int, dim: int) -> float:
+        """Each client's noise std calibrated to the claim (before any break)."""
+        return float(calibrate_dca(self.epsilon, self.delta, 1.0, n_clients,
+                                   self.tolerated).client_std)
+
+    def _client_std(self, n_clients: int, dim: int) -> float:
+        scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
+        return self._calibrated_std(n_clients, dim) * scale
+
+    def _known_noise(self, seed: int, client: int, dim: int, std: float) -> np.ndarray:
+        """Client ``client``'s noise, in real units, as a colluder knows it."""
+        return client_noise(seed, client, dim, std)
+
     def claimed_epsilon(self) -> float:
-        return float(self.calibration.epsilon)
+        return float(self.epsilon)  # calibrated to the target
 
     def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``canaries`` more clients, canary ``i`` holding :math:`e_i` (included) or 0, in a sum
@@ -394,15 +407,13 @@ class SecureSumAuditor(Auditor):
         others = np.random.default_rng(2025).normal(size=(self.n_clients, canaries))
         values = np.vstack([np.diag(included.astype(float)), others])
         n = values.shape[0]
-        calibrated = calibrate_dca(self.epsilon, self.delta, 1.0, n, self.tolerated)
-        scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
-        std = calibrated.client_std * scale
+        std = self._client_std(n, canaries)
         seed = int(rng.integers(2**63))
         result = secure_sum(values, noise_std=std, rng=seed, compute_nodes=3,
-                            tolerated=self.tolerated)
+                            tolerated=self.tolerated, noise=self.noise)
         known_noise = range(n) if self.broken == "known-noise" \
             else range(canaries, canaries + self.tolerated)
-        known = others.sum(axis=0) + sum(client_noise(seed, i, canaries, std)
+        known = others.sum(axis=0) + sum(self._known_noise(seed, i, canaries, std)
                                          for i in known_noise)
         return np.asarray(result.total) - known, included
 
@@ -410,16 +421,34 @@ class SecureSumAuditor(Auditor):
         seed = int(rng.integers(2**63))
         values = np.vstack([self.targets[neighbour], self.others])
         result = secure_sum(values, noise_std=self.client_std, rng=seed, compute_nodes=3,
-                            tolerated=self.tolerated)
+                            tolerated=self.tolerated, noise=self.noise)
         # colluders' noise; with a shared seed, every client's (then the sum is exact)
         known_noise = range(self.n_clients) if self.broken == "known-noise" \
             else range(1, 1 + self.tolerated)
         known = self.others.sum(axis=0) + sum(
-            client_noise(seed, i, self.dim, self.client_std) for i in known_noise)
+            self._known_noise(seed, i, self.dim, self.client_std) for i in known_noise)
         sigma = self.client_std * math.sqrt(self.n_clients - self.tolerated)
         observed = np.asarray(result.total) - known
         statistic, precision = _llr(observed, self.targets[0], self.targets[1], sigma)
         return AuditRun(statistic, 0.0 if self.broken == "known-noise" else precision)
+
+
+class SecureSumDiscreteAuditor(SecureSumAuditor):
+    r""":class:`SecureSumAuditor` of the exact noise (the networked job's default): every
+    client's :math:`\mathcal N_{\mathbb Z}(0, s^2)` in the ring, calibrated by the distributed
+    discrete Gaussian's Rényi-DP bound (:func:`dpfed.dca.calibration.calibrate_dca_discrete`).
+    """
+
+    noise: str = "discrete"
+
+    def _calibrated_std(self, n_clients: int, dim: int) -> float:
+        return float(calibrate_dca_discrete(self.epsilon, self.delta, 1.0, n_clients,
+                                            self.tolerated, dim, DEFAULT_FRACTIONAL_BITS))
+
+    def _known_noise(self, seed: int, client: int, dim: int, std: float) -> np.ndarray:
+        s2 = ring_sigma2(std, DEFAULT_FRACTIONAL_BITS)
+        ring = client_discrete_noise(seed, client, dim, s2)
+        return np.ldexp(ring.astype(np.float64), -DEFAULT_FRACTIONAL_BITS)
 
 
 class VerticalSoundAuditor(Auditor):
@@ -960,7 +989,8 @@ class DvpAuditor(DecentralizedAuditor):
 
 
 class BayesLinRegAuditor(Auditor):
-    r"""DP Bayesian linear regression (paper 004) with the distributed Gaussian mechanism: the
+    r"""DP Bayesian linear regression (paper 004) with the distributed Gaussian mechanism (each
+    client's exact discrete noise in the secure sum's ring, as the fit adds it): the
     noisy sufficient statistics :math:`\sum_i z_i + \eta` that the secure sum hands the
     leader (:func:`dpfed.bayes.linreg.fit_dp_linreg`, one row per client, no centring or
     projection: one release of the whole budget).
@@ -999,9 +1029,12 @@ class BayesLinRegAuditor(Auditor):
         scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
 
         def aggregate(values: np.ndarray, *, noise_std: Any, compute_nodes: int,
-                      tolerated: int, rng: np.random.Generator) -> Any:
-            result = secure_sum(values, noise_std=np.asarray(noise_std) * scale,
-                                compute_nodes=compute_nodes, tolerated=tolerated, rng=rng)
+                      tolerated: int, rng: np.random.Generator, noise: str = "gaussian",
+                      fractional_bits: int = 24) -> Any:
+            # dpfed.dca.secure_sum's keywords: the fit adds its exact ring noise, as by default
+            result = secure_sum(values, noise_std=float(np.max(noise_std)) * scale,
+                                compute_nodes=compute_nodes, tolerated=tolerated, rng=rng,
+                                noise=noise, fractional_bits=fractional_bits)
             seen["total"] = np.asarray(result.total)
             seen["exact"] = np.asarray(values).sum(axis=0)
             return result
@@ -1205,6 +1238,7 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
     "bayes-linreg": BayesLinRegAuditor,
     "consensus-gaussian": ConsensusAuditor,
     "secure-sum-gaussian": SecureSumAuditor,
+    "secure-sum-discrete": SecureSumDiscreteAuditor,
     "vertical-paper": VerticalPaperAuditor,
     "vertical-sound": VerticalSoundAuditor,
     "vertical-sound-label-holder": ProtectedLabelHolderAuditor,

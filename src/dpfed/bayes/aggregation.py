@@ -19,6 +19,16 @@ mechanism's, :math:`\sigma_{std} = z \Delta_2`, see :mod:`dpfed.bayes.calibratio
     (Theorem 1), so the release stays private if up to :math:`T` clients collude or drop
     out, and if one of the clients is the attacker; the total noise variance is
     :math:`\sigma_{std}^2 N / (N - T - 1)`.
+
+    With the default secure sum, a sensitivity and one :math:`\sigma_{std}` for every
+    coordinate, the noise is exact and lives in the secure sum's ring: each client rounds
+    :math:`z_i 2^f` and adds :math:`\mathcal N_{\mathbb Z}(0, s^2)`,
+    :math:`s = \sigma_c 2^f (1 + \sqrt D/(\Delta_2 2^f))` rounded up (:class:`RingRelease`;
+    the factor pays for the rounding, which moves a neighbour's sum by up to
+    :math:`\sqrt D` more ring units), so the :math:`N - T - 1` honest clients' noise has
+    multiplier at least :math:`\sigma_{std}/\Delta_2` in ring units; the release is
+    accounted by the distributed discrete Gaussian's RDP bound
+    (:func:`dpfed.privacy.discrete_accounting.distributed_discrete_releases_epsilon`).
 ``"input"``
     Input perturbation, the paper's baseline (its section 4: each client "uses a trusted
     aggregator DP technique separately"): each client releases its own
@@ -31,6 +41,8 @@ All randomness comes from the ``rng`` argument.
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -40,9 +52,61 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_int, check_positive
 from dpfed.dca import secure_sum
 from dpfed.dca.calibration import dca_client_std
+from dpfed.dca.discrete_noise import ring_sigma2
+from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS
 from dpfed.privacy.gaussian import GaussianRelease
 
-__all__ = ["MODES", "NoisySum", "distributed_client_std", "noisy_sum"]
+__all__ = ["MODES", "NoisySum", "RingRelease", "distributed_client_std", "noisy_sum",
+           "takes_ring_noise"]
+
+
+@dataclass(frozen=True)
+class RingRelease:
+    r"""The exact noise of a distributed release in the secure sum's ring, for its accounting.
+
+    Attributes
+    ----------
+    client_std : float
+        :math:`\sigma_c (1 + \sqrt D / (\Delta_2 2^f))`, each client's noise in real units
+        (what the secure sum is given).
+    sigma2 : int
+        :math:`s^2 = \lceil (client\_std \cdot 2^f)^2 \rceil` in ring units.
+    honest : int
+        :math:`N - T - 1`, the clients whose noise the accounting counts.
+    grid_sensitivity : float
+        :math:`\Delta_2 2^f + \sqrt D`, the encoded sum's sensitivity in ring units.
+    dim : int
+        :math:`D`.
+    fractional_bits : int
+        :math:`f`.
+    """
+
+    client_std: float
+    sigma2: int
+    honest: int
+    grid_sensitivity: float
+    dim: int
+    fractional_bits: int
+
+    @classmethod
+    def for_sum(cls, sigma_std: float, l2_sensitivity: float, n_clients: int, tolerated: int,
+                dim: int, fractional_bits: int = DEFAULT_FRACTIONAL_BITS) -> RingRelease:
+        r"""The ring noise whose honest part has multiplier at least
+        :math:`\sigma_{std}/\Delta_2` in ring units."""
+        honest = n_clients - tolerated - 1
+        if honest < 1:
+            raise DpfedInputError(
+                f"the distributed mode needs N - T - 1 >= 1. Found N = {n_clients}, "
+                f"T = {tolerated}."
+            )
+        scaled = math.ldexp(l2_sensitivity, fractional_bits)
+        client = sigma_std / math.sqrt(honest) * (1.0 + math.sqrt(dim) / scaled)
+        return cls(client, ring_sigma2(client, fractional_bits), honest,
+                   scaled + math.sqrt(dim), dim, fractional_bits)
+
+    def as_tuple(self) -> tuple[int, int, float, int]:
+        """``(sigma2, honest, grid_sensitivity, dim)`` for the accountant."""
+        return self.sigma2, self.honest, self.grid_sensitivity, self.dim
 
 #: Aggregation settings, see the module docstring.
 MODES = ("nonprivate", "trusted", "distributed", "input")
@@ -68,6 +132,8 @@ class NoisySum:
     total_std : numpy.ndarray, shape (D,)
         Standard deviation of the noise in ``total`` (zeros for ``nonprivate``).
     n_clients : int
+    ring : RingRelease or None
+        The exact ring noise of a ``distributed`` release through the default secure sum.
     """
 
     total: np.ndarray
@@ -76,6 +142,7 @@ class NoisySum:
     client_std: np.ndarray | None
     total_std: np.ndarray
     n_clients: int
+    ring: RingRelease | None = None
 
 
 def distributed_client_std(
@@ -103,6 +170,19 @@ def distributed_client_std(
     return np.asarray(dca_client_std(sigma_std, n_clients, tolerated), dtype=np.float64)
 
 
+def takes_ring_noise(aggregate: Aggregate | None) -> bool:
+    """Whether a secure-sum implementation adds the exact ring noise: the default one does,
+    and so does any that takes ``noise`` and ``fractional_bits`` keywords (as
+    :func:`dpfed.dca.secure_sum` does); it is then called with ``noise="discrete"``."""
+    if aggregate is None:
+        return True
+    try:
+        params = inspect.signature(aggregate).parameters
+    except (TypeError, ValueError):
+        return False
+    return "noise" in params and "fractional_bits" in params
+
+
 def _default_secure_sum() -> Aggregate:
 
     return secure_sum
@@ -125,8 +205,11 @@ def noisy_sum(
     ``trusted`` and ``input`` modes draw their noise exactly on a power-of-two grid
     (:meth:`dpfed.privacy.gaussian.GaussianRelease.noisy` at multiplier
     :math:`\sigma_{std}/\Delta_2`: a standard deviation at least :math:`\sigma_{std}`),
-    accounted with the coupling's delta of :mod:`dpfed.privacy.coupling`; otherwise, and in
-    the ``distributed`` mode, the noise is drawn in floating point.
+    accounted with the coupling's delta of :mod:`dpfed.privacy.coupling`, and the
+    ``distributed`` mode through the default secure sum (or one that
+    :func:`takes_ring_noise`) draws it exactly in the ring (:class:`RingRelease`); otherwise
+    (another ``aggregate``, per-coordinate ``sigma_std``) the noise is drawn in floating
+    point.
 
     Parameters
     ----------
@@ -188,6 +271,18 @@ def noisy_sum(
         return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
     client = distributed_client_std(sigma, n, tolerated)
     compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
+    if takes_ring_noise(aggregate) and l2_sensitivity is not None and sigma[0] > 0 and bool(
+        np.all(sigma == sigma[0])
+    ):
+        sens = check_positive("l2_sensitivity", l2_sensitivity)
+        ring = RingRelease.for_sum(float(sigma[0]), sens, n, int(tolerated), dim)
+        result = (aggregate or _default_secure_sum())(
+            z, noise_std=ring.client_std, compute_nodes=compute_nodes, tolerated=int(tolerated),
+            rng=rng, noise="discrete", fractional_bits=ring.fractional_bits,
+        )
+        client = np.full(dim, ring.client_std)
+        return NoisySum(np.asarray(result.total, dtype=np.float64), mode, sigma, client,
+                        client * np.sqrt(n), n, ring)
     secure_sum = aggregate if aggregate is not None else _default_secure_sum()
     result = secure_sum(
         z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng

@@ -134,6 +134,7 @@ def calibrate_releases(
     centre: bool = False,
     centre_share: float = 0.3,
     coordinates: int = 0,
+    accountant: str = "pld",
 ) -> ReleaseCalibration:
     r"""Noise multipliers of the one or two Gaussian releases (see the module docstring).
 
@@ -158,6 +159,14 @@ def calibrate_releases(
         Coordinates the releases draw from the exact grid sampler, in all (the trusted and
         input modes): their coupling's delta (:mod:`dpfed.privacy.coupling`) is set aside
         before calibrating and included in ``epsilon_accounted``.
+    accountant : {"pld", "rdp"}, default "pld"
+        ``"rdp"`` for releases whose honest accounting is Rényi DP: the distributed mode's
+        exact noise in the secure sum's ring (the distributed discrete Gaussian, whose privacy
+        loss distribution is not the continuous one's). ``"tight"`` then calibrates the
+        one-release multiplier by RDP (and a relative :math:`10^{-9}` more, for the bound's
+        :math:`\tau` terms, below :math:`10^{-60}` at the ring's scale) and
+        ``epsilon_accounted`` is the releases' RDP figure; the fit replaces it by the figure
+        of the ring noise actually added.
 
     Returns
     -------
@@ -177,14 +186,17 @@ def calibrate_releases(
         first = "column sums (centring)"
     else:
         share = first = None
+    if accountant not in ("pld", "rdp"):
+        raise DpfedInputError(f"accountant must be 'pld' or 'rdp'. Found {accountant!r}.")
     return _calibrate(eps, dlt, share, calibration, first,
-                      check_int("coordinates", coordinates, minimum=0))
+                      check_int("coordinates", coordinates, minimum=0), accountant)
 
 
 @lru_cache(maxsize=256)
-def _tight_multiplier(eps: float, dlt: float) -> float:
+def _tight_multiplier(eps: float, dlt: float, accountant: str = "pld") -> float:
 
-    return float(calibrate_noise_multiplier(eps, dlt, 1, accountant="pld"))
+    z = float(calibrate_noise_multiplier(eps, dlt, 1, accountant=accountant))
+    return z if accountant == "pld" else z * (1.0 + 1e-9)
 
 
 def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
@@ -214,21 +226,26 @@ def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
 @lru_cache(maxsize=256)
 def _calibrate(
     eps: float, dlt: float, share: float | None, calibration: str, first: str | None,
-    coordinates: int = 0,
+    coordinates: int = 0, accountant: str = "pld",
 ) -> ReleaseCalibration:
     notes: list[str] = []
     if calibration == "tight":
-        z = _tight_multiplier(eps, calibration_delta(dlt, coordinates, eps))
+        z = _tight_multiplier(eps, calibration_delta(dlt, coordinates, eps), accountant)
         if share is None:
             zs: tuple[float, ...] = (z,)
-            composition = "one Gaussian release calibrated exactly (PLD accountant)"
+            composition = ("one Gaussian release calibrated exactly (PLD accountant)"
+                           if accountant == "pld" else
+                           "one release calibrated by Renyi DP (the distributed discrete "
+                           "Gaussian's bound)")
         else:
             zs = (z / math.sqrt(share), z / math.sqrt(1.0 - share))
             composition = (
                 f"two Gaussian releases ({first}, then the sufficient statistics) calibrated "
-                "jointly: z1^-2 + z2^-2 = z^-2 with z the exact one-release multiplier for the "
-                f"total budget, split {share:g} : {1 - share:g} in z^-2 (Gaussian composition "
-                "is exact)"
+                "jointly: z1^-2 + z2^-2 = z^-2 with z the "
+                + ("exact (PLD)" if accountant == "pld" else "Renyi-DP")
+                + f" one-release multiplier for the total budget, split {share:g} : "
+                f"{1 - share:g} in z^-2 (Gaussian composition is exact"
+                + (")" if accountant == "pld" else " in Renyi DP too)")
             )
         budgets = None
     else:
@@ -252,10 +269,13 @@ def _calibrate(
                 "so the stated budget is not guaranteed (see epsilon_accounted for the exact "
                 "epsilon of the noise added)"
             )
-    accounted = epsilon_with_coupling(
-        lambda dd: exact_epsilon(zs, dd), dlt, coordinates,
-        fallback=lambda: gaussian_releases_epsilon(list(zs), dlt, "rdp"),
-    )
+    if accountant == "rdp":
+        accounted = gaussian_releases_epsilon(list(zs), dlt, "rdp")
+    else:
+        accounted = epsilon_with_coupling(
+            lambda dd: exact_epsilon(zs, dd), dlt, coordinates,
+            fallback=lambda: gaussian_releases_epsilon(list(zs), dlt, "rdp"),
+        )
     epsilon = eps
     if calibration == "tight" and accounted > eps:  # the coupling too large: RDP reported
         epsilon = float(accounted)

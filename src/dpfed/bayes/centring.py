@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_positive
-from dpfed.bayes.aggregation import Aggregate, noisy_sum
+from dpfed.bayes.aggregation import Aggregate, RingRelease, noisy_sum
 from dpfed.bayes.sufficient_stats import check_xy, clip_to_bounds, feature_bounds
 
 __all__ = [
@@ -92,6 +92,8 @@ class PrivateMeans:
         Standard deviation of the noise in each mean: the noise in the released sum over
         :math:`N` (the mode's total noise, e.g. :math:`z \Delta_2 \sqrt{N/(N-T-1)} / N`
         distributed).
+    ring : RingRelease or None
+        The release's exact ring noise (``distributed`` through the default secure sum).
     """
 
     means: np.ndarray
@@ -99,6 +101,7 @@ class PrivateMeans:
     sensitivity: float | None = None
     sigma_std: float | None = None
     mean_noise_std: np.ndarray | None = None
+    ring: RingRelease | None = None
 
     @property
     def mean_x(self) -> np.ndarray:
@@ -239,7 +242,7 @@ def estimate_means(
         l2_sensitivity=sens,
     )
     return PrivateMeans(released.total / n, "column sums", sens, float(sigma),
-                        released.total_std / n)
+                        released.total_std / n, released.ring)
 
 
 def exact_means(X: np.ndarray, y: np.ndarray) -> PrivateMeans:

@@ -33,12 +33,12 @@ statistics of the unclipped rows (no bounds, no noise), centred by their exact m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
-from dpfed.bayes.aggregation import MODES, Aggregate, noisy_sum
+from dpfed.bayes.aggregation import MODES, Aggregate, RingRelease, noisy_sum, takes_ring_noise
 from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
 from dpfed.bayes.centring import PrivateMeans, centre_rows, estimate_means, exact_means
 from dpfed.bayes.posterior import Posterior, check_repair, posterior_from_statistics
@@ -60,6 +60,7 @@ from dpfed.bayes.sufficient_stats import (
     unpack_statistics,
 )
 from dpfed.privacy.coupling import SAMPLER
+from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
 from dpfed.privacy.l2_laplace import as_generator
 
 __all__ = ["DEFAULT_BOUND", "LinRegFit", "fit_dp_linreg"]
@@ -95,6 +96,9 @@ class LinRegFit:
     centring : PrivateMeans or None
         The column means the rows were centred by (DP means, or exact ones for
         ``nonprivate``); ``None`` without centring.
+    sampler : str or None
+        The noise's sampler when it is not the mode's usual one (the distributed mode's
+        exact ring noise).
     """
 
     posterior: Posterior
@@ -110,6 +114,7 @@ class LinRegFit:
     thresholds: ThresholdChoice | None = None
     notes: tuple[str, ...] = field(default=())
     centring: PrivateMeans | None = None
+    sampler: str | None = None
 
     @property
     def coef(self) -> np.ndarray:
@@ -178,8 +183,9 @@ class LinRegFit:
             "epsilon_accounted": cal.epsilon_accounted,
             "paper_epsilon": cal.paper_epsilon,
             "release_budgets": cal.to_json()["release_budgets"],
-            "sampler": (SAMPLER if self.mode in ("trusted", "input")
-                        else "floating-point normal per client, summed in fixed point"),
+            "sampler": self.sampler or (
+                SAMPLER if self.mode in ("trusted", "input")
+                else "floating-point normal per client, summed in fixed point"),
             "releases": releases,
             "notes": list(self.notes),
         }
@@ -350,9 +356,13 @@ def fit_dp_linreg(
     # the trusted and input modes draw every noisy coordinate exactly (the moments' second
     # and first moments, or the sums, then the statistics): the coupling's coordinates
     grid = n_statistics(d) + 2 * (d + 1) if mode in ("trusted", "input") else 0
+    # the distributed mode through the default secure sum adds exact noise in its ring,
+    # accounted by Renyi DP (the distributed discrete Gaussian)
+    ring = mode == "distributed" and takes_ring_noise(aggregate)
     cal = calibrate_releases(
         epsilon, delta, projection=projection, std_share=std_share, calibration=calibration,
         centre=centre, centre_share=centre_share, coordinates=grid,
+        accountant="rdp" if ring else "pld",
     )
     Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
     cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
@@ -407,8 +417,45 @@ def fit_dp_linreg(
             f"the noisy Gram matrix had a negative eigenvalue ({post.min_eigenvalue:.4g}); it "
             f"was repaired ({repair}) so the posterior precision is positive definite"
         )
+    sampler = None
+    if ring:
+        first = stds if stds is not None else centring
+        releases = [r for r in (getattr(first, "ring", None), released.ring) if r is not None]
+        cal, ring_notes = _ring_accounting(cal, releases)
+        notes.extend(ring_notes)
+        sampler = RING_SAMPLER
     return LinRegFit(
         posterior=post, mode=mode, projection=projection, n_train=n, d=d, bounds=bounds,
         sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
-        thresholds=thresholds, notes=tuple(notes), centring=centring,
+        thresholds=thresholds, notes=tuple(notes), centring=centring, sampler=sampler,
     )
+
+
+#: The distributed mode's sampler through the default secure sum.
+RING_SAMPLER = ("exact discrete Gaussian per client in the secure sum's ring (block-envelope "
+                "sampler), accounted as the distributed discrete Gaussian (Renyi DP)")
+
+
+def _ring_accounting(cal: ReleaseCalibration, releases: Sequence[RingRelease]
+                     ) -> tuple[ReleaseCalibration, list[str]]:
+    """The calibration with ``epsilon_accounted`` of the ring noise actually added; the stated
+    epsilon becomes the accounted one if that is larger (never printed below the truth)."""
+    expected = 1 + (cal.first_share is not None)
+    if len(releases) != expected:
+        raise AssertionError(  # pragma: no cover - every release of the mode is a ring one
+            f"expected {expected} ring releases, found {len(releases)}")
+    accounted = distributed_discrete_releases_epsilon([r.as_tuple() for r in releases],
+                                                      cal.delta)
+    notes = []
+    # the stated budget (the paper's, or the calibrated target), raised to the accounted figure
+    epsilon = cal.paper_epsilon if cal.paper_epsilon is not None else cal.epsilon
+    if cal.paper_epsilon is not None and accounted > epsilon:
+        epsilon = accounted  # the calibration's note already says so
+    elif accounted > epsilon * (1 + 1e-9):
+        notes.append(
+            f"the exact noise in the secure sum's ring is accounted at epsilon "
+            f"{accounted:.4g} (Renyi DP of the distributed discrete Gaussian), more than "
+            f"{epsilon:g}: privacy.epsilon is {accounted:.4g}"
+        )
+        epsilon = accounted
+    return replace(cal, epsilon_accounted=float(accounted), epsilon=float(epsilon)), notes

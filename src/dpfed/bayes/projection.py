@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_positive
-from dpfed.bayes.aggregation import Aggregate, noisy_sum
+from dpfed.bayes.aggregation import Aggregate, RingRelease, noisy_sum
 from dpfed.bayes.centring import first_moment_scale
 from dpfed.bayes.posterior import check_repair, posterior_means
 from dpfed.bayes.sufficient_stats import (
@@ -119,6 +119,8 @@ class MarginalStds:
         With first moments: the standard deviation of the noise in each mean.
     first_scale : numpy.ndarray or None, shape (d + 1,)
         With first moments: the weights :math:`w_j` the sums were released with.
+    ring : RingRelease or None
+        The release's exact ring noise (``distributed`` through the default secure sum).
     """
 
     stds: np.ndarray
@@ -130,6 +132,7 @@ class MarginalStds:
     means: np.ndarray | None = None
     mean_noise_std: np.ndarray | None = None
     first_scale: np.ndarray | None = None
+    ring: RingRelease | None = None
 
 
 def estimate_marginal_stds(
@@ -213,7 +216,7 @@ def estimate_marginal_stds(
     fallback = ~(variances > 0)
     stds = np.where(fallback, fb, np.sqrt(np.where(fallback, 1.0, variances)))
     return MarginalStds(stds, variances, fallback, sens, float(sigma), first_moments, means,
-                        mean_noise, w)
+                        mean_noise, w, result.ring)
 
 
 @dataclass(frozen=True, eq=False)

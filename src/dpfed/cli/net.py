@@ -168,7 +168,9 @@ def print_secure_sum(result: dict[str, Any], out: str) -> None:
         print(f"WARNING: {warning}")
     privacy = result["privacy"]
     if privacy.get("epsilon") is not None:
-        print(f"privacy (distributed Gaussian): epsilon = {privacy['epsilon']:.4g} at delta = "
+        kind = ("distributed discrete Gaussian, exact in the ring" if
+                privacy.get("noise") == "discrete" else "distributed Gaussian")
+        print(f"privacy ({kind}): epsilon = {privacy['epsilon']:.4g} at delta = "
               f"{privacy['delta']:g}; noise std per client {privacy['client_std']:.4g}")
     elif privacy["mechanism"] != "none":
         print(f"privacy: noise std per client {privacy['client_std']:.4g} (no epsilon: the "

@@ -52,7 +52,7 @@ from dpfed.dca.noise import client_noise_generator
 from dpfed.privacy.block_gaussian import MIN_SIGMA2, block_gaussian_rows
 from dpfed.privacy.discrete import discrete_gaussian
 
-__all__ = ["client_discrete_noise", "clients_discrete_noise", "ring_sigma2"]
+__all__ = ["client_discrete_noise", "clients_discrete_noise", "ring_noise", "ring_sigma2"]
 
 
 def ring_sigma2(client_std: float, fractional_bits: int) -> int:
@@ -75,6 +75,21 @@ def ring_sigma2(client_std: float, fractional_bits: int) -> int:
     scaled = Fraction(math.ldexp(sc, f))
     s2 = scaled * scaled
     return -((-s2.numerator) // s2.denominator)
+
+
+def ring_noise(sigma2: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    r""":math:`\mathcal N_{\mathbb Z}(0, s^2)^D` from ``rng`` (a deployed client's secret
+    generator): the block-envelope sampler from :math:`s^2 = 2^{16}`, CKS's below.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (D,)
+    """
+    d = check_int("dim", dim, minimum=1)
+    if sigma2 >= MIN_SIGMA2:
+        out: np.ndarray = block_gaussian_rows(sigma2, [rng], d)[0]
+        return out
+    return discrete_gaussian(sigma2, d, rng)
 
 
 def client_discrete_noise(seed: int, client: int, dim: int, sigma2: int) -> np.ndarray:

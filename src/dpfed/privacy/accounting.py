@@ -64,6 +64,7 @@ __all__ = [
     "MECHANISMS",
     "NUMERICAL_ACCOUNTANTS",
     "PURE_MECHANISMS",
+    "RDP_MECHANISMS",
     "Release",
     "advanced_composition",
     "as_release",
@@ -935,12 +936,19 @@ def gaussian_releases_epsilon(
 # --------------------------------------------------------------------------------------------
 
 #: Mechanisms whose releases are accounted (by their noise multiplier ``z``): ``"gaussian"``
-#: (:math:`\mathcal N(0, \sigma^2 I)`, :math:`z = \sigma / C`) and ``"l2_laplace"`` (density
-#: :math:`\propto e^{-\|\eta\| / b}`, :math:`z = b / C`, which is :math:`1/z`-DP).
-MECHANISMS = ("gaussian", "l2_laplace")
+#: (:math:`\mathcal N(0, \sigma^2 I)`, :math:`z = \sigma / C`), ``"l2_laplace"`` (density
+#: :math:`\propto e^{-\|\eta\| / b}`, :math:`z = b / C`, which is :math:`1/z`-DP) and
+#: ``"discrete_gaussian"`` (a sum of clients' exact discrete Gaussian noise in the secure sum's
+#: ring whose Rényi divergences are at most a Gaussian's of multiplier ``z``: Rényi DP only).
+MECHANISMS = ("gaussian", "l2_laplace", "discrete_gaussian")
 
 #: The mechanisms that are pure :math:`\varepsilon`-DP, with :math:`\varepsilon = 1/z`.
 PURE_MECHANISMS = ("l2_laplace",)
+
+#: The mechanisms certified by Rényi DP only: a composition that holds one is accounted by
+#: RDP whatever the accountant asked (its privacy loss distribution is not the continuous
+#: Gaussian's, so ``"pld"`` would not be a bound; the closed forms are refused).
+RDP_MECHANISMS = ("discrete_gaussian",)
 
 #: The numerical accountants, which hold for every noise multiplier and every mechanism here.
 NUMERICAL_ACCOUNTANTS = ("pld", "rdp")
@@ -1010,12 +1018,13 @@ def pure_epsilon(release: Release) -> float:
 def release_event(release: Release) -> dp_event.DpEvent:
     r"""The ``DpEvent`` of one release.
 
-    A Gaussian release is ``GaussianDpEvent(z)``. A pure :math:`\varepsilon`-DP release is the
-    binary randomized response at :math:`\varepsilon` (``RandomizedResponseDpEvent`` with two
-    buckets and noise parameter :math:`p = 2 / (1 + e^{\varepsilon})`): its pair of output
+    A Gaussian release is ``GaussianDpEvent(z)``, and so is a ``"discrete_gaussian"`` one for the
+    RDP accountant (its Rényi divergences are at most the Gaussian's). A pure :math:`\varepsilon`-DP
+    release is the binary randomized response at :math:`\varepsilon` (``RandomizedResponseDpEvent``
+    with two buckets and noise parameter :math:`p = 2 / (1 + e^{\varepsilon})`): its pair of output
     distributions dominates that of every :math:`\varepsilon`-DP mechanism (Kairouz, Oh and
-    Viswanath 2015), so composing it bounds the composition of any pure-DP releases, whatever
-    their noise (the l2-Laplace noise of decentralized ADMM included).
+    Viswanath 2015), so composing it bounds the composition of any pure-DP releases, whatever their
+    noise (the l2-Laplace noise of decentralized ADMM included).
     """
     if release.mechanism in PURE_MECHANISMS:
         eps = pure_epsilon(release)
@@ -1048,6 +1057,8 @@ def _mixed_pld_epsilon(releases: tuple[Release, ...], delta: float) -> float:
     response ignores a self-composition count and needs replace-one neighbours, under which its
     Gaussian doubles the sensitivity.
     """
+    if any(r.mechanism in RDP_MECHANISMS for r in releases):
+        raise AssertionError("an RDP-only release reached the PLD")  # pragma: no cover
     inv_sq = math.fsum(1.0 / r.noise_multiplier**2 for r in releases if r.mechanism == "gaussian")
     pure = Counter(pure_epsilon(r) for r in releases if r.mechanism in PURE_MECHANISMS)
     out = pld_lib.identity(value_discretization_interval=_PLD_DISCRETIZATION)
@@ -1069,7 +1080,8 @@ def _mixed_pld_epsilon(releases: tuple[Release, ...], delta: float) -> float:
 def _cached_mixed_epsilon(releases: tuple[Release, ...], delta: float, accountant: str) -> float:
     gaussians = [r.noise_multiplier for r in releases if r.mechanism == "gaussian"]
     small = bool(gaussians) and math.fsum(z**-2 for z in gaussians) ** -0.5 < _PLD_MIN_MULTIPLIER
-    if accountant == "pld" and not small:
+    rdp_only = any(r.mechanism in RDP_MECHANISMS for r in releases)
+    if accountant == "pld" and not small and not rdp_only:
         return _mixed_pld_epsilon(releases, delta)
     # RDP: under replace-one neighbours the RDP accountant composes randomized response; its
     # Gaussian RDP is that of a shift by one noise multiplier under either relation. Also the
@@ -1089,13 +1101,14 @@ def releases_epsilon(
     function every ledger accounts with.
 
     Gaussian releases alone are :func:`gaussian_releases_epsilon`, with any accountant of
-    :data:`ACCOUNTANTS`. Releases that include pure-DP ones (:data:`PURE_MECHANISMS`) are the
-    composition of their :func:`release_event`\ s by a numerical accountant
-    (:data:`NUMERICAL_ACCOUNTANTS`): ``"pld"`` composes the privacy loss distributions of
-    Gaussians and of the dominating pair of pure :math:`\varepsilon`-DP (optimal composition
-    for the pure releases); ``"rdp"`` adds their Rényi divergences. As for Gaussian releases,
-    ``"pld"`` falls back to ``"rdp"`` (an upper bound) when the Gaussians compose to a
-    multiplier below 0.25.
+    :data:`ACCOUNTANTS`. Releases that include an RDP-only one (:data:`RDP_MECHANISMS`) are
+    composed by RDP whatever the (numerical) accountant asked. Releases that include pure-DP
+    ones (:data:`PURE_MECHANISMS`) are the composition of their :func:`release_event`\ s by a
+    numerical accountant (:data:`NUMERICAL_ACCOUNTANTS`): ``"pld"`` composes the privacy loss
+    distributions of Gaussians and of the dominating pair of pure :math:`\varepsilon`-DP
+    (optimal composition for the pure releases); ``"rdp"`` adds their Rényi divergences. As for
+    Gaussian releases, ``"pld"`` falls back to ``"rdp"`` (an upper bound) when the Gaussians
+    compose to a multiplier below 0.25.
 
     Parameters
     ----------
@@ -1118,6 +1131,17 @@ def releases_epsilon(
     """
     items = tuple(sorted(as_release(r) for r in releases))
     coordinates = sum(r.coordinates for r in items)
+    if any(r.mechanism in RDP_MECHANISMS for r in items):
+        check_open_unit("delta", delta)
+        if check_accountant(accountant) not in NUMERICAL_ACCOUNTANTS:
+            raise DpfedInputError(
+                f"accountant must be one of {NUMERICAL_ACCOUNTANTS} for releases of mechanisms "
+                f"{sorted({r.mechanism for r in items})}. Found {accountant!r}."
+            )
+        # Renyi DP, whatever the accountant: it needs no coupling (the grid releases'
+        # discrete Gaussians share the continuous one's Renyi divergences)
+        plain = tuple(sorted(Release(r.mechanism, r.noise_multiplier) for r in items))
+        return _cached_mixed_epsilon(plain, float(delta), "rdp")
     if all(r.mechanism == "gaussian" for r in items):
         return gaussian_releases_epsilon(
             [r.noise_multiplier for r in items], delta, accountant, coordinates=coordinates

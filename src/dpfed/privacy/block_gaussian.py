@@ -84,8 +84,9 @@ __all__ = [
 #: Smallest :math:`s^2` served (:math:`s = 2^8`, blocks of 16 integers); below it use
 #: :func:`dpfed.privacy.discrete.discrete_gaussian`.
 MIN_SIGMA2 = 1 << 16
-#: Largest :math:`s^2` served (outputs stay far inside int64).
-MAX_SIGMA2 = 1 << 62
+#: Largest :math:`s^2` served (:math:`s \le 2^{40}`: candidates stay exact in float64, and the
+#: second word keeps at least 28 bits of the uniform for the filter).
+MAX_SIGMA2 = 1 << 80
 
 _SLOT_BITS = 9
 _SLOTS = 1 << _SLOT_BITS
@@ -187,7 +188,7 @@ class BlockEnvelope:
         """
         s2 = check_int("sigma2", sigma2, minimum=MIN_SIGMA2)
         if s2 > MAX_SIGMA2:
-            raise DpfedInputError(f"sigma2 must be at most 2^62. Found {s2}.")
+            raise DpfedInputError(f"sigma2 must be at most 2^80. Found {s2}.")
         tau = Fraction(tail_sigmas)
         if not 1 <= tau <= Fraction(15, 2):
             raise DpfedInputError(f"tail_sigmas must be in [1, 7.5]. Found {tail_sigmas}.")
@@ -321,7 +322,7 @@ def _decide_rows(env: BlockEnvelope, first: np.ndarray, second: np.ndarray,
     index <<= _SLOT_BITS
     index += slot
     b = env.width_bits
-    # a block candidate's value, exact in float64 (|x| < 2^33)
+    # a block candidate's value, exact in float64 (|x| < 2^43)
     x = (second & np.uint64(env.width - 1)).view(np.int64).astype(np.float64)
     x *= env.piece_direction[index]
     x += env.piece_base[index]

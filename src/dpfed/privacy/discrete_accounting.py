@@ -86,6 +86,7 @@ __all__ = [
     "discrete_gaussian_epsilon",
     "distributed_discrete_gaussian_epsilon",
     "distributed_discrete_gaussian_rdp",
+    "distributed_discrete_releases_epsilon",
     "distributed_tau",
     "grid_releases_delta_slack",
     "rdp_inflation",
@@ -322,5 +323,36 @@ def distributed_discrete_gaussian_epsilon(
     rdp = t * distributed_discrete_gaussian_rdp(
         orders, sigma2, clients, l2_sensitivity, dim, l1_sensitivity=l1_sensitivity
     )
+    eps, _ = rdp_lib.compute_epsilon(orders, rdp, d)
+    return float(eps)
+
+
+def distributed_discrete_releases_epsilon(
+    releases: Sequence[tuple[float, int, float, int]], delta: float
+) -> float:
+    r"""Epsilon at ``delta`` of several releases of the distributed discrete Gaussian, composed.
+
+    Each release is ``(sigma2, clients, l2_sensitivity, dim)`` as in
+    :func:`distributed_discrete_gaussian_rdp` (grid units); Rényi divergences add under
+    adaptive composition, so the per-order bounds are summed and converted once by
+    dp-accounting's ``compute_epsilon`` over its default orders.
+
+    Parameters
+    ----------
+    releases : sequence of (float, int, float, int)
+        At least one.
+    delta : float
+
+    Returns
+    -------
+    float
+    """
+    d = check_open_unit("delta", delta)
+    if not releases:
+        raise DpfedInputError("releases must hold at least one release.")
+    orders = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
+    rdp = np.zeros_like(orders)
+    for sigma2, clients, l2, dim in releases:
+        rdp += distributed_discrete_gaussian_rdp(orders, sigma2, clients, l2, dim)
     eps, _ = rdp_lib.compute_epsilon(orders, rdp, d)
     return float(eps)

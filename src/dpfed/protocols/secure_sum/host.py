@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.dca.calibration import calibrate_dca
+from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
+from dpfed.dca.discrete_noise import client_discrete_noise, ring_noise, ring_sigma2
 from dpfed.dca.envelope import NodeKeyPair
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS, check_fractional_bits, decode
 from dpfed.dca.noise import client_noise
 from dpfed.parameters import job_parameters, param
-from dpfed.privacy.accounting import Release
+from dpfed.privacy.accounting import Release, releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
@@ -86,21 +87,39 @@ def checked_params(spec: JobSpec) -> tuple[int, int, int]:
     return bits, tolerated, dim
 
 
+#: The clients' noise in a networked secure sum: exact discrete Gaussian noise in the ring
+#: (default), or continuous noise drawn in floating point.
+NOISES = ("discrete", "continuous")
+
+#: The ring noise's ledger multiplier is shrunk by this relative amount so its Gaussian RDP
+#: curve dominates the distributed discrete Gaussian's bound, whose tau terms (below 1e-60 at
+#: the ring's scale) it leaves out; the calibration aims this much lower.
+_TAU_MARGIN = 1e-9
+
+
 def noise_plan(spec: JobSpec) -> dict[str, Any]:
-    """Each client's noise standard deviation and how it was chosen.
+    """Each client's noise and how it was chosen.
 
     ``mechanism = "none"`` adds none; ``"gaussian"`` takes ``noise_std`` as given or calibrates
-    it with :func:`dpfed.dca.calibration.calibrate_dca` from ``epsilon``, ``delta`` and
-    ``l2_sensitivity`` (``calibration``: pld, rdp or classic) for the job's number of clients
-    and ``tolerated``.
+    it from ``epsilon``, ``delta`` and ``l2_sensitivity`` for the job's number of clients and
+    ``tolerated``. With ``noise = "discrete"`` (default) every client adds exact discrete
+    Gaussian noise in the ring (:mod:`dpfed.dca.discrete_noise`), calibrated by the
+    distributed discrete Gaussian's Rényi-DP bound
+    (:func:`dpfed.dca.calibration.calibrate_dca_discrete`; ``calibration = "rdp"``, or
+    ``"classic"`` for the classic formula's noise accounted the same way; ``"pld"`` does not
+    hold for it and is refused); with ``noise = "continuous"``, float noise calibrated by
+    :func:`dpfed.dca.calibration.calibrate_dca` (pld, rdp or classic).
     """
 
     p = spec.params
     clients, _ = _roles(spec)
     tolerated = int(p.get("tolerated", 0))
     mechanism = p.get("mechanism", "none")
+    noise = p.get("noise", "discrete")
     out: dict[str, Any] = {"mechanism": mechanism, "tolerated": tolerated,
-                           "n_clients": len(clients)}
+                           "n_clients": len(clients), "noise": noise}
+    if noise not in NOISES:
+        raise DpfedInputError(f"[params].noise must be one of {NOISES}. Found {noise!r}.")
     if mechanism == "none":
         extra = sorted({"noise_std", "epsilon", "delta", "l2_sensitivity"} & set(p))
         if extra:
@@ -112,20 +131,46 @@ def noise_plan(spec: JobSpec) -> dict[str, Any]:
         raise DpfedInputError(
             f"[params].mechanism must be \"none\" or \"gaussian\". Found {mechanism!r}."
         )
+    bits, _, dim = checked_params(spec)
     if "noise_std" in p:
         std = float(p["noise_std"])
         if not std > 0:
             raise DpfedInputError(f"[params].noise_std must be > 0. Found {std!r}.")
-        return out | {"client_std": std, "calibration": None}
-    missing = [k for k in ("epsilon", "delta", "l2_sensitivity") if k not in p]
-    if missing:
-        raise DpfedInputError(
-            f"a gaussian secure sum needs [params].noise_std, or epsilon, delta and "
-            f"l2_sensitivity. Missing {missing}."
-        )
-    cal = calibrate_dca(float(p["epsilon"]), float(p["delta"]), float(p["l2_sensitivity"]),
-                        len(clients), tolerated, method=p.get("calibration", "pld"))
-    return out | {"client_std": cal.client_std, "calibration": cal}
+        plan = out | {"client_std": std, "calibration": None}
+    else:
+        missing = [k for k in ("epsilon", "delta", "l2_sensitivity") if k not in p]
+        if missing:
+            raise DpfedInputError(
+                f"a gaussian secure sum needs [params].noise_std, or epsilon, delta and "
+                f"l2_sensitivity. Missing {missing}."
+            )
+        eps, dlt, sens = float(p["epsilon"]), float(p["delta"]), float(p["l2_sensitivity"])
+        method = p.get("calibration") or ("rdp" if noise == "discrete" else "pld")
+        if noise == "discrete" and method == "pld":
+            raise DpfedInputError(
+                "[params].calibration = \"pld\" does not hold for noise = \"discrete\" (the "
+                "exact ring noise's privacy loss distribution is not the continuous Gaussian's). "
+                "Expected \"rdp\" (its default) or \"classic\", or noise = \"continuous\"."
+            )
+        if noise == "discrete" and method == "rdp":
+            std = calibrate_dca_discrete(eps * (1 - 1e-7), dlt, sens, len(clients), tolerated,
+                                         dim, bits)
+            plan = out | {"client_std": std, "calibration": None}
+        else:
+            cal = calibrate_dca(eps, dlt, sens, len(clients), tolerated, method=method)
+            plan = out | {"client_std": cal.client_std, "calibration": cal}
+        plan["method"] = method
+    if noise == "discrete":
+        s2 = ring_sigma2(plan["client_std"], bits)
+        plan["sigma2"] = s2
+        if "l2_sensitivity" in p:
+            honest = len(clients) - tolerated - 1
+            grid = math.ldexp(float(p["l2_sensitivity"]), bits) + math.sqrt(dim)
+            plan["ring_multiplier"] = math.sqrt(honest * s2) / grid * (1 - _TAU_MARGIN)
+            if "delta" in p:
+                plan["epsilon"] = releases_epsilon(
+                    [("discrete_gaussian", plan["ring_multiplier"])], float(p["delta"]))
+    return plan
 
 
 def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
@@ -214,14 +259,33 @@ class SecureSumHost(RoleDelegate):
         index = clients.index(name)
         value = rows.sum(axis=0)
         std = self.noise["client_std"]
-        if std > 0:
+        discrete = self.noise["noise"] == "discrete"
+        if std > 0 and discrete:
+            # exact integers in the ring: rint(z 2^f) + K, K ~ N_Z(0, s^2), then back to the
+            # value the encoding rounds to the very same integers (|.| < 2^53: exact)
+            s2 = self.noise["sigma2"]
+            ring = (client_discrete_noise(int(p["seed"]), index, self.dim, s2)
+                    if spec.simulation else
+                    ring_noise(s2, self.dim, secret_generator(secret, "dca noise")))
+            scale = math.ldexp(1.0, self.fractional_bits)
+            value = (np.rint(value * scale) + ring) / scale
+        elif std > 0:
             if spec.simulation:
                 value = value + client_noise(int(p["seed"]), index, self.dim, std)
             else:
                 value = value + std * secret_generator(secret, "dca noise").standard_normal(
                     self.dim
                 )
-        if std > 0 and "l2_sensitivity" in p:
+        if std > 0 and discrete and "l2_sensitivity" in p:
+            z_ring = self.noise["ring_multiplier"]
+            sensitivity = float(p["l2_sensitivity"])
+            self.release = PrivacyEvent(
+                party=name, round=1, mechanism="discrete_gaussian", noise_multiplier=z_ring,
+                l2_sensitivity=sensitivity, sigma=z_ring * sensitivity,
+                label="secure sum share (distributed discrete Gaussian, exact in the ring)",
+            )
+            self.plan = [Release("discrete_gaussian", z_ring)]
+        elif std > 0 and "l2_sensitivity" in p:
             cal = self.noise.get("calibration")
             sensitivity = float(p["l2_sensitivity"])
             sigma_std = (cal.sigma_std if cal is not None
@@ -293,8 +357,12 @@ class SecureSumParams:
     epsilon: float | None = param(help="target epsilon of the sum")
     delta: float | None = param(help="target delta of the sum")
     l2_sensitivity: float | None = param(help="L2 sensitivity of one client's vector")
-    calibration: str = param("pld", help="calibration of the noise",
-                             choices=("pld", "rdp", "classic"))
+    noise: str = param("discrete", help="the clients' noise: exact discrete Gaussian in the "
+                       "ring, or continuous (drawn in floating point)", choices=NOISES)
+    calibration: str | None = param(help="calibration of the noise: rdp (default) or classic "
+                                    "with discrete noise; pld (default), rdp or classic with "
+                                    "continuous noise",
+                                    choices=("pld", "rdp", "classic"))
     tolerated: int = param(0, help="dropped or colluding clients the noise still covers")
     deadline: float | None = param(
         help="seconds after the leader begins the job within which a client's shares must "
@@ -395,6 +463,12 @@ def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         privacy |= {"epsilon": cal.epsilon, "delta": cal.delta,
                     "calibration": asdict(cal)}
         privacy["notes"] += list(cal.notes)
+    if plan.get("epsilon") is not None:  # the exact ring noise, accounted by Renyi DP
+        privacy |= {"epsilon": plan["epsilon"], "delta": float(spec.params["delta"])}
+        privacy["notes"].append(
+            "each client added exact discrete Gaussian noise in the ring; the epsilon is the "
+            "distributed discrete Gaussian's Renyi-DP bound"
+        )
     if plan["mechanism"] != "none":
         privacy["notes"].append(
             f"the guarantee holds while at most {plan['tolerated']} clients drop out or collude "
