@@ -1251,7 +1251,8 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
 
 #: The mechanisms with a one-run (canary) audit.
 ONE_RUN = ("bayes-linreg", "consensus-gaussian", "decentralized-dvp", "decentralized-pvp",
-           "secure-sum-gaussian", "vertical-sound", "vertical-sound-label-holder")
+           "secure-sum-discrete", "secure-sum-gaussian", "vertical-sound",
+           "vertical-sound-label-holder")
 
 
 def get_auditor(name: str, **kwargs: object) -> Auditor:
