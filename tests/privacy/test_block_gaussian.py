@@ -14,6 +14,8 @@ from dpfed._validation import DpfedInputError
 from dpfed.privacy.block_gaussian import BlockEnvelope, block_gaussian, block_gaussian_rows
 from dpfed.privacy.discrete import discrete_gaussian_pmf, discrete_gaussian_variance
 
+from .test_discrete import _IntegersOnly
+
 N = 10**6
 SEED = 20261126
 
@@ -159,15 +161,6 @@ def test_short_rows_draw_again(monkeypatch):
     alone = block_gaussian(sigma2, 500, np.random.default_rng(1))
     assert np.array_equal(rows[1], alone)
     assert rows.std() == pytest.approx(2**15, rel=0.1)
-
-
-class _IntegersOnly(np.random.Generator):
-    """A generator that refuses every draw but ``integers``."""
-
-    def __getattribute__(self, name):
-        if not name.startswith("_") and name not in ("integers", "bit_generator"):
-            raise AssertionError(f"the sampler called rng.{name}")
-        return super().__getattribute__(name)
 
 
 def test_only_integers_are_drawn():

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from dpfed._validation import DpfedInputError
 from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
 from dpfed.runtime.disclosure import result_warnings
@@ -26,12 +27,16 @@ from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from dpfed.runtime.monitor import MONITOR_KEEP, MonitorServer, checkpoint_view
 from dpfed.runtime.party import run_party
 from dpfed.runtime.prediction import PredictionFailed, run_prediction
+from dpfed.runtime.service import PartyService, is_party_config, load_party_config
 
 
 def configure_party(p: argparse.ArgumentParser) -> None:
     """``dpfed party``."""
-    p.add_argument("--config", required=True, help="the job file (TOML)")
-    p.add_argument("--name", required=True, help="the party this process serves")
+    p.add_argument("--config", required=True,
+                   help="the party's own file (party.toml: a service that serves every job the "
+                        "leaders present, until SIGTERM), or a job file with --name (serve that "
+                        "one job)")
+    p.add_argument("--name", help="with a job file: the party this process serves")
     p.add_argument(
         "--allow-exact-disclosure", action="store_true",
         help="this party's own policy: although its ledger holds a privacy budget on its data, "
@@ -54,6 +59,18 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
 
 def run_party_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
+    if is_party_config(args.config):
+        if args.name is not None or args.allow_exact_disclosure:
+            raise DpfedInputError(
+                f"{args.config} is a party file (no [job] table): its name and policy are in "
+                "it; --name and --allow-exact-disclosure go with a job file."
+            )
+        return PartyService(load_party_config(args.config)).serve()
+    if args.name is None:
+        raise DpfedInputError(
+            f"{args.config} is a job file: --name says which of its parties this process "
+            "serves (or give a party file, party.toml, to serve every job as a service)."
+        )
     spec = load_job(args.config)
     try:
         return run_party(spec, args.name, allow_exact_disclosure=args.allow_exact_disclosure)

@@ -47,6 +47,9 @@ class OpenJob(ControlRequest):
     version: str
     kinds: str
     keys: str = "{}"  # JSON of JobSpec.key_digests(): where two job files differ
+    #: The job file's text, for a party service that has no copy (dpfed.runtime.service);
+    #: a party started for this one job checks ``digest`` against its own file and ignores it.
+    text: str = ""
 
 
 @register_message
@@ -114,6 +117,7 @@ class OpenPrediction(ControlRequest):
     version: str
     kinds: str
     keys: str = "{}"
+    text: str = ""  # as OpenJob's
 
 
 @register_message

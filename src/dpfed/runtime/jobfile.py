@@ -259,10 +259,28 @@ def load_job(path: str | Path) -> JobSpec:
     """
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         raise DpfedInputError(f"job file {str(path)!r} does not exist.") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise DpfedInputError(f"job file {str(path)!r} is not valid TOML: {exc}") from None
+    return parse_job(text, path)
+
+
+def parse_job(text: str, path: str | Path) -> JobSpec:
+    """Validate a job file's ``text`` as if it were read from ``path`` (relative paths in it
+    resolve against ``path``'s folder): what a party service does with the job file a leader
+    presents.
+
+    Raises
+    ------
+    DpfedInputError
+        As :func:`load_job`.
+    """
+    path = Path(path)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise DpfedInputError(f"job file {str(path)!r} is not valid TOML: {exc}") from None
     _reject_unknown(doc, {"job", "params", "tls", "leader", "party"}, str(path))
     base = path.resolve().parent
@@ -336,6 +354,7 @@ def load_job(path: str | Path) -> JobSpec:
         simulation=simulation,
         prediction_recipients=tuple(dict.fromkeys(recipients)),
         predict_training_rows=predict_training_rows,
+        text=text,
     )
     protocol.check_job(spec)
     return spec
@@ -351,4 +370,5 @@ __all__ = [
     "PartySpec",
     "describe",
     "load_job",
+    "parse_job",
 ]

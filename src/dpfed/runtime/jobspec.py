@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,9 @@ class JobSpec:
     #: Whether ``dpfed predict`` may score rows a party recognises as its training rows
     #: (their exact scores, which training released only with noise).
     predict_training_rows: bool = False
+    #: The job file's text as read (what a leader presents to a party service); not part of
+    #: the digest, which covers the shared settings only.
+    text: str = field(default="", repr=False, compare=False)
 
     @property
     def names(self) -> list[str]:

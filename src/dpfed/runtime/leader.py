@@ -471,7 +471,7 @@ class Leader:
         return self._control(
             name, OpenJob, timeout=timeout, digest=self.spec.digest, resume=self.resume,
             version=__version__, kinds=kinds_fingerprint(self.protocol.messages),
-            keys=json.dumps(self.spec.key_digests(), sort_keys=True),
+            keys=json.dumps(self.spec.key_digests(), sort_keys=True), text=self.spec.text,
         )
 
     def _open_all(self, parties: list[str]) -> dict[str, dict[str, Any]]:

@@ -180,6 +180,19 @@ class PartyNode:
             max_bytes=self.spec.max_message_bytes,
             max_connections=connection_limit(len(self.spec.names) + 1),
         )
+        self.start()
+        drain = False
+        try:
+            while not self.done.wait(0.2):
+                if self.idle_expired():
+                    break
+            drain = True
+        finally:
+            self.close(drain=drain, server=server)
+        return self.exit_code
+
+    def start(self) -> None:
+        """Say what is served and start the outbound links (the server is the caller's)."""
         what = f"restored at round {self.host.round}" if self.restored else "ready"
         if self.restored and self.host.finished:
             what = "finished: serving predictions with its part of the model (dpfed predict)"
@@ -188,18 +201,26 @@ class PartyNode:
             _log(self.name, f"SIMULATION, seed {self.spec.params['seed']}: {SIMULATION_WARNING}")
         for link in self.links.values():
             link.start()
+
+    def idle_expired(self) -> bool:
+        """Whether the leader has been silent longer than ``[job].idle_timeout`` (then the exit
+        code and message say so)."""
+        if time.monotonic() - self.last_contact <= self.spec.idle_timeout:
+            return False
+        self.exit_code = EXIT_IDLE
+        self.exit_message = (
+            f"no word from the leader for {self.spec.idle_timeout:g} s; stopping "
+            f"(state kept in {self.folder})"
+        )
+        return True
+
+    def close(self, *, drain: bool = True, server: Any = None) -> None:
+        """Let the links hand over what is still queued (the final report, say) when
+        ``drain``, then stop them (and ``server``, this node's own), and close the ledger and
+        the journal once no request is being handled."""
         try:
-            while not self.done.wait(0.2):
-                if time.monotonic() - self.last_contact > self.spec.idle_timeout:
-                    self.exit_code = EXIT_IDLE
-                    self.exit_message = (
-                        f"no word from the leader for {self.spec.idle_timeout:g} s; stopping "
-                        f"(state kept in {self.folder})"
-                    )
-                    break
-            # let the links hand over what is still queued (the final report, say)
             deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and not all(
+            while drain and time.monotonic() < deadline and not all(
                 link.idle() or link.refused for link in self.links.values()
             ):
                 time.sleep(0.02)
@@ -208,13 +229,14 @@ class PartyNode:
                 sender.stop()
             for link in self.links.values():
                 link.stop()
-            server.stop(grace=0.5).wait()
-            if self.ledger is not None:
-                self.ledger.close()
-            self.journal.close()
+            if server is not None:
+                server.stop(grace=0.5).wait()
+            with self.lock:
+                if self.ledger is not None:
+                    self.ledger.close()
+                self.journal.close()
         if self.exit_message:
             _log(self.name, self.exit_message)
-        return self.exit_code
 
     # -- data plane -------------------------------------------------------------------------
     def _deliver(self, payload: bytes, peer: str) -> bytes:

@@ -476,7 +476,8 @@ class Predictor:
             while True:
                 try:
                     self._control(name, OpenPrediction, digest=self.spec.digest,
-                                  version=__version__, kinds=kinds, keys=keys)
+                                  version=__version__, kinds=kinds, keys=keys,
+                                  text=self.spec.text)
                     break
                 except RemoteError as exc:
                     if not exc.retryable:

@@ -1,0 +1,153 @@
+"""A party as a long-running service: ``dpfed party --config party.toml`` serves several jobs
+and predictions the leaders present, until SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+
+import pytest
+
+from dpfed._validation import DpfedInputError
+from dpfed.runtime.budget import BudgetLedger
+from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.service import (
+    SERVICE_DATASET,
+    PartyService,
+    is_party_config,
+    load_party_config,
+)
+
+from .conftest import DPFED, free_ports
+from .test_networked_vertical import BREAST_CANCER_3, wait_for
+
+PARAMS = {"iterations": 4, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
+          "rounds_above_rule": True}
+
+
+def _party_file(folder, certs, name: str, address: str, extra: str = ""):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "party.toml"
+    path.write_text(
+        f'name = "{name}"\naddress = "{address}"\n'
+        f'certificate = "{certs / (name + ".pem")}"\nkey = "{certs / (name + ".key")}"\n'
+        f'ca = "{certs / "ca.pem"}"\nworkdir = "{folder / "work"}"\n' + extra
+    )
+    return path
+
+
+def _at_service(job, name: str, address: str) -> None:
+    """Point party ``name`` of ``job``'s file at the service's address."""
+    text = job.config.read_text()
+    text = re.sub(rf'(name = "{name}"\naddress = )"[^"]*"', rf'\1"{address}"', text)
+    job.config.write_text(text)
+
+
+def test_one_service_serves_two_jobs_and_a_prediction_until_sigterm(netjob, tmp_path,
+                                                                   job_certs):
+    (port,) = free_ports(1)
+    address = f"127.0.0.1:{port}"
+    folder = tmp_path / "bank-service"
+    config = _party_file(folder, job_certs, "bank", address,
+                         "budget = { epsilon = 5.0, delta = 1e-5 }\n")
+    log_path = folder / "service.log"
+    with open(log_path, "ab") as log:
+        service = subprocess.Popen([*DPFED, "party", "--config", str(config)], stdout=log,
+                                   stderr=subprocess.STDOUT)
+    try:
+        assert wait_for(lambda: "serving party bank" in log_path.read_text(), timeout=60), \
+            log_path.read_text()
+        jobs = []
+        for job_id in ("first", "second"):
+            job = netjob(BREAST_CANCER_3[:2], job_id=job_id, sub=job_id, params=PARAMS,
+                         job={"evaluate": "none"})
+            _at_service(job, "bank", address)
+            job.start_party("label")
+            done = job.run(timeout=300)
+            assert done.returncode == 0, done.stderr + job.log("label") + log_path.read_text()
+            assert job.wait_parties() == {"label": 0}
+            jobs.append(job)
+        assert service.poll() is None  # the service is still up after both jobs
+        # a prediction with the first job's model, from the same service process
+        first = jobs[0]
+        before = first.log("label").count("serving job")
+        first.start_party("label")
+        assert wait_for(lambda: first.log("label").count("serving job") > before, timeout=60)
+        out = tmp_path / "predicted.json"
+        done = subprocess.run(
+            [*DPFED, "predict", "--config", str(first.config), "--data", "breast_cancer:test",
+             "--out", str(out)], capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, done.stderr + log_path.read_text()
+        assert first.wait_parties() == {"label": 0}
+        assert service.poll() is None
+        # the service kept each presented job file, owner-only, and spent its one budget
+        for job_id in ("first", "second"):
+            kept = folder / "work" / job_id / "job.toml"
+            assert kept.stat().st_mode & 0o777 == 0o600
+            assert load_job(kept).id == job_id
+        with BudgetLedger(folder / "work" / "ledger.sqlite") as ledger:
+            spent = ledger.spent_epsilon(SERVICE_DATASET, "bank")
+        assert 1.0 < spent <= 5.0
+        assert json.loads((tmp_path / "first" / "result.json").read_text())["protocol"] == \
+            "vertical"
+    finally:
+        service.send_signal(signal.SIGTERM)
+        code = service.wait(timeout=60)
+    text = log_path.read_text()
+    assert code == 0, text
+    assert "stopped after serving" in text
+
+
+def test_the_service_refuses_a_job_that_names_it_elsewhere_or_outside_its_policy(
+        tmp_path, job_certs, netjob):
+    job = netjob(BREAST_CANCER_3[:2], params=PARAMS)
+    config = load_party_config(_party_file(tmp_path / "svc", job_certs, "bank", "127.0.0.1:1",
+                                           'protocols = ["consensus"]\n'))
+    service = PartyService(config)
+    text = job.config.read_text()
+    with pytest.raises(DpfedInputError, match="consensus"):
+        service.job_spec("job", text)
+    service.config = load_party_config(_party_file(tmp_path / "svc2", job_certs, "bank",
+                                                   "127.0.0.1:1"))
+    with pytest.raises(DpfedInputError, match="this service serves bank at 127.0.0.1:1"):
+        service.job_spec("job", text)
+    _at_service(job, "bank", "127.0.0.1:1")
+    spec = service.job_spec("job", job.config.read_text())
+    bank = spec.party("bank")
+    # the service's own settings, not the leader's
+    assert bank.workdir == tmp_path / "svc2" / "work" and bank.dataset == SERVICE_DATASET
+    assert bank.certificate == job_certs / "bank.pem" and spec.ca == job_certs / "ca.pem"
+    assert spec.digest == load_job(job.config).digest  # the shared settings unchanged
+    with pytest.raises(DpfedInputError, match="not 'other'"):
+        service.job_spec("other", job.config.read_text())
+    # a data file outside data_dir is refused
+    moved = job.config.read_text().replace('data = "breast_cancer"\ncertificate = "'
+                                           f'{job_certs / "bank.pem"}"',
+                                           'data = "/etc/passwd.npy"\ncertificate = "'
+                                           f'{job_certs / "bank.pem"}"')
+    service.config = load_party_config(_party_file(
+        tmp_path / "svc3", job_certs, "bank", "127.0.0.1:1", f'data_dir = "{tmp_path}"\n'))
+    with pytest.raises(DpfedInputError, match="outside this service's data_dir"):
+        service.job_spec("job", moved)
+
+
+def test_party_files_are_told_from_job_files_and_checked(tmp_path, job_certs, netjob):
+    job = netjob(BREAST_CANCER_3[:2], params=PARAMS)
+    good = _party_file(tmp_path / "a", job_certs, "bank", "127.0.0.1:1")
+    assert is_party_config(good) and not is_party_config(job.config)
+    bad = _party_file(tmp_path / "b", job_certs, "bank", "127.0.0.1:1", "colour = 1\n")
+    with pytest.raises(DpfedInputError, match="unknown keys"):
+        load_party_config(bad)
+    bad = _party_file(tmp_path / "c", job_certs, "bank", "127.0.0.1:1",
+                      "budget = { epsilon = -1.0, delta = 1e-5 }\n")
+    with pytest.raises(DpfedInputError, match="epsilon > 0"):
+        load_party_config(bad)
+    done = subprocess.run([*DPFED, "party", "--config", str(job.config)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--name says which" in done.stderr
+    done = subprocess.run([*DPFED, "party", "--config", str(good), "--name", "bank"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is a party file" in done.stderr
