@@ -112,7 +112,7 @@ def test_the_service_refuses_a_job_that_names_it_elsewhere_or_outside_its_policy
         service.job_spec("job", text)
     service.config = load_party_config(_party_file(tmp_path / "svc2", job_certs, "bank",
                                                    "127.0.0.1:1"))
-    with pytest.raises(DpfedInputError, match="this service serves bank at 127.0.0.1:1"):
+    with pytest.raises(DpfedInputError, match=r"this service serves bank at 127\.0\.0\.1:1"):
         service.job_spec("job", text)
     _at_service(job, "bank", "127.0.0.1:1")
     spec = service.job_spec("job", job.config.read_text())
