@@ -151,3 +151,21 @@ def test_party_files_are_told_from_job_files_and_checked(tmp_path, job_certs, ne
     done = subprocess.run([*DPFED, "party", "--config", str(good), "--name", "bank"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "is a party file" in done.stderr
+
+
+def test_a_budget_per_data_set_labels_the_ledger_by_the_data_not_the_span(
+        tmp_path, job_certs, netjob):
+    job = netjob(BREAST_CANCER_3[:2], params=PARAMS)
+    _at_service(job, "bank", "127.0.0.1:1")
+    config = load_party_config(_party_file(
+        tmp_path / "svc", job_certs, "bank", "127.0.0.1:1",
+        "budget = { breast_cancer = { epsilon = 2.0, delta = 1e-5 } }\n"))
+    service = PartyService(config)
+    bank = service.job_spec("job", job.config.read_text()).party("bank")
+    assert bank.dataset == "breast_cancer"  # the job file's "breast_cancer:10-20" is not used
+    assert (bank.budget.epsilon, bank.budget.delta) == (2.0, 1e-5)
+    service.config = load_party_config(_party_file(
+        tmp_path / "svc2", job_certs, "bank", "127.0.0.1:1",
+        "budget = { a9a = { epsilon = 2.0, delta = 1e-5 } }\n"))
+    with pytest.raises(DpfedInputError, match=r"budgets for \['a9a'\] only"):
+        service.job_spec("job", job.config.read_text())

@@ -17,7 +17,8 @@ its budget and its policy. ::
     ca = "certs/ca.pem"
     workdir = "/var/lib/dpfed/bank"    # journals, noise secrets, the ledger
     data_dir = "/srv/bank-data"        # optional
-    budget = { epsilon = 3.0, delta = 1e-5 }   # optional: one budget for all its jobs
+    budget = { epsilon = 3.0, delta = 1e-5 }   # optional: one budget for all its jobs,
+    # or one per data set: budget = { a9a = { epsilon = 3.0, delta = 1e-5 }, ... }
     allow_exact_disclosure = false     # optional policy
     protocols = ["vertical"]           # optional policy: the protocols it takes part in
 
@@ -80,7 +81,7 @@ class PartyConfig:
     workdir: Path
     listen: str = ""
     data_dir: Path | None = None
-    budget: Budget | None = None
+    budget: Budget | dict[str, Budget] | None = None
     allow_exact_disclosure: bool = False
     protocols: tuple[str, ...] = ()
     max_message_bytes: int = 64 * 2**20
@@ -111,6 +112,19 @@ def _text(doc: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _budget(table: Any, where: str) -> Budget:
+    if not (isinstance(table, dict) and set(table) == {"epsilon", "delta"}):
+        raise DpfedInputError(
+            f"{where} must be a table {{ epsilon = E, delta = D }}, or one such table per data "
+            f"set. Found {table!r}."
+        )
+    eps, dlt = table["epsilon"], table["delta"]
+    if not (isinstance(eps, int | float) and eps > 0 and isinstance(dlt, int | float)
+            and 0 <= dlt < 1):
+        raise DpfedInputError(f"{where} needs epsilon > 0 and delta in [0, 1). Found {table!r}.")
+    return Budget(float(eps), float(dlt))
+
+
 def load_party_config(path: str | Path) -> PartyConfig:
     """Read and check ``party.toml``.
 
@@ -137,20 +151,15 @@ def load_party_config(path: str | Path) -> PartyConfig:
         p = Path(value).expanduser()
         return p if p.is_absolute() else base / p
 
-    budget = None
+    budget: Budget | dict[str, Budget] | None = None
     if "budget" in doc:
         table = doc["budget"]
-        if not (isinstance(table, dict) and set(table) == {"epsilon", "delta"}):
-            raise DpfedInputError(
-                f"{where}: budget must be a table {{ epsilon = E, delta = D }}. Found {table!r}."
-            )
-        eps, dlt = table["epsilon"], table["delta"]
-        if not (isinstance(eps, int | float) and eps > 0 and isinstance(dlt, int | float)
-                and 0 <= dlt < 1):
-            raise DpfedInputError(
-                f"{where}: budget needs epsilon > 0 and delta in [0, 1). Found {table!r}."
-            )
-        budget = Budget(float(eps), float(dlt))
+        if isinstance(table, dict) and table and all(isinstance(v, dict)
+                                                     for v in table.values()):
+            budget = {str(data): _budget(v, f"{where}: budget.{data}")
+                      for data, v in table.items()}
+        else:
+            budget = _budget(table, f"{where}: budget")
     allow = doc.get("allow_exact_disclosure", False)
     if not isinstance(allow, bool):
         raise DpfedInputError(f"{where}: allow_exact_disclosure must be true or false. "
@@ -242,14 +251,30 @@ class PartyService:
                     f"service's data_dir {str(root)!r}."
                 )
             data = str(target)
+        budget, dataset = self._budget_for(spec, party.data)
         ours = replace(
             party, certificate=cfg.certificate, key=cfg.key, listen=cfg.listen,
             workdir=cfg.workdir, ledger=cfg.ledger, data=data,
             data_dir=cfg.data_dir if cfg.data_dir is not None else party.data_dir,
-            budget=cfg.budget, dataset=SERVICE_DATASET,
+            budget=budget, dataset=dataset,
         )
         parties = tuple(ours if p.name == cfg.name else p for p in spec.parties)
         return replace(spec, ca=cfg.ca, parties=parties)
+
+    def _budget_for(self, spec: JobSpec, data: str) -> tuple[Budget | None, str]:
+        """The budget and ledger label of a job reading ``data``: the service's one budget
+        (label :data:`SERVICE_DATASET`), or the budget of that data set when ``budget`` is a
+        table per data set (label: the data set as the job names it, whatever columns or rows
+        it takes, so no span opens a fresh budget)."""
+        budget = self.config.budget
+        if not isinstance(budget, dict):
+            return budget, SERVICE_DATASET
+        if data not in budget:
+            raise DpfedInputError(
+                f"job {spec.id} reads {self.config.name}'s data {data!r}; this service holds "
+                f"budgets for {sorted(budget)} only."
+            )
+        return budget[data], data
 
     def _node(self, job_id: str, request: Any) -> PartyNode:
         """The node of ``job_id``, built from the presented job file (or the copy kept from an
