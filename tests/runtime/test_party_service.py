@@ -169,3 +169,12 @@ def test_a_budget_per_data_set_labels_the_ledger_by_the_data_not_the_span(
         "budget = { a9a = { epsilon = 2.0, delta = 1e-5 } }\n"))
     with pytest.raises(DpfedInputError, match=r"budgets for \['a9a'\] only"):
         service.job_spec("job", job.config.read_text())
+
+
+def test_job_ids_that_would_leave_the_work_folder_are_refused():
+    from dpfed.runtime.jobfile import check_job_id
+
+    assert check_job_id("a9a-1.2") == "a9a-1.2"
+    for bad in ("..", ".", "a/b", "", 7):
+        with pytest.raises(DpfedInputError, match=r"job id|\[job\]\.id"):
+            check_job_id(bad)

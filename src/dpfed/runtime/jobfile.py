@@ -88,11 +88,19 @@ def _text(table: dict[str, Any], key: str, where: str, default: str | None = Non
 
 
 def _name(value: str, where: str) -> str:
-    if not _NAME.match(value):
+    if not _NAME.match(value) or set(value) == {"."}:
         raise DpfedInputError(
-            f"{where} must be 1-64 letters, digits, '_', '.' or '-'. Found {value!r}."
+            f"{where} must be 1-64 letters, digits, '_', '.' or '-', not only dots (it names "
+            f"folders). Found {value!r}."
         )
     return value
+
+
+def check_job_id(value: object) -> str:
+    """``value`` if it is a valid ``[job].id`` (it names a folder in every work folder)."""
+    if not isinstance(value, str):
+        raise DpfedInputError(f"a job id is a string. Found {value!r}.")
+    return _name(value, "[job].id")
 
 
 def _address(value: str, where: str) -> str:
@@ -368,6 +376,7 @@ __all__ = [
     "Endpoint",
     "JobSpec",
     "PartySpec",
+    "check_job_id",
     "describe",
     "load_job",
     "parse_job",

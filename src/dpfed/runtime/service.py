@@ -45,7 +45,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.control import OpenJob, OpenPrediction
-from dpfed.runtime.jobfile import parse_job
+from dpfed.runtime.jobfile import check_job_id, parse_job
 from dpfed.runtime.jobspec import Budget, JobSpec
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.party import PartyNode
@@ -314,9 +314,10 @@ class PartyService:
             job = wire.peek_header(payload, max_bytes=self.config.max_message_bytes)["job"]
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        if not isinstance(job, str) or not job:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "a request must name its job")
-        return job
+        try:
+            return check_job_id(job)
+        except DpfedInputError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
 
     def _control(self, payload: bytes, peer: str) -> bytes:
         job = self._job_of(payload)
