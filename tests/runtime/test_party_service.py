@@ -120,6 +120,13 @@ def test_the_service_refuses_a_job_that_names_it_elsewhere_or_outside_its_policy
     # the service's own settings, not the leader's
     assert bank.workdir == tmp_path / "svc2" / "work" and bank.dataset == SERVICE_DATASET
     assert bank.certificate == job_certs / "bank.pem" and spec.ca == job_certs / "ca.pem"
+    # a data_dir the leader's file names is not where the service reads its data
+    moved = job.config.read_text().replace('data = "breast_cancer"\ncertificate = "'
+                                           f'{job_certs / "bank.pem"}"',
+                                           'data = "breast_cancer"\ndata_dir = "/tmp"\n'
+                                           f'certificate = "{job_certs / "bank.pem"}"')
+    assert 'data_dir = "/tmp"' in moved
+    assert service.job_spec("job", moved).party("bank").data_dir is None
     assert spec.digest == load_job(job.config).digest  # the shared settings unchanged
     with pytest.raises(DpfedInputError, match="not 'other'"):
         service.job_spec("other", job.config.read_text())

@@ -255,7 +255,7 @@ class PartyService:
         ours = replace(
             party, certificate=cfg.certificate, key=cfg.key, listen=cfg.listen,
             workdir=cfg.workdir, ledger=cfg.ledger, data=data,
-            data_dir=cfg.data_dir if cfg.data_dir is not None else party.data_dir,
+            data_dir=cfg.data_dir,  # never the leader's folder: None reads the default places
             budget=budget, dataset=dataset,
         )
         parties = tuple(ours if p.name == cfg.name else p for p in spec.parties)
