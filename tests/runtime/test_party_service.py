@@ -45,60 +45,73 @@ def _at_service(job, name: str, address: str) -> None:
     job.config.write_text(text)
 
 
-def test_one_service_serves_two_jobs_and_a_prediction_until_sigterm(netjob, tmp_path,
-                                                                   job_certs):
-    (port,) = free_ports(1)
-    address = f"127.0.0.1:{port}"
-    folder = tmp_path / "bank-service"
-    config = _party_file(folder, job_certs, "bank", address,
-                         "budget = { epsilon = 5.0, delta = 1e-5 }\n")
+def _start_service(folder, config):
     log_path = folder / "service.log"
     with open(log_path, "ab") as log:
-        service = subprocess.Popen([*DPFED, "party", "--config", str(config)], stdout=log,
-                                   stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*DPFED, "party", "--config", str(config)], stdout=log,
+                                stderr=subprocess.STDOUT)
+    return proc, log_path
+
+
+def test_one_service_per_party_serves_two_jobs_and_a_prediction_until_sigterm(
+        netjob, tmp_path, job_certs):
+    names = ("label", "bank")
+    ports = free_ports(len(names))
+    addresses = {n: f"127.0.0.1:{p}" for n, p in zip(names, ports, strict=True)}
+    services, logs = {}, {}
     try:
-        assert wait_for(lambda: "serving party bank" in log_path.read_text(), timeout=60), \
-            log_path.read_text()
+        for name in names:
+            folder = tmp_path / f"{name}-service"
+            config = _party_file(folder, job_certs, name, addresses[name],
+                                 "budget = { epsilon = 5.0, delta = 1e-5 }\n"
+                                 if name == "bank" else "")
+            services[name], logs[name] = _start_service(folder, config)
+        for name in names:
+            assert wait_for(lambda n=name: f"serving party {n}" in logs[n].read_text(),
+                            timeout=60), logs[name].read_text()
         jobs = []
         for job_id in ("first", "second"):
             job = netjob(BREAST_CANCER_3[:2], job_id=job_id, sub=job_id, params=PARAMS,
                          job={"evaluate": "none"})
-            _at_service(job, "bank", address)
-            job.start_party("label")
-            done = job.run(timeout=300)
-            assert done.returncode == 0, done.stderr + job.log("label") + log_path.read_text()
-            assert job.wait_parties() == {"label": 0}
+            for name in names:
+                _at_service(job, name, addresses[name])
+            done = job.run(timeout=300)  # no party process is started for the job
+            assert done.returncode == 0, done.stderr + "".join(
+                logs[n].read_text() for n in names)
             jobs.append(job)
-        assert service.poll() is None  # the service is still up after both jobs
-        # a prediction with the first job's model, from the same service process
-        first = jobs[0]
-        before = first.log("label").count("serving job")
-        first.start_party("label")
-        assert wait_for(lambda: first.log("label").count("serving job") > before, timeout=60)
+        assert all(proc.poll() is None for proc in services.values())  # still up
+        # a prediction with the first job's model, from the same two processes
         out = tmp_path / "predicted.json"
         done = subprocess.run(
-            [*DPFED, "predict", "--config", str(first.config), "--data", "breast_cancer:test",
-             "--out", str(out)], capture_output=True, text=True, timeout=120,
+            [*DPFED, "predict", "--config", str(jobs[0].config), "--data",
+             "breast_cancer:test", "--out", str(out)], capture_output=True, text=True,
+            timeout=120,
         )
-        assert done.returncode == 0, done.stderr + log_path.read_text()
-        assert first.wait_parties() == {"label": 0}
-        assert service.poll() is None
-        # the service kept each presented job file, owner-only, and spent its one budget
-        for job_id in ("first", "second"):
-            kept = folder / "work" / job_id / "job.toml"
-            assert kept.stat().st_mode & 0o777 == 0o600
-            assert load_job(kept).id == job_id
-        with BudgetLedger(folder / "work" / "ledger.sqlite") as ledger:
+        assert done.returncode == 0, done.stderr + logs["bank"].read_text()
+        assert all(proc.poll() is None for proc in services.values())
+        scores = list((tmp_path / "label-service" / "work" / "first" / "predictions").glob(
+            "*.json"))
+        assert len(scores) == 1  # the recipient, the label holder's service, holds them
+        # each service kept each presented job file, owner-only; bank spent its one budget
+        for name in names:
+            for job_id in ("first", "second"):
+                kept = tmp_path / f"{name}-service" / "work" / job_id / "job.toml"
+                assert kept.stat().st_mode & 0o777 == 0o600
+                assert load_job(kept).id == job_id
+        with BudgetLedger(tmp_path / "bank-service" / "work" / "ledger.sqlite") as ledger:
             spent = ledger.spent_epsilon(SERVICE_DATASET, "bank")
         assert 1.0 < spent <= 5.0
         assert json.loads((tmp_path / "first" / "result.json").read_text())["protocol"] == \
             "vertical"
     finally:
-        service.send_signal(signal.SIGTERM)
-        code = service.wait(timeout=60)
-    text = log_path.read_text()
-    assert code == 0, text
-    assert "stopped after serving" in text
+        codes = {}
+        for name, proc in services.items():
+            proc.send_signal(signal.SIGTERM)
+            codes[name] = proc.wait(timeout=60)
+    for name in names:
+        text = logs[name].read_text()
+        assert codes[name] == 0, text
+        assert "stopped after serving 3 job(s) and predictions" in text
 
 
 def test_the_service_refuses_a_job_that_names_it_elsewhere_or_outside_its_policy(

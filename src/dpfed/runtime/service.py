@@ -47,6 +47,7 @@ from dpfed.runtime.certs import load_identity
 from dpfed.runtime.control import OpenJob, OpenPrediction
 from dpfed.runtime.jobfile import check_job_id, parse_job
 from dpfed.runtime.jobspec import Budget, JobSpec
+from dpfed.runtime.links import received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.party import PartyNode
 from dpfed.runtime.private_files import private_file, private_folder
@@ -309,7 +310,7 @@ class PartyService:
             return node
 
     # -- requests ---------------------------------------------------------------------------
-    def _job_of(self, payload: bytes) -> str:
+    def _job_of(self, payload: bytes | memoryview) -> str:
         try:
             job = wire.peek_header(payload, max_bytes=self.config.max_message_bytes)["job"]
         except wire.WireError as exc:
@@ -347,7 +348,13 @@ class PartyService:
                       f"{self.config.name} serves no job {job!r}: open it first")
 
     def _deliver(self, payload: bytes, peer: str) -> bytes:
-        job = self._job_of(payload)
+        # a call carries a batch of frames (or one frame), all from one job's link
+        jobs = {self._job_of(frame) for frame in
+                received_frames(payload, max_bytes=self.config.max_message_bytes)}
+        if len(jobs) != 1:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"a delivery must carry the frames of one job. Found {sorted(jobs)}")
+        (job,) = jobs
         with self.lock:
             node = self.nodes.get(job)
         if node is None:
