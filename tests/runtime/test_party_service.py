@@ -198,3 +198,27 @@ def test_job_ids_that_would_leave_the_work_folder_are_refused():
     for bad in ("..", ".", "a/b", "", 7):
         with pytest.raises(DpfedInputError, match=r"job id|\[job\]\.id"):
             check_job_id(bad)
+
+
+def test_a_recipients_policy_refuses_prediction_shares_to_anyone_else(tmp_path, job_certs):
+    import grpc
+
+    from dpfed.runtime import wire
+    from dpfed.runtime.control import PredictRequest, StatusRequest
+    from dpfed.runtime.transport import Refused
+
+    config = load_party_config(_party_file(tmp_path / "svc", job_certs, "bank", "127.0.0.1:1",
+                                           'recipients = ["label"]\n'))
+    assert config.recipients == ("label",)
+    service = PartyService(config)
+
+    def request(to: str) -> bytes:
+        return wire.encode(PredictRequest("leader", "bank", 0, request="r1",
+                                          data="breast_cancer:test", to=to), job="job", seq=0)
+
+    service._check_recipient(request("label"))  # allowed
+    with pytest.raises(Refused, match=r"to \['label'\] only") as refused:
+        service._check_recipient(request("leader"))
+    assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    # other requests pass the policy untouched
+    service._check_recipient(wire.encode(StatusRequest("leader", "bank", 0), job="job", seq=0))

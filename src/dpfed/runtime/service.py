@@ -21,6 +21,7 @@ its budget and its policy. ::
     # or one per data set: budget = { a9a = { epsilon = 3.0, delta = 1e-5 }, ... }
     allow_exact_disclosure = false     # optional policy
     protocols = ["vertical"]           # optional policy: the protocols it takes part in
+    recipients = ["label"]             # optional policy: who may receive its prediction shares
 
 Every job's state stays in ``workdir/<job id>/`` (the presented job file is kept there as
 ``job.toml``), so a restarted service continues a stopped job when the leader resumes it and
@@ -44,7 +45,7 @@ import grpc
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
 from dpfed.runtime.certs import load_identity
-from dpfed.runtime.control import OpenJob, OpenPrediction
+from dpfed.runtime.control import OpenJob, OpenPrediction, PredictRequest
 from dpfed.runtime.jobfile import check_job_id, parse_job
 from dpfed.runtime.jobspec import Budget, JobSpec
 from dpfed.runtime.links import received_frames
@@ -59,7 +60,7 @@ __all__ = ["PartyConfig", "PartyService", "is_party_config", "load_party_config"
 #: Keys of ``party.toml``.
 PARTY_KEYS = frozenset({"name", "address", "listen", "certificate", "key", "ca", "workdir",
                         "data_dir", "budget", "allow_exact_disclosure", "protocols",
-                        "max_message_mb"})
+                        "recipients", "max_message_mb"})
 
 #: The data-set label of a service's ledger: one budget for every job it serves.
 SERVICE_DATASET = "all jobs of this service"
@@ -85,6 +86,7 @@ class PartyConfig:
     budget: Budget | dict[str, Budget] | None = None
     allow_exact_disclosure: bool = False
     protocols: tuple[str, ...] = ()
+    recipients: tuple[str, ...] = ()
     max_message_bytes: int = 64 * 2**20
 
     @property
@@ -170,6 +172,10 @@ def load_party_config(path: str | Path) -> PartyConfig:
     if not (isinstance(protocols, list) and all(p in known for p in protocols)):
         raise DpfedInputError(f"{where}: protocols must list some of {known}. "
                               f"Found {protocols!r}.")
+    recipients = doc.get("recipients", [])
+    if not (isinstance(recipients, list) and all(isinstance(r, str) and r for r in recipients)):
+        raise DpfedInputError(f"{where}: recipients must list party names (or \"leader\"). "
+                              f"Found {recipients!r}.")
     max_mb = doc.get("max_message_mb", 64)
     if not (isinstance(max_mb, int | float) and max_mb > 0):
         raise DpfedInputError(f"{where}: max_message_mb must be a number > 0. Found {max_mb!r}.")
@@ -180,7 +186,7 @@ def load_party_config(path: str | Path) -> PartyConfig:
         listen=str(doc.get("listen", "")),
         data_dir=local(_text(doc, "data_dir", where)) if "data_dir" in doc else None,
         budget=budget, allow_exact_disclosure=allow, protocols=tuple(protocols),
-        max_message_bytes=int(max_mb * 2**20),
+        recipients=tuple(recipients), max_message_bytes=int(max_mb * 2**20),
     )
 
 
@@ -322,6 +328,8 @@ class PartyService:
 
     def _control(self, payload: bytes, peer: str) -> bytes:
         job = self._job_of(payload)
+        if self.config.recipients:
+            self._check_recipient(payload)
         with self.lock:
             node = self.nodes.get(job)
         if node is None:
@@ -338,6 +346,20 @@ class PartyService:
                     return self._unknown(job, request)
             node = self._node(job, request)
         return node._control(payload, peer)
+
+    def _check_recipient(self, payload: bytes) -> None:
+        """The service's own policy on who may receive its prediction shares (on top of the
+        job file's ``prediction_recipients``, which the leader writes)."""
+        try:
+            request = wire.decode(payload, max_bytes=self.config.max_message_bytes).message
+        except wire.WireError as exc:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if isinstance(request, PredictRequest) and request.to not in self.config.recipients:
+            raise Refused(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{self.config.name} sends prediction shares to {list(self.config.recipients)} "
+                f"only (its own policy). Found {request.to!r}.",
+            )
 
     def _unknown(self, job: str, request: Any) -> bytes:
         """A request for a job this service never opened: an abort is a no-op, the rest is
