@@ -15,7 +15,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
 from dpfed.runtime.disclosure import result_warnings
-from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.jobfile import load_job, refuse_aligned
 from dpfed.runtime.leader import (
     EXIT_STOPPED,
     EXIT_UNREACHABLE,
@@ -72,6 +72,7 @@ def run_party_command(args: argparse.Namespace) -> int:
             "serves (or give a party file, party.toml, to serve every job as a service)."
         )
     spec = load_job(args.config)
+    refuse_aligned(spec)
     try:
         return run_party(spec, args.name, allow_exact_disclosure=args.allow_exact_disclosure)
     except KeyboardInterrupt:
@@ -105,6 +106,7 @@ def configure_run(p: argparse.ArgumentParser) -> None:
 def run_run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
+    refuse_aligned(spec)
     leader = Leader(spec, resume=args.resume, progress=not args.quiet, monitor=args.monitor,
                     monitor_keep=args.monitor_keep)
     def summary(result: dict) -> None:  # printed at once, before the page's last seconds
@@ -158,6 +160,7 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
 def run_predict_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
+    refuse_aligned(spec)
     try:
         receipt = run_prediction(spec, args.data, args.out, recipient=args.to, request=args.id)
     except PredictionFailed as exc:
@@ -210,6 +213,7 @@ def configure_monitor(p: argparse.ArgumentParser) -> None:
 
 def run_monitor_command(args: argparse.Namespace) -> int:
     spec = load_job(args.config)
+    refuse_aligned(spec)
     view = checkpoint_view(spec, args.checkpoint)
     page = MonitorServer(view.snapshot, args.address).start()
     print(f"job page: {page.url} (Ctrl-C to stop)", flush=True)

@@ -16,11 +16,14 @@ from dpfed._validation import DpfedInputError
 from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
 from dpfed.core.losses import score_metrics
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
+from dpfed.data.join import join_tables
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_vertical
+from dpfed.protocols.vertical.host import rounds_above_rule, vertical_config
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure.party import RoundCost, bounded_rows
+from dpfed.runtime.jobfile import load_job
 
 
 def add_train_vertical(sub: Any) -> None:
@@ -30,11 +33,17 @@ def add_train_vertical(sub: Any) -> None:
         help="vertically partitioned learning by (DP) ADMM sharing",
         description="Train a linear model on column blocks held by different parties.",
     )
-    p.add_argument("--data", required=True, help="data set name (see --list) or LIBSVM file")
+    p.add_argument(
+        "--config", metavar="JOB",
+        help="a job file whose parties hold their own tables ([job].align = \"psi\": CSVs "
+             "keyed by an ID column, read through each party's schema): join them by ID and "
+             "train in this process with the job's [params] (instead of --data and --split)",
+    )
+    p.add_argument("--data", help="data set name (see --list) or LIBSVM file")
     p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
     p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
     p.add_argument(
-        "--split", required=True, help="columns per party, label holder first, e.g. 66,57"
+        "--split", help="columns per party, label holder first, e.g. 66,57 (with --data)"
     )
     add_config_arguments(p, VerticalConfig)
     p.add_argument(
@@ -103,6 +112,15 @@ def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
 
 
 def run_train_vertical(args: argparse.Namespace) -> int:
+    if args.config is not None:
+        return run_aligned_job(args)
+    missing = [flag for flag, value in (("--data", args.data), ("--split", args.split))
+               if value is None]
+    if missing:
+        raise DpfedInputError(
+            f"dpfed train vertical needs --data and --split (or --config JOB for a job whose "
+            f"parties hold their own tables). Missing {missing}."
+        )
     kwargs = config_kwargs(VerticalConfig, args)
     if args.secure and kwargs.get("mechanism", "none") == "none":
         kwargs["mechanism"] = "sound"  # the secure mode is a sound mechanism of its own
@@ -135,6 +153,51 @@ def run_train_vertical(args: argparse.Namespace) -> int:
         payload["baselines"] = baselines(
             blocks, dataset.y_train, test_blocks, dataset.y_test, config.lam
         )
+    write_json_atomic(args.out, payload)
+    print_result(payload, args.out)
+    return 0
+
+
+def run_aligned_job(args: argparse.Namespace) -> int:
+    """``dpfed train vertical --config JOB``: the parties' own tables joined by ID, trained in
+    this process with the job's ``[params]``; the result records the join (counts and a
+    digest, never an ID) and each party's schema."""
+    given = [flag for flag, value in (("--data", args.data), ("--split", args.split),
+                                      ("--test", args.test), ("--secure", args.secure))
+             if value]
+    if given:
+        raise DpfedInputError(
+            f"--config takes the data from the job file's parties; {given} go without it."
+        )
+    spec = load_job(args.config)
+    if not spec.align or spec.protocol != "vertical":
+        raise DpfedInputError(
+            f"--config runs a vertical job whose parties hold their own tables ([job].align = "
+            f"\"psi\"). Found protocol {spec.protocol!r}, align {spec.align or 'not set'!r}; "
+            f"lead a networked job with `dpfed run --config {args.config}`."
+        )
+    config = vertical_config(spec.params)
+    joined = join_tables(spec.parties, min_rows=spec.min_rows, align=spec.align)
+    n = joined.blocks[0].shape[0]
+    print(f"aligned {n} rows shared by {', '.join(joined.names)} "
+          f"(tables of {', '.join(str(v) for v in joined.record['rows_per_table'].values())} "
+          "rows)")
+    print(rounds_line(config, "iterations" in spec.params, n,
+                      rounds_above_rule(spec.params), [b.shape[1] for b in joined.blocks]))
+    result = train_vertical(
+        joined.blocks, joined.labels, config, names=joined.names,
+        test_blocks=joined.test_blocks, test_labels=joined.test_labels,
+        progress=not args.quiet, engine=engine_from_args(args),
+    )
+    payload = result.to_json()
+    payload["data"] = {"job": spec.id, "alignment": joined.record,
+                       "n_train": n,
+                       "n_test": 0 if joined.test_blocks is None
+                       else int(joined.test_blocks[0].shape[0])}
+    payload["preprocessing"] = joined.record["preprocessing"]
+    if args.baselines:
+        payload["baselines"] = baselines(joined.blocks, joined.labels, joined.test_blocks,
+                                         joined.test_labels, config.lam)
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)
     return 0

@@ -158,8 +158,14 @@ def _budget(value: Any, where: str) -> Budget | None:
 
 _PARTY_KEYS = {
     "name", "address", "listen", "certificate", "key", "data", "data_dir", "columns", "rows",
-    "role", "workdir", "ledger", "dataset", "budget",
+    "role", "workdir", "ledger", "dataset", "budget", "test", "id_column", "schema",
 }
+
+#: The keys of a party's own table, which ``[job].align`` needs (and nothing else takes).
+_TABLE_KEYS = ("test", "id_column", "schema")
+
+#: How the rows of the parties' own tables are aligned (``[job].align``).
+ALIGNMENTS = ("psi",)
 
 def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     span = table.get(key)
@@ -174,11 +180,20 @@ def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     return span[0], span[1]
 
 
-def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol) -> PartySpec:
+def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
+           align: str = "") -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
         raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
     _reject_unknown(table, _PARTY_KEYS, where)
+    if align:
+        return _table_party(table, where, base, protocol)
+    given = [k for k in _TABLE_KEYS if k in table]
+    if given:
+        raise DpfedInputError(
+            f"{where}: {given} describe a party's own table, which needs [job].align = "
+            f"\"psi\" (rows aligned by their IDs). Found no align."
+        )
     name = _name(_text(table, "name", where), f"{where}.name")
     where = f"party {name!r}"
     if name == LEADER:
@@ -225,7 +240,47 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol) ->
 _JOB_KEYS = {
     "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
     "checkpoint", "fsync", "simulation", "prediction_recipients", "predict_training_rows",
+    "align", "min_rows",
 }
+
+
+def _table_party(table: dict[str, Any], where: str, base: Path, protocol: Protocol) -> PartySpec:
+    """A party of an aligned job: its own CSV table (``data``, optional ``test``), keyed by
+    ``id_column``, read through ``schema``; the paths relative to its ``data_dir``."""
+    name = _name(_text(table, "name", where), f"{where}.name")
+    where = f"party {name!r}"
+    if protocol.holds != "columns":
+        raise DpfedInputError(
+            f"[job].align aligns the rows of parties that hold columns of the same customers "
+            f"(a vertical job). Found protocol {protocol.name!r}, whose parties hold "
+            f"{protocol.holds}."
+        )
+    for key in ("columns", "rows", "role"):
+        if key in table:
+            raise DpfedInputError(
+                f"{where}: an aligned party has no {key} (its table's columns come from its "
+                "schema, its rows from the alignment)."
+            )
+    workdir = _path(base, _text(table, "workdir", where, default=f"work/{name}"))
+    data_dir = _path(base, _text(table, "data_dir", where)) if "data_dir" in table else None
+    folder = data_dir if data_dir is not None else base
+    data = str(_path(folder, _text(table, "data", where)))
+    return PartySpec(
+        name=name,
+        address=_address(_text(table, "address", where), f"{where}.address"),
+        listen=_listen(table, where),
+        certificate=_path(base, _text(table, "certificate", where)),
+        key=_path(base, _text(table, "key", where)),
+        data=data,
+        data_dir=data_dir,
+        workdir=workdir,
+        ledger=_path(base, table["ledger"]) if "ledger" in table else workdir / "ledger.sqlite",
+        dataset=_text(table, "dataset", where, default=Path(data).name),
+        budget=_budget(table.get("budget"), f"{where}.budget"),
+        test=str(_path(folder, _text(table, "test", where))) if "test" in table else "",
+        id_column=_text(table, "id_column", where),
+        schema=_path(folder, _text(table, "schema", where)),
+    )
 
 #: What a simulation's result and every party's log say about it.
 SIMULATION_WARNING = (
@@ -254,6 +309,22 @@ def _simulation(job: dict[str, Any], params: dict[str, Any]) -> bool:
             "drawn from. Found none."
         )
     return simulation
+
+
+def refuse_aligned(spec: JobSpec) -> None:
+    """Aligned tables (``[job].align``) are trained in one process for now.
+
+    Raises
+    ------
+    DpfedInputError
+        Naming the command that runs the job.
+    """
+    if spec.align:
+        raise DpfedInputError(
+            f"job {spec.id} aligns the parties' own tables ([job].align = {spec.align!r}); "
+            "the networked runtime does not align rows yet. Run it in one process: "
+            f"`dpfed train vertical --config {spec.path} --out RESULT`."
+        )
 
 
 def load_job(path: str | Path) -> JobSpec:
@@ -320,7 +391,13 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
     tables = doc.get("party")
     if not isinstance(tables, list) or len(tables) < 2:
         raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
-    parties = tuple(_party(t, k, base, protocol) for k, t in enumerate(tables))
+    align = job.get("align", "")
+    if "align" in job and align not in ALIGNMENTS:
+        raise DpfedInputError(f"[job].align must be one of {ALIGNMENTS}. Found {align!r}.")
+    min_rows = job.get("min_rows", 1)
+    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 1:
+        raise DpfedInputError(f"[job].min_rows must be an integer >= 1. Found {min_rows!r}.")
+    parties = tuple(_party(t, k, base, protocol, align) for k, t in enumerate(tables))
     protocol.check_parties(parties)
     names = [p.name for p in parties]
     if len(set(names)) != len(names):
@@ -362,6 +439,8 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
         simulation=simulation,
         prediction_recipients=tuple(dict.fromkeys(recipients)),
         predict_training_rows=predict_training_rows,
+        align=align,
+        min_rows=min_rows,
         text=text,
     )
     protocol.check_job(spec)
@@ -369,6 +448,7 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
 
 
 __all__ = [
+    "ALIGNMENTS",
     "EVALUATE",
     "LEADER",
     "SIMULATION_WARNING",
@@ -380,4 +460,5 @@ __all__ = [
     "describe",
     "load_job",
     "parse_job",
+    "refuse_aligned",
 ]

@@ -52,6 +52,10 @@ class PartySpec(Endpoint):
     ledger: Path = Path("ledger.sqlite")
     dataset: str = ""
     budget: Budget | None = None
+    #: An aligned job's party (``[job].align``): its test table, ID column and schema file.
+    test: str = ""
+    id_column: str = ""
+    schema: Path | None = None
 
     @property
     def n_features(self) -> int:
@@ -83,6 +87,10 @@ class JobSpec:
     #: Whether ``dpfed predict`` may score rows a party recognises as its training rows
     #: (their exact scores, which training released only with noise).
     predict_training_rows: bool = False
+    #: How the parties' own tables are aligned by ID (``"psi"``), or ``""`` for column ranges
+    #: of one data set; and the fewest aligned rows a job accepts.
+    align: str = ""
+    min_rows: int = 1
     #: The job file's text as read (what a leader presents to a party service); not part of
     #: the digest, which covers the shared settings only.
     text: str = field(default="", repr=False, compare=False)
@@ -117,6 +125,7 @@ class JobSpec:
             "prediction_recipients": list(self.allowed_recipients),
             # only when set, so that the digests of job files without the key stay the same
             **({"predict_training_rows": True} if self.predict_training_rows else {}),
+            **({"align": self.align, "min_rows": self.min_rows} if self.align else {}),
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
             "parties": [

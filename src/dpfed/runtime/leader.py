@@ -66,7 +66,7 @@ from dpfed.runtime.control import (
     kinds_fingerprint,
 )
 from dpfed.runtime.disclosure import with_simulation
-from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
+from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec, refuse_aligned
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.monitor import MONITOR_KEEP, JobView, MonitorServer
@@ -891,4 +891,5 @@ def run_job(
     spec: JobSpec, out: str | Path, *, resume: bool = False, progress: bool = True
 ) -> dict[str, Any]:
     """``dpfed run``: lead ``spec`` to the end and write ``out``."""
+    refuse_aligned(spec)
     return Leader(spec, resume=resume, progress=progress).run(out)

@@ -46,6 +46,7 @@ from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
+from dpfed.runtime.jobfile import refuse_aligned
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
@@ -154,6 +155,7 @@ class VerticalHost(RoleDelegate):
 
     def __init__(self, spec: JobSpec, name: str) -> None:
 
+        refuse_aligned(spec)
         party = spec.party(name)
         self.spec, self.name = spec, name
         self.index = spec.names.index(name)

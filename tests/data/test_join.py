@@ -1,0 +1,176 @@
+"""Aligned jobs: the parties' own CSV tables, joined by ID in one process, trained with
+``dpfed train vertical --config job.toml``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer
+
+from dpfed._validation import DpfedInputError
+from dpfed.cli.main import main
+from dpfed.data.join import join_tables
+from dpfed.data.tables import load_schema, read_table
+from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
+from dpfed.runtime.jobfile import load_job
+
+#: Columns per party: the label holder, a bank and a shop.
+COLUMNS = {"label": range(0, 4), "bank": range(4, 9), "shop": range(9, 14)}
+
+
+def _tables(folder: Path, *, n_test: int = 120, seed: int = 0) -> dict[str, set[str]]:
+    """Three parties' CSVs from breast cancer: string IDs, each table shuffled, each party
+    missing about 10 % of the shared customers and holding 20 of its own; the label holder
+    also has a categorical column of raw strings. Returns each party's training IDs."""
+    data = load_breast_cancer()
+    X, y = data.data, data.target  # 1: benign
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"C{v:07d}" for v in rng.choice(10**7, size=X.shape[0], replace=False)])
+    test = np.zeros(X.shape[0], dtype=bool)
+    test[rng.choice(X.shape[0], size=n_test, replace=False)] = True
+    held = {}
+    for name, cols in COLUMNS.items():
+        keep = rng.random(X.shape[0]) > 0.1
+        extra = [f"X{name}{k:04d}" for k in range(20)]
+        for part, mask in (("train", ~test & keep), ("test", test)):
+            rows = np.flatnonzero(mask)
+            rng.shuffle(rows)
+            header = ["customer_id", *(f"f{c}" for c in cols)]
+            if name == "label":
+                header += ["size", "diagnosis"]
+            lines = [",".join(header)]
+            for r in rows:
+                values = [ids[r], *(f"{X[r, c]:.6g}" for c in cols)]
+                if name == "label":
+                    values += ["large" if X[r, 0] > 15 else "small",
+                               "benign" if y[r] == 1 else "malignant"]
+                lines.append(",".join(values))
+            if part == "train":
+                for e in extra:  # customers nobody else has
+                    values = [e, *("0" for _ in cols)]
+                    if name == "label":
+                        values += ["small", "benign"]
+                    lines.append(",".join(values))
+                held[name] = {*ids[rows], *extra}
+            (folder / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
+        upper = np.ceil(X[:, list(cols)].max(axis=0) * 1.5)
+        schema = ['label = "diagnosis"\npositive = "benign"\n' if name == "label" else ""]
+        schema += [f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper,
+                                                                              strict=True)]
+        if name == "label":
+            schema.append('[columns.size]\ncategories = ["small", "large"]\n')
+        (folder / f"{name}.schema.toml").write_text("\n".join(schema))
+    return held
+
+
+def _job(folder: Path, params: str = 'mechanism = "none"\niterations = 30', *,
+         extra_job: str = "", tests: bool = True) -> Path:
+    lines = ["[job]", 'id = "tables"', 'protocol = "vertical"', 'align = "psi"', extra_job,
+             "[params]", params, "[tls]", 'ca = "ca.pem"', "[leader]",
+             'address = "127.0.0.1:1"', 'certificate = "l.pem"', 'key = "l.key"']
+    for k, name in enumerate(COLUMNS):
+        lines += ["[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{k + 2}"',
+                  f'certificate = "{name}.pem"', f'key = "{name}.key"',
+                  f'data_dir = "{folder}"', f'data = "{name}.train.csv"',
+                  'id_column = "customer_id"', f'schema = "{name}.schema.toml"']
+        if tests:
+            lines.append(f'test = "{name}.test.csv"')
+    path = folder / "job.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_join_takes_the_ids_every_party_holds_in_the_label_holders_order(tmp_path):
+    held = _tables(tmp_path)
+    spec = load_job(_job(tmp_path))
+    joined = join_tables(spec.parties, min_rows=spec.min_rows)
+    shared = held["label"] & held["bank"] & held["shop"]
+    assert joined.record["joined_rows"] == len(shared) == joined.blocks[0].shape[0]
+    assert joined.record["rows_per_table"] == {n: len(v) for n, v in held.items()}
+    # the label holder's order, and every block's row i is the same customer
+    label = read_table(tmp_path / "label.train.csv", id_column="customer_id",
+                       schema=load_schema(tmp_path / "label.schema.toml"))
+    order = [i for i in label.ids if i in shared]
+    bank = read_table(tmp_path / "bank.train.csv", id_column="customer_id",
+                      schema=load_schema(tmp_path / "bank.schema.toml"))
+    np.testing.assert_array_equal(joined.blocks[1], bank.take(order).X)
+    np.testing.assert_array_equal(joined.labels, label.take(order).y)
+    assert [b.shape[1] for b in joined.blocks] == [4 + 2, 5, 5]  # size one-hot: 2 columns
+    assert joined.test_blocks is not None and joined.test_blocks[0].shape[0] == 120
+    # no ID in what a result may record
+    assert not any(i in json.dumps(joined.record) for i in shared)
+
+
+def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_path, capsys):
+    held = _tables(tmp_path)
+    job = _job(tmp_path)
+    out = tmp_path / "result.json"
+    assert main(["train", "vertical", "--config", str(job), "--out", str(out), "--quiet",
+                 "--baselines"]) == 0
+    result = json.loads(out.read_text())
+    text = out.read_text()
+    assert not any(i in text for i in held["label"] | held["bank"] | held["shop"])
+    assert result["data"]["alignment"]["joined_rows"] == result["data"]["n_train"]
+    assert result["data"]["alignment"]["digest"]
+    assert set(result["preprocessing"]) == set(COLUMNS)
+    # the same model as training on the joined arrays directly
+    spec = load_job(job)
+    joined = join_tables(spec.parties)
+    direct = train_vertical(joined.blocks, joined.labels,
+                            VerticalConfig(mechanism="none", iterations=30),
+                            names=joined.names, test_blocks=joined.test_blocks,
+                            test_labels=joined.test_labels)
+    assert result["final"]["test_accuracy"] == pytest.approx(
+        direct.to_json()["final"]["test_accuracy"], abs=1e-12)
+    assert result["final"]["test_accuracy"] > 0.88
+    # about scikit-learn's central model on the same joined table
+    central = result["baselines"]["centralized"]["test_accuracy"]
+    assert abs(result["final"]["test_accuracy"] - central) < 0.03
+    assert "aligned" in capsys.readouterr().out
+
+
+def test_aligned_jobs_are_refused_where_they_cannot_run(tmp_path, capsys):
+    _tables(tmp_path)
+    job = _job(tmp_path)
+    # the networked runtime does not align rows yet: every process says how to run it
+    for command in (["run", "--config", str(job), "--out", str(tmp_path / "r.json")],
+                    ["party", "--config", str(job), "--name", "bank"]):
+        assert main(command) == 2
+        assert "dpfed train vertical --config" in capsys.readouterr().err
+    # a party's table keys need align
+    text = job.read_text().replace('align = "psi"\n', "")
+    with pytest.raises(DpfedInputError, match=r"needs \[job\]\.align"):
+        load_job(_write(tmp_path / "noalign.toml", text))
+    # an aligned party has no column range
+    text = job.read_text().replace('id_column = "customer_id"', 'id_column = "customer_id"\n'
+                                   'columns = [0, 4]', 1)
+    with pytest.raises(DpfedInputError, match="an aligned party has no columns"):
+        load_job(_write(tmp_path / "cols.toml", text))
+    # fewer shared rows than the job's floor
+    floor = _job(tmp_path, extra_job="min_rows = 100000")
+    assert main(["train", "vertical", "--config", str(floor), "--out",
+                 str(tmp_path / "f.json")]) == 2
+    assert "fewer than [job].min_rows = 100000" in capsys.readouterr().err
+    assert not (tmp_path / "f.json").exists()
+    # some parties with test tables, others without
+    text = _job(tmp_path).read_text().replace('test = "shop.test.csv"\n', "")
+    mixed = _write(tmp_path / "mixed.toml", text)
+    with pytest.raises(DpfedInputError, match="every party gives a test table or none"):
+        join_tables(load_job(mixed).parties)
+    # two parties declaring the same column
+    (tmp_path / "shop.schema.toml").write_text(
+        (tmp_path / "shop.schema.toml").read_text() + "[columns.f4]\nbounds = [0, 100]\n")
+    with pytest.raises(DpfedInputError, match="both declare the column 'f4'"):
+        join_tables(load_job(job).parties)
+    # --data and --config together
+    assert main(["train", "vertical", "--config", str(job), "--data", "a9a",
+                 "--out", str(tmp_path / "x.json")]) == 2
+    assert "--config takes the data" in capsys.readouterr().err
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
