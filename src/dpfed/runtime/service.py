@@ -15,8 +15,8 @@ its budget and its policy. ::
     certificate = "certs/bank.pem"
     key = "certs/bank.key"
     ca = "certs/ca.pem"
-    workdir = "/var/lib/dpfed/bank"    # journals, noise secrets, the ledger
-    data_dir = "/srv/bank-data"        # optional
+    workdir = "work/bank"              # journals, noise secrets, the ledger
+    data_dir = "data/bank"             # optional (paths relative to party.toml)
     budget = { epsilon = 3.0, delta = 1e-5 }   # optional: one budget for all its jobs,
     # or one per data set: budget = { a9a = { epsilon = 3.0, delta = 1e-5 }, ... }
     allow_exact_disclosure = false     # optional policy
