@@ -167,6 +167,7 @@ _TABLE_KEYS = ("test", "id_column", "schema")
 #: How the rows of the parties' own tables are aligned (``[job].align``).
 ALIGNMENTS = ("psi",)
 
+
 def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     span = table.get(key)
     if (
@@ -281,6 +282,7 @@ def _table_party(table: dict[str, Any], where: str, base: Path, protocol: Protoc
         id_column=_text(table, "id_column", where),
         schema=_path(folder, _text(table, "schema", where)),
     )
+
 
 #: What a simulation's result and every party's log say about it.
 SIMULATION_WARNING = (
