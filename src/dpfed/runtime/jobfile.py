@@ -181,6 +181,17 @@ def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     return span[0], span[1]
 
 
+def _party_endpoint(table: dict[str, Any], name: str, where: str, base: Path) -> dict[str, Any]:
+    """A party's name, address, listen address, certificate and key."""
+    return {
+        "name": name,
+        "address": _address(_text(table, "address", where), f"{where}.address"),
+        "listen": _listen(table, where),
+        "certificate": _path(base, _text(table, "certificate", where)),
+        "key": _path(base, _text(table, "key", where)),
+    }
+
+
 def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
            align: str = "") -> PartySpec:
     where = f"[[party]] #{index + 1}"
@@ -221,11 +232,7 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
     if holds == "rows" and span is not None:
         default_dataset = f"{data}[rows {span[0]}:{span[1]}]"
     return PartySpec(
-        name=name,
-        address=_address(_text(table, "address", where), f"{where}.address"),
-        listen=_listen(table, where),
-        certificate=_path(base, _text(table, "certificate", where)),
-        key=_path(base, _text(table, "key", where)),
+        **_party_endpoint(table, name, where, base),
         data=data,
         data_dir=data_dir,
         columns=span if holds == "columns" else None,
@@ -267,11 +274,7 @@ def _table_party(table: dict[str, Any], where: str, base: Path, protocol: Protoc
     folder = data_dir if data_dir is not None else base
     data = str(_path(folder, _text(table, "data", where)))
     return PartySpec(
-        name=name,
-        address=_address(_text(table, "address", where), f"{where}.address"),
-        listen=_listen(table, where),
-        certificate=_path(base, _text(table, "certificate", where)),
-        key=_path(base, _text(table, "key", where)),
+        **_party_endpoint(table, name, where, base),
         data=data,
         data_dir=data_dir,
         workdir=workdir,
