@@ -15,7 +15,11 @@ every ratio against a reference measured in the same run:
    noise, as the secure sum draws it);
 3. **secure sum**: the DCA bench cell (N, d, M = 10, one worker) timed as ``dpfed dca bench``
    times it, with the float noise and with the exact discrete noise, against the paper's Spark
-   seconds.
+   seconds;
+4. **l2-Laplace release**: PVP's output perturbation as a node draws it, one vector of dimension
+   d per call: :func:`dpfed.privacy.l2_laplace_grid.l2_laplace_grid_release` (exact, on the
+   grid) against ``value + sample_l2_laplace(zeta, d, rng)`` (the float draw), and in bulk
+   (10^5 vectors per call).
 """
 
 from __future__ import annotations
@@ -156,6 +160,40 @@ def bench_secure_sum(clients: int, dim: int, repeats: int) -> dict:
     return out
 
 
+def bench_l2_laplace(dims: list[int], repeats: int, calls: int = 200) -> list[dict]:
+    """Seconds per PVP release: the exact grid release against the float draw, same run."""
+    from dpfed.privacy.l2_laplace import sample_l2_laplace
+    from dpfed.privacy.l2_laplace_grid import l2_laplace_grid_release
+
+    out = []
+    for dim, count in [(d, 1) for d in dims] + [(3, 100_000), (124, 1000)]:
+        value = np.random.default_rng(0).normal(size=(count, dim)) if count > 1 else \
+            np.random.default_rng(0).normal(size=dim)
+        rng = np.random.default_rng(1)
+        reps = calls if count == 1 else 1
+
+        def floating(value=value, dim=dim, count=count, reps=reps, rng=rng) -> None:
+            for _ in range(reps):
+                _ = value + sample_l2_laplace(1.0, dim, rng, size=None if count == 1 else count)
+
+        def exact(value=value, reps=reps, rng=rng) -> None:
+            for _ in range(reps):
+                l2_laplace_grid_release(value, 1.0, rng)
+
+        ref, timing = _best(floating, repeats), _best(exact, repeats)
+        vectors = reps * count
+        row = {"dim": dim, "vectors_per_call": count, "calls": reps,
+               "exact_us_per_vector": timing["cpu_seconds"] / vectors * 1e6,
+               "float_us_per_vector": ref["cpu_seconds"] / vectors * 1e6,
+               "slowdown_vs_float": timing["cpu_seconds"] / ref["cpu_seconds"],
+               "exact": timing, "float": ref}
+        out.append(row)
+        print(f"l2-Laplace release d = {dim}, {count} vector(s) per call: exact "
+              f"{row['exact_us_per_vector']:.1f} us per vector, float "
+              f"{row['float_us_per_vector']:.1f} us ({row['slowdown_vs_float']:.1f}x)")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE / "results" / "sampler.json"))
@@ -164,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=10000)
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--skip-secure-sum", action="store_true")
+    parser.add_argument("--l2-dims", default="14,124",
+                        help="comma-separated dimensions of the l2-Laplace release (PVP)")
     args = parser.parse_args(argv)
     from bench_dca import machine_info  # the same record of the machine as the DCA bench
 
@@ -173,13 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     per_client = bench_per_client(args.clients, args.dim, 2**48, args.repeats)
     secure_sum = (None if args.skip_secure_sum
                   else bench_secure_sum(args.clients, args.dim, args.repeats))
+    l2_laplace = bench_l2_laplace([int(d) for d in args.l2_dims.split(",")], args.repeats)
     payload = {
-        "benchmark": "exact integer samplers (CKS, block envelope) against rng.normal, and "
-                     "their cost in the DCA secure sum",
+        "benchmark": "exact integer samplers (CKS, block envelope) against rng.normal, "
+                     "their cost in the DCA secure sum, and the exact l2-Laplace release",
         "timing": "CPU seconds of this process, best of the repeats (the secure sum: median)",
         "bulk": bulk,
         "per_client": per_client,
         "secure_sum": secure_sum,
+        "l2_laplace_release": l2_laplace,
         "machine": machine,
         "load_average_1m_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }

@@ -7,6 +7,7 @@ import fcntl
 import itertools
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,20 +92,69 @@ def machine_lock():
     return one_at_a_time
 
 
+class _LocalRay:
+    """The machine's one local Ray for the tests (:func:`one_at_a_time`'s lock ``ray``: two
+    would share two CPUs and Ray's worker ports). A pytest-xdist worker keeps it across
+    consecutive tests that use :func:`local_ray` (a start costs seconds) and shuts it down,
+    releasing the lock, before a test that does not (:func:`pytest_runtest_teardown`)."""
+
+    def __init__(self) -> None:
+        self.lock: contextlib.ExitStack | None = None
+        self.started = False
+
+    def hold(self) -> None:
+        if self.lock is None:
+            stack = contextlib.ExitStack()
+            stack.enter_context(one_at_a_time("ray"))
+            self.lock = stack
+
+    def release(self) -> None:
+        if self.started:
+            import ray
+
+            ray.shutdown()
+            self.started = False
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+
+_LOCAL_RAY = _LocalRay()
+
+
 @pytest.fixture
 def local_ray():
-    """A local Ray of two CPUs for one engine test, shut down after it: a Ray kept for the
-    whole session was seen to leave a later test's tasks unscheduled. One such Ray at a time
-    on the machine (:func:`one_at_a_time`): two would share two CPUs and Ray's worker ports."""
+    """A local Ray of two CPUs for one engine test (kept for the worker's next test if that
+    one uses it too). A test that leaves a CPU taken (a live actor) gets its Ray shut down
+    after it: a Ray kept with a leftover actor was seen to leave a later test's tasks
+    unscheduled."""
     ray = pytest.importorskip("ray")
-    with one_at_a_time("ray"):
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address="local", num_cpus=2, include_dashboard=False,
-                     logging_level="ERROR")
-        yield ray
-        if started:
-            ray.shutdown()
+    _LOCAL_RAY.hold()
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
+        _LOCAL_RAY.started = True
+    yield ray
+    if _LOCAL_RAY.started and not _cpus_free(ray):
+        ray.shutdown()
+        _LOCAL_RAY.started = False
+
+
+def _cpus_free(ray, seconds: float = 3.0) -> bool:
+    """Whether both CPUs are free again within ``seconds`` (Ray frees a killed actor's CPU a
+    moment after the kill)."""
+    deadline = time.monotonic() + seconds
+    while ray.available_resources().get("CPU", 0.0) < 2.0:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the fixtures' own teardown: give the local Ray up unless the next test uses it."""
+    if nextitem is None or "local_ray" not in getattr(nextitem, "fixturenames", ()):
+        _LOCAL_RAY.release()
 
 
 #: Fixtures that start processes (parties, Ray) and serve on sockets: their tests are

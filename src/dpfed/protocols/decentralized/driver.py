@@ -373,6 +373,16 @@ def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
     return entry
 
 
+#: What a result's ``privacy.sampler`` says of each perturbation's noise.
+SAMPLERS = {
+    "dvp": "objective perturbation: l2-Laplace drawn in float64 inside the local objective "
+           "(the release is the solver's minimiser, not value + noise)",
+    "pvp": "output perturbation: the grid point nearest f + e, e l2-Laplace drawn exactly "
+           "(dpfed.privacy.l2_laplace_grid, grid 2^(floor(log2(1/zeta)) - 20)); the final "
+           "step is objective perturbation, l2-Laplace in float64 inside the objective",
+}
+
+
 def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]) -> dict:
     """The ``privacy`` block: per-release alpha and the honest total of the most exposed node
     (with ``node_alphas``, also every node's total)."""
@@ -396,6 +406,7 @@ def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]
         "total": total,
         "most_exposed_node": names[worst],
         "per_node": per_node,
+        "sampler": SAMPLERS[cfg.perturbation],
         "notes": [
             f"{cfg.perturbation}: every broadcast of every node is alpha_p(t)-DP for that "
             "node's rows (the paper's dynamic DP); the epsilon above is the honest total over "

@@ -54,6 +54,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
 from dpfed.privacy.l2_laplace import sample_l2_laplace
+from dpfed.privacy.l2_laplace_grid import l2_laplace_grid_release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
@@ -222,8 +223,9 @@ class DecentralizedNode:
         broadcast = self.exact
         if self.perturbation == "pvp" and not last:
             zeta = pvp_zeta(alpha, rho=self.rho, B=self.n_samples, CR=self.loss_scale)
-            noise_out = sample_l2_laplace(zeta, self.n_features, self.rng)
-            broadcast = self.exact + noise_out
+            # the grid point nearest exact + e, e drawn exactly: no float texture to betray
+            broadcast = l2_laplace_grid_release(self.exact, zeta, self.rng)
+            noise_out = broadcast - self.exact
         self.noise = noise_out if noise_out is not None else np.zeros(self.n_features)
         self.broadcast = broadcast
         self.round = t + 1
