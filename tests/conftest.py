@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_breast_cancer
 
 
 def data_dir() -> Path | None:
@@ -155,6 +156,62 @@ def pytest_runtest_teardown(item, nextitem):
     """After the fixtures' own teardown: give the local Ray up unless the next test uses it."""
     if nextitem is None or "local_ray" not in getattr(nextitem, "fixturenames", ()):
         _LOCAL_RAY.release()
+
+
+#: Columns per party: the label holder, a bank and a shop.
+PARTY_TABLE_COLUMNS = {"label": range(0, 4), "bank": range(4, 9), "shop": range(9, 14)}
+
+
+def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0) -> dict[str, set[str]]:
+    """Three parties' CSVs from breast cancer: string IDs, each table shuffled, each party
+    missing about 10 % of the shared customers and holding 20 of its own; the label holder
+    also has a categorical column of raw strings. Returns each party's training IDs."""
+    data = load_breast_cancer()
+    X, y = data.data, data.target  # 1: benign
+    rng = np.random.default_rng(seed)
+    ids = np.array([f"C{v:07d}" for v in rng.choice(10**7, size=X.shape[0], replace=False)])
+    test = np.zeros(X.shape[0], dtype=bool)
+    test[rng.choice(X.shape[0], size=n_test, replace=False)] = True
+    held = {}
+    for name, cols in PARTY_TABLE_COLUMNS.items():
+        keep = rng.random(X.shape[0]) > 0.1
+        extra = [f"X{name}{k:04d}" for k in range(20)]
+        for part, mask in (("train", ~test & keep), ("test", test)):
+            rows = np.flatnonzero(mask)
+            rng.shuffle(rows)
+            header = ["customer_id", *(f"f{c}" for c in cols)]
+            if name == "label":
+                header += ["size", "diagnosis"]
+            lines = [",".join(header)]
+            for r in rows:
+                values = [ids[r], *(f"{X[r, c]:.6g}" for c in cols)]
+                if name == "label":
+                    values += ["large" if X[r, 0] > 15 else "small",
+                               "benign" if y[r] == 1 else "malignant"]
+                lines.append(",".join(values))
+            if part == "train":
+                for e in extra:  # customers nobody else has
+                    values = [e, *("0" for _ in cols)]
+                    if name == "label":
+                        values += ["small", "benign"]
+                    lines.append(",".join(values))
+                held[name] = {*ids[rows], *extra}
+            (folder / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
+        upper = np.ceil(X[:, list(cols)].max(axis=0) * 1.5)
+        schema = ['label = "diagnosis"\npositive = "benign"\n' if name == "label" else ""]
+        schema += [f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper,
+                                                                              strict=True)]
+        if name == "label":
+            schema.append('[columns.size]\ncategories = ["small", "large"]\n')
+        (folder / f"{name}.schema.toml").write_text("\n".join(schema))
+    return held
+
+
+@pytest.fixture
+def party_tables():
+    """:func:`write_party_tables`: three parties' own CSV tables and schemas from breast
+    cancer, written to a folder."""
+    return write_party_tables
 
 
 #: Fixtures that start processes (parties, Ray) and serve on sockets: their tests are

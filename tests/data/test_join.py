@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer
 
 from dpfed._validation import DpfedInputError
 from dpfed.cli.main import main
@@ -17,61 +16,15 @@ from dpfed.data.tables import load_schema, read_table
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime.jobfile import load_job
 
-#: Columns per party: the label holder, a bank and a shop.
-COLUMNS = {"label": range(0, 4), "bank": range(4, 9), "shop": range(9, 14)}
-
-
-def _tables(folder: Path, *, n_test: int = 120, seed: int = 0) -> dict[str, set[str]]:
-    """Three parties' CSVs from breast cancer: string IDs, each table shuffled, each party
-    missing about 10 % of the shared customers and holding 20 of its own; the label holder
-    also has a categorical column of raw strings. Returns each party's training IDs."""
-    data = load_breast_cancer()
-    X, y = data.data, data.target  # 1: benign
-    rng = np.random.default_rng(seed)
-    ids = np.array([f"C{v:07d}" for v in rng.choice(10**7, size=X.shape[0], replace=False)])
-    test = np.zeros(X.shape[0], dtype=bool)
-    test[rng.choice(X.shape[0], size=n_test, replace=False)] = True
-    held = {}
-    for name, cols in COLUMNS.items():
-        keep = rng.random(X.shape[0]) > 0.1
-        extra = [f"X{name}{k:04d}" for k in range(20)]
-        for part, mask in (("train", ~test & keep), ("test", test)):
-            rows = np.flatnonzero(mask)
-            rng.shuffle(rows)
-            header = ["customer_id", *(f"f{c}" for c in cols)]
-            if name == "label":
-                header += ["size", "diagnosis"]
-            lines = [",".join(header)]
-            for r in rows:
-                values = [ids[r], *(f"{X[r, c]:.6g}" for c in cols)]
-                if name == "label":
-                    values += ["large" if X[r, 0] > 15 else "small",
-                               "benign" if y[r] == 1 else "malignant"]
-                lines.append(",".join(values))
-            if part == "train":
-                for e in extra:  # customers nobody else has
-                    values = [e, *("0" for _ in cols)]
-                    if name == "label":
-                        values += ["small", "benign"]
-                    lines.append(",".join(values))
-                held[name] = {*ids[rows], *extra}
-            (folder / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
-        upper = np.ceil(X[:, list(cols)].max(axis=0) * 1.5)
-        schema = ['label = "diagnosis"\npositive = "benign"\n' if name == "label" else ""]
-        schema += [f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper,
-                                                                              strict=True)]
-        if name == "label":
-            schema.append('[columns.size]\ncategories = ["small", "large"]\n')
-        (folder / f"{name}.schema.toml").write_text("\n".join(schema))
-    return held
-
+#: The parties of the tables (``party_tables`` in tests/conftest.py), label holder first.
+TABLE_COLUMNS = ("label", "bank", "shop")
 
 def _job(folder: Path, params: str = 'mechanism = "none"\niterations = 30', *,
          extra_job: str = "", tests: bool = True) -> Path:
     lines = ["[job]", 'id = "tables"', 'protocol = "vertical"', 'align = "psi"', extra_job,
              "[params]", params, "[tls]", 'ca = "ca.pem"', "[leader]",
              'address = "127.0.0.1:1"', 'certificate = "l.pem"', 'key = "l.key"']
-    for k, name in enumerate(COLUMNS):
+    for k, name in enumerate(TABLE_COLUMNS):
         lines += ["[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{k + 2}"',
                   f'certificate = "{name}.pem"', f'key = "{name}.key"',
                   f'data_dir = "{folder}"', f'data = "{name}.train.csv"',
@@ -83,8 +36,9 @@ def _job(folder: Path, params: str = 'mechanism = "none"\niterations = 30', *,
     return path
 
 
-def test_the_join_takes_the_ids_every_party_holds_in_the_label_holders_order(tmp_path):
-    held = _tables(tmp_path)
+def test_the_join_takes_the_ids_every_party_holds_in_the_label_holders_order(tmp_path,
+                                                                             party_tables):
+    held = party_tables(tmp_path)
     spec = load_job(_job(tmp_path))
     joined = join_tables(spec.parties, min_rows=spec.min_rows)
     shared = held["label"] & held["bank"] & held["shop"]
@@ -104,8 +58,9 @@ def test_the_join_takes_the_ids_every_party_holds_in_the_label_holders_order(tmp
     assert not any(i in json.dumps(joined.record) for i in shared)
 
 
-def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_path, capsys):
-    held = _tables(tmp_path)
+def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_path, capsys,
+                                                                         party_tables):
+    held = party_tables(tmp_path)
     job = _job(tmp_path)
     out = tmp_path / "result.json"
     assert main(["train", "vertical", "--config", str(job), "--out", str(out), "--quiet",
@@ -115,7 +70,7 @@ def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_pat
     assert not any(i in text for i in held["label"] | held["bank"] | held["shop"])
     assert result["data"]["alignment"]["joined_rows"] == result["data"]["n_train"]
     assert result["data"]["alignment"]["digest"]
-    assert set(result["preprocessing"]) == set(COLUMNS)
+    assert set(result["preprocessing"]) == set(TABLE_COLUMNS)
     # the same model as training on the joined arrays directly
     spec = load_job(job)
     joined = join_tables(spec.parties)
@@ -132,14 +87,14 @@ def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_pat
     assert "aligned" in capsys.readouterr().out
 
 
-def test_aligned_jobs_are_refused_where_they_cannot_run(tmp_path, capsys):
-    _tables(tmp_path)
+def test_aligned_jobs_are_refused_where_they_cannot_run(tmp_path, capsys, party_tables):
+    party_tables(tmp_path)
     job = _job(tmp_path)
-    # the networked runtime does not align rows yet: every process says how to run it
-    for command in (["run", "--config", str(job), "--out", str(tmp_path / "r.json")],
-                    ["party", "--config", str(job), "--name", "bank"]):
-        assert main(command) == 2
-        assert "dpfed train vertical --config" in capsys.readouterr().err
+    # predictions on the parties' own tables (by ID) are not there yet
+    assert main(["predict", "--config", str(job), "--data", "new.csv", "--out",
+                 str(tmp_path / "p.json")]) == 2
+    assert "a networked prediction (by ID) on such a job is not available yet" in \
+        capsys.readouterr().err
     # a party's table keys need align
     text = job.read_text().replace('align = "psi"\n', "")
     with pytest.raises(DpfedInputError, match=r"needs \[job\]\.align"):

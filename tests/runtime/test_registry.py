@@ -23,7 +23,7 @@ def test_every_registered_protocol_implements_the_interface_under_its_name(name)
     protocol = get_protocol(name)
     assert isinstance(protocol, Protocol) and protocol.name == name
     assert protocol.holds in ("columns", "rows")
-    assert "iterations" in protocol.params or "dim" in protocol.params
+    assert protocol.params and all(p.name == k for k, p in protocol.params.items())
     assert protocol.report is None or isinstance(protocol.report, type)
 
 

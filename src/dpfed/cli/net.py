@@ -14,6 +14,7 @@ from typing import Any
 from dpfed._validation import DpfedInputError
 from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
+from dpfed.runtime.alignment import alignment_file, alignment_spec
 from dpfed.runtime.disclosure import result_warnings
 from dpfed.runtime.jobfile import load_job, refuse_aligned
 from dpfed.runtime.leader import (
@@ -22,10 +23,11 @@ from dpfed.runtime.leader import (
     JobStopped,
     Leader,
     PartyUnreachable,
+    run_alignment,
 )
 from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
 from dpfed.runtime.monitor import MONITOR_KEEP, MonitorServer, checkpoint_view
-from dpfed.runtime.party import run_party
+from dpfed.runtime.party import EXIT_FINISHED, run_party
 from dpfed.runtime.prediction import PredictionFailed, run_prediction
 from dpfed.runtime.service import PartyService, is_party_config, load_party_config
 
@@ -72,8 +74,12 @@ def run_party_command(args: argparse.Namespace) -> int:
             "serves (or give a party file, party.toml, to serve every job as a service)."
         )
     spec = load_job(args.config)
-    refuse_aligned(spec)
     try:
+        if spec.align and not alignment_file(spec, args.name).exists():
+            code = run_party(alignment_spec(spec), args.name,
+                             allow_exact_disclosure=args.allow_exact_disclosure)
+            if code != EXIT_FINISHED:
+                return code
         return run_party(spec, args.name, allow_exact_disclosure=args.allow_exact_disclosure)
     except KeyboardInterrupt:
         folder = spec.party(args.name).workdir / spec.id
@@ -106,7 +112,11 @@ def configure_run(p: argparse.ArgumentParser) -> None:
 def run_run_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
-    refuse_aligned(spec)
+    if spec.align:
+        aligned = run_alignment(spec, progress=not args.quiet)
+        shared = aligned["parts"]["train"]
+        print(f"aligned {shared['rows']} rows shared by every party (digest "
+              f"{shared['digest'][:16]}); training on them")
     leader = Leader(spec, resume=args.resume, progress=not args.quiet, monitor=args.monitor,
                     monitor_keep=args.monitor_keep)
     def summary(result: dict) -> None:  # printed at once, before the page's last seconds
@@ -160,7 +170,7 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
 def run_predict_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
-    refuse_aligned(spec)
+    refuse_aligned(spec, "a networked prediction (by ID)")
     try:
         receipt = run_prediction(spec, args.data, args.out, recipient=args.to, request=args.id)
     except PredictionFailed as exc:
@@ -213,7 +223,6 @@ def configure_monitor(p: argparse.ArgumentParser) -> None:
 
 def run_monitor_command(args: argparse.Namespace) -> int:
     spec = load_job(args.config)
-    refuse_aligned(spec)
     view = checkpoint_view(spec, args.checkpoint)
     page = MonitorServer(view.snapshot, args.address).start()
     print(f"job page: {page.url} (Ctrl-C to stop)", flush=True)

@@ -46,7 +46,9 @@ __all__ = [
     "agreed_order",
     "alignment_digest",
     "intersect",
+    "new_psi_key",
     "order_key",
+    "order_tags",
 ]
 
 #: Not used by the exact (``RAW``) setup, which has no false positives; kept for the record of
@@ -80,12 +82,16 @@ class PsiHolder:
     ----------
     ids : sequence of str
         Its row IDs, unique.
+    key : bytes, optional
+        Its 32-byte secret key (:func:`new_psi_key`); by default a fresh one. With the same
+        key and IDs every message is the same bytes again (a restarted party replays them).
     """
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], key: bytes | None = None) -> None:
         self._psi = _psi()
         self.ids = _ids(ids, "the holder")
-        self._server = self._psi.server.CreateWithNewKey(True)
+        self._server = (self._psi.server.CreateWithNewKey(True) if key is None
+                        else self._psi.server.CreateFromKey(key, True))
 
     def setup(self, seeker_size: int) -> bytes:
         """The setup message: its IDs encrypted under its key, for a seeker of
@@ -108,12 +114,15 @@ class PsiSeeker:
     ----------
     ids : sequence of str
         Its row IDs, unique.
+    key : bytes, optional
+        Its 32-byte secret key (:func:`new_psi_key`); by default a fresh one.
     """
 
-    def __init__(self, ids: Sequence[str]) -> None:
+    def __init__(self, ids: Sequence[str], key: bytes | None = None) -> None:
         self._psi = _psi()
         self.ids = _ids(ids, "the seeker")
-        self._client = self._psi.client.CreateWithNewKey(True)
+        self._client = (self._psi.client.CreateWithNewKey(True) if key is None
+                        else self._psi.client.CreateFromKey(key, True))
 
     def request(self) -> bytes:
         """Its IDs encrypted under its key (a serialised ``Request``)."""
@@ -139,23 +148,36 @@ def intersect(seeker_ids: Sequence[str], holder_ids: Sequence[str]) -> tuple[lis
     return seeker.intersection(setup, response), len(setup) + len(request) + len(response)
 
 
+def new_psi_key() -> bytes:
+    """A fresh 32-byte PSI secret key (a P-256 scalar drawn by the library from the operating
+    system's CSPRNG), to keep so that a restarted party sends the same messages."""
+    return bytes(_psi().server.CreateWithNewKey(True).GetPrivateKeyBytes())
+
+
+def order_tags(ids: Sequence[str], key: bytes) -> list[bytes]:
+    """HMAC-SHA256 of each ID under ``key`` (:func:`agreed_order` sorts by them): what the
+    seeker sends a holder instead of the IDs, which the holder matches against its own."""
+    if not isinstance(key, bytes) or len(key) < 32:
+        raise DpfedInputError("the order key must be at least 32 bytes.")
+    return [hmac.new(key, str(v).encode(), hashlib.sha256).digest() for v in ids]
+
+
 def order_key() -> bytes:
     """A fresh 256-bit key for :func:`agreed_order`, from the operating system's CSPRNG."""
     return secrets.token_bytes(32)
 
 
 def agreed_order(ids: Sequence[str], key: bytes) -> list[str]:
-    """``ids`` sorted by HMAC-SHA256 under ``key``: a pseudo-random order both parties compute
-    from the intersection and the key alone.
+    """``ids`` sorted by HMAC-SHA256 under ``key`` (:func:`order_tags`): a pseudo-random order
+    both parties compute from the intersection and the key alone.
 
     Raises
     ------
     DpfedInputError
         If ``key`` is shorter than 32 bytes.
     """
-    if not isinstance(key, bytes) or len(key) < 32:
-        raise DpfedInputError("the order key must be at least 32 bytes.")
-    return sorted(ids, key=lambda v: hmac.new(key, str(v).encode(), hashlib.sha256).digest())
+    values = [str(v) for v in ids]
+    return [v for _, v in sorted(zip(order_tags(values, key), values, strict=True))]
 
 
 def alignment_digest(ids: Sequence[str]) -> str:

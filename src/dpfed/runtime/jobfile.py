@@ -316,19 +316,19 @@ def _simulation(job: dict[str, Any], params: dict[str, Any]) -> bool:
     return simulation
 
 
-def refuse_aligned(spec: JobSpec) -> None:
-    """Aligned tables (``[job].align``) are trained in one process for now.
+def refuse_aligned(spec: JobSpec, what: str) -> None:
+    """Refuse ``what`` (e.g. "a prediction") for a job on the parties' own tables
+    (``[job].align``), which does not have it yet.
 
     Raises
     ------
     DpfedInputError
-        Naming the command that runs the job.
+        Naming what is refused and the job.
     """
     if spec.align:
         raise DpfedInputError(
             f"job {spec.id} aligns the parties' own tables ([job].align = {spec.align!r}); "
-            "the networked runtime does not align rows yet. Run it in one process: "
-            f"`dpfed train vertical --config {spec.path} --out RESULT`."
+            f"{what} on such a job is not available yet."
         )
 
 

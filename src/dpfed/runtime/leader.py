@@ -49,6 +49,7 @@ from dpfed import __version__
 from dpfed._io import jsonable, write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
+from dpfed.runtime.alignment import alignment_result_path, alignment_spec
 from dpfed.runtime.certs import TlsIdentity, load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 from dpfed.runtime.control import (
@@ -66,7 +67,7 @@ from dpfed.runtime.control import (
     kinds_fingerprint,
 )
 from dpfed.runtime.disclosure import with_simulation
-from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec, refuse_aligned
+from dpfed.runtime.jobfile import LEADER, SIMULATION_WARNING, JobSpec
 from dpfed.runtime.links import InboundLinks, received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.monitor import MONITOR_KEEP, JobView, MonitorServer
@@ -887,9 +888,24 @@ class Leader:
         process_logger(__name__, LEADER).log(level, text)
 
 
+def run_alignment(spec: JobSpec, *, progress: bool = True) -> dict[str, Any]:
+    """Lead aligned job ``spec``'s alignment job (:mod:`dpfed.runtime.alignment`) to the end,
+    or continue it, unless it has finished: its result (shared rows and digests, no ID),
+    kept in the leader's checkpoint folder."""
+    out = alignment_result_path(spec)
+    if out.exists():
+        return dict(json.loads(out.read_text()))
+    aligning = alignment_spec(spec)
+    leader = Leader(aligning, resume=(aligning.checkpoint / "leader.npz").exists(),
+                    progress=progress)
+    return leader.run(out)
+
+
 def run_job(
     spec: JobSpec, out: str | Path, *, resume: bool = False, progress: bool = True
 ) -> dict[str, Any]:
-    """``dpfed run``: lead ``spec`` to the end and write ``out``."""
-    refuse_aligned(spec)
+    """``dpfed run``: lead ``spec`` to the end and write ``out`` (an aligned job's alignment
+    job first, :func:`run_alignment`)."""
+    if spec.align:
+        run_alignment(spec, progress=progress)
     return Leader(spec, resume=resume, progress=progress).run(out)

@@ -46,6 +46,7 @@ from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.core.threads import vector_work
 from dpfed.runtime import wire
+from dpfed.runtime.alignment import alignment_job_id
 from dpfed.runtime.budget import BudgetLedger
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
@@ -407,6 +408,10 @@ class PartyNode:
                           f"not a control request: {exc}") from None
         request = envelope.message
         if envelope.job != self.spec.id:
+            if self.spec.id == alignment_job_id(envelope.job):
+                # the aligned job itself, which this process serves next: not up yet
+                raise Refused(grpc.StatusCode.UNAVAILABLE,
+                              f"{self.name} is finishing job {envelope.job}'s alignment")
             raise Refused(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{self.name} serves job {self.spec.id!r}. Found {envelope.job!r}",

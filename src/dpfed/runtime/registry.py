@@ -33,6 +33,7 @@ PROTOCOL_REGISTRY: dict[str, str] = {
     "consensus": "dpfed.protocols.consensus.host:PROTOCOL",
     "decentralized": "dpfed.protocols.decentralized.host:PROTOCOL",
     "secure_sum": "dpfed.protocols.secure_sum.host:PROTOCOL",
+    "psi_align": "dpfed.protocols.psi_align.host:PROTOCOL",
 }
 
 class RoundReport(typing.Protocol):

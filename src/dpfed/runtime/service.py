@@ -230,6 +230,11 @@ class PartyService:
         cfg = self.config
         folder = cfg.workdir / job_id
         spec = parse_job(text, folder / "job.toml")
+        if spec.align:
+            raise DpfedInputError(
+                f"job {spec.id} aligns the parties' own tables ([job].align); a party service "
+                "does not take such jobs yet: serve it with `dpfed party --config job.toml "
+                "--name NAME`, whose job file names this party's own files.")
         if spec.id != job_id:
             raise DpfedInputError(f"the presented job file is job {spec.id!r}, not {job_id!r}.")
         if cfg.protocols and spec.protocol not in cfg.protocols:

@@ -22,7 +22,9 @@ from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
 from dpfed.data import load_dataset
 from dpfed.data.prediction import prediction_rows, row_digests
+from dpfed.data.psi import alignment_digest
 from dpfed.data.specs import parties_preprocessing
+from dpfed.data.tables import PartyTable, load_schema, read_table
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
@@ -44,9 +46,9 @@ from dpfed.protocols.vertical.evaluation import (
 )
 from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.runtime.alignment import read_alignment
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
-from dpfed.runtime.jobfile import refuse_aligned
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
@@ -154,8 +156,6 @@ class VerticalHost(RoleDelegate):
     """
 
     def __init__(self, spec: JobSpec, name: str) -> None:
-
-        refuse_aligned(spec)
         party = spec.party(name)
         self.spec, self.name = spec, name
         self.index = spec.names.index(name)
@@ -166,35 +166,42 @@ class VerticalHost(RoleDelegate):
                 "rho cannot reserve its releases in the budget ledger in advance; set "
                 "adaptive_rho = false."
             )
-        dataset = load_dataset(party.data, party.data_dir)
-        first, end = party.columns
-        if end > dataset.n_features:
-            raise DpfedInputError(
-                f"party {name!r}: columns [{first}, {end}) lie outside {party.data!r}, which has "
-                f"{dataset.n_features} columns."
-            )
-        block = column_block(dataset.X_train, first, end)
-        self.total_features = dataset.n_features  # the width new rows must have
+        self.alignment: dict[str, Any] | None = None
+        if spec.align:
+            block, y_train, test_block, y_test, widths = self._aligned_rows(spec, name)
+            self.total_features = block.shape[1]
+        else:
+            dataset = load_dataset(party.data, party.data_dir)
+            first, end = party.columns
+            if end > dataset.n_features:
+                raise DpfedInputError(
+                    f"party {name!r}: columns [{first}, {end}) lie outside {party.data!r}, "
+                    f"which has {dataset.n_features} columns."
+                )
+            block = column_block(dataset.X_train, first, end)
+            self.total_features = dataset.n_features  # the width new rows must have
+            test_block = None
+            if spec.evaluate != "none" and dataset.X_test is not None:
+                test_block = column_block(dataset.X_test, first, end)
+            y_train, y_test = dataset.y_train, dataset.y_test
+            widths = [p.n_features for p in spec.parties]
         # its training rows as loaded, to recognise them among rows it is asked to score
         self.training_block = block
         self._training_digests: list[bytes] | None = None
-        test_block = None
-        if spec.evaluate != "none" and dataset.X_test is not None:
-            test_block = column_block(dataset.X_test, first, end)
         self.n_samples, self.n_features = block.shape
-        check_rounds(cfg, spec.params, self.n_samples, [p.n_features for p in spec.parties])
-        self.setup = vertical_setup(cfg, [p.n_features for p in spec.parties], self.n_samples)
+        check_rounds(cfg, spec.params, self.n_samples, widths)
+        self.setup = vertical_setup(cfg, widths, self.n_samples)
         rng = noise_generator(spec, name, index=self.index, n_parties=len(spec.parties))
         eps = self._epsilon
         if self.index == 0:
             loss = get_loss(cfg.loss)
             labels = (
-                check_binary_labels("labels", dataset.y_train) if loss.binary
-                else np.asarray(dataset.y_train, dtype=float)
+                check_binary_labels("labels", y_train) if loss.binary
+                else np.asarray(y_train, dtype=float)
             )
             holder = make_vertical_role(self.setup, 0, spec.names, block, rng=rng, labels=labels)
             test_labels = (
-                None if test_block is None else check_binary_labels("test labels", dataset.y_test)
+                None if test_block is None else check_binary_labels("test labels", y_test)
             )
             # a protected label holder's residuals are exact functions of its rows and labels
             protected = self.setup.dual_release is not None
@@ -215,6 +222,29 @@ class VerticalHost(RoleDelegate):
             own = self.role.role
             self.eigenvalue_premise = own.mechanism.eigenvalue_premise(own.solver.spectrum)
             self._log_premise()
+
+    def _aligned_rows(self, spec: JobSpec, name: str) -> tuple[
+            np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None, list[int]]:
+        """Its table's rows in the order its alignment job agreed (:mod:`dpfed.runtime.
+        alignment`): ``(block, labels, test block, test labels, every party's width)``."""
+        party = spec.party(name)
+        self.alignment = read_alignment(spec, name)
+        schema = load_schema(str(party.schema))
+        parts = self.alignment["parts"]
+
+        def rows(part: str) -> PartyTable:
+            path = party.data if part == "train" else party.test
+            table = read_table(path, id_column=party.id_column, schema=schema,
+                               labels=self.index == 0)
+            taken = table.take(parts[part]["ids"])
+            if alignment_digest(taken.ids) != parts[part]["digest"]:
+                raise DpfedInputError(f"{path} no longer holds the rows its alignment agreed.")
+            return taken
+
+        train = rows("train")
+        test = rows("test") if "test" in parts and spec.evaluate != "none" else None
+        return (train.X, train.y, None if test is None else test.X,
+                None if test is None else test.y, [int(w) for w in self.alignment["widths"]])
 
     def _log_premise(self) -> None:
         """Log Lemma 1's eigenvalue premise on this party's own standard error.
@@ -283,7 +313,16 @@ class VerticalHost(RoleDelegate):
         return self.role.role.model
 
     def describe(self) -> dict[str, Any]:
-        return {"n_samples": self.n_samples, "n_features": self.n_features}
+        out: dict[str, Any] = {"n_samples": self.n_samples, "n_features": self.n_features}
+        if self.alignment is not None:
+            out["alignment"] = self._alignment_account()
+        return out
+
+    def _alignment_account(self) -> dict[str, Any]:
+        """Its alignment's counts and digests (no ID)."""
+        assert self.alignment is not None
+        return {part: {"rows": len(v["ids"]), "digest": v["digest"]}
+                for part, v in self.alignment["parts"].items()}
 
     def prediction_share(self, data: str) -> PartyShare:
         """This party's scores of its columns of the rows named by ``data``, shape
@@ -339,7 +378,10 @@ class VerticalHost(RoleDelegate):
 
     def final(self) -> dict[str, Any]:
         """What the leader needs at the end: the party's releases (public) and its shape."""
-        return {"events": [asdict(e) for e in self.events], "n_features": self.n_features}
+        out = {"events": [asdict(e) for e in self.events], "n_features": self.n_features}
+        if self.alignment is not None:
+            out["alignment"] = self._alignment_account()
+        return out
 
 
 class VerticalProtocol(Protocol):
@@ -398,14 +440,15 @@ def vertical_result(
     every party's final account and the common number of rows."""
 
     cfg = vertical_config(spec.params)
-    setup = vertical_setup(cfg, [p.n_features for p in spec.parties], n_samples)
+    widths = [int(finals[n]["n_features"]) for n in spec.names]
+    setup = vertical_setup(cfg, widths, n_samples)
     ledger = PrivacyLedger()
     for name in spec.names:
         for event in finals[name]["events"]:
             ledger.record(PrivacyEvent(**event))
     notes = list(setup.notes)
     if cfg.mechanism == "sound" and cfg.epsilon is not None:
-        plan = sound_rounds(cfg, n_samples, [p.n_features for p in spec.parties])
+        plan = sound_rounds(cfg, n_samples, widths)
         if plan.above_rule:
             notes.append(
                 f"rounds: {plan.iterations}, above the {plan.rule_iterations} the sound "
@@ -438,14 +481,24 @@ def vertical_result(
             what="every party's exact scores on the training rows, every round"
             + (", and the protected label holder's residuals" if protected else ""),
         )
+    data = None
+    if spec.align:
+        agreed = {n: finals[n].get("alignment") for n in spec.names}
+        if len({repr(a) for a in agreed.values()}) != 1:
+            raise DpfedInputError(f"the parties trained on different alignments: {agreed}.")
+        data = {"alignment": {"align": spec.align, "parts": agreed[spec.names[0]]}}
     return with_exact_values({
         "protocol": "vertical",
         "config": asdict(setup.config),
+        **({"data": data} if data else {}),
         "parties": [{"name": n, "n_features": int(finals[n]["n_features"])} for n in spec.names],
         "history": history,
         "final": dict(history[-1]) if history else {},
         "privacy": privacy,
-        "preprocessing": parties_preprocessing(spec.parties),
+        "preprocessing": (
+            {"scaling": "each party's schema: declared public bounds and categories",
+             "schemas": {p.name: p.schema.name if p.schema else None for p in spec.parties}}
+            if spec.align else parties_preprocessing(spec.parties)),
         "seconds": seconds,
         "job": describe(spec),
     }, exact)
