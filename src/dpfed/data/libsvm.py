@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
 from dpfed._validation import DpfedInputError, check_finite_matrix, check_int
 
@@ -53,6 +52,8 @@ def read_libsvm(
     if n_features is not None:
         n_features = check_int("n_features", n_features, minimum=1)
     try:
+        from sklearn.datasets import load_svmlight_file  # slow to import: on first use
+
         X, y = load_svmlight_file(str(file), dtype=np.float64, zero_based=zero_based)
     except ValueError as err:
         hint = ""

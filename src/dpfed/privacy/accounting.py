@@ -42,19 +42,25 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import dp_accounting
 import numpy as np
-from dp_accounting import dp_event
-from dp_accounting.pld import PLDAccountant
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
-from dp_accounting.pld.common import DifferentialPrivacyParameters
-from dp_accounting.rdp import RdpAccountant
 from scipy import optimize, special
 
+from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.coupling import epsilon_with_coupling
+
+if TYPE_CHECKING:
+    import dp_accounting
+    from dp_accounting import dp_event
+    from dp_accounting.pld import common as pld_common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+else:  # about a second to import: on first use only (dpfed._lazy)
+    dp_accounting = lazy_module("dp_accounting")
+    dp_event = lazy_module("dp_accounting.dp_event")
+    pld_lib = lazy_module("dp_accounting.pld.privacy_loss_distribution")
+    pld_common = lazy_module("dp_accounting.pld.common")
 
 __all__ = [
     "ACCOUNTANTS",
@@ -595,8 +601,8 @@ def _gaussian_dp_epsilon(precision_sum: float, delta: float) -> float:
 
 def _make_dpa_accountant(accountant: str) -> dp_accounting.PrivacyAccountant:
     if accountant == "pld":
-        return PLDAccountant()
-    return RdpAccountant()
+        return dp_accounting.pld.PLDAccountant()
+    return dp_accounting.rdp.RdpAccountant()
 
 
 def _homogeneous_event(noise_multiplier: float, steps: int) -> dp_event.DpEvent:
@@ -1069,7 +1075,7 @@ def _mixed_pld_epsilon(releases: tuple[Release, ...], delta: float) -> float:
         ))
     for eps, n in sorted(pure.items()):
         one = pld_lib.from_privacy_parameters(
-            DifferentialPrivacyParameters(eps, 0.0),
+            pld_common.DifferentialPrivacyParameters(eps, 0.0),
             value_discretization_interval=_PLD_DISCRETIZATION,
         )
         out = out.compose(one.self_compose(n) if n > 1 else one)
@@ -1087,7 +1093,8 @@ def _cached_mixed_epsilon(releases: tuple[Release, ...], delta: float, accountan
     # Gaussian RDP is that of a shift by one noise multiplier under either relation. Also the
     # PLD's fallback when the Gaussians' composed multiplier is below 0.25 (where the PLD grid
     # would not fit in memory): an upper bound, as every RDP conversion is.
-    acc = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    acc = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
     acc.compose(releases_event(releases))
     return float(acc.get_epsilon(delta))
 

@@ -72,12 +72,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
+from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import gaussian_delta, gaussian_releases_epsilon
+
+if TYPE_CHECKING:
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+else:  # imported on first use (dpfed._lazy)
+    rdp_lib = lazy_module("dp_accounting.rdp.rdp_privacy_accountant")
 from dpfed.privacy.coupling import grid_releases_delta_slack, rounded_gaussian_tv_bound
 
 __all__ = [

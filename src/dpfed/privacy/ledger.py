@@ -20,9 +20,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from dp_accounting.dp_event import DpEvent
+from typing import TYPE_CHECKING, Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
@@ -33,6 +31,9 @@ from dpfed.privacy.accounting import (
     releases_epsilon,
     releases_event,
 )
+
+if TYPE_CHECKING:
+    from dp_accounting.dp_event import DpEvent
 
 __all__ = ["PrivacyEvent", "PrivacyLedger"]
 
