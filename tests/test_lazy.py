@@ -17,10 +17,12 @@ def test_a_lazy_module_is_imported_on_first_attribute_access():
 
 
 def test_a_party_or_leader_starts_without_the_slow_imports():
-    """dp-accounting, scikit-learn and scipy.stats take seconds to import; a networked
+    """dp-accounting, scikit-learn, scipy.stats, scipy.optimize and networkx take seconds
+    to import together; a networked
     process imports them when its job needs them, not at start."""
     code = ("import sys, dpfed.cli.net, dpfed.protocols.vertical.host\n"
-            "print(sorted(m for m in ('dp_accounting', 'sklearn', 'scipy.stats') "
+            "print(sorted(m for m in ('dp_accounting', 'sklearn', 'scipy.stats', "
+            "'scipy.optimize', 'networkx') "
             "if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                           text=True)

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
+from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError, check_int, check_positive
+
+if TYPE_CHECKING:
+    import networkx as nx
+else:  # a tenth of a second to import: on first use (dpfed._lazy)
+    nx = lazy_module("networkx")
 
 #: The kinds :func:`make_graph` builds.
 GRAPHS: tuple[str, ...] = ("ring", "grid", "complete", "erdos-renyi", "geometric")

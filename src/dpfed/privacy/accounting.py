@@ -45,7 +45,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
@@ -56,11 +56,13 @@ if TYPE_CHECKING:
     from dp_accounting import dp_event
     from dp_accounting.pld import common as pld_common
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from scipy import optimize
 else:  # about a second to import: on first use only (dpfed._lazy)
     dp_accounting = lazy_module("dp_accounting")
     dp_event = lazy_module("dp_accounting.dp_event")
     pld_lib = lazy_module("dp_accounting.pld.privacy_loss_distribution")
     pld_common = lazy_module("dp_accounting.pld.common")
+    optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "ACCOUNTANTS",

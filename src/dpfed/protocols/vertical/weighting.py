@@ -53,16 +53,22 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.optimize
 
+from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalSolveError
 from dpfed.core.losses import Loss
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.vertical.mechanisms import release_event
+
+if TYPE_CHECKING:
+    from scipy import optimize
+else:  # a fifth of a second to import: on first use (dpfed._lazy)
+    optimize = lazy_module("scipy.optimize")
 
 #: Share of one round's Gaussian-DP budget (``mu^2``) the statistics release gets: it is three
 #: numbers whose sensitivities shrink as 1/N, so a small share is plenty.
@@ -128,7 +134,7 @@ def fit_local_model(
         return value, gradient
 
     n = block.shape[0]
-    found = scipy.optimize.minimize(
+    found = optimize.minimize(
         objective, np.zeros(block.shape[1]), jac=True, method="L-BFGS-B",
         options={"maxiter": 5000, "gtol": 1e-9 * max(n, 1), "ftol": 1e-15},
     )
@@ -138,7 +144,7 @@ def fit_local_model(
             norm = float(np.linalg.norm(objective(x)[1]))
             if norm <= tolerance:
                 return x
-            found = scipy.optimize.minimize(
+            found = optimize.minimize(
                 objective, x, jac=True, method="L-BFGS-B",
                 options={"maxiter": 5000, "gtol": tolerance / (10 * math.sqrt(x.size)),
                          "ftol": 0.0},
