@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 PARTIES = (("label", (0, 40)), ("bank", (40, 83)), ("shop", (83, 123)))
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
+    """``n`` loopback ports free a moment ago (bound to port 0, then closed)."""
     import socket
 
     socks = [socket.socket() for _ in range(n)]
@@ -38,7 +39,7 @@ def _free_ports(n: int) -> list[int]:
 def write_job(folder: Path, data_dir: Path, *, job_id: str, iterations: int, evaluate: str,
               certs: Path) -> Path:
     """A 3-party a9a job file in ``folder`` (fresh ports)."""
-    ports = _free_ports(4)
+    ports = free_ports(4)
     lines = [
         "[job]", f'id = "{job_id}"', 'protocol = "vertical"', f'evaluate = "{evaluate}"',
         "round_timeout = 120.0", "grace = 10.0", "idle_timeout = 300.0", "",

@@ -29,18 +29,6 @@ PARTIES = ("label", "bank")
 TARGET_SECONDS = 30.0
 
 
-def _free_ports(n: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def write_tables(folder: Path, rows: int, overlap: float, seed: int) -> dict[str, list[str]]:
     """Each party's CSV (``customer_id`` and one numeric column, the label holder a label too)
     and schema: ``rows`` IDs each, ``overlap`` of them shared, each table shuffled."""
@@ -66,7 +54,9 @@ def write_tables(folder: Path, rows: int, overlap: float, seed: int) -> dict[str
 
 
 def write_job(folder: Path, data: Path, certs: Path, job_id: str) -> Path:
-    ports = _free_ports(len(PARTIES) + 1)
+    from bench_network import free_ports
+
+    ports = free_ports(len(PARTIES) + 1)
     lines = ["[job]", f'id = "{job_id}"', 'protocol = "vertical"', 'align = "psi"',
              "round_timeout = 120.0", "grace = 10.0", "idle_timeout = 300.0", "",
              "[params]", 'mechanism = "none"', "iterations = 1", "",
