@@ -11,13 +11,12 @@ import pytest
 from dpfed.cli.main import main
 from dpfed.runtime.jobfile import load_job
 
-pytest.importorskip("private_set_intersection.python")
-
 PARTIES = ("label", "bank", "shop")
 
 
-def _aligned_job(netjob, tmp_path, *, params: str, extra_job: str = ""):
+def aligned_job(netjob, tmp_path, *, params: str, extra_job: str = ""):
     """A NetJob whose job file names each party's own tables (``party_tables``)."""
+    pytest.importorskip("private_set_intersection.python")
     job = netjob([(n, "unused", (0, 1)) for n in PARTIES], job_id="tables")
     spec = load_job(job.config)
     data = tmp_path / "tables"
@@ -41,7 +40,7 @@ def _aligned_job(netjob, tmp_path, *, params: str, extra_job: str = ""):
 @pytest.mark.slow
 def test_an_aligned_job_runs_over_the_network_like_in_process_and_the_leader_sees_no_id(
         netjob, tmp_path, party_tables):
-    job, data = _aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30')
+    job, data = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30')
     data.mkdir()
     held = party_tables(data)
     shared = held["label"] & held["bank"] & held["shop"]
@@ -83,7 +82,7 @@ def test_an_aligned_job_runs_over_the_network_like_in_process_and_the_leader_see
 
 @pytest.mark.slow
 def test_too_few_shared_rows_end_the_alignment_with_the_reason(netjob, tmp_path, party_tables):
-    job, data = _aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30',
+    job, data = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30',
                              extra_job="min_rows = 100000")
     data.mkdir()
     party_tables(data)

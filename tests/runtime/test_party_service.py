@@ -21,6 +21,8 @@ from dpfed.runtime.service import (
 )
 
 from .conftest import DPFED, free_ports
+from .test_networked_alignment import PARTIES as TABLE_PARTIES
+from .test_networked_alignment import aligned_job
 from .test_networked_vertical import BREAST_CANCER_3, wait_for
 
 PARAMS = {"iterations": 4, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
@@ -222,3 +224,44 @@ def test_a_recipients_policy_refuses_prediction_shares_to_anyone_else(tmp_path, 
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
     # other requests pass the policy untouched
     service._check_recipient(wire.encode(StatusRequest("leader", "bank", 0), job="job", seq=0))
+
+
+@pytest.mark.slow
+def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_dir(
+        netjob, tmp_path, job_certs, party_tables):
+    """The leader's job file names each table relative to a data_dir of its own; each service
+    reads it in its own data_dir and serves both the alignment job and the job."""
+    pytest.importorskip("private_set_intersection.python")
+    job, _ = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 10')
+    own = tmp_path / "own-tables"  # where the services keep them, not the leader's folder
+    own.mkdir()
+    held = party_tables(own)
+    shared = held["label"] & held["bank"] & held["shop"]
+    spec = load_job(job.config)
+    services, logs = {}, {}
+    try:
+        for p in spec.parties:
+            folder = tmp_path / f"{p.name}-service"
+            config = _party_file(folder, job_certs, p.name, p.address, f'data_dir = "{own}"\n')
+            services[p.name], logs[p.name] = _start_service(folder, config)
+        for name in TABLE_PARTIES:
+            assert wait_for(lambda n=name: f"serving party {n}" in logs[n].read_text(),
+                            timeout=60), logs[name].read_text()
+        done = job.run(timeout=300)
+        assert done.returncode == 0, done.stderr + "".join(
+            logs[n].read_text() for n in TABLE_PARTIES)
+        result = json.loads(job.out.read_text())
+        assert result["data"]["alignment"]["parts"]["train"]["rows"] == len(shared)
+        kept = tmp_path / "bank-service" / "work" / "tables" / "alignment.json"
+        assert set(json.loads(kept.read_text())["parts"]["train"]["ids"]) == shared
+    finally:
+        for proc in services.values():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    # a table outside the service's data_dir is refused
+    service = PartyService(load_party_config(_party_file(
+        tmp_path / "svc", job_certs, "bank", spec.party("bank").address,
+        f'data_dir = "{own}"\n')))
+    text = job.config.read_text().replace('data = "bank.train.csv"', 'data = "../x.csv"')
+    with pytest.raises(DpfedInputError, match="outside this service's data_dir"):
+        service.job_spec("tables.psi", text)

@@ -44,10 +44,11 @@ import grpc
 
 from dpfed._validation import DpfedInputError
 from dpfed.runtime import wire
+from dpfed.runtime.alignment import alignment_job_id, alignment_spec
 from dpfed.runtime.certs import load_identity
 from dpfed.runtime.control import OpenJob, OpenPrediction, PredictRequest
 from dpfed.runtime.jobfile import check_job_id, parse_job
-from dpfed.runtime.jobspec import Budget, JobSpec
+from dpfed.runtime.jobspec import Budget, JobSpec, PartySpec
 from dpfed.runtime.links import received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.party import PartyNode
@@ -230,12 +231,8 @@ class PartyService:
         cfg = self.config
         folder = cfg.workdir / job_id
         spec = parse_job(text, folder / "job.toml")
-        if spec.align:
-            raise DpfedInputError(
-                f"job {spec.id} aligns the parties' own tables ([job].align); a party service "
-                "does not take such jobs yet: serve it with `dpfed party --config job.toml "
-                "--name NAME`, whose job file names this party's own files.")
-        if spec.id != job_id:
+        aligning = bool(spec.align) and job_id == alignment_job_id(spec.id)
+        if spec.id != job_id and not aligning:
             raise DpfedInputError(f"the presented job file is job {spec.id!r}, not {job_id!r}.")
         if cfg.protocols and spec.protocol not in cfg.protocols:
             raise DpfedInputError(
@@ -248,8 +245,11 @@ class PartyService:
                 f"job {spec.id} names {cfg.name} at {party.address}; this service serves "
                 f"{cfg.name} at {cfg.address}."
             )
-        data = party.data
-        if data and _is_path(data):
+        data, budget_key = party.data, party.data
+        if spec.align:
+            party, budget_key = self._own_tables(spec, party, text)
+            data = party.data
+        elif data and _is_path(data):
             if cfg.data_dir is None:
                 raise DpfedInputError(
                     f"job {spec.id} reads {cfg.name}'s data from the file {data!r}; this service "
@@ -263,7 +263,7 @@ class PartyService:
                     f"service's data_dir {str(root)!r}."
                 )
             data = str(target)
-        budget, dataset = self._budget_for(spec, party.data)
+        budget, dataset = self._budget_for(spec, budget_key)
         ours = replace(
             party, certificate=cfg.certificate, key=cfg.key, listen=cfg.listen,
             workdir=cfg.workdir, ledger=cfg.ledger, data=data,
@@ -271,7 +271,35 @@ class PartyService:
             budget=budget, dataset=dataset,
         )
         parties = tuple(ours if p.name == cfg.name else p for p in spec.parties)
-        return replace(spec, ca=cfg.ca, parties=parties)
+        ours_spec = replace(spec, ca=cfg.ca, parties=parties)
+        return alignment_spec(ours_spec) if aligning else ours_spec
+
+    def _own_tables(self, spec: JobSpec, party: PartySpec, text: str) -> tuple[PartySpec, str]:
+        """An aligned job's party: its table, test table and schema as the presented job file
+        names them, read in this service's ``data_dir`` (never outside it); and the name its
+        budget is kept under (the table as the job file names it)."""
+        cfg = self.config
+        if cfg.data_dir is None:
+            raise DpfedInputError(
+                f"job {spec.id} reads {cfg.name}'s own tables; this service has no data_dir "
+                "to read them from.")
+        table = next(t for t in tomllib.loads(text).get("party", [])
+                     if t.get("name") == cfg.name)
+        root = cfg.data_dir.resolve()
+
+        def inside(key: str) -> Path:
+            value = str(table[key])
+            target = (root / value).resolve()
+            if root not in target.parents:
+                raise DpfedInputError(
+                    f"job {spec.id} names {cfg.name}'s {key} {value!r}, outside this "
+                    f"service's data_dir {str(root)!r}.")
+            return target
+
+        own = replace(party, data=str(inside("data")),
+                      test=str(inside("test")) if "test" in table else "",
+                      schema=inside("schema"))
+        return own, str(table["data"])
 
     def _budget_for(self, spec: JobSpec, data: str) -> tuple[Budget | None, str]:
         """The budget and ledger label of a job reading ``data``: the service's one budget
