@@ -27,8 +27,9 @@ class PsiAnswer(Message):
     """Party -> label holder: its setup (its IDs under its key) and its response (the
     request re-encrypted under its key) for ``part``, and what the label holder needs to
     check and size the job: the party's encoded width and the SHA-256 of each column name
-    its schema declares (``columns``, JSON), so two parties declaring one column are refused
-    without either showing its names."""
+    its schema declares (``columns``, JSON, salted by the job id), so two parties declaring
+    one column are refused without the names being sent (a name the label holder guesses it
+    can still confirm by hashing it: column names are not treated as secret)."""
 
     part: str
     width: int
