@@ -124,7 +124,7 @@ def l2_laplace_grid_release(
     ------
     DpfedInputError
         On a non-finite ``value``, a bad ``zeta`` or ``grid``, or a value too large to be
-        rounded to the grid in float64 (:math:`|v|/\gamma \ge 2^{52}`).
+        rounded to the grid in float64 (:math:`|v|/\gamma \ge 2^{50}`).
     """
     z = check_positive("zeta", zeta)
     v = np.asarray(value, dtype=np.float64)

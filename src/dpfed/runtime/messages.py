@@ -34,3 +34,24 @@ class Message:
             for f in fields(self)
             if isinstance(getattr(self, f.name), np.ndarray)
         }
+
+
+def bytes_as_words(raw: bytes) -> np.ndarray:
+    """Bytes as a message field: padded with zeros to a multiple of 8, viewed as int64 (the
+    wire format carries arrays, not bytes); :func:`words_as_bytes` reverses it."""
+    padded = raw + b"\x00" * (-len(raw) % 8)
+    return np.frombuffer(padded, dtype="<i8").copy()
+
+
+def words_as_bytes(words: np.ndarray, length: int) -> bytes:
+    """The ``length`` bytes of :func:`bytes_as_words`.
+
+    Raises
+    ------
+    ProtocolError
+        If ``length`` does not fit the words or the padding is not zeros.
+    """
+    raw = np.ascontiguousarray(words, dtype="<i8").tobytes()
+    if not 0 <= length <= len(raw) or any(raw[length:]):
+        raise ProtocolError(f"{length} bytes do not fit {len(raw)} bytes of words")
+    return raw[:length]

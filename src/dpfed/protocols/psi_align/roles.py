@@ -31,24 +31,11 @@ from dpfed.data.psi import (
     order_tags,
 )
 from dpfed.protocols.psi_align.messages import PsiAnswer, PsiOrder, PsiRequest
-from dpfed.runtime.messages import Message, ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError, bytes_as_words, words_as_bytes
 
 __all__ = ["AlignmentHolder", "AlignmentSeeker", "column_hashes"]
 
 ROUND = 0
-
-
-def as_words(raw: bytes) -> np.ndarray:
-    """Bytes padded with zeros to a multiple of 8, viewed as int64."""
-    return np.frombuffer(raw + b"\x00" * (-len(raw) % 8), dtype="<i8").copy()
-
-
-def from_words(words: np.ndarray, nbytes: int) -> bytes:
-    """The ``nbytes`` bytes of :func:`as_words`."""
-    raw = np.ascontiguousarray(words, dtype="<i8").tobytes()
-    if not 0 <= nbytes <= len(raw) or any(raw[nbytes:]):
-        raise ProtocolError(f"a PSI message of {nbytes} bytes does not fit {len(raw)} bytes")
-    return raw[:nbytes]
 
 
 def column_hashes(job_id: str, names: Sequence[str]) -> list[str]:
@@ -96,7 +83,7 @@ class AlignmentSeeker:
         out: list[Message] = []
         for part, ids in self.ids.items():
             request = PsiSeeker(ids, self.psi_key).request()
-            words = as_words(request)
+            words = bytes_as_words(request)
             out += [PsiRequest(self.name, h, ROUND, part, len(ids), words, len(request))
                     for h in self.holders]
         return out
@@ -118,8 +105,8 @@ class AlignmentSeeker:
         shared = set(self.ids[part])
         for h in self.holders:
             a = self.answers[part][h]
-            shared &= set(seeker.intersection(from_words(a.setup, a.setup_nbytes),
-                                              from_words(a.response, a.response_nbytes)))
+            shared &= set(seeker.intersection(words_as_bytes(a.setup, a.setup_nbytes),
+                                              words_as_bytes(a.response, a.response_nbytes)))
         return [i for i in self.ids[part] if i in shared]
 
     def _check(self, part: str, order: list[str]) -> str:
@@ -146,7 +133,7 @@ class AlignmentSeeker:
         out: list[Message] = []
         for part, order in orders.items():
             kept = [] if self.refusal else order
-            tags = as_words(b"".join(order_tags(kept, self.order_key)))
+            tags = bytes_as_words(b"".join(order_tags(kept, self.order_key)))
             out += [PsiOrder(self.name, h, ROUND, part, self.order_key.hex(), tags, len(kept),
                              alignment_digest(kept), widths, self.refusal)
                     for h in self.holders]
@@ -211,10 +198,10 @@ class AlignmentHolder:
         if isinstance(message, PsiRequest) and message.part in self.ids:
             holder = PsiHolder(self.ids[message.part], self.psi_key)
             setup = holder.setup(message.size)
-            response = holder.answer(from_words(message.blob, message.nbytes))
+            response = holder.answer(words_as_bytes(message.blob, message.nbytes))
             return [PsiAnswer(self.name, self.seeker, ROUND, message.part, self.width,
-                              json.dumps(self.columns), as_words(setup), len(setup),
-                              as_words(response), len(response))]
+                              json.dumps(self.columns), bytes_as_words(setup), len(setup),
+                              bytes_as_words(response), len(response))]
         if isinstance(message, PsiOrder) and message.part in self.ids:
             return self._take(message)
         raise ProtocolError(f"{self.name} cannot take {type(message).__name__} for part "
@@ -222,7 +209,7 @@ class AlignmentHolder:
 
     def _take(self, message: PsiOrder) -> list[Message]:
         key = bytes.fromhex(message.key)
-        raw = from_words(message.tags, 32 * message.n)
+        raw = words_as_bytes(message.tags, 32 * message.n)
         wanted = [raw[32 * i:32 * (i + 1)] for i in range(message.n)]
         mine = dict(zip(order_tags(self.ids[message.part], key), self.ids[message.part],
                         strict=True))

@@ -34,7 +34,7 @@ from dpfed.dca.fixedpoint import encode
 from dpfed.dca.keystream import MaskStream
 from dpfed.dca.shares import split_shares
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
-from dpfed.runtime.messages import Message, ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError, bytes_as_words, words_as_bytes
 
 #: The round every message of the one-shot secure sum belongs to.
 ROUND = 1
@@ -48,19 +48,6 @@ def derive_secret(secret: bytes, label: str, length: int = 32) -> bytes:
         out += hmac.new(secret, f"{label}/{counter}".encode(), hashlib.sha256).digest()
         counter += 1
     return out[:length]
-
-
-def _as_bytes_words(raw: bytes) -> np.ndarray:
-    """Bytes padded with zeros to a multiple of 8, viewed as int64."""
-    padded = raw + b"\x00" * (-len(raw) % 8)
-    return np.frombuffer(padded, dtype="<i8").copy()
-
-
-def _from_bytes_words(words: np.ndarray, length: int) -> bytes:
-    raw = np.ascontiguousarray(words, dtype="<i8").tobytes()
-    if not 0 <= length <= len(raw) or any(raw[length:]):
-        raise ProtocolError(f"an envelope of {length} bytes does not fit {len(raw)} bytes")
-    return raw[:length]
 
 
 class SecureSumClient:
@@ -135,7 +122,7 @@ class SecureSumClient:
         out: list[Message] = []
         for node, env in zip(self.nodes, envelopes, strict=True):
             raw = env.to_bytes()
-            out.append(SealedShare(self.name, node, ROUND, _as_bytes_words(raw), len(raw)))
+            out.append(SealedShare(self.name, node, ROUND, bytes_as_words(raw), len(raw)))
         return out
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -186,7 +173,7 @@ class ComputeNode:
         return self.sum is not None
 
     def start(self) -> list[Message]:
-        words = _as_bytes_words(self.key.public_bytes)
+        words = bytes_as_words(self.key.public_bytes)
         return [NodeKey(self.name, c, ROUND, words) for c in self.clients]
 
     def handle(self, message: Message) -> list[Message]:
@@ -218,7 +205,7 @@ class ComputeNode:
         i = self.clients.index(message.sender)
         if self.received[i]:
             raise ProtocolError(f"{self.name} already holds {message.sender}'s share")
-        raw = _from_bytes_words(message.envelope, message.length)
+        raw = words_as_bytes(message.envelope, message.length)
         context = MessageContext(self.job_id, i, self.index, ROUND)
         try:
             plain = open_envelope(Envelope.from_bytes(raw), self.key, context)
