@@ -162,10 +162,14 @@ def pytest_runtest_teardown(item, nextitem):
 PARTY_TABLE_COLUMNS = {"label": range(0, 4), "bank": range(4, 9), "shop": range(9, 14)}
 
 
-def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0) -> dict[str, set[str]]:
+def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0,
+                       per_party: bool = False) -> dict[str, set[str]]:
     """Three parties' CSVs from breast cancer: string IDs, each table shuffled, each party
     missing about 10 % of the shared customers and holding 20 of its own; the label holder
-    also has a categorical column of raw strings. Returns each party's training IDs."""
+    also has a categorical column of raw strings. Returns each party's training IDs.
+
+    Files are ``<name>.train.csv``, ``<name>.test.csv`` and ``<name>.schema.toml`` in
+    ``folder``, or with ``per_party`` in ``folder/<name>/``."""
     data = load_breast_cancer()
     X, y = data.data, data.target  # 1: benign
     rng = np.random.default_rng(seed)
@@ -196,14 +200,17 @@ def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0) -> dic
                         values += ["small", "benign"]
                     lines.append(",".join(values))
                 held[name] = {*ids[rows], *extra}
-            (folder / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
+            own = folder / name if per_party else folder
+            own.mkdir(parents=True, exist_ok=True)
+            (own / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
         upper = np.ceil(X[:, list(cols)].max(axis=0) * 1.5)
         schema = ['label = "diagnosis"\npositive = "benign"\n' if name == "label" else ""]
         schema += [f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper,
                                                                               strict=True)]
         if name == "label":
             schema.append('[columns.size]\ncategories = ["small", "large"]\n')
-        (folder / f"{name}.schema.toml").write_text("\n".join(schema))
+        (folder / name if per_party else folder).joinpath(f"{name}.schema.toml").write_text(
+            "\n".join(schema))
     return held
 
 

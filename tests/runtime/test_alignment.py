@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -13,10 +14,12 @@ from dpfed.runtime.alignment import (
     alignment_job_id,
     alignment_result_path,
     alignment_spec,
+    own_table_path,
     parent_job_id,
     read_alignment,
 )
 from dpfed.runtime.jobfile import load_job
+from dpfed.runtime.prediction import Predictor
 
 
 def _job(tmp_path, *, align: bool = True):
@@ -61,3 +64,19 @@ def test_a_party_without_its_alignment_or_with_another_jobs_is_refused(tmp_path)
     path.write_text(json.dumps({"job": "tables", "digest": alignment_spec(spec).digest,
                                 "widths": [3, 2], "parts": {}}))
     assert read_alignment(spec, "bank")["widths"] == [3, 2]
+
+
+def test_a_party_reads_its_own_rows_in_its_data_folder_only(tmp_path):
+    spec = _job(tmp_path)
+    (tmp_path / "new.csv").write_text("id\n")
+    assert own_table_path(spec, "bank", "new.csv") == (tmp_path / "new.csv").resolve()
+    with pytest.raises(DpfedInputError, match="lies outside it"):
+        own_table_path(spec, "bank", "../elsewhere.csv")
+    with pytest.raises(DpfedInputError, match=r"has no file 'none\.csv'"):
+        own_table_path(spec, "bank", "none.csv")
+
+
+def test_scores_by_id_go_to_a_party_never_to_the_leader(tmp_path):
+    spec = replace(_job(tmp_path), prediction_recipients=("label", "leader"))
+    with pytest.raises(DpfedInputError, match="the leader cannot receive scores by ID"):
+        Predictor(spec, recipient="leader")

@@ -138,3 +138,22 @@ def test_the_recipients_scores_are_owner_only_whatever_the_umask(netjob, tmp_pat
     # new rows only: nothing to flag
     write_predictions(path, spec, _complete({}), "label")
     assert "exact_values" not in json.loads(path.read_text())
+
+
+def test_scores_by_id_are_written_in_the_listings_order_beside_their_ids(netjob, tmp_path):
+    job = netjob([(name, "breast_cancer", (10 * k, 10 * k + 10))
+                  for k, name in enumerate(PARTIES)], params={"iterations": 2})
+    spec = load_job(job.config)
+    collector = PredictionCollector("p1", "new.csv", PARTIES)
+    for m in _shares({name: np.arange(3.0) for name in PARTIES}):
+        collector.add(m)
+    path = tmp_path / "p1.json"
+    listing = {"order": [2, 0, 1], "ids": ["C3", "C1", "C2"],
+               "not_scored": {"rows": 1, "missing_at": {"bank": 1}, "ids": ["C9"]}}
+    write_predictions(path, spec, collector, "label", listing)
+    written = json.loads(path.read_text())
+    assert written["ids"] == ["C3", "C1", "C2"]
+    assert written["scores"] == [6.0, 0.0, 3.0]
+    assert written["not_scored"]["ids"] == ["C9"]
+    with pytest.raises(DpfedInputError, match="does not order the rows"):
+        write_predictions(path, spec, collector, "label", {**listing, "order": [0, 0, 1]})

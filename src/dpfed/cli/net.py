@@ -16,7 +16,7 @@ from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
 from dpfed.runtime.alignment import alignment_file, alignment_spec
 from dpfed.runtime.disclosure import result_warnings
-from dpfed.runtime.jobfile import load_job, refuse_aligned
+from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.leader import (
     EXIT_STOPPED,
     EXIT_UNREACHABLE,
@@ -151,10 +151,12 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data", required=True,
         help="the rows to score, as every party names them at its own site: NAME:test of a "
-             "named data set, or a .npy, .csv or LIBSVM file with the training data's columns. "
+             "named data set, or a .npy, .csv or LIBSVM file with the training data's columns; "
+             "for a job on the parties' own tables ([job].align), a CSV in each party's "
+             "data folder, keyed by its ID column, whose rows are matched by ID. "
              "Every party refuses rows that equal one of its training rows in its columns "
-             "(NAME:train among them) unless the job file sets [job].predict_training_rows = "
-             "true",
+             "(NAME:train among them), or by ID rows whose IDs are its training rows', unless "
+             "the job file sets [job].predict_training_rows = true",
     )
     p.add_argument("--out", type=output_path("file"), required=True,
                    help="receipt JSON (where the recipient wrote the scores, their SHA-256); "
@@ -170,7 +172,6 @@ def configure_predict(p: argparse.ArgumentParser) -> None:
 def run_predict_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
     spec = load_job(args.config)
-    refuse_aligned(spec, "a networked prediction (by ID)")
     try:
         receipt = run_prediction(spec, args.data, args.out, recipient=args.to, request=args.id)
     except PredictionFailed as exc:
@@ -182,6 +183,10 @@ def run_predict_command(args: argparse.Namespace) -> int:
              else f"{receipt['recipient']}'s {receipt['path']} (sha256 {receipt['sha256'][:16]})")
     print(f"scored {receipt['n_rows']} rows of {args.data} (prediction {receipt['request']}); "
           f"the scores are in {where}")
+    if spec.align:
+        print(f"rows matched by ID: only IDs every party holds are scored; "
+              f"{receipt['recipient']}'s file lists them with their scores, and counts and "
+              "lists the IDs that were not scored")
     print(f"wrote {args.out}")
     return 0
 

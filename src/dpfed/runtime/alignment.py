@@ -29,6 +29,7 @@ __all__ = [
     "alignment_job_id",
     "alignment_result_path",
     "alignment_spec",
+    "own_table_path",
     "parent_job_id",
     "read_alignment",
 ]
@@ -102,3 +103,26 @@ def read_alignment(spec: JobSpec, name: str) -> dict[str, Any]:
             f"alignment job's folder {alignment_job_id(spec.id)} and this file to align again."
         )
     return dict(record)
+
+
+def own_table_path(spec: JobSpec, name: str, data: str) -> Path:
+    """The file ``data`` (a path relative to party ``name``'s data folder: its ``data_dir``,
+    else the job file's folder) that party ``name`` reads, e.g. the rows of a prediction by ID.
+
+    Raises
+    ------
+    DpfedInputError
+        If ``data`` names a file outside that folder (a leader cannot make a party read other
+        files), or no file.
+    """
+    party = spec.party(name)
+    root = (party.data_dir if party.data_dir is not None else spec.path.parent).resolve()
+    target = (root / data).resolve()
+    if root not in target.parents:
+        raise DpfedInputError(
+            f"{name} reads its own tables in its data folder {str(root)!r}; {data!r} lies "
+            "outside it."
+        )
+    if not target.is_file():
+        raise DpfedInputError(f"{name} has no file {data!r} in its data folder {str(root)!r}.")
+    return target

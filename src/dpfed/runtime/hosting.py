@@ -42,6 +42,37 @@ class PartyShare:
     training: np.ndarray
 
 
+class PredictionById(Protocol):
+    """One party's side of a prediction by ID (:meth:`ProtocolHost.prediction_by_id`): a
+    transport-free exchange in which the parties agree which of the recipient's rows every
+    party holds, and in what order, before each scores its columns of them.
+
+    The party process sends what :meth:`start` and :meth:`handle` return to the peers they
+    name, and once :attr:`finished` without a :attr:`refusal`, sends :meth:`share` to the
+    recipient; the recipient writes :meth:`listing` beside the summed scores.
+    """
+
+    @property
+    def finished(self) -> bool:
+        """Whether the rows are agreed (or refused)."""
+
+    @property
+    def refusal(self) -> str:
+        """Why the rows were refused (no row every party holds, say), or ``""``."""
+
+    def start(self) -> list[Message]: ...
+
+    def handle(self, message: Message) -> list[Message]:
+        """The messages ``message`` leads to; raises ``ProtocolError`` for one it cannot take."""
+
+    def share(self) -> PartyShare:
+        """Its share of the agreed rows' scores, in the agreed order."""
+
+    def listing(self) -> dict[str, Any]:
+        """The recipient's record of the rows: ``order`` (the agreed rows' positions in the
+        order the file lists them), ``ids`` (in that order) and what was not scored."""
+
+
 class ProtocolHost(ABC):
     """One party's side of a networked job. Every member is required but :meth:`close`.
 
@@ -147,6 +178,16 @@ class ProtocolHost(ABC):
         raise DpfedInputError(
             "this protocol has no networked prediction: every party holding a model holds "
             "all of it and predicts on its own."
+        )
+
+    def prediction_by_id(self, request: str, data: str, recipient: str) -> PredictionById:
+        """Its side of prediction ``request`` of the rows of its own table ``data`` (a file
+        in its data folder), matched to the other parties' rows by ID, the scores going to
+        party ``recipient``. Default: refused (a job without IDs predicts by position,
+        :meth:`prediction_share`)."""
+        raise DpfedInputError(
+            "this job's rows have no IDs to predict by: name rows every party holds in the "
+            "same order."
         )
 
 

@@ -316,22 +316,6 @@ def _simulation(job: dict[str, Any], params: dict[str, Any]) -> bool:
     return simulation
 
 
-def refuse_aligned(spec: JobSpec, what: str) -> None:
-    """Refuse ``what`` (e.g. "a prediction") for a job on the parties' own tables
-    (``[job].align``), which does not have it yet.
-
-    Raises
-    ------
-    DpfedInputError
-        Naming what is refused and the job.
-    """
-    if spec.align:
-        raise DpfedInputError(
-            f"job {spec.id} aligns the parties' own tables ([job].align = {spec.align!r}); "
-            f"{what} on such a job is not available yet."
-        )
-
-
 def load_job(path: str | Path) -> JobSpec:
     """Read and validate a job file.
 
@@ -465,5 +449,4 @@ __all__ = [
     "describe",
     "load_job",
     "parse_job",
-    "refuse_aligned",
 ]

@@ -73,15 +73,7 @@ from dpfed.runtime.journal import Journal
 from dpfed.runtime.links import InboundLinks, OutboundLink, received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message, ProtocolError
-from dpfed.runtime.prediction import (
-    PREDICTIONS_FOLDER,
-    PredictionCollector,
-    PredictionShare,
-    ShareSender,
-    check_request_id,
-    share_messages,
-    write_predictions,
-)
+from dpfed.runtime.party_prediction import PredictionDesk
 from dpfed.runtime.private_files import private_folder
 from dpfed.runtime.registry import build_host, get_protocol
 from dpfed.runtime.transport import Connection, Refused, connection_limit, serve
@@ -162,12 +154,9 @@ class PartyNode:
         self.snapshot_counter = 0
         self.journal = Journal(self.folder / "journal.bin", fsync=spec.fsync)
         # a finished job's party serves predictions with its part of the model
-        self.prediction_open = False
-        self.collector: PredictionCollector | None = None
-        self.receipt: dict[str, Any] | None = None
-        self.senders: dict[str, ShareSender] = {}
-        # prediction id -> the reply to its PredictRequest (rows scored, training rows among them)
-        self.scored: dict[str, dict[str, int]] = {}
+        self.predictions = PredictionDesk(
+            spec, name, self.host, self.identity, self.folder,
+            allow_exact_disclosure=allow_exact_disclosure, budgeted=self._budgeted)
         self.restored = self.checkpoint_path.exists() or self.journal.size() > 0
         if self.restored:
             self._restore()
@@ -226,8 +215,7 @@ class PartyNode:
             ):
                 time.sleep(0.02)
         finally:
-            for sender in self.senders.values():
-                sender.stop()
+            self.predictions.stop()
             for link in self.links.values():
                 link.stop()
             if server is not None:
@@ -278,10 +266,12 @@ class PartyNode:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"the message is addressed to {message.recipient!r}, not to {self.name!r}",
             )
-        if isinstance(message, PredictionShare):
-            self._take_share(message)
-            return
         sha = hashlib.sha256(payload).digest()
+        if self.predictions.takes(message):
+            with self.lock:
+                self.predictions.take(message, sha)
+                self.last_contact = time.monotonic()
+            return
         digest = sha.hex()
         with self.lock:
             if not self.opened and not self.begun:
@@ -427,8 +417,8 @@ class PartyNode:
             SuspendJob: self._suspend,
             AbortJob: self._abort,
             OpenPrediction: self._open_prediction,
-            PredictRequest: self._predict,
-            PredictionStatus: self._prediction_status,
+            PredictRequest: self.predictions.predict,
+            PredictionStatus: self.predictions.status,
             EndPrediction: self._end_prediction,
         }
         handler = handlers.get(type(request))
@@ -719,123 +709,11 @@ class PartyNode:
 
     # -- prediction with the trained model ---------------------------------------------------
     def _open_prediction(self, request: OpenPrediction) -> dict[str, Any]:
-        protocol = get_protocol(self.spec.protocol)
-        check_open(request, [*protocol.messages, PredictionShare], self.name)
         self._check_job_file(request)
-        if not self.host.finished:
-            raise DpfedInputError(
-                f"{self.name} has not finished job {self.spec.id} (round {self.host.round}): "
-                "there is no trained model to predict with."
-            )
-        self.prediction_open = True
-        return {"finished": True}
-
-    def _predict(self, request: PredictRequest) -> dict[str, Any]:
-        if not self.prediction_open:
-            raise DpfedInputError("predict before the prediction was opened")
-        request_id = check_request_id(request.request)
-        if request.to not in self.spec.allowed_recipients:
-            raise DpfedInputError(
-                f"job {self.spec.id} lets a prediction's scores go to "
-                f"{', '.join(self.spec.allowed_recipients)} only ([job].prediction_recipients). "
-                f"Found {request.to!r}."
-            )
-        if request_id in self.scored:  # the leader asked again: the share is on its way
-            return self.scored[request_id]
-        share = self.host.prediction_share(request.data)
-        scores = np.asarray(share.scores, dtype=np.float64)
-        training = np.asarray(share.training, dtype=bool).reshape(-1)
-        found = int(training.sum())
-        if found:
-            self._check_training_rows(request.data, training)
-        messages = share_messages(self.name, request.to, request_id, scores,
-                                  max_bytes=self.spec.max_message_bytes, training_rows=found)
-        if request.to == self.name:
-            self.collector = PredictionCollector(request_id, request.data, self.spec.names)
-            self.receipt = None
-            for message in messages:
-                self.collector.add(message)
-            self._maybe_write_predictions()
-        else:
-            self.senders[request_id] = ShareSender(
-                self.identity, self.spec, messages, timeout=self.spec.round_timeout
-            )
-        self.scored[request_id] = {"rows": int(scores.shape[0]), "training_rows": found}
-        _log(self.name, f"scored {scores.shape[0]} rows of {request.data!r} with its part of "
-                        f"the model (prediction {request_id}); its share goes to "
-                        f"{request.to}")
-        if found and request.to != self.name:
-            _log(self.name, f"the share holds the EXACT scores of {found} of its training rows "
-                            "([job].predict_training_rows = true), which training released "
-                            f"only with noise; {request.to} learns them", logging.WARNING)
-        return self.scored[request_id]
-
-    def _check_training_rows(self, data: str, training: np.ndarray) -> None:
-        """Refuse to score rows that are this party's training rows (``training``: which rows
-        are) unless the job file opts in and, for a party with a budget, its own
-        configuration allows exact disclosure."""
-        found = int(training.sum())
-        what = (
-            f"rows {data!r} are its training rows ({found} rows: its training part or file, or "
-            f"a copy of it), and their shares would give the recipient {self.name}'s exact "
-            "scores of its training rows, which training released only with noise"
-        )
-        if not self.spec.predict_training_rows:
-            raise DpfedInputError(
-                f"{what}. Score new rows, or let the job file opt in with "
-                "[job].predict_training_rows = true."
-            )
-        if not self.allow_exact_disclosure and self._budgeted():
-            raise DpfedInputError(
-                f"{what}. [job].predict_training_rows = true asks for them, but {self.name} "
-                f"has a privacy budget on {self.party.dataset!r} and its own configuration "
-                "does not allow exact disclosure (the job file cannot grant it): start "
-                f"{self.name} with `dpfed party --allow-exact-disclosure` if its own policy "
-                "allows it."
-            )
-
-    def _take_share(self, share: PredictionShare) -> None:
-        """The recipient takes a share of a prediction (no journal: it is not training)."""
-        with self.lock:
-            collector = self.collector
-            if collector is None or collector.request != share.request:
-                if collector is None and self.prediction_open:
-                    raise Refused(grpc.StatusCode.UNAVAILABLE,
-                                  f"prediction {share.request!r} has not reached {self.name} yet")
-                raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"{self.name} is not the recipient of prediction {share.request!r}")
-            try:
-                collector.add(share)
-            except DpfedInputError as exc:
-                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
-            self._maybe_write_predictions()
-            self.last_contact = time.monotonic()
-
-    def _maybe_write_predictions(self) -> None:
-        collector = self.collector
-        if collector is None or self.receipt is not None or not collector.complete:
-            return
-        path = self.folder / PREDICTIONS_FOLDER / f"{collector.request}.json"
-        self.receipt = write_predictions(path, self.spec, collector, self.name)
-        _log(self.name, f"wrote the scores of {collector.n_rows} rows (prediction "
-                        f"{collector.request}) to {path}")
-
-    def _prediction_status(self, request: PredictionStatus) -> dict[str, Any]:
-        sender = self.senders.get(request.request)
-        reply: dict[str, Any] = {
-            "scored": self.scored.get(request.request),
-            "sent": None if sender is None else sender.done,
-            "error": None if sender is None else sender.error,
-        }
-        collector = self.collector
-        if collector is not None and collector.request == request.request:
-            reply |= {"received": collector.received(), "done": self.receipt is not None,
-                      **(self.receipt or {})}
-        return reply
+        return self.predictions.open(request)
 
     def _end_prediction(self, request: EndPrediction) -> dict[str, Any]:
-        for sender in self.senders.values():
-            sender.stop()
+        self.predictions.stop()
         self._stop(EXIT_FINISHED, f"prediction over: {request.reason}")
         return {}
 

@@ -24,6 +24,11 @@ scores to itself. Only the recipient sees the scores. A share is exact: it tells
 the sender's part of the score of every new row (a function of the sender's final model and its
 columns of the new rows).
 
+On the parties' own tables (``[job].align``) the rows are matched by ID: each party reads its
+own file ``data`` and, before scoring, the parties agree by private set intersection which of
+the recipient's IDs every party holds (:mod:`dpfed.runtime.party_prediction`); the recipient
+must then be a party (only a party holds IDs) and writes the scores beside their IDs.
+
 Training rows are not new rows: the share of a training row is the exact score that training
 released only with noise, and the recipient, who subtracts its own share, would get every
 other party's exact scores of its training rows. So every party checks, on its own columns,
@@ -98,9 +103,14 @@ class PredictionShare(Message):
     training_rows: int = 0
 
 
+def prediction_message_kinds(protocol: Protocol) -> list[type[Message]]:
+    """Every message class a prediction with ``protocol``'s model may carry."""
+    return [*protocol.messages, *protocol.prediction_messages, PredictionShare]
+
+
 def prediction_kinds(protocol: Protocol) -> str:
     """The message-kinds fingerprint a prediction's open compares."""
-    return kinds_fingerprint([*protocol.messages, PredictionShare])
+    return kinds_fingerprint(prediction_message_kinds(protocol))
 
 
 def check_request_id(request: str) -> str:
@@ -253,31 +263,45 @@ class PredictionCollector:
 
 
 def write_predictions(path: Path, spec: JobSpec, collector: PredictionCollector,
-                      recipient: str) -> dict[str, Any]:
-    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256
-    and the output's fields (``figures``).
+                      recipient: str, listing: Mapping[str, Any] | None = None
+                      ) -> dict[str, Any]:
+    """Write the complete prediction to ``path``; return where, how many rows, its SHA-256,
+    the output's fields (``figures``) and each party's training rows among them.
 
     The scores are for the recipient alone: the folder is made ``0700`` and the file is
     ``0600``, whatever the umask. Scores of training rows are flagged at the file's top
-    (``exact_values``)."""
-    output = get_protocol(spec.protocol).prediction_output(spec, collector.total())
+    (``exact_values``). A prediction by ID passes the recipient's ``listing``
+    (:meth:`dpfed.runtime.hosting.PredictionById.listing`): the rows are written in the
+    order of its ``order`` (positions among the collected rows) beside their ``ids``, with
+    what was not scored."""
+    total = collector.total()
+    by_id: dict[str, Any] = {}
+    if listing is not None:
+        order = np.asarray(listing["order"], dtype=np.int64)
+        if sorted(order.tolist()) != list(range(total.shape[0])):
+            raise DpfedInputError("the listing does not order the rows scored")
+        total = total[order]
+        by_id = {"ids": list(listing["ids"]),
+                 **{k: v for k, v in listing.items() if k not in ("order", "ids")}}
+    output = get_protocol(spec.protocol).prediction_output(spec, total)
     private_folder(path.parent)
     exact = training_rows_disclosure(collector.training, collector.n_rows or 0, list(output))
     write_json_atomic(path, with_exact_values({
         "job": spec.id, "request": collector.request, "data": collector.data,
         "recipient": recipient, "parties": collector.parties, "n_rows": collector.n_rows,
-        **output,
+        **by_id, **output,
     }, exact))
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     return {"path": str(path.resolve()), "n_rows": collector.n_rows, "sha256": sha256,
-            "figures": list(output)}
+            "figures": list(output), "training": dict(collector.training)}
 
 
 class ShareSender:
-    """Deliver one party's shares to the recipient from a thread, retrying while the
-    recipient is not ready or not reachable, until acknowledged or ``timeout`` seconds."""
+    """Deliver one party's prediction messages to one peer (its shares to the recipient, or
+    the messages that agree the rows of a prediction by ID) from a thread, retrying while the
+    peer is not ready or not reachable, until acknowledged or ``timeout`` seconds."""
 
-    def __init__(self, identity: TlsIdentity, spec: JobSpec, messages: list[PredictionShare],
+    def __init__(self, identity: TlsIdentity, spec: JobSpec, messages: Sequence[Message],
                  *, timeout: float) -> None:
         recipient = messages[0].recipient
         self.connection = Connection(identity, recipient, spec.endpoint(recipient).address,
@@ -351,6 +375,11 @@ class Predictor:
                 f"--to must name one of {', '.join(spec.allowed_recipients)}, whom job {spec.id} "
                 f"lets receive a prediction's scores ([job].prediction_recipients; by default "
                 f"the label holder alone). Found {self.recipient!r}."
+            )
+        if spec.align and self.recipient == LEADER:
+            raise DpfedInputError(
+                f"job {spec.id} scores its parties' own rows by ID, and only a party holds "
+                "IDs: name a party with --to (the leader cannot receive scores by ID)."
             )
         self.request = check_request_id(request or new_request_id())
         self.identity, self.connections = leader_connections(spec)
@@ -430,10 +459,11 @@ class Predictor:
                                 to=self.recipient)
                 for name in order
             }
-            rows = {name: int(reply["rows"]) for name, reply in replies.items()}
+            rows = {name: reply["rows"] for name, reply in replies.items()}
             training = {name: int(reply.get("training_rows", 0))
                         for name, reply in replies.items()}
-            if len(set(rows.values())) != 1:
+            # by ID, the parties agree their rows after this (each reply's rows are None)
+            if not self.spec.align and len(set(rows.values())) != 1:
                 raise DpfedInputError(
                     f"the parties read different numbers of rows from {data!r}: {rows}; every "
                     "party must score the same rows in the same order."
@@ -449,11 +479,12 @@ class Predictor:
                 figures = list(status.get("figures", []))
                 result = {"path": status["path"], "n_rows": status["n_rows"],
                           "sha256": status["sha256"]}
+                training = status.get("training", training)
             result = with_exact_values({
                 "job": self.spec.id, "request": self.request, "data": data,
                 "recipient": self.recipient, "parties": self.spec.names, **result,
                 "seconds": time.monotonic() - started,
-            }, training_rows_disclosure(training, next(iter(rows.values())), figures))
+            }, training_rows_disclosure(training, int(result["n_rows"] or 0), figures))
             write_json_atomic(out, result)
         except BaseException as exc:
             self._end_all(f"the prediction failed: {exc}")
@@ -564,6 +595,7 @@ __all__ = [
     "check_request_id",
     "new_request_id",
     "prediction_kinds",
+    "prediction_message_kinds",
     "run_prediction",
     "share_messages",
     "training_rows_disclosure",

@@ -137,6 +137,11 @@ class Protocol(ABC):
         """Every message class its parties send (the round report included), registered with
         the wire format; the job's open handshake compares their fingerprint."""
 
+    #: The message classes its parties exchange in a prediction by ID (besides the shares;
+    #: :meth:`~dpfed.runtime.hosting.ProtocolHost.prediction_by_id`), registered with the
+    #: wire format; a prediction's open compares their fingerprint. Default: none.
+    prediction_messages: tuple[type[Message], ...] = ()
+
     @property
     @abstractmethod
     def report(self) -> type | None:

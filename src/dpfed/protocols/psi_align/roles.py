@@ -61,15 +61,20 @@ class AlignmentSeeker:
         Its PSI key and the order key (kept secrets).
     min_rows : int
         The fewest shared training rows accepted.
+    described : dict of str to str, optional
+        How a refusal names each part's rows (default ``"<part> tables"``).
     """
 
     def __init__(self, name: str, holders: Sequence[str], ids: dict[str, list[str]], *,
                  width: int, columns: list[str], psi_key: bytes, order_key: bytes,
-                 min_rows: int) -> None:
+                 min_rows: int, described: dict[str, str] | None = None) -> None:
         self.name, self.holders = name, list(holders)
         self.ids, self.width, self.columns = ids, width, columns
         self.psi_key, self.order_key, self.min_rows = psi_key, order_key, min_rows
+        self.described = described or {}
         self.answers: dict[str, dict[str, PsiAnswer]] = {part: {} for part in ids}
+        #: how many of its IDs of each part each other party holds
+        self.held: dict[str, dict[str, int]] = {part: {} for part in ids}
         self.orders: dict[str, list[str]] = {}
         self.refusal = ""
         self.widths: list[int] = []
@@ -105,8 +110,10 @@ class AlignmentSeeker:
         shared = set(self.ids[part])
         for h in self.holders:
             a = self.answers[part][h]
-            shared &= set(seeker.intersection(words_as_bytes(a.setup, a.setup_nbytes),
-                                              words_as_bytes(a.response, a.response_nbytes)))
+            theirs = set(seeker.intersection(words_as_bytes(a.setup, a.setup_nbytes),
+                                             words_as_bytes(a.response, a.response_nbytes)))
+            self.held[part][h] = len(theirs)
+            shared &= theirs
         return [i for i in self.ids[part] if i in shared]
 
     def _check(self, part: str, order: list[str]) -> str:
@@ -122,11 +129,12 @@ class AlignmentSeeker:
             return (f"the parties share {len(order)} IDs, fewer than [job].min_rows = "
                     f"{self.min_rows}")
         if not order:
-            return f"the parties' {part} tables share no ID"
+            return f"the parties' {self.described.get(part, part + ' tables')} share no ID"
         return ""
 
     def _order(self) -> list[Message]:
-        widths = json.dumps([self.width] + [self.answers["train"][h].width
+        first = next(iter(self.ids))  # every answer states the same width
+        widths = json.dumps([self.width] + [self.answers[first][h].width
                                             for h in self.holders])
         orders = {part: agreed_order(self._shared(part), self.order_key) for part in self.ids}
         self.refusal = next((r for r in (self._check(p, o) for p, o in orders.items()) if r), "")

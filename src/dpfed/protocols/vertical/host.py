@@ -27,6 +27,7 @@ from dpfed.data.specs import parties_preprocessing
 from dpfed.data.tables import PartyTable, load_schema, read_table
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
+from dpfed.protocols.psi_align.prediction import PREDICTION_MESSAGES, RowsById
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
@@ -46,7 +47,7 @@ from dpfed.protocols.vertical.evaluation import (
 )
 from dpfed.protocols.vertical.mechanisms import NoPrivacy
 from dpfed.protocols.vertical.messages import Broadcast, Scores
-from dpfed.runtime.alignment import read_alignment
+from dpfed.runtime.alignment import own_table_path, read_alignment
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
@@ -333,15 +334,17 @@ class VerticalHost(RoleDelegate):
 
         The rows are this party's training rows when the request names them: the training
         part of the data set it trained on (``NAME:train``), its training file, or a file
-        holding exactly its training rows in their order (whatever its name). Rows have no
-        identifiers yet, so a new row that merely equals a training row in this party's
-        columns is scored: on categorical data most new rows do (a9a's test rows: 11,415 to
-        16,277 of 16,281 per party's columns), and the share of a row that is not a training
-        record is a function of the released model alone. See ``docs/networked.md``."""
-        if not self.finished:
+        holding exactly its training rows in their order (whatever its name). Rows named by
+        position have no identifiers (:meth:`prediction_by_id` has), so a new row that merely
+        equals a training row in this party's columns is scored: on categorical data most new
+        rows do (a9a's test rows: 11,415 to 16,277 of 16,281 per party's columns), and the
+        share of a row that is not a training record is a function of the released model
+        alone. See ``docs/networked.md``."""
+        self._check_finished()
+        if self.alignment is not None:
             raise DpfedInputError(
-                f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
-                "is no model to score new rows with yet."
+                f"job {self.spec.id} aligns its parties' rows by ID: its predictions match "
+                "rows by ID too (a file of each party's own table)."
             )
         party = self.spec.party(self.name)
         rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
@@ -353,6 +356,35 @@ class VerticalHost(RoleDelegate):
         training = self._names_training_rows(data, party) or self._is_training_block(block)
         scores = np.asarray(role.scores(prepared), dtype=np.float64)
         return PartyShare(scores, np.full(scores.shape[0], training, dtype=bool))
+
+    def _check_finished(self) -> None:
+        if not self.finished:
+            raise DpfedInputError(
+                f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
+                "is no model to score new rows with yet."
+            )
+
+    def prediction_by_id(self, request: str, data: str, recipient: str) -> RowsById:
+        """Its side of a prediction by ID (:mod:`dpfed.protocols.psi_align.prediction`) of
+        the rows of ``data``, a CSV in its data folder read through its schema (labels, if
+        any, are not read). Its share of a row is its prepared columns times its final model,
+        as :meth:`prediction_share`'s; a row whose ID is one of its training rows' is
+        flagged as a training row."""
+        self._check_finished()
+        if self.alignment is None:
+            return super().prediction_by_id(request, data, recipient)  # refused
+        party = self.spec.party(self.name)
+        table = read_table(own_table_path(self.spec, self.name, data),
+                           id_column=party.id_column, schema=load_schema(str(party.schema)),
+                           labels=False)
+        role = self.role.role
+
+        def score(ids: list[str]) -> np.ndarray:
+            return np.asarray(role.scores(role.mechanism.prepare_block(table.take(ids).X)))
+
+        return RowsById(self.name, request, data, recipient, self.spec.names, table.ids,
+                        score=score,
+                        training_ids=frozenset(self.alignment["parts"]["train"]["ids"]))
 
     def _names_training_rows(self, data: str, party: PartySpec) -> bool:
         """Whether ``data`` names this party's training rows: ``NAME:train`` of its data set,
@@ -394,6 +426,7 @@ class VerticalProtocol(Protocol):
     dataless_role = None
     same_rows = True
     messages = VERTICAL_MESSAGES
+    prediction_messages = PREDICTION_MESSAGES
     report = RoundReport
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
