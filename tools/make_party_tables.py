@@ -4,7 +4,10 @@ of customers shared, raw categorical strings, and each party's schema of public 
 A bank (the label holder: income, age, education, capital), an insurer (household) and a
 retailer (work and origin) each get ``train.csv`` and ``test.csv`` keyed by ``customer_id``
 (``C`` and seven digits), in their own shuffled order; each party misses about 10 % of the
-others' customers and holds 1,500 IDs nobody else has. The schemas take their bounds and
+others' customers and holds 1,500 IDs nobody else has. Each also gets ``new.csv``: 2,000 new
+customers taken out of Adult's test rows (not in any ``test.csv``), each party missing about
+3 % of them, the bank's without the income column; their incomes are in ``answers.csv`` beside
+the parties' folders, to check the scores of a prediction by ID against. The schemas take their bounds and
 category lists from dpfed's declared public preprocessing of Adult
 (``dpfed.data.specs.DATASET_SPECS["adult"]``: adult.names and the CPS top-codes), with an
 explicit ``other`` column for unknown values (Adult writes a missing value as ``?``).
@@ -40,6 +43,8 @@ PARTIES = {
 }
 LABEL_HOLDER = "bank"
 SHARED, OWN = 0.9, 1500
+#: New customers to score by ID, and the share of them each party holds.
+NEW, NEW_HELD = 2000, 0.97
 
 
 def read_adult(path: Path) -> list[dict[str, str]]:
@@ -99,6 +104,24 @@ def split(rows: list[dict[str, str]], folder: Path, file: str, rng: np.random.Ge
     return counts
 
 
+def write_new(rows: list[dict[str, str]], out: Path, rng: np.random.Generator) -> None:
+    """Every party's ``new.csv`` (IDs ``C3...``, no income) and ``answers.csv``."""
+    ids = [f"C{3_000_000 + i:07d}" for i in rng.permutation(len(rows))]
+    for name in PARTIES:
+        held = np.flatnonzero(rng.random(len(rows)) < NEW_HELD)
+        order = rng.permutation(held)
+        with open(out / name / "new.csv", "w", newline="") as handle:
+            table = csv.writer(handle)
+            table.writerow(["customer_id", *PARTIES[name]])
+            for i in order:
+                table.writerow([ids[i], *(rows[i][c] for c in PARTIES[name])])
+    with open(out / "answers.csv", "w", newline="") as handle:
+        table = csv.writer(handle)
+        table.writerow(["customer_id", "income"])
+        for i, row in enumerate(rows):
+            table.writerow([ids[i], row["income"]])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="tables", help="folder of the parties' folders")
@@ -111,11 +134,15 @@ def main(argv: list[str] | None = None) -> None:
         (out / name).mkdir(parents=True, exist_ok=True)
         (out / name / "schema.toml").write_text(schema_text(name))
     train = split(read_adult(data / "adult.data"), out, "train.csv", rng, 1_000_000)
-    test = split(read_adult(data / "adult.test"), out, "test.csv", rng, 5_000_000)
+    test_rows = read_adult(data / "adult.test")
+    carved = rng.permutation(len(test_rows))
+    write_new([test_rows[i] for i in carved[:NEW]], out, rng)
+    test = split([test_rows[i] for i in sorted(carved[NEW:])], out, "test.csv", rng, 5_000_000)
     for name in PARTIES:
         table = read_table(out / name / "train.csv", id_column="customer_id",
                            schema=load_schema(out / name / "schema.toml"))
-        print(f"{name}: {train[name]} training rows, {test[name]} test rows; encoded "
+        print(f"{name}: {train[name]} training rows, {test[name]} test rows, new customers "
+              f"in new.csv; encoded "
               f"{table.X.shape[1]} columns ({', '.join(PARTIES[name])})")
 
 

@@ -191,3 +191,14 @@ def test_three_organisations_tables_made_from_adult_read_through_their_schemas(t
     bank = tables["bank"]
     assert bank.y is not None and 0.2 < np.mean(bank.y > 0) < 0.3  # Adult's >50K share
     assert list(bank.ids) != sorted(bank.ids)  # shuffled
+    # new customers to score by ID: in no table, about 3 % missing at each party, no label
+    answers = (tmp_path / "answers.csv").read_text().splitlines()
+    assert answers[0] == "customer_id,income" and len(answers) == 2001
+    known = {line.split(",")[0] for line in answers[1:]}
+    tested = set(read_table(tmp_path / "bank" / "test.csv", id_column="customer_id",
+                            schema=load_schema(tmp_path / "bank" / "schema.toml")).ids)
+    for name in module.PARTIES:
+        new = read_table(tmp_path / name / "new.csv", id_column="customer_id", labels=False,
+                         schema=load_schema(tmp_path / name / "schema.toml"))
+        assert set(new.ids) <= known and not set(new.ids) & (ids[name] | tested)
+        assert 0.94 * 2000 < len(new.ids) < 0.995 * 2000

@@ -30,6 +30,7 @@ KEY_LINES: dict[str, str] = {
     "networked_job.py": "privacy (sound, pld): epsilon = 1 at delta = 1e-05",
     "budget_across_jobs.py": "job-2: refused before its first round",
     "secure_sum.py": "noise in the released sum",
+    "own_tables_by_id.py": "new rows by ID: accuracy",
 }
 TIMEOUT = 120.0
 

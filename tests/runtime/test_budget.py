@@ -455,14 +455,24 @@ def _downgrade_to_v1(path):
         )
         conn.execute("DROP TABLE plan_v2")
         conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
+        conn.execute("ALTER TABLE jobs DROP COLUMN rows")
         conn.execute("DROP TABLE withdrawals")
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def _downgrade_to_v3(path):
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("ALTER TABLE jobs DROP COLUMN rows")
+        conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.close()
 
 
 def _downgrade_to_v2(path):
     conn = sqlite3.connect(path)
     with conn:
+        conn.execute("ALTER TABLE jobs DROP COLUMN rows")
         conn.execute("ALTER TABLE plan_entries DROP COLUMN coordinates")
         conn.execute("ALTER TABLE releases DROP COLUMN coordinates")
         conn.execute("DROP TABLE withdrawals")
@@ -483,12 +493,12 @@ def test_a_schema_1_file_is_upgraded_and_keeps_its_spending(tmp_path):
         again = led.open_job("j", "d", "p", [2.0, 2.0])  # the open job resumes
         led.record("j", [event(1, 2.0, party="p")])
         assert led.spent_epsilon("d", "p") == pytest.approx(eps_rdp([2.0, 2.0]))
-    assert after["schema_version"] == SCHEMA_VERSION == 3
+    assert after["schema_version"] == SCHEMA_VERSION == 4
     entry = after["entries"][0]
     assert (entry["spent"], entry["committed"]) == (before["spent"], before["committed"])
     assert again.resumed and again.plan == (Release("gaussian", 2.0),) * 2
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("4",)
     conn.close()
 
 
@@ -750,3 +760,21 @@ def test_a_job_that_released_nothing_is_withdrawn_and_its_id_runs_again(ledger):
         ledger.withdraw_job("j", "p")
     with pytest.raises(DpfedInputError, match="job_id must name a job"):
         ledger.withdraw_job("nope", "p")
+
+
+def test_a_schema_3_file_gains_the_rows_digest_and_a_resumed_job_must_read_the_same_rows(
+        tmp_path):
+    path = tmp_path / "b.db"
+    with BudgetLedger(path, accountant="pld") as led:
+        led.set_budget("d", "p", 10.0, DELTA)
+        led.open_job("old", "d", "p", [2.0])
+    _downgrade_to_v3(path)
+    with BudgetLedger(path) as led:
+        assert led.summary()["schema_version"] == SCHEMA_VERSION
+        assert led.jobs()[0]["rows"] is None  # a job on column ranges has none
+        led.open_job("old", "d", "p", [2.0])  # resumes
+        led.open_job("aligned", "d", "p", [2.0], rows="ab" * 32)
+        assert led.jobs()[1]["rows"] == "ab" * 32
+        with pytest.raises(LedgerConflict, match="must read the same rows"):
+            led.open_job("aligned", "d", "p", [2.0], rows="cd" * 32)
+        assert "abababababababab" in format_summary(led.summary())

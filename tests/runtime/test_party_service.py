@@ -232,7 +232,8 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
     """The leader's job file names each table relative to a data_dir of its own; each service
     reads it in its own data_dir and serves both the alignment job and the job."""
     pytest.importorskip("private_set_intersection.python")
-    job, _ = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 10')
+    job, _ = aligned_job(netjob, tmp_path, params='mechanism = "sound"\nepsilon = 1.0\n'
+                                                  'delta = 1e-5')
     own = tmp_path / "own-tables"  # where the services keep them, not the leader's folder
     own.mkdir()
     held = party_tables(own)
@@ -242,7 +243,10 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
     try:
         for p in spec.parties:
             folder = tmp_path / f"{p.name}-service"
-            config = _party_file(folder, job_certs, p.name, p.address, f'data_dir = "{own}"\n')
+            budget = ("" if p.name == "label"  # the sound mechanism protects the others
+                      else "budget = { epsilon = 3.0, delta = 1e-5 }\n")
+            config = _party_file(folder, job_certs, p.name, p.address,
+                                 f'data_dir = "{own}"\n' + budget)
             services[p.name], logs[p.name] = _start_service(folder, config)
         for name in TABLE_PARTIES:
             assert wait_for(lambda n=name: f"serving party {n}" in logs[n].read_text(),
@@ -254,6 +258,12 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
         assert result["data"]["alignment"]["parts"]["train"]["rows"] == len(shared)
         kept = tmp_path / "bank-service" / "work" / "tables" / "alignment.json"
         assert set(json.loads(kept.read_text())["parts"]["train"]["ids"]) == shared
+        # each budgeted party's ledger records which rows its spending is on
+        digest = result["data"]["alignment"]["parts"]["train"]["digest"]
+        for name in ("bank", "shop"):
+            with BudgetLedger(tmp_path / f"{name}-service" / "work" / "ledger.sqlite") as led:
+                (opened,) = led.jobs()
+            assert (opened["id"], opened["rows"]) == ("tables", digest)
     finally:
         for proc in services.values():
             proc.send_signal(signal.SIGTERM)

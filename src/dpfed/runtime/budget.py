@@ -97,11 +97,12 @@ __all__ = [
 #: Accountants a budget ledger can use (the numerical ones, which account every mechanism).
 LEDGER_ACCOUNTANTS = NUMERICAL_ACCOUNTANTS
 
-#: Version of the table layout. Versions 1 and 2 are upgraded when opened; others are refused.
-SCHEMA_VERSION = 3
+#: Version of the table layout. Versions 1 to 3 are upgraded when opened; others are refused.
+SCHEMA_VERSION = 4
 
 # Statements that upgrade a file of each older version to the next one: version 1's plans were
-# Gaussian only; versions 1 and 2 knew no exact grid sampler (no coordinates to charge).
+# Gaussian only; versions 1 and 2 knew no exact grid sampler (no coordinates to charge);
+# versions 1 to 3 recorded no digest of the rows a job read (jobs on column ranges have none).
 _MIGRATIONS = {
     "1": ("ALTER TABLE plan_entries ADD COLUMN mechanism TEXT NOT NULL DEFAULT 'gaussian'",),
     "2": (
@@ -113,6 +114,7 @@ _MIGRATIONS = {
         "party TEXT NOT NULL, dataset TEXT NOT NULL, planned INTEGER NOT NULL, "
         "opened_at TEXT NOT NULL, withdrawn_at TEXT NOT NULL, reason TEXT NOT NULL)",
     ),
+    "3": ("ALTER TABLE jobs ADD COLUMN rows TEXT",),
 }
 
 _FORMAT = "dpfed-budget-ledger"
@@ -146,6 +148,7 @@ CREATE TABLE jobs (
     status TEXT NOT NULL CHECK (status IN ('open', 'closed')),
     opened_at TEXT NOT NULL,
     closed_at TEXT,
+    rows TEXT,
     PRIMARY KEY (job_id, party),
     FOREIGN KEY (dataset, party) REFERENCES budgets (dataset, party)
 );
@@ -744,7 +747,8 @@ class BudgetLedger:
             }
 
     def open_job(
-        self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem]
+        self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem],
+        *, rows: str | None = None,
     ) -> Reservation:
         """Open a job on (dataset, party) and reserve its plan, if the budget allows it.
 
@@ -762,6 +766,9 @@ class BudgetLedger:
             Every release the job will make: its mechanism (one of
             :data:`~dpfed.privacy.accounting.MECHANISMS`) and noise multiplier (finite, > 0);
             a bare float is a Gaussian release. May be empty.
+        rows : str, optional
+            The digest of the rows the job reads, when they were agreed by ID (an alignment's
+            :func:`~dpfed.data.psi.alignment_digest`): which customers the spending is on.
 
         Returns
         -------
@@ -783,10 +790,16 @@ class BudgetLedger:
         zs = _check_plan(plan)
         with self._transaction(write=True) as conn:
             job = conn.execute(
-                "SELECT dataset, status FROM jobs WHERE job_id = ? AND party = ?",
+                "SELECT dataset, status, rows FROM jobs WHERE job_id = ? AND party = ?",
                 (job_id, party),
             ).fetchone()
             if job is not None:
+                if job[2] != rows:
+                    raise LedgerConflict(
+                        f"job {job_id!r} (party {party!r}) is open on the rows of digest "
+                        f"{job[2]}. Found rows of digest {rows}: a resumed job must read the "
+                        "same rows."
+                    )
                 return self._resume(conn, job_id, dataset, party, zs, job[0], job[1])
             budget = self._stored_budget(conn, dataset, party)
             if budget is None:
@@ -809,9 +822,9 @@ class BudgetLedger:
                     f"{_fmt(eps_committed)})."
                 )
             conn.execute(
-                "INSERT INTO jobs (job_id, party, dataset, status, opened_at) "
-                "VALUES (?, ?, ?, 'open', ?)",
-                (job_id, party, dataset, _now()),
+                "INSERT INTO jobs (job_id, party, dataset, status, opened_at, rows) "
+                "VALUES (?, ?, ?, 'open', ?, ?)",
+                (job_id, party, dataset, _now(), rows),
             )
             conn.executemany(
                 "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier, mechanism, "
@@ -1142,12 +1155,13 @@ class BudgetLedger:
             "SELECT j.job_id, j.dataset, j.party, j.status, "
             "(SELECT COUNT(*) FROM plan_entries p WHERE p.job_id = j.job_id AND p.party = j.party),"
             " (SELECT COUNT(*) FROM releases r WHERE r.job_id = j.job_id AND r.party = j.party),"
-            " j.opened_at, j.closed_at FROM jobs j"
+            " j.opened_at, j.closed_at, j.rows FROM jobs j"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY j.rowid",
             list(args),
         ).fetchall()
-        keys = ("id", "dataset", "party", "status", "planned", "recorded", "opened_at", "closed_at")
+        keys = ("id", "dataset", "party", "status", "planned", "recorded", "opened_at", "closed_at",
+                "rows")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def jobs(self, *, dataset: str | None = None, party: str | None = None) -> list[dict[str, Any]]:
@@ -1158,7 +1172,8 @@ class BudgetLedger:
         list of dict
             Keys ``id``, ``dataset``, ``party``, ``status`` (``"open"``/``"closed"``),
             ``planned`` and ``recorded`` (release counts), ``opened_at``, ``closed_at``
-            (ISO 8601 UTC; None while open).
+            (ISO 8601 UTC; None while open), ``rows`` (the digest of rows agreed by ID, or
+            None).
         """
         where, args = self._filters(dataset=("j.dataset", dataset), party=("j.party", party))
         with self._transaction(write=False) as conn:
@@ -1326,6 +1341,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                     f"{j['recorded']}/{j['planned']}",
                     str(j["opened_at"]),
                     str(j["closed_at"] or "-"),
+                    str(j["rows"])[:16] if j.get("rows") else "-",
                 ]
             )
     lines.append("")
@@ -1343,6 +1359,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     if job_rows:
         lines.append("")
         lines += _table(
-            ["job", "dataset", "party", "status", "released", "opened", "closed"], job_rows
+            ["job", "dataset", "party", "status", "released", "opened", "closed", "rows"],
+            job_rows
         )
     return "\n".join(lines)

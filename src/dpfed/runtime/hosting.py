@@ -153,6 +153,12 @@ class ProtocolHost(ABC):
     def losses(self, models: list[list[float]]) -> list[float]:
         """Its mean training loss at each model (evaluation under ``evaluate = "full"``)."""
 
+    @property
+    def rows_digest(self) -> str | None:
+        """The digest of the rows it trains on when they were agreed by ID (recorded with the
+        job in its budget ledger), else None (the default)."""
+        return None
+
     def close(self) -> list[Message]:
         """The submission deadline passed: stop waiting for missing inputs and return the
         messages that follows. Refuses (``DpfedInputError``) before changing any state.

@@ -552,7 +552,8 @@ class PartyNode:
                 f"delta={party.budget.delta} on {party.dataset!r}, but the ledger holds "
                 f"epsilon={stored[0]}, delta={stored[1]}; change it with `dpfed budget set`."
             )
-        ledger.open_job(self.spec.id, party.dataset, self.name, host.plan)
+        ledger.open_job(self.spec.id, party.dataset, self.name, host.plan,
+                        rows=host.rows_digest)
 
     def _begin(self, request: BeginJob) -> dict[str, Any]:
         if not self.opened:

@@ -319,6 +319,13 @@ class VerticalHost(RoleDelegate):
             out["alignment"] = self._alignment_account()
         return out
 
+    @property
+    def rows_digest(self) -> str | None:
+        """The digest of its agreed training rows in an aligned job, else None."""
+        if self.alignment is None:
+            return None
+        return str(self.alignment["parts"]["train"]["digest"])
+
     def _alignment_account(self) -> dict[str, Any]:
         """Its alignment's counts and digests (no ID)."""
         assert self.alignment is not None
