@@ -202,3 +202,30 @@ def test_three_organisations_tables_made_from_adult_read_through_their_schemas(t
                          schema=load_schema(tmp_path / name / "schema.toml"))
         assert set(new.ids) <= known and not set(new.ids) & (ids[name] | tested)
         assert 0.94 * 2000 < len(new.ids) < 0.995 * 2000
+
+
+def test_a_parquet_table_reads_as_the_same_csv_does(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path, schema = _files(tmp_path, BANK, BANK_SCHEMA)
+    from_csv = read_table(path, id_column="customer_id", schema=schema)
+    columns = {"customer_id": ["C1000003", "C1000001", "C1000002"], "age": [25, 90, 17],
+               "workclass": ["Private", "Federal-gov", "Never-worked"],
+               "balance": [100.5, -20.0, 5000.0]}
+    pq.write_table(pa.table(columns), tmp_path / "bank.parquet")
+    from_parquet = read_table(tmp_path / "bank.parquet", id_column="customer_id",
+                              schema=schema)
+    assert from_parquet.ids == from_csv.ids
+    np.testing.assert_array_equal(from_parquet.X, from_csv.X)
+    # a missing value and a duplicate ID are refused by line, as in a CSV
+    pq.write_table(pa.table({**columns, "balance": [100.5, None, 5000.0]}),
+                   tmp_path / "gap.parquet")
+    with pytest.raises(DpfedInputError, match="line 3: column 'balance' is numeric"):
+        read_table(tmp_path / "gap.parquet", id_column="customer_id", schema=schema)
+    pq.write_table(pa.table({**columns, "customer_id": ["C1", "C2", "C1"]}),
+                   tmp_path / "twice.parquet")
+    with pytest.raises(DpfedInputError, match="line 4: the ID 'C1' appears twice"):
+        read_table(tmp_path / "twice.parquet", id_column="customer_id", schema=schema)
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(DpfedInputError, match="not a Parquet file"):
+        read_table(tmp_path / "bad.parquet", id_column="customer_id", schema=schema)

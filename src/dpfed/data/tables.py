@@ -1,4 +1,5 @@
-r"""An organisation's own table: a CSV with a header and an ID column, read through a schema.
+r"""An organisation's own table: a CSV with a header (or a Parquet file, with the ``parquet``
+extra) and an ID column, read through a schema.
 
 A bank and a shop do not hold column ranges of one shared file: each holds its own table,
 keyed by its own customer IDs, with its own column names and categorical values as strings.
@@ -287,6 +288,58 @@ def _number(value: str, column: str, line: int, path: str) -> float:
     return out
 
 
+#: File name endings read as Parquet (with pyarrow, the ``parquet`` extra); anything else is CSV.
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _text(value: Any) -> str:
+    """A Parquet cell as the text a CSV would hold (a float in its shortest round-trip form,
+    a missing value empty)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace").strip()
+    if isinstance(value, float):
+        return repr(value)
+    return str(value).strip()
+
+
+def _read_parquet(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]:
+    """The column names and rows of a Parquet file, every value as text (:func:`_text`), so
+    that a Parquet table is read through its schema exactly as the same CSV is."""
+    where = str(path)
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DpfedInputError(
+            f"table {where!r} is a Parquet file, which needs pyarrow: "
+            'pip install "dpfed[parquet]" (or save it as CSV).') from None
+    if not os.path.isfile(path):
+        raise DpfedInputError(f"table {where!r} does not exist.")
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow's errors (ArrowInvalid, OSError) for a bad file
+        raise DpfedInputError(f"table {where!r} is not a Parquet file pyarrow can read: "
+                              f"{exc}") from None
+    header = [str(h).strip() for h in table.column_names]
+    columns = [[_text(v) for v in table.column(k).to_pylist()] for k in range(len(header))]
+    return header, [list(row) for row in zip(*columns, strict=True)]
+
+
+def _read_rows(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a table: Parquet by its name's ending, else CSV. Messages
+    count lines as a CSV does (the header is line 1, so a Parquet file's row k, from 0, is
+    line k + 2)."""
+    if str(path).lower().endswith(PARQUET_SUFFIXES):
+        header, rows = _read_parquet(path)
+    else:
+        header, rows = _read_csv(path)
+    if len(set(header)) != len(header):
+        twice = sorted({h for h in header if header.count(h) > 1})
+        raise DpfedInputError(f"table {str(path)!r} names the column(s) {twice} twice.")
+    return header, rows
+
+
 def _read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]:
     """The header and the non-blank rows of a CSV, values stripped of surrounding spaces."""
     where = str(path)
@@ -299,9 +352,6 @@ def _read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]
         raise DpfedInputError(f"table {where!r} does not exist.") from None
     except StopIteration:
         raise DpfedInputError(f"table {where!r} is empty: expected a header row.") from None
-    if len(set(header)) != len(header):
-        twice = sorted({h for h in header if header.count(h) > 1})
-        raise DpfedInputError(f"table {where!r} names the column(s) {twice} twice.")
     for k, row in enumerate(rows, start=2):
         if len(row) != len(header):
             raise DpfedInputError(
@@ -358,6 +408,8 @@ def read_table(
     ----------
     path : path-like
         A comma-separated file with a header row; values are stripped of surrounding spaces.
+        A name ending in ``.parquet`` or ``.pq`` is read as Parquet (needs pyarrow, the
+        ``parquet`` extra), every value taken as the text a CSV would hold.
     id_column : str
         The column of row IDs (strings; unique and non-empty).
     schema : TableSchema
@@ -379,7 +431,7 @@ def read_table(
     read_labels = schema.label is not None if labels is None else bool(labels)
     if read_labels and schema.label is None:
         raise DpfedInputError(f"{schema.source or 'the schema'} names no label column.")
-    header, rows = _read_csv(path)
+    header, rows = _read_rows(path)
     needed = [id_column, *(c.name for c in schema.columns)]
     if read_labels:
         needed.append(str(schema.label))
@@ -462,7 +514,7 @@ def draft_schema(
         For a missing file or column.
     """
     where = str(path)
-    header, rows = _read_csv(path)
+    header, rows = _read_rows(path)
     for name in (id_column, label):
         if name is not None and name not in header:
             raise DpfedInputError(
