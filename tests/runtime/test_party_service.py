@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,7 @@ from dpfed.runtime.service import (
 
 from .conftest import DPFED, free_ports
 from .test_networked_alignment import PARTIES as TABLE_PARTIES
-from .test_networked_alignment import aligned_job
+from .test_networked_alignment import _write_new_rows, aligned_job
 from .test_networked_vertical import BREAST_CANCER_3, wait_for
 
 PARAMS = {"iterations": 4, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
@@ -235,8 +236,7 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
     job, _ = aligned_job(netjob, tmp_path, params='mechanism = "sound"\nepsilon = 1.0\n'
                                                   'delta = 1e-5')
     own = tmp_path / "own-tables"  # where the services keep them, not the leader's folder
-    own.mkdir()
-    held = party_tables(own)
+    held = party_tables(own, per_party=True)
     shared = held["label"] & held["bank"] & held["shop"]
     spec = load_job(job.config)
     services, logs = {}, {}
@@ -246,7 +246,7 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
             budget = ("" if p.name == "label"  # the sound mechanism protects the others
                       else "budget = { epsilon = 3.0, delta = 1e-5 }\n")
             config = _party_file(folder, job_certs, p.name, p.address,
-                                 f'data_dir = "{own}"\n' + budget)
+                                 f'data_dir = "{own / p.name}"\n' + budget)
             services[p.name], logs[p.name] = _start_service(folder, config)
         for name in TABLE_PARTIES:
             assert wait_for(lambda n=name: f"serving party {n}" in logs[n].read_text(),
@@ -264,6 +264,18 @@ def test_services_align_and_train_a_job_on_their_own_tables_read_in_their_data_d
             with BudgetLedger(tmp_path / f"{name}-service" / "work" / "ledger.sqlite") as led:
                 (opened,) = led.jobs()
             assert (opened["id"], opened["rows"]) == ("tables", digest)
+        # the services, still up, score each one's own new.csv by ID
+        new_ids = _write_new_rows(own, drop_at_shop=5, unknown_at_label=0)
+        scored = subprocess.run(
+            [*DPFED, "predict", "--config", str(job.config), "--data", "new.csv", "--out",
+             str(tmp_path / "receipt.json")], capture_output=True, text=True, timeout=120,
+            env=job.env())
+        assert scored.returncode == 0, scored.stderr + "".join(
+            logs[n].read_text() for n in TABLE_PARTIES)
+        written = json.loads(Path(json.loads(
+            (tmp_path / "receipt.json").read_text())["path"]).read_text())
+        assert written["ids"] == [i for i in new_ids["label"] if i in set(new_ids["shop"])]
+        assert written["not_scored"]["missing_at"] == {"bank": 0, "shop": 5}
     finally:
         for proc in services.values():
             proc.send_signal(signal.SIGTERM)
