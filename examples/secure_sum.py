@@ -1,10 +1,12 @@
 """A differentially private secure sum (DCA) in one process, and a DP Bayesian regression on it.
 
 ``N`` clients each hold a vector of norm at most ``C``; they want the sum, with Gaussian noise,
-without trusting anyone to see a single vector. Every client adds a share of the noise
-(``dpfed.dca.calibration.calibrate_dca``: ``sigma_std / sqrt(N - T - 1)`` each, so the noise
-of any ``N - T - 1`` honest clients suffices), encodes its noisy vector in fixed point and
-secret-shares it between ``M`` compute nodes (``dpfed.dca.secure_sum``, every party simulated
+without trusting anyone to see a single vector. Every client encodes its vector in fixed
+point, adds its share of the noise there, drawn exactly as a discrete Gaussian in the ring
+(``noise="discrete"``; its standard deviation from ``dpfed.dca.calibration.
+calibrate_dca_discrete``, so that the noise of any ``N - T - 1`` honest clients suffices for
+the epsilon by the distributed discrete Gaussian's bound), and secret-shares it between ``M``
+compute nodes (``dpfed.dca.secure_sum``, every party simulated
 here). Some clients drop out; the nodes agree on the others and release only their noisy sum.
 The script prints it against the plain sum of the same clients, the noise level, what one
 compute node publishes, and the refusal when more than ``T`` clients drop out. Then it fits
@@ -28,8 +30,8 @@ import numpy as np
 
 from dpfed import DpfedInputError
 from dpfed.bayes import fit_dp_linreg, mean_absolute_error
-from dpfed.dca import secure_sum
-from dpfed.dca.calibration import calibrate_dca
+from dpfed.dca import DEFAULT_FRACTIONAL_BITS, secure_sum
+from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
 
 
 def clipped_vectors(rng: np.random.Generator, n: int, dim: int, bound: float) -> np.ndarray:
@@ -81,19 +83,23 @@ def main() -> None:
     values = clipped_vectors(rng, args.clients, args.dim, args.bound)
     # replacing one client's vector moves the sum by at most 2 C in l2 norm
     cal = calibrate_dca(args.epsilon, args.delta, 2 * args.bound, args.clients, args.tolerated)
+    # exact ring noise: the distributed discrete Gaussian's bound asks a few per cent more
+    client_std = calibrate_dca_discrete(args.epsilon, args.delta, 2 * args.bound, args.clients,
+                                        args.tolerated, args.dim, DEFAULT_FRACTIONAL_BITS)
     dropped = rng.choice(args.clients, size=args.dropped, replace=False)
-    result = secure_sum(values, noise_std=cal.client_std, rng=args.seed,
+    result = secure_sum(values, noise_std=client_std, rng=args.seed,
                         compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-                        dropped=dropped.tolist())
+                        dropped=dropped.tolist(), noise="discrete")
     plain = values[result.included].sum(axis=0)
     error = result.total - plain
-    expected = cal.client_std * np.sqrt(result.included.size)
+    expected = client_std * np.sqrt(result.included.size)
     print(f"{args.clients} clients x {args.dim} dimensions, {args.compute_nodes} compute nodes, "
           f"T = {args.tolerated}; {result.dropped.size} clients dropped out, "
           f"{result.included.size} summed")
-    print(f"calibration ({cal.method}): epsilon {cal.epsilon:g}, delta {cal.delta:g}, "
-          f"sensitivity {cal.l2_sensitivity:g}: sigma_std {cal.sigma_std:.3f}, each client "
-          f"adds std {cal.client_std:.4f}")
+    print(f"calibration (distributed discrete Gaussian, exact in the ring): epsilon "
+          f"{args.epsilon:g}, delta {args.delta:g}, sensitivity {cal.l2_sensitivity:g}: each "
+          f"client adds std {client_std:.4f} ({client_std / cal.client_std - 1:.1%} more than "
+          f"continuous noise drawn in floating point, {cal.method}, would need)")
     print(f"{'coordinate':>10} {'secure sum':>12} {'plain sum':>12} {'difference':>11}")
     for j in range(min(args.dim, 5)):
         print(f"{j:>10} {result.total[j]:>12.3f} {plain[j]:>12.3f} {error[j]:>11.3f}")
@@ -103,9 +109,9 @@ def main() -> None:
     print(f"compute node 0 published {result.node_sums[0][0]:#018x}, ... (uniformly random "
           "on its own)")
     try:
-        secure_sum(values, noise_std=cal.client_std, rng=args.seed,
+        secure_sum(values, noise_std=client_std, rng=args.seed,
                    compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-                   dropped=range(args.tolerated + 1))
+                   dropped=range(args.tolerated + 1), noise="discrete")
     except DpfedInputError as refused:
         print(f"with {args.tolerated + 1} clients dropped: refused: {refused}")
     else:

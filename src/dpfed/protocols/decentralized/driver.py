@@ -418,6 +418,9 @@ def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]
                if cfg.perturbation == "pvp" else "."),
             "objective perturbation (DVP, PVP's final round) assumes the exact minimiser; it is "
             "computed by Newton's method to a gradient norm of 1e-10 relative to C^R.",
+            "objective perturbation's noise is drawn in float64: its alpha-DP proof is about "
+            "continuous noise and the exact minimiser, and covers neither the float draw nor "
+            "the solver's (docs/privacy.md, 'Samplers').",
         ],
         "nodes": len(names),
     }
