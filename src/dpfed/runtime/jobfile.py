@@ -356,7 +356,10 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
     _reject_unknown(job, _JOB_KEYS, "[job]")
     job_id = _name(_text(job, "id", "[job]"), "[job].id")
     protocol = get_protocol(_text(job, "protocol", "[job]"))
-    params = _params(doc.get("params", {}), protocol)
+    raw_params = doc.get("params", {})
+    if isinstance(raw_params, dict) and protocol.variant(raw_params):
+        protocol = get_protocol(str(protocol.variant(raw_params)))
+    params = _params(raw_params, protocol)
     # exact training scores are a diagnostic: on by default only when nothing is private
     default_evaluate = "test" if protocol.private(params) else "full"
     evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)

@@ -34,6 +34,7 @@ PROTOCOL_REGISTRY: dict[str, str] = {
     "decentralized": "dpfed.protocols.decentralized.host:PROTOCOL",
     "secure_sum": "dpfed.protocols.secure_sum.host:PROTOCOL",
     "psi_align": "dpfed.protocols.psi_align.host:PROTOCOL",
+    "vertical_secure": "dpfed.protocols.vertical_secure.host:PROTOCOL",
 }
 
 class RoundReport(typing.Protocol):
@@ -156,6 +157,12 @@ class Protocol(ABC):
     def private(self, params: Mapping[str, Any]) -> bool:
         """Whether ``[params]`` asks for a privacy mechanism (then exact figures stay home
         unless ``[job].evaluate = "full"``)."""
+
+    def variant(self, params: Mapping[str, Any]) -> str | None:
+        """The registered protocol that runs a job of this protocol with ``params`` instead
+        (a mode with messages of its own, such as the vertical protocol's secure mode), or
+        None (the default): this one."""
+        return None
 
     def check_job(self, spec: JobSpec) -> None:  # noqa: B027 (optional hook)
         """Refuse (``DpfedInputError``) a job whose ``[params]`` the protocol cannot run, as

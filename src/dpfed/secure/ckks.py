@@ -106,15 +106,30 @@ class PublicContext:
 
 
 class KeyHolder:
-    """A party's own CKKS key pair (secret key kept in this object only)."""
+    """A party's own CKKS key pair (secret key kept in this object only, or in the file a
+    networked party keeps it in, :meth:`secret_bytes`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, secret: bytes | None = None) -> None:
         ts = tenseal()
-        context = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=POLY_MODULUS_DEGREE,
-                             coeff_mod_bit_sizes=list(COEFF_MODULUS_BITS))
-        context.global_scale = 2.0**SCALE_BITS
-        context.generate_galois_keys()
+        if secret is not None:
+            try:
+                context = ts.context_from(secret)
+            except Exception as exc:  # SEAL's errors for bytes that are not a context
+                raise DpfedInputError(f"not a serialised CKKS key pair: {exc}") from None
+            if not context.has_secret_key() or context.galois_keys() is None:
+                raise DpfedInputError("the serialised CKKS context holds no secret key")
+        else:
+            context = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=POLY_MODULUS_DEGREE,
+                                 coeff_mod_bit_sizes=list(COEFF_MODULUS_BITS))
+            context.global_scale = 2.0**SCALE_BITS
+            context.generate_galois_keys()
         self._context = context
+
+    def secret_bytes(self) -> bytes:
+        """The whole key pair serialised, secret key included: for the owner's own
+        owner-only file (a restarted party decrypts with the same key), never to be sent."""
+        return bytes(self._context.serialize(save_public_key=True, save_secret_key=True,
+                                             save_galois_keys=True, save_relin_keys=False))
 
     def public_bytes(self) -> bytes:
         """The public key and Galois keys, serialised (no secret key)."""

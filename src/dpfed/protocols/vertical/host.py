@@ -67,6 +67,8 @@ class JobRounds:
 
     rounds_above_rule: bool = param(
         False, help="run a sound job's iterations even above the public rule's rounds")
+    secure: bool = param(
+        False, help="true: the secure mode (protocol vertical_secure, its own [params])")
 
 
 #: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`, and
@@ -93,7 +95,8 @@ ROUNDS_ABOVE_RULE = "rounds_above_rule"
 def vertical_config(params: Mapping[str, Any]) -> VerticalConfig:
     """The validated :class:`VerticalConfig` of a job file's ``[params]``
     (:data:`ROUNDS_ABOVE_RULE` is the job's, not the configuration's)."""
-    return config_from_table(VerticalConfig, params, exclude=(ROUNDS_ABOVE_RULE,)).validated()
+    return config_from_table(VerticalConfig, params,
+                             exclude=(ROUNDS_ABOVE_RULE, "secure")).validated()
 
 
 def rounds_above_rule(params: Mapping[str, Any]) -> bool:
@@ -146,6 +149,82 @@ def column_block(X, first: int, end: int):
     return np.array(np.asarray(X)[:, first:end], order="C", copy=True)
 
 
+@dataclass(frozen=True)
+class PartyRows:
+    """What one party of a job on columns reads (:func:`party_rows`).
+
+    Attributes
+    ----------
+    block : matrix, shape (N, d)
+        Its training columns.
+    labels : numpy.ndarray or None, shape (N,)
+        The label holder's labels as read (None for other parties of an aligned job).
+    test_block : matrix or None, shape (N_test, d)
+        Its test columns, when the job evaluates and there are test rows.
+    test_labels : numpy.ndarray or None
+    widths : list of int
+        Every party's width, in job-file order.
+    total_features : int
+        The width of rows it is asked to score (its data set's, or its table's).
+    alignment : dict or None
+        What it agreed in an aligned job's alignment (:func:`dpfed.runtime.alignment.
+        read_alignment`).
+    """
+
+    block: Any
+    labels: np.ndarray | None
+    test_block: Any
+    test_labels: np.ndarray | None
+    widths: list[int]
+    total_features: int
+    alignment: dict[str, Any] | None = None
+
+
+def party_rows(spec: JobSpec, name: str) -> PartyRows:
+    """Party ``name``'s rows of job ``spec``: its column range of a named data set or file,
+    or, in an aligned job, its own table's rows in the order its alignment job agreed.
+
+    Raises
+    ------
+    DpfedInputError
+        Columns outside the data set; a table that no longer holds the agreed rows.
+    """
+    party = spec.party(name)
+    if spec.align:
+        alignment = read_alignment(spec, name)
+        schema = load_schema(str(party.schema))
+        parts = alignment["parts"]
+        label_holder = spec.names.index(name) == 0
+
+        def rows(part: str) -> PartyTable:
+            path = party.data if part == "train" else party.test
+            table = read_table(path, id_column=party.id_column, schema=schema,
+                               labels=label_holder)
+            taken = table.take(parts[part]["ids"])
+            if alignment_digest(taken.ids) != parts[part]["digest"]:
+                raise DpfedInputError(f"{path} no longer holds the rows its alignment agreed.")
+            return taken
+
+        train = rows("train")
+        test = rows("test") if "test" in parts and spec.evaluate != "none" else None
+        return PartyRows(train.X, train.y, None if test is None else test.X,
+                         None if test is None else test.y,
+                         [int(w) for w in alignment["widths"]], int(train.X.shape[1]),
+                         alignment)
+    dataset = load_dataset(party.data, party.data_dir)
+    first, end = party.columns
+    if end > dataset.n_features:
+        raise DpfedInputError(
+            f"party {name!r}: columns [{first}, {end}) lie outside {party.data!r}, "
+            f"which has {dataset.n_features} columns."
+        )
+    test_block = None
+    if spec.evaluate != "none" and dataset.X_test is not None:
+        test_block = column_block(dataset.X_test, first, end)
+    return PartyRows(column_block(dataset.X_train, first, end), dataset.y_train, test_block,
+                     dataset.y_test, [p.n_features for p in spec.parties], dataset.n_features)
+
+
 class VerticalHost(RoleDelegate):
     """One party of a networked vertical job.
 
@@ -157,7 +236,6 @@ class VerticalHost(RoleDelegate):
     """
 
     def __init__(self, spec: JobSpec, name: str) -> None:
-        party = spec.party(name)
         self.spec, self.name = spec, name
         self.index = spec.names.index(name)
         cfg = vertical_config(spec.params)
@@ -167,25 +245,11 @@ class VerticalHost(RoleDelegate):
                 "rho cannot reserve its releases in the budget ledger in advance; set "
                 "adaptive_rho = false."
             )
-        self.alignment: dict[str, Any] | None = None
-        if spec.align:
-            block, y_train, test_block, y_test, widths = self._aligned_rows(spec, name)
-            self.total_features = block.shape[1]
-        else:
-            dataset = load_dataset(party.data, party.data_dir)
-            first, end = party.columns
-            if end > dataset.n_features:
-                raise DpfedInputError(
-                    f"party {name!r}: columns [{first}, {end}) lie outside {party.data!r}, "
-                    f"which has {dataset.n_features} columns."
-                )
-            block = column_block(dataset.X_train, first, end)
-            self.total_features = dataset.n_features  # the width new rows must have
-            test_block = None
-            if spec.evaluate != "none" and dataset.X_test is not None:
-                test_block = column_block(dataset.X_test, first, end)
-            y_train, y_test = dataset.y_train, dataset.y_test
-            widths = [p.n_features for p in spec.parties]
+        rows = party_rows(spec, name)
+        self.alignment = rows.alignment
+        self.total_features = rows.total_features
+        block, y_train, test_block, y_test, widths = (
+            rows.block, rows.labels, rows.test_block, rows.test_labels, rows.widths)
         # its training rows as loaded, to recognise them among rows it is asked to score
         self.training_block = block
         self._training_digests: list[bytes] | None = None
@@ -223,29 +287,6 @@ class VerticalHost(RoleDelegate):
             own = self.role.role
             self.eigenvalue_premise = own.mechanism.eigenvalue_premise(own.solver.spectrum)
             self._log_premise()
-
-    def _aligned_rows(self, spec: JobSpec, name: str) -> tuple[
-            np.ndarray, np.ndarray | None, np.ndarray | None, np.ndarray | None, list[int]]:
-        """Its table's rows in the order its alignment job agreed (:mod:`dpfed.runtime.
-        alignment`): ``(block, labels, test block, test labels, every party's width)``."""
-        party = spec.party(name)
-        self.alignment = read_alignment(spec, name)
-        schema = load_schema(str(party.schema))
-        parts = self.alignment["parts"]
-
-        def rows(part: str) -> PartyTable:
-            path = party.data if part == "train" else party.test
-            table = read_table(path, id_column=party.id_column, schema=schema,
-                               labels=self.index == 0)
-            taken = table.take(parts[part]["ids"])
-            if alignment_digest(taken.ids) != parts[part]["digest"]:
-                raise DpfedInputError(f"{path} no longer holds the rows its alignment agreed.")
-            return taken
-
-        train = rows("train")
-        test = rows("test") if "test" in parts and spec.evaluate != "none" else None
-        return (train.X, train.y, None if test is None else test.X,
-                None if test is None else test.y, [int(w) for w in self.alignment["widths"]])
 
     def _log_premise(self) -> None:
         """Log Lemma 1's eigenvalue premise on this party's own standard error.
@@ -441,6 +482,11 @@ class VerticalProtocol(Protocol):
 
     def private(self, params: Mapping[str, Any]) -> bool:
         return params.get("mechanism", "none") != "none"
+
+    def variant(self, params: Mapping[str, Any]) -> str | None:
+        """``[params] secure = true``: the secure mode, protocol ``vertical_secure``
+        (:mod:`dpfed.protocols.vertical_secure.host`)."""
+        return "vertical_secure" if params.get("secure") is True else None
 
     def check_job(self, spec: JobSpec) -> None:
         vertical_config(spec.params)

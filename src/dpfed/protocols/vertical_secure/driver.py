@@ -152,6 +152,7 @@ def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
 def train_secure_vertical(
     blocks: list[Matrix], y: np.ndarray, setup: SecureSetup, *, seed: int | None = None,
     backend: str = "ckks", progress: Callable[[int, RoundCost], None] | None = None,
+    rngs: list[np.random.Generator] | None = None,
 ) -> SecureVerticalResult:
     r"""Fit a logistic regression on column blocks held by two parties, securely.
 
@@ -173,6 +174,9 @@ def train_secure_vertical(
         simulation for experiments).
     progress : callable or None
         Called with the round index and the cost of each block update.
+    rngs : two numpy.random.Generator or None
+        The label holder's and the passive party's noise generators (as a networked job's
+        parties draw from their secrets); None: two streams spawned from ``seed``.
 
     Returns
     -------
@@ -192,7 +196,10 @@ def train_secure_vertical(
         raise DpfedInputError("labels must be in {-1, 1} or in {0, 1}.")
     y01 = (labels > 0).astype(np.float64)
     start = time.perf_counter()
-    rngs = np.random.default_rng(seed).spawn(2)
+    if rngs is None:
+        rngs = np.random.default_rng(seed).spawn(2)
+    elif len(rngs) != 2:
+        raise DpfedInputError(f"two noise generators, one per party; found {len(rngs)}.")
     opened = open_parties(blocks, y01, setup, rngs, backend)
     label, passive = opened.parties
     inverses, encrypted_labels, setup_bytes = (opened.inverses, opened.encrypted_labels,

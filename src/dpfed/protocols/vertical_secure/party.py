@@ -95,6 +95,9 @@ class SecureParty:
         Labels in {0, 1} (the label holder only).
     backend : str
         ``"ckks"`` or ``"plain"``.
+    key_pair : bytes or None
+        Its kept CKKS key pair (:meth:`dpfed.secure.ckks.KeyHolder.secret_bytes`; a networked
+        party's, kept in its folder); None: a fresh one.
     """
 
     index: int
@@ -103,6 +106,7 @@ class SecureParty:
     rng: np.random.Generator
     y: np.ndarray | None = None
     backend: str = "ckks"
+    key_pair: bytes | None = field(default=None, repr=False)
     w: np.ndarray = field(init=False)
     rows: np.ndarray | sp.csr_matrix = field(init=False)
     keys: ckks.KeyHolder | None = field(init=False, default=None)
@@ -113,15 +117,20 @@ class SecureParty:
             raise DpfedInputError(f"backend must be one of {BACKENDS}; found {self.backend!r}.")
         if (self.index == 0) != (self.y is not None):
             raise DpfedInputError("the labels belong to party 0, the label holder, only.")
-        rows = bounded_rows(self.X, self.setup.row_scaling)
+        self.rows = self.prepared(self.X)
+        self.w = np.zeros(self.rows.shape[1])
+        if self.backend == "ckks":
+            self.keys = ckks.KeyHolder(self.key_pair)
+
+    def prepared(self, X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+        """Rows as its model takes them (training or test rows): bounded
+        (:func:`bounded_rows`), and for the label holder with the intercept column."""
+        rows = bounded_rows(X, self.setup.row_scaling)
         if self.index == 0 and self.setup.fit_intercept:
             constant = np.full((rows.shape[0], 1), self.setup.intercept_scale)
             rows = (sp.hstack([rows, constant], format="csr") if sp.issparse(rows)
                     else np.hstack([rows, constant]))
-        self.rows = rows
-        self.w = np.zeros(rows.shape[1])
-        if self.backend == "ckks":
-            self.keys = ckks.KeyHolder()
+        return rows
 
     @property
     def protected(self) -> bool:
@@ -227,6 +236,47 @@ class SecureParty:
         self.w = w * (radius / norm) if norm > radius else w
 
 
+def encrypted_gradient(evaluator: SecureParty, public: ckks.PublicContext,
+                       powers: list[list[bytes]], encrypted_labels: list[bytes] | None,
+                       own_noise: np.ndarray) -> list[bytes]:
+    r"""Step 2 (module docstring): :math:`\mathrm{Enc}_k(X_j^\top r + \eta_j)`, one
+    serialised ciphertext per column of the evaluator's block.
+
+    Parameters
+    ----------
+    evaluator : SecureParty
+    public : ckks.PublicContext
+        The key holder's public context.
+    powers : list of lists of bytes
+        ``powers[m - 1]``: the chunks of :math:`\mathrm{Enc}_k(t_k^m)`.
+    encrypted_labels : list of bytes or None
+        :math:`\mathrm{Enc}_k(y)` when the key holder holds the labels.
+    own_noise : numpy.ndarray, shape (d_j,)
+        :math:`\eta_j`.
+    """
+    coefficients = evaluator.setup.polynomial.shifted(evaluator.scaled_scores())
+    if evaluator.y is not None:
+        coefficients[0] = coefficients[0] - evaluator.y
+    residual = ckks.combine_powers([public.load(m) for m in powers], coefficients)
+    if encrypted_labels is not None:  # the key holder's labels, under its key
+        labels = public.load(encrypted_labels)
+        residual = [r - lab for r, lab in zip(residual, labels, strict=True)]
+    return ckks.transposed_product(residual, evaluator.rows, offset=own_noise)
+
+
+def released_gradient(holder: SecureParty, value: np.ndarray) -> np.ndarray:
+    """Step 3: what the key holder returns for the decrypted ``value`` (its exact grid noise
+    added when its data is protected)."""
+    return holder.round_release.sample_part(holder.rng, value) if holder.protected else value
+
+
+def take_gradient(evaluator: SecureParty, released: np.ndarray, own_noise: np.ndarray,
+                  inverse: np.ndarray) -> None:
+    """Step 4: keep its own noise (a protected block is a release) or remove it, and step."""
+    gradient = released if evaluator.protected else released - own_noise
+    evaluator.step(gradient, inverse)
+
+
 def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarray,
                  encrypted_labels: list[bytes] | None) -> BlockExchange:
     r"""One block update of ``evaluator`` with ``holder`` as key holder (module docstring).
@@ -241,25 +291,14 @@ def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarra
     s = evaluator.setup
     poly = s.polynomial
     t_holder = holder.scaled_scores()
-    coefficients = poly.shifted(evaluator.scaled_scores())
-    release = evaluator.round_release
-    own_noise = evaluator.rng.normal(0.0, release.sigma, evaluator.w.shape[0])
+    own_noise = evaluator.rng.normal(0.0, evaluator.round_release.sigma, evaluator.w.shape[0])
     sent = 0
     if evaluator.backend == "ckks":
         assert holder.keys is not None and evaluator.peer_public is not None
-        public = evaluator.peer_public
-        powers = []
-        for m in range(1, s.degree + 1):
-            message = holder.keys.encrypt(t_holder**m)
-            sent += sum(len(c) for c in message)
-            powers.append(public.load(message))
-        if evaluator.y is not None:
-            coefficients[0] = coefficients[0] - evaluator.y
-        residual = ckks.combine_powers(powers, coefficients)
-        if encrypted_labels is not None:  # the key holder's labels, under its key
-            labels = public.load(encrypted_labels)
-            residual = [r - lab for r, lab in zip(residual, labels, strict=True)]
-        products = ckks.transposed_product(residual, evaluator.rows, offset=own_noise)
+        powers = [holder.keys.encrypt(t_holder**m) for m in range(1, s.degree + 1)]
+        sent += sum(len(c) for message in powers for c in message)
+        products = encrypted_gradient(evaluator, evaluator.peer_public, powers,
+                                      encrypted_labels, own_noise)
         sent += sum(len(c) for c in products)
         value = holder.keys.decrypt_sums(products)
     else:
@@ -267,9 +306,8 @@ def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarra
         assert labels is not None
         r = poly(poly.half_width * (t_holder + evaluator.scaled_scores())) - labels
         value = np.asarray(evaluator.rows.T @ r).ravel() + own_noise
-    released = release.sample_part(holder.rng, value) if holder.protected else value
+    released = released_gradient(holder, value)
     sent += 8 * released.shape[0]
-    gradient = released if evaluator.protected else released - own_noise
-    evaluator.step(gradient, inverse)
+    take_gradient(evaluator, released, own_noise, inverse)
     cost = RoundCost(evaluator.index, time.perf_counter() - start, sent)
     return BlockExchange(cost, value, released, own_noise)

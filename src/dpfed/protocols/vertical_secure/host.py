@@ -1,0 +1,249 @@
+"""The secure vertical mode as the networked runtime runs it: a vertical job file with
+``[params] secure = true`` (protocol ``vertical_secure``).
+
+Two parties, the label holder first, each on its column range of a data set or its own
+aligned table (:func:`dpfed.protocols.vertical.host.party_rows`). Each keeps its CKKS key
+pair in its job folder (``ckks.key``, owner-only) and every ciphertext it encrypts in
+``outbox/`` (a restarted party sends the same bytes again); its noise comes from its secret
+generator, as in every networked job. A protected party reserves the secure mode's
+:math:`T + 1` Gaussian releases in its budget ledger and records them as it makes them: its
+Gram matrix first (carrying every grid coordinate of the job), then one per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from dpfed._validation import DpfedInputError, check_binary_labels
+from dpfed.parameters import config_from_table, job_parameters, param
+from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.vertical.evaluation import RoundReport
+from dpfed.protocols.vertical.host import party_rows
+from dpfed.protocols.vertical_secure.messages import CipherPart, FinalScores, GradientRelease
+from dpfed.protocols.vertical_secure.party import SecureParty
+from dpfed.protocols.vertical_secure.roles import Outbox, SecureRole
+from dpfed.protocols.vertical_secure.setup import (
+    DEFAULT_DEGREE,
+    DEFAULT_INTERCEPT_SCALE,
+    DEFAULT_RADIUS,
+    DEFAULT_ROUNDS,
+    ROW_SCALINGS,
+    SecureSetup,
+)
+from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
+from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
+from dpfed.runtime.private_files import load_or_create_secret
+from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.secure import ckks
+
+#: The protocol's name in the registry (a vertical job file selects it by ``secure = true``).
+SECURE_PROTOCOL = "vertical_secure"
+#: The messages of a networked secure job (registered with the wire where they are defined).
+SECURE_MESSAGES = (CipherPart, GradientRelease, FinalScores, RoundReport)
+#: The file in a party's job folder that holds its CKKS key pair.
+KEY_FILE = "ckks.key"
+
+
+@dataclass(frozen=True)
+class SecureParams:
+    """``[params]`` of a secure vertical job (the options of ``dpfed train vertical
+    --secure``)."""
+
+    secure: bool = param(True, help="the secure mode (true: this protocol)")
+    mechanism: str = param("sound", help="the secure mode is a sound mechanism of its own",
+                           choices=("sound",))
+    epsilon: float | None = param(None, help="the budget of every party's view")
+    delta: float | None = param(None, help="delta of that budget")
+    protect_label_holder: bool = param(
+        False, help="protect the labels and the label holder's rows too (else the passive "
+                    "party's rows only)")
+    iterations: int = param(DEFAULT_ROUNDS, help="Gauss-Seidel rounds T")
+    loss: str = param("logistic", help="the loss (logistic only)", choices=("logistic",))
+    regularizer: str = param("l2", help="the ridge (l2 only)", choices=("l2",))
+    fit_intercept: bool = param(True, help="the label holder fits an intercept")
+    row_scaling: str = param("normalize", help="how each party bounds its rows",
+                             choices=ROW_SCALINGS)
+    degree: int = param(DEFAULT_DEGREE, help="degree of the sigmoid polynomial")
+    radius: float = param(DEFAULT_RADIUS, help="the model's norm bound R")
+    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
+                                   help="the intercept column's constant")
+    ridge: float | None = param(None, help="the ridge (default: from the noise)")
+    seed: int | None = param(None, help="a simulation's seed ([job].simulation = true)")
+
+
+def secure_params(params: Mapping[str, Any]) -> SecureParams:
+    """The validated ``[params]`` of a secure job.
+
+    Raises
+    ------
+    DpfedInputError
+        Naming a missing budget or ``secure = false``.
+    """
+    cfg: SecureParams = config_from_table(SecureParams, params)
+    if not cfg.secure:
+        raise DpfedInputError("protocol vertical_secure runs [params].secure = true jobs only.")
+    for key, value, allowed, why in (
+            ("mechanism", cfg.mechanism, "sound", "the secure mode is a sound mechanism of its "
+                                                  "own"),
+            ("loss", cfg.loss, "logistic", "a polynomial of its derivative is what is "
+                                           "evaluated under encryption"),
+            ("regularizer", cfg.regularizer, "l2", "the secure mode uses an l2 ridge")):
+        if value != allowed:
+            raise DpfedInputError(f"[params].{key} of a secure job must be {allowed!r} ({why})."
+                                  f" Found {value!r}.")
+    if cfg.epsilon is None or cfg.delta is None:
+        raise DpfedInputError("a secure vertical job needs [params].epsilon and [params].delta: "
+                              "it calibrates its own noise to them.")
+    return cfg
+
+
+def secure_setup(cfg: SecureParams, n_samples: int, widths: Sequence[int]) -> SecureSetup:
+    """The public set-up every party derives from the job file and the shapes."""
+    assert cfg.epsilon is not None and cfg.delta is not None
+    return SecureSetup(
+        n_samples, tuple(int(w) for w in widths), cfg.epsilon, cfg.delta,
+        protect="all" if cfg.protect_label_holder else "passive", rounds=cfg.iterations,
+        degree=cfg.degree, radius=cfg.radius, fit_intercept=cfg.fit_intercept,
+        intercept_scale=cfg.intercept_scale, ridge=cfg.ridge, row_scaling=cfg.row_scaling)
+
+
+class SecureVerticalHost(RoleDelegate):
+    """One party of a networked secure vertical job."""
+
+    role: SecureRole
+    ledger_support = True
+    ledger_refusal = ""
+    holds_data = True
+
+    def __init__(self, spec: JobSpec, name: str) -> None:
+        self.spec, self.name = spec, name
+        self.index = spec.names.index(name)
+        cfg = secure_params(spec.params)
+        rows = party_rows(spec, name)
+        self.n_samples, self.n_features = (int(v) for v in rows.block.shape)
+        self.setup = secure_setup(cfg, self.n_samples, rows.widths)
+        folder = spec.party(name).workdir / spec.id
+        key_pair = load_or_create_secret(folder, KEY_FILE,
+                                         lambda: ckks.KeyHolder().secret_bytes())
+        labels = None
+        if self.index == 0:
+            labels = (check_binary_labels("labels", rows.labels) > 0).astype(np.float64)
+        party = SecureParty(self.index, rows.block, self.setup,
+                            noise_generator(spec, name, index=self.index, n_parties=2),
+                            y=labels, key_pair=key_pair)
+        test_labels = None
+        if self.index == 0 and rows.test_block is not None and rows.test_labels is not None:
+            test_labels = check_binary_labels("test labels", rows.test_labels)
+        self.role = SecureRole(party, (spec.names[0], spec.names[1]), LEADER,
+                               outbox=Outbox(folder / "outbox"),
+                               max_bytes=spec.max_message_bytes, test_rows=rows.test_block,
+                               test_labels=test_labels)
+        self.plan = list(self.setup.releases()) if party.protected else []
+
+    @property
+    def exact_release(self) -> bool:
+        """An unprotected label holder's data leave it without noise of their own."""
+        return not self.role.party.protected
+
+    @property
+    def events(self) -> list[PrivacyEvent]:
+        return self.role.events
+
+    def model(self) -> np.ndarray:
+        return self.role.party.w.copy()
+
+    def describe(self) -> dict[str, Any]:
+        return {"n_samples": self.n_samples, "n_features": self.n_features}
+
+    def final(self) -> dict[str, Any]:
+        role = self.role
+        out: dict[str, Any] = {
+            "events": [asdict(e) for e in role.events], "n_features": self.n_features,
+            "costs": {"bytes_sent": role.bytes_sent, "seconds": role.seconds},
+        }
+        return out
+
+    def losses(self, models: list[list[float]]) -> list[float]:
+        raise DpfedInputError("a secure vertical job is evaluated on test rows only.")
+
+    def prediction_share(self, data: str) -> PartyShare:
+        raise DpfedInputError(
+            "predictions with a secure vertical job's model are not available yet: each "
+            "party's block is in its work folder (model.json).")
+
+
+class SecureVerticalProtocol(Protocol):
+    """Two parties, the label holder first, training a logistic regression with the products
+    under CKKS and Gaussian noise on d-vectors only."""
+
+    name = SECURE_PROTOCOL
+    params = job_parameters(SecureParams)
+    holds = "columns"
+    dataless_role = None
+    same_rows = True
+    messages = SECURE_MESSAGES
+    report = RoundReport
+
+    def check_parties(self, parties: Sequence[PartySpec]) -> None:
+        if len(parties) != 2:
+            raise DpfedInputError(
+                f"a secure vertical job has two parties, the label holder and one passive "
+                f"party. Found {len(parties)}.")
+
+    def private(self, params: Mapping[str, Any]) -> bool:
+        return True
+
+    def check_job(self, spec: JobSpec) -> None:
+        secure_params(spec.params)
+        if spec.evaluate == "full":
+            raise DpfedInputError(
+                'a secure vertical job evaluates on test rows only: [job].evaluate = "full" '
+                "would send exact training scores.")
+
+    def host(self, spec: JobSpec, name: str) -> SecureVerticalHost:
+        return SecureVerticalHost(spec, name)
+
+    def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
+        """The ``result.json`` of a networked secure job (the keys of ``dpfed train vertical
+        --secure``'s, the model blocks staying with the parties)."""
+        cfg = secure_params(spec.params)
+        accounts = record.accounts
+        widths = [int(accounts[n]["n_features"]) for n in spec.names]
+        n = next(iter(record.n_samples.values()))
+        setup = secure_setup(cfg, n, widths)
+        spent = {name: len(accounts[name]["events"]) for name in spec.names}
+        costs = {name: accounts[name]["costs"] for name in spec.names}
+        rounds = max(1, setup.rounds)
+        final = dict(record.history[-1]) if record.history else {}
+        return {
+            "protocol": "vertical-secure",
+            "parties": [{"name": name, "n_features": w} for name, w in
+                        zip(spec.names, widths, strict=True)],
+            "history": record.history,
+            "final": final,
+            "privacy": {
+                "mechanism": "secure vertical (CKKS products, Gaussian on d-vectors)",
+                "protect": setup.protect, "epsilon": setup.epsilon_spent(),
+                "accountant": "pld", "epsilon_target": setup.epsilon, "delta": setup.delta,
+                "noise_multiplier": setup.noise_multiplier, "releases": setup.rounds + 1,
+                "rounds": setup.rounds, "recorded": spent,
+                "sampler": "key holder: exact grid Gaussian; evaluator: float Gaussian "
+                           "inside CKKS",
+            },
+            "costs": {
+                "bytes_per_round": sum(c["bytes_sent"] for c in costs.values()) / rounds,
+                "seconds_per_round": record.seconds / rounds,
+                "per_party": costs,
+            },
+            "seconds": record.seconds,
+            "job": describe(spec),
+        }
+
+
+#: The secure vertical protocol, as registered in
+#: :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
+PROTOCOL = SecureVerticalProtocol()

@@ -1,0 +1,98 @@
+"""The secure vertical mode over the network: two party processes exchanging CKKS
+ciphertexts, each keeping its key pair and recording its releases in its ledger."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpfed.data import load_dataset
+from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+from dpfed.runtime.budget import BudgetLedger
+
+from .test_networked_vertical import _lead_until_round
+
+pytest.importorskip("tenseal")
+
+SPLIT = (("label", (0, 15)), ("bank", (15, 30)))
+BUDGET = {"epsilon": 3.0, "delta": 1e-5}
+
+
+def _reference(job, rounds: int):
+    """The same job in one process, with the parties' own noise generators and the products
+    in the clear."""
+    data = load_dataset("breast_cancer")
+    blocks = [data.X_train[:, a:b] for _, (a, b) in SPLIT]
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 1.0, 1e-5, protect="all",
+                        rounds=rounds)
+    local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
+                                  rngs=job.secret_rngs())
+    return data, setup, local
+
+
+def _models(job) -> list[np.ndarray]:
+    return [np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
+            for n, _ in SPLIT]
+
+
+PARAMS = {"secure": True, "epsilon": 1.0, "delta": 1e-5, "protect_label_holder": True}
+
+
+@pytest.mark.slow
+def test_a_secure_job_over_the_network_is_the_in_process_run_with_the_parties_noise(
+        netjob):
+    params = PARAMS | {"iterations": 3}
+    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT], job_id="secure",
+                 params=params, budgets={name: BUDGET for name, _ in SPLIT})
+    job.start_parties()
+    done = job.run(timeout=300)
+    assert done.returncode == 0, done.stderr + job.log("label") + job.log("bank")
+    assert job.wait_parties(timeout=60) == {"label": 0, "bank": 0}
+    result = json.loads(job.out.read_text())
+    assert result["protocol"] == "vertical-secure"
+    assert result["privacy"]["epsilon"] <= 1.0 + 1e-9
+    assert result["privacy"]["recorded"] == {"label": 4, "bank": 4}  # T + 1 releases each
+    assert result["costs"]["bytes_per_round"] > 1e6  # ciphertexts, not numbers
+    # each party's ledger holds the T + 1 releases, and the job is closed
+    for name, _ in SPLIT:
+        with BudgetLedger(job.folder / "ledgers" / f"{name}.sqlite") as ledger:
+            (entry,) = ledger.jobs()
+            assert (entry["status"], entry["recorded"], entry["planned"]) == ("closed", 4, 4)
+    # the same job in one process: the blocks differ by CKKS's rounding only
+    data, setup, local = _reference(job, 3)
+    test = [data.X_test[:, a:b] for _, (a, b) in SPLIT]
+    coef = _models(job)
+    np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-4)
+    np.testing.assert_allclose(coef[0][-1] * setup.intercept_scale, local.intercept, atol=1e-4)
+    np.testing.assert_allclose(coef[1], local.blocks[1], atol=1e-4)
+    scores = local.decision_function(test)
+    expected = np.mean(np.where(scores > 0, 1, -1) == np.where(data.y_test > 0, 1, -1))
+    assert result["final"]["test_accuracy"] == pytest.approx(expected, abs=0.01)
+    # the key pair stays with its owner, owner-only; the ciphertexts it sent are kept
+    for name, _ in SPLIT:
+        assert (job.workdir(name) / "ckks.key").stat().st_mode & 0o077 == 0
+        assert sorted(p.name for p in (job.workdir(name) / "outbox").iterdir())
+
+
+@pytest.mark.slow
+def test_a_party_killed_mid_job_comes_back_replays_its_ciphertexts_and_spends_once(netjob):
+    params = PARAMS | {"iterations": 6}
+    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT], job_id="secure",
+                 params=params, budgets={name: BUDGET for name, _ in SPLIT},
+                 job={"grace": 120.0})
+    job.start_parties()
+    leader, lines = _lead_until_round(job, 2)
+    job.kill("bank")
+    job.start_party("bank")  # restores its snapshot, replays its journal, resends its outbox
+    assert leader.wait(timeout=240) == 0, "".join(lines) + job.log("label") + job.log("bank")
+    assert "restored at round" in job.log("bank")
+    local = _reference(job, 6)[2]
+    coef = _models(job)
+    np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-4)
+    np.testing.assert_allclose(coef[1], local.blocks[1], atol=1e-4)
+    for name, _ in SPLIT:  # every release once: none lost, none invented
+        with BudgetLedger(job.folder / "ledgers" / f"{name}.sqlite") as ledger:
+            rounds = sorted(r["round"] for r in ledger.releases(job_id="secure"))
+        assert rounds == list(range(7))
