@@ -4,6 +4,7 @@ ciphertexts, each keeping its key pair and recording its releases in its ledger.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from dpfed.data import load_dataset
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.runtime.budget import BudgetLedger
 
+from .test_networked_prediction import _predict
 from .test_networked_vertical import _lead_until_round
 
 pytest.importorskip("tenseal")
@@ -70,6 +72,15 @@ def test_a_secure_job_over_the_network_is_the_in_process_run_with_the_parties_no
     scores = local.decision_function(test)
     expected = np.mean(np.where(scores > 0, 1, -1) == np.where(data.y_test > 0, 1, -1))
     assert result["final"]["test_accuracy"] == pytest.approx(expected, abs=0.01)
+    # the finished parties score new rows with their blocks; training rows are refused
+    predicted, codes = _predict(job, "breast_cancer:test", job.folder / "receipt.json")
+    assert predicted.returncode == 0, predicted.stderr + job.log("label") + job.log("bank")
+    assert codes == {"label": 0, "bank": 0}
+    receipt = json.loads((job.folder / "receipt.json").read_text())
+    written = json.loads(Path(receipt["path"]).read_text())
+    np.testing.assert_allclose(written["scores"], scores, atol=1e-3)
+    refused, _ = _predict(job, "breast_cancer:train", job.folder / "refused.json")
+    assert refused.returncode != 0 and "training rows" in refused.stderr
     # the key pair stays with its owner, owner-only; the ciphertexts it sent are kept
     for name, _ in SPLIT:
         assert (job.workdir(name) / "ckks.key").stat().st_mode & 0o077 == 0

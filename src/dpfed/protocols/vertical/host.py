@@ -225,7 +225,113 @@ def party_rows(spec: JobSpec, name: str) -> PartyRows:
                      dataset.y_test, [p.n_features for p in spec.parties], dataset.n_features)
 
 
-class VerticalHost(RoleDelegate):
+class ColumnPrediction:
+    """Prediction with a finished vertical job's part of the model, for a host whose party
+    holds a column block (:class:`VerticalHost`, the secure mode's host): by position
+    (:meth:`prediction_share`) or, on aligned tables, by ID (:meth:`prediction_by_id`), with
+    the party's own training rows recognised and flagged.
+
+    The host provides ``spec``, ``name``, ``finished``, ``round``, ``alignment``,
+    ``total_features``, ``training_block`` (its training rows as loaded),
+    ``_training_digests`` (None until needed) and :meth:`scores_of`.
+    """
+
+    spec: JobSpec
+    name: str
+    alignment: dict[str, Any] | None
+    total_features: int
+    training_block: Any
+    _training_digests: list[bytes] | None
+
+    finished: bool  # the host's (its role's)
+    round: int
+
+    def scores_of(self, block: Any) -> np.ndarray:
+        """Its share of the scores of raw rows of its columns, shape ``(n_rows,)``."""
+        raise NotImplementedError
+
+    def prediction_share(self, data: str) -> PartyShare:
+        """This party's scores of its columns of the rows named by ``data``, shape
+        ``(n_rows,)`` (:meth:`scores_of`). ``data``: see
+        :func:`dpfed.data.prediction.prediction_rows`.
+
+        The rows are this party's training rows when the request names them: the training
+        part of the data set it trained on (``NAME:train``), its training file, or a file
+        holding exactly its training rows in their order (whatever its name). Rows named by
+        position have no identifiers (:meth:`prediction_by_id` has), so a new row that merely
+        equals a training row in this party's columns is scored: on categorical data most new
+        rows do (a9a's test rows: 11,415 to 16,277 of 16,281 per party's columns), and the
+        share of a row that is not a training record is a function of the released model
+        alone. See ``docs/networked.md``."""
+        self._check_finished()
+        if self.alignment is not None:
+            raise DpfedInputError(
+                f"job {self.spec.id} aligns its parties' rows by ID: its predictions match "
+                "rows by ID too (a file of each party's own table)."
+            )
+        party = self.spec.party(self.name)
+        rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
+                               base=self.spec.path.parent)
+        first, end = party.columns
+        block = column_block(rows, first, end)
+        training = self._names_training_rows(data, party) or self._is_training_block(block)
+        scores = self.scores_of(block)
+        return PartyShare(scores, np.full(scores.shape[0], training, dtype=bool))
+
+    def _check_finished(self) -> None:
+        if not self.finished:
+            raise DpfedInputError(
+                f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
+                "is no model to score new rows with yet."
+            )
+
+    def prediction_by_id(self, request: str, data: str, recipient: str) -> RowsById:
+        """Its side of a prediction by ID (:mod:`dpfed.protocols.psi_align.prediction`) of
+        the rows of ``data``, a CSV in its data folder read through its schema (labels, if
+        any, are not read). Its share of a row is :meth:`scores_of` its columns, as
+        :meth:`prediction_share`'s; a row whose ID is one of its training rows' is flagged as
+        a training row."""
+        self._check_finished()
+        if self.alignment is None:
+            raise DpfedInputError(
+                "this job's rows have no IDs to predict by: name rows every party holds in the "
+                "same order.")
+        party = self.spec.party(self.name)
+        table = read_table(own_table_path(self.spec, self.name, data),
+                           id_column=party.id_column, schema=load_schema(str(party.schema)),
+                           labels=False)
+
+        def score(ids: list[str]) -> np.ndarray:
+            return self.scores_of(table.take(ids).X)
+
+        return RowsById(self.name, request, data, recipient, self.spec.names, table.ids,
+                        score=score,
+                        training_ids=frozenset(self.alignment["parts"]["train"]["ids"]))
+
+    def _names_training_rows(self, data: str, party: PartySpec) -> bool:
+        """Whether ``data`` names this party's training rows: ``NAME:train`` of its data set,
+        or its training file."""
+        name, _, part = data.rpartition(":")
+        if name == party.data and part == "train":
+            return True
+        candidates = [Path(data).expanduser()]
+        if not candidates[0].is_absolute():
+            candidates.append(self.spec.path.parent / candidates[0])
+        trained = Path(party.data).expanduser()
+        if not trained.is_file():
+            return False
+        return any(c.is_file() and os.path.samefile(c, trained) for c in candidates)
+
+    def _is_training_block(self, block) -> bool:
+        """Whether ``block`` holds exactly this party's training rows, in their order."""
+        if block.shape != self.training_block.shape:
+            return False
+        if self._training_digests is None:
+            self._training_digests = row_digests(self.training_block)
+        return row_digests(block) == self._training_digests
+
+
+class VerticalHost(ColumnPrediction, RoleDelegate):
     """One party of a networked vertical job.
 
     Parameters
@@ -373,88 +479,13 @@ class VerticalHost(RoleDelegate):
         return {part: {"rows": len(v["ids"]), "digest": v["digest"]}
                 for part, v in self.alignment["parts"].items()}
 
-    def prediction_share(self, data: str) -> PartyShare:
-        """This party's scores of its columns of the rows named by ``data``, shape
-        ``(n_rows,)``: its rows prepared as in training (row clipping or normalisation) times
-        its final model, clipped to its prediction bound when it has one, exactly as
-        :meth:`dpfed.estimators.VerticalLinearClassifier.decision_function` computes its
-        share. ``data``: see :func:`dpfed.data.prediction.prediction_rows`.
-
-        The rows are this party's training rows when the request names them: the training
-        part of the data set it trained on (``NAME:train``), its training file, or a file
-        holding exactly its training rows in their order (whatever its name). Rows named by
-        position have no identifiers (:meth:`prediction_by_id` has), so a new row that merely
-        equals a training row in this party's columns is scored: on categorical data most new
-        rows do (a9a's test rows: 11,415 to 16,277 of 16,281 per party's columns), and the
-        share of a row that is not a training record is a function of the released model
-        alone. See ``docs/networked.md``."""
-        self._check_finished()
-        if self.alignment is not None:
-            raise DpfedInputError(
-                f"job {self.spec.id} aligns its parties' rows by ID: its predictions match "
-                "rows by ID too (a file of each party's own table)."
-            )
-        party = self.spec.party(self.name)
-        rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
-                               base=self.spec.path.parent)
-        first, end = party.columns
-        block = column_block(rows, first, end)
+    def scores_of(self, block: Any) -> np.ndarray:
+        """Its scores of raw rows of its columns: prepared as in training (row clipping or
+        normalisation) times its final model, clipped to its prediction bound when it has
+        one, exactly as :meth:`dpfed.estimators.VerticalLinearClassifier.decision_function`
+        computes its share."""
         role = self.role.role
-        prepared = role.mechanism.prepare_block(block)
-        training = self._names_training_rows(data, party) or self._is_training_block(block)
-        scores = np.asarray(role.scores(prepared), dtype=np.float64)
-        return PartyShare(scores, np.full(scores.shape[0], training, dtype=bool))
-
-    def _check_finished(self) -> None:
-        if not self.finished:
-            raise DpfedInputError(
-                f"{self.name} has not finished job {self.spec.id} (round {self.round}): there "
-                "is no model to score new rows with yet."
-            )
-
-    def prediction_by_id(self, request: str, data: str, recipient: str) -> RowsById:
-        """Its side of a prediction by ID (:mod:`dpfed.protocols.psi_align.prediction`) of
-        the rows of ``data``, a CSV in its data folder read through its schema (labels, if
-        any, are not read). Its share of a row is its prepared columns times its final model,
-        as :meth:`prediction_share`'s; a row whose ID is one of its training rows' is
-        flagged as a training row."""
-        self._check_finished()
-        if self.alignment is None:
-            return super().prediction_by_id(request, data, recipient)  # refused
-        party = self.spec.party(self.name)
-        table = read_table(own_table_path(self.spec, self.name, data),
-                           id_column=party.id_column, schema=load_schema(str(party.schema)),
-                           labels=False)
-        role = self.role.role
-
-        def score(ids: list[str]) -> np.ndarray:
-            return np.asarray(role.scores(role.mechanism.prepare_block(table.take(ids).X)))
-
-        return RowsById(self.name, request, data, recipient, self.spec.names, table.ids,
-                        score=score,
-                        training_ids=frozenset(self.alignment["parts"]["train"]["ids"]))
-
-    def _names_training_rows(self, data: str, party: PartySpec) -> bool:
-        """Whether ``data`` names this party's training rows: ``NAME:train`` of its data set,
-        or its training file."""
-        name, _, part = data.rpartition(":")
-        if name == party.data and part == "train":
-            return True
-        candidates = [Path(data).expanduser()]
-        if not candidates[0].is_absolute():
-            candidates.append(self.spec.path.parent / candidates[0])
-        trained = Path(party.data).expanduser()
-        if not trained.is_file():
-            return False
-        return any(c.is_file() and os.path.samefile(c, trained) for c in candidates)
-
-    def _is_training_block(self, block) -> bool:
-        """Whether ``block`` holds exactly this party's training rows, in their order."""
-        if block.shape != self.training_block.shape:
-            return False
-        if self._training_digests is None:
-            self._training_digests = row_digests(self.training_block)
-        return row_digests(block) == self._training_digests
+        return np.asarray(role.scores(role.mechanism.prepare_block(block)), dtype=np.float64)
 
     def final(self) -> dict[str, Any]:
         """What the leader needs at the end: the party's releases (public) and its shape."""

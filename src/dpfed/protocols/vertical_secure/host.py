@@ -21,8 +21,9 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.psi_align.prediction import PREDICTION_MESSAGES
 from dpfed.protocols.vertical.evaluation import RoundReport
-from dpfed.protocols.vertical.host import party_rows
+from dpfed.protocols.vertical.host import ColumnPrediction, party_rows
 from dpfed.protocols.vertical_secure.messages import CipherPart, FinalScores, GradientRelease
 from dpfed.protocols.vertical_secure.party import SecureParty
 from dpfed.protocols.vertical_secure.roles import Outbox, SecureRole
@@ -34,7 +35,7 @@ from dpfed.protocols.vertical_secure.setup import (
     ROW_SCALINGS,
     SecureSetup,
 )
-from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
+from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.private_files import load_or_create_secret
 from dpfed.runtime.registry import JobRecord, Protocol
@@ -111,8 +112,9 @@ def secure_setup(cfg: SecureParams, n_samples: int, widths: Sequence[int]) -> Se
         intercept_scale=cfg.intercept_scale, ridge=cfg.ridge, row_scaling=cfg.row_scaling)
 
 
-class SecureVerticalHost(RoleDelegate):
-    """One party of a networked secure vertical job."""
+class SecureVerticalHost(ColumnPrediction, RoleDelegate):
+    """One party of a networked secure vertical job; once it has finished, it scores new
+    rows with its block (:class:`~dpfed.protocols.vertical.host.ColumnPrediction`)."""
 
     role: SecureRole
     ledger_support = True
@@ -124,6 +126,8 @@ class SecureVerticalHost(RoleDelegate):
         self.index = spec.names.index(name)
         cfg = secure_params(spec.params)
         rows = party_rows(spec, name)
+        self.alignment, self.total_features = rows.alignment, rows.total_features
+        self.training_block, self._training_digests = rows.block, None
         self.n_samples, self.n_features = (int(v) for v in rows.block.shape)
         self.setup = secure_setup(cfg, self.n_samples, rows.widths)
         folder = spec.party(name).workdir / spec.id
@@ -165,15 +169,24 @@ class SecureVerticalHost(RoleDelegate):
             "events": [asdict(e) for e in role.events], "n_features": self.n_features,
             "costs": {"bytes_sent": role.bytes_sent, "seconds": role.seconds},
         }
+        if self.alignment is not None:
+            out["alignment"] = {part: {"rows": len(v["ids"]), "digest": v["digest"]}
+                                for part, v in self.alignment["parts"].items()}
         return out
+
+    @property
+    def rows_digest(self) -> str | None:
+        """The digest of its agreed training rows in an aligned job, else None."""
+        return None if self.alignment is None else str(self.alignment["parts"]["train"]["digest"])
 
     def losses(self, models: list[list[float]]) -> list[float]:
         raise DpfedInputError("a secure vertical job is evaluated on test rows only.")
 
-    def prediction_share(self, data: str) -> PartyShare:
-        raise DpfedInputError(
-            "predictions with a secure vertical job's model are not available yet: each "
-            "party's block is in its work folder (model.json).")
+    def scores_of(self, block: Any) -> np.ndarray:
+        """Its rows bounded as in training (the label holder's with the intercept column)
+        times its final block."""
+        party = self.role.party
+        return np.asarray(party.prepared(block) @ party.w, dtype=np.float64).reshape(-1)
 
 
 class SecureVerticalProtocol(Protocol):
@@ -186,6 +199,7 @@ class SecureVerticalProtocol(Protocol):
     dataless_role = None
     same_rows = True
     messages = SECURE_MESSAGES
+    prediction_messages = PREDICTION_MESSAGES
     report = RoundReport
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
@@ -207,6 +221,12 @@ class SecureVerticalProtocol(Protocol):
     def host(self, spec: JobSpec, name: str) -> SecureVerticalHost:
         return SecureVerticalHost(spec, name)
 
+    def prediction_output(self, spec: JobSpec, scores: np.ndarray) -> dict[str, Any]:
+        """The summed scores (the intercept in the label holder's share) and the probability
+        of the positive class."""
+        return {"scores": scores.tolist(),
+                "probability": (1.0 / (1.0 + np.exp(-scores))).tolist()}
+
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
         """The ``result.json`` of a networked secure job (the keys of ``dpfed train vertical
         --secure``'s, the model blocks staying with the parties)."""
@@ -219,8 +239,16 @@ class SecureVerticalProtocol(Protocol):
         costs = {name: accounts[name]["costs"] for name in spec.names}
         rounds = max(1, setup.rounds)
         final = dict(record.history[-1]) if record.history else {}
+        data = {}
+        if spec.align:
+            agreed = {name: accounts[name].get("alignment") for name in spec.names}
+            if len({repr(a) for a in agreed.values()}) != 1:
+                raise DpfedInputError(f"the parties trained on different alignments: {agreed}.")
+            data = {"data": {"alignment": {"align": spec.align,
+                                           "parts": agreed[spec.names[0]]}}}
         return {
             "protocol": "vertical-secure",
+            **data,
             "parties": [{"name": name, "n_features": w} for name, w in
                         zip(spec.names, widths, strict=True)],
             "history": record.history,
