@@ -90,11 +90,6 @@ def test_train_vertical_config_runs_the_job_in_process_and_records_no_id(tmp_pat
 def test_aligned_jobs_are_refused_where_they_cannot_run(tmp_path, capsys, party_tables):
     party_tables(tmp_path)
     job = _job(tmp_path)
-    # predictions on the parties' own tables (by ID) are not there yet
-    assert main(["predict", "--config", str(job), "--data", "new.csv", "--out",
-                 str(tmp_path / "p.json")]) == 2
-    assert "a networked prediction (by ID) on such a job is not available yet" in \
-        capsys.readouterr().err
     # a party's table keys need align
     text = job.read_text().replace('align = "psi"\n', "")
     with pytest.raises(DpfedInputError, match=r"needs \[job\]\.align"):
