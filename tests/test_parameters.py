@@ -43,10 +43,14 @@ def test_one_vocabulary_the_noise_seed_is_the_only_secret(config):
 
 
 def test_the_registered_protocols_take_their_job_parameters_from_the_configs():
-    # vertical: the configuration's fields and the job's rounds_above_rule
+    # vertical: the configuration's fields, the job's rounds_above_rule and secure (which
+    # selects the secure mode, a protocol with parameters of its own)
     assert get_protocol("vertical").params == VERTICAL_PARAMS
-    assert set(VERTICAL_PARAMS) - {"rounds_above_rule"} == set(job_parameters(VerticalConfig))
+    assert set(VERTICAL_PARAMS) - {"rounds_above_rule", "secure"} == set(
+        job_parameters(VerticalConfig))
     assert VERTICAL_PARAMS["rounds_above_rule"].kind is bool
+    assert VERTICAL_PARAMS["secure"].kind is bool
+    assert get_protocol("vertical_secure").params["secure"].kind is bool
     assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_parameters(
         ConsensusConfig)
     graph = {"graph", "graph_seed", "p", "radius"}
