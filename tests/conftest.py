@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import itertools
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -151,11 +152,36 @@ def _cpus_free(ray, seconds: float = 3.0) -> bool:
     return True
 
 
+def _interrupt_state() -> tuple[object, frozenset]:
+    """How this process takes SIGINT: its handler, and whether the main thread blocks it."""
+    return (signal.getsignal(signal.SIGINT),
+            frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT})
+
+
+_INTERRUPT = _interrupt_state()
+#: Tests after which this process no longer took SIGINT as it did at start (the state is then
+#: restored, and the test is named at the end of the run).
+INTERRUPT_CHANGED: list[str] = []
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item, nextitem):
-    """After the fixtures' own teardown: give the local Ray up unless the next test uses it."""
+    """After the fixtures' own teardown: give the local Ray up unless the next test uses it,
+    and put SIGINT back as it was if the test (or a library it ran) changed how this process
+    takes it: the processes later tests start inherit an ignored or blocked SIGINT, and a
+    `dpfed` process that cannot be interrupted fails the Ctrl-C tests."""
     if nextitem is None or "local_ray" not in getattr(nextitem, "fixturenames", ()):
         _LOCAL_RAY.release()
+    if _interrupt_state() != _INTERRUPT:
+        INTERRUPT_CHANGED.append(item.nodeid)
+        signal.signal(signal.SIGINT, _INTERRUPT[0])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT} - _INTERRUPT[1])
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the tests that changed how the process takes SIGINT."""
+    for nodeid in INTERRUPT_CHANGED:
+        terminalreporter.write_line(f"SIGINT handling changed by {nodeid} (restored)")
 
 
 #: Columns per party: the label holder, a bank and a shop.
