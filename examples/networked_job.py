@@ -101,21 +101,24 @@ def write_job(folder: Path, job_id: str, *, epsilon: float, budget: float,
     return config
 
 
-def run_job(config: Path, out: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    """Start one ``dpfed party`` per party, lead the job with ``dpfed run`` and stop the
-    parties (each exits by itself when the job ends; any still running is killed)."""
+def with_parties(config: Path, parties, command: list[str], *, timeout: float = 120.0,
+                 log_prefix: str = "") -> subprocess.CompletedProcess:
+    """Start one ``dpfed party`` per party of ``parties``, run the leader's ``command`` (the
+    arguments after ``dpfed``) in the job file's folder, and stop the parties (each exits by
+    itself when the job or prediction ends; any still running is killed). Each party's output
+    goes to ``logs/<log_prefix><name>.log``."""
     folder = config.parent
     (folder / "logs").mkdir(exist_ok=True)
     procs: list[subprocess.Popen] = []
     finished = False
     try:
-        for name in PARTIES:
-            with (folder / "logs" / f"{config.stem}-{name}.log").open("ab") as log:
+        for name in parties:
+            with (folder / "logs" / f"{log_prefix}{name}.log").open("ab") as log:
                 procs.append(subprocess.Popen(
                     [*DPFED, "party", "--config", config.name, "--name", name],
                     cwd=folder, stdout=log, stderr=subprocess.STDOUT))
-        done = subprocess.run([*DPFED, "run", "--config", config.name, "--out", str(out)],
-                              cwd=folder, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run([*DPFED, *command], cwd=folder, capture_output=True, text=True,
+                              timeout=timeout)
         finished = True
         return done
     finally:  # on any error (a timeout, Ctrl-C) the parties are stopped at once
@@ -125,6 +128,12 @@ def run_job(config: Path, out: Path, timeout: float = 120.0) -> subprocess.Compl
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def run_job(config: Path, out: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """The walkthrough's parties and ``dpfed run`` on ``config`` (:func:`with_parties`)."""
+    return with_parties(config, PARTIES, ["run", "--config", config.name, "--out", str(out)],
+                        timeout=timeout, log_prefix=f"{config.stem}-")
 
 
 def ledger_path(folder: Path, name: str) -> Path:

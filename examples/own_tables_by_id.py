@@ -36,7 +36,7 @@ from dpfed.data.tables import load_schema
 
 DPFED = [sys.executable, "-m", "dpfed.cli"]  # the `dpfed` command of this Python
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from networked_job import free_ports  # noqa: E402  (the examples are kept together)
+from networked_job import free_ports, with_parties  # noqa: E402  (kept together)
 
 #: The breast cancer tables: which organisation holds which columns (the ten nuclear
 #: measures' means, standard errors and worst values).
@@ -110,33 +110,6 @@ def job_file(folder: Path, tables: Path, parties: list[str], id_column: str, *,
     return config
 
 
-def with_parties(config: Path, parties: list[str], command: list[str],
-                 timeout: float = 600.0) -> subprocess.CompletedProcess:
-    """Start one ``dpfed party`` per party, run ``command`` (the leader's), and stop the
-    parties (each exits by itself when the job or prediction ends; any left is killed)."""
-    folder = config.parent
-    (folder / "logs").mkdir(exist_ok=True)
-    procs: list[subprocess.Popen] = []
-    finished = False
-    try:
-        for name in parties:
-            with (folder / "logs" / f"{name}.log").open("ab") as log:
-                procs.append(subprocess.Popen(
-                    [*DPFED, "party", "--config", config.name, "--name", name],
-                    cwd=folder, stdout=log, stderr=subprocess.STDOUT))
-        done = subprocess.run([*DPFED, *command], cwd=folder, capture_output=True, text=True,
-                              timeout=timeout)
-        finished = True
-        return done
-    finally:
-        for proc in procs:
-            try:
-                proc.wait(timeout=15 if finished else 0.1)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 def check(done: subprocess.CompletedProcess, folder: Path, what: str) -> None:
     if done.returncode != 0:
         print(done.stdout + done.stderr, file=sys.stderr)
@@ -186,10 +159,10 @@ def main() -> None:
         print(f"job file {config}: parties {', '.join(parties)} ({parties[0]} holds the "
               "labels), rows aligned by private set intersection")
         check(with_parties(config, parties, ["run", "--config", config.name, "--out",
-                                             "result.json"]), folder, "dpfed run")
+                                             "result.json"], timeout=600), folder, "dpfed run")
         check(with_parties(config, parties, ["predict", "--config", config.name, "--data",
-                                             "new.csv", "--out", "receipt.json"]),
-              folder, "dpfed predict")
+                                             "new.csv", "--out", "receipt.json"],
+                           timeout=600), folder, "dpfed predict")
         receipt = json.loads((folder / "receipt.json").read_text())
         scored = json.loads(Path(receipt["path"]).read_text())
         truth = np.array([answers[i] == positive for i in scored["ids"]])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import itertools
 import os
@@ -152,9 +153,23 @@ def _cpus_free(ray, seconds: float = 3.0) -> bool:
     return True
 
 
-def _interrupt_state() -> tuple[object, frozenset]:
-    """How this process takes SIGINT: its handler, and whether the main thread blocks it."""
-    return (signal.getsignal(signal.SIGINT),
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _os_interrupt_handler() -> int | None:
+    """The address of SIGINT's handler as the kernel has it (1: ignored, 0: default). A C
+    library can change it behind Python's back, where ``signal.getsignal`` does not see it;
+    the processes a test starts inherit an ignored SIGINT."""
+    action = (ctypes.c_char * 256)()  # struct sigaction, its handler first
+    if _LIBC.sigaction(signal.SIGINT, None, action) != 0:
+        return None
+    return ctypes.c_void_p.from_buffer(action).value
+
+
+def _interrupt_state() -> tuple[object, int | None, frozenset]:
+    """How this process takes SIGINT: its Python handler, the kernel's, and whether the main
+    thread blocks it."""
+    return (signal.getsignal(signal.SIGINT), _os_interrupt_handler(),
             frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT})
 
 
@@ -174,8 +189,8 @@ def pytest_runtest_teardown(item, nextitem):
         _LOCAL_RAY.release()
     if _interrupt_state() != _INTERRUPT:
         INTERRUPT_CHANGED.append(item.nodeid)
-        signal.signal(signal.SIGINT, _INTERRUPT[0])
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT} - _INTERRUPT[1])
+        signal.signal(signal.SIGINT, _INTERRUPT[0])  # installs Python's C handler again
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT} - _INTERRUPT[2])
 
 
 def pytest_terminal_summary(terminalreporter):
