@@ -189,6 +189,9 @@ def pytest_runtest_teardown(item, nextitem):
         _LOCAL_RAY.release()
     if _interrupt_state() != _INTERRUPT:
         INTERRUPT_CHANGED.append(item.nodeid)
+        item.warn(pytest.PytestWarning(
+            f"this test changed how the process takes SIGINT ({_interrupt_state()!r}); "
+            "restored"))
         signal.signal(signal.SIGINT, _INTERRUPT[0])  # installs Python's C handler again
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT} - _INTERRUPT[2])
 

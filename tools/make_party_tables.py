@@ -7,8 +7,8 @@ retailer (work and origin) each get ``train.csv`` and ``test.csv`` keyed by ``cu
 others' customers and holds 1,500 IDs nobody else has. Each also gets ``new.csv``: 2,000 new
 customers taken out of Adult's test rows (not in any ``test.csv``), each party missing about
 3 % of them, the bank's without the income column; their incomes are in ``answers.csv`` beside
-the parties' folders, to check the scores of a prediction by ID against. The schemas take their bounds and
-category lists from dpfed's declared public preprocessing of Adult
+the parties' folders, to check the scores of a prediction by ID against. The schemas take their
+bounds and category lists from dpfed's declared public preprocessing of Adult
 (``dpfed.data.specs.DATASET_SPECS["adult"]``: adult.names and the CPS top-codes), with an
 explicit ``other`` column for unknown values (Adult writes a missing value as ``?``).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -104,6 +105,10 @@ def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
+                    reason="every audit twice, on Ray and in a process pool: "
+                           "set DPFED_REPRODUCE=1; CI checks Ray's equality on the Bayesian "
+                           "and consensus runs")
 def test_all_audits_on_ray_tasks_give_the_same_records(tmp_path, local_ray):
     from dpfed.engines.tasks import RayExecutor
 

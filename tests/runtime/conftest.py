@@ -48,6 +48,14 @@ def _toml_value(value) -> str:
     return repr(value)
 
 
+def interruptible() -> None:
+    """Run in a started process before it executes ``dpfed``: SIGINT as a terminal gives it
+    (default, not blocked), whatever this test process holds. Libraries loaded in a long
+    test session can leave SIGINT ignored or blocked in it, and a child inherits both."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 class NetJob:
     """A job folder (certificates, job file, work folders) and its processes."""
 
@@ -103,7 +111,7 @@ class NetJob:
         proc = subprocess.Popen(
             [*DPFED, "party", "--config", str(self.config), "--name", name,
              *self.party_args.get(name, []), *extra],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+            stdout=log, stderr=subprocess.STDOUT, env=self.env(), preexec_fn=interruptible,
         )
         self.procs[name] = proc
         return proc

@@ -165,6 +165,9 @@ def _release_rows(job, name: str) -> list[tuple]:
         ]
 
 
+@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
+                    reason="a kill-and-replay drill: "
+                           "set DPFED_REPRODUCE=1; CI runs the vertical and secure ones")
 def test_a_party_killed_early_without_a_seed_replays_its_releases_from_its_secret(netjob):
     budgets = {"bank": BUDGET, "shop": BUDGET}
     whole = netjob(PARTIES, params=WALKTHROUGH, budgets=budgets, sub="whole")

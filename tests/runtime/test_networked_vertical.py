@@ -20,7 +20,7 @@ from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.runtime.budget import BudgetLedger
 
-from .conftest import DPFED, allowing_exact
+from .conftest import DPFED, allowing_exact, interruptible
 
 SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
          "rounds_above_rule": True}
@@ -51,7 +51,8 @@ def follow(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
 
 def _lead_until_round(job, k: int) -> tuple[subprocess.Popen, list[str]]:
     """Start ``dpfed run`` and return once it has reported round ``k``."""
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env(),
+                              preexec_fn=interruptible)
     lines: list[str] = []
     follow(leader, lines)
     reached = wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
@@ -211,6 +212,9 @@ def test_two_jobs_against_one_budget_exactly_one_runs(netjob, tmp_path):
         job.wait_parties()
 
 
+@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
+                    reason="a restart within the grace: "
+                           "set DPFED_REPRODUCE=1; CI runs the secure job's, the same path")
 def test_party_back_within_grace_continues_the_round(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
@@ -271,7 +275,8 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
     # party the leader names first
     assert wait_for(lambda: all("serving job" in job.log(n) for n in ("label", "bank")),
                     timeout=120), job.log("label") + job.log("bank")
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env(),
+                              preexec_fn=interruptible)
     _, text = leader.communicate(timeout=120)
     assert leader.returncode == 4, text
     # the leader's own clock, from the start of its opening (a loaded machine may take seconds

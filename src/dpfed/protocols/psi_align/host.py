@@ -28,7 +28,7 @@ from dpfed.data.psi import alignment_digest, new_psi_key, order_key
 from dpfed.data.tables import load_schema, read_table
 from dpfed.parameters import job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.psi_align.messages import PsiAnswer, PsiOrder, PsiRequest
+from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.psi_align.roles import AlignmentHolder, AlignmentSeeker, column_hashes
 from dpfed.runtime.alignment import ALIGNMENT_PROTOCOL, alignment_file, parent_job_id
 from dpfed.runtime.hosting import RoleDelegate
@@ -36,12 +36,6 @@ from dpfed.runtime.jobspec import JobSpec, PartySpec
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret, private_folder
 from dpfed.runtime.registry import JobRecord, Protocol
-from dpfed.runtime.wire import register_message
-
-#: The messages of an alignment job.
-ALIGNMENT_MESSAGES = (PsiRequest, PsiAnswer, PsiOrder)
-for _kind in ALIGNMENT_MESSAGES:
-    register_message(_kind)
 
 
 def _parts(spec: JobSpec) -> tuple[str, ...]:

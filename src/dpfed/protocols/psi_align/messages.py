@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpfed.runtime.messages import Message
+from dpfed.runtime.wire import register_message
 
 
+@register_message
 @dataclass(frozen=True)
 class PsiRequest(Message):
     """Label holder -> party: its IDs of one ``part`` (``"train"`` or ``"test"``) encrypted
@@ -22,6 +24,7 @@ class PsiRequest(Message):
     nbytes: int
 
 
+@register_message
 @dataclass(frozen=True)
 class PsiAnswer(Message):
     """Party -> label holder: its setup (its IDs under its key) and its response (the
@@ -40,6 +43,7 @@ class PsiAnswer(Message):
     response_nbytes: int
 
 
+@register_message
 @dataclass(frozen=True)
 class PsiOrder(Message):
     """Label holder -> party: the rows every party holds of ``part``, as HMAC-SHA256 tags
@@ -57,3 +61,7 @@ class PsiOrder(Message):
     digest: str
     widths: str
     refusal: str
+
+
+#: The messages of an alignment job (and of a prediction by ID), registered with the wire.
+ALIGNMENT_MESSAGES = (PsiRequest, PsiAnswer, PsiOrder)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dpfed.data.psi import new_psi_key, order_key
-from dpfed.protocols.psi_align.host import ALIGNMENT_MESSAGES
+from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.psi_align.roles import AlignmentHolder, AlignmentSeeker
 from dpfed.runtime.hosting import PartyShare
 from dpfed.runtime.messages import Message, ProtocolError

@@ -27,7 +27,7 @@ from dpfed.data.specs import parties_preprocessing
 from dpfed.data.tables import PartyTable, load_schema, read_table
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
-from dpfed.protocols.psi_align.prediction import PREDICTION_MESSAGES, RowsById
+from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
     VerticalConfig,
@@ -285,7 +285,7 @@ class ColumnPrediction:
                 "is no model to score new rows with yet."
             )
 
-    def prediction_by_id(self, request: str, data: str, recipient: str) -> RowsById:
+    def prediction_by_id(self, request: str, data: str, recipient: str) -> Any:
         """Its side of a prediction by ID (:mod:`dpfed.protocols.psi_align.prediction`) of
         the rows of ``data``, a CSV in its data folder read through its schema (labels, if
         any, are not read). Its share of a row is :meth:`scores_of` its columns, as
@@ -303,6 +303,9 @@ class ColumnPrediction:
 
         def score(ids: list[str]) -> np.ndarray:
             return self.scores_of(table.take(ids).X)
+
+        # on first use: the PSI roles are only needed by a prediction by ID
+        from dpfed.protocols.psi_align.prediction import RowsById
 
         return RowsById(self.name, request, data, recipient, self.spec.names, table.ids,
                         score=score,
@@ -505,7 +508,7 @@ class VerticalProtocol(Protocol):
     dataless_role = None
     same_rows = True
     messages = VERTICAL_MESSAGES
-    prediction_messages = PREDICTION_MESSAGES
+    prediction_messages = ALIGNMENT_MESSAGES  # a prediction by ID agrees its rows by PSI
     report = RoundReport
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.psi_align.prediction import PREDICTION_MESSAGES
+from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical.host import ColumnPrediction, party_rows
 from dpfed.protocols.vertical_secure.messages import CipherPart, FinalScores, GradientRelease
@@ -199,7 +199,7 @@ class SecureVerticalProtocol(Protocol):
     dataless_role = None
     same_rows = True
     messages = SECURE_MESSAGES
-    prediction_messages = PREDICTION_MESSAGES
+    prediction_messages = ALIGNMENT_MESSAGES
     report = RoundReport
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
