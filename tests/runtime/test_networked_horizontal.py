@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -45,7 +46,9 @@ def _same_history(got: list[dict], want: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("perturbation, privacy", [
-    ("dvp", {"alpha": 1.0}),
+    pytest.param("dvp", {"alpha": 1.0}, marks=pytest.mark.skipif(
+        not os.environ.get("DPFED_REPRODUCE"),
+        reason="six DVP nodes: set DPFED_REPRODUCE=1; CI runs PVP's and DVP's simulation")),
     ("pvp", {"node_alphas": [1.0, 0.5, 1.0, 2.0, 1.0, 0.8], "schedule": "geometric",
              "rate": 0.9}),
 ])
