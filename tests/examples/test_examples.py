@@ -33,6 +33,9 @@ KEY_LINES: dict[str, str] = {
     "own_tables_by_id.py": "new rows by ID: accuracy",
 }
 TIMEOUT = 120.0
+#: Examples whose behaviour CI checks elsewhere, run with DPFED_REPRODUCE=1, and where.
+REPRODUCE_ONLY = {"budget_across_jobs.py": "jobs composing in one budget: CI checks it in "
+                                           "tests/runtime/test_networked_vertical.py"}
 
 
 def needs_net(script: Path) -> bool:
@@ -55,6 +58,8 @@ def test_the_examples_are_found():
 @pytest.mark.networked  # every example is a process of its own
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_example_runs(script: Path, tmp_path: Path, machine_lock) -> None:
+    if script.name in REPRODUCE_ONLY and not os.environ.get("DPFED_REPRODUCE"):
+        pytest.skip(f"{REPRODUCE_ONLY[script.name]}; set DPFED_REPRODUCE=1")
     if needs_net(script):
         pytest.importorskip("grpc", reason="the networked examples need dpfed[net]")
         # they look for free ports from the same first one (18050): one at a time, or two
