@@ -52,11 +52,12 @@ def _run(roles, *, stop_after=None):
     return sent, []
 
 
-@pytest.fixture(scope="module")
-def problem():
+@pytest.fixture(scope="module", params=["all", "passive"])
+def problem(request):
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, :15], data.X_train[:, 15:]]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), 2.0, 1e-5, protect="all", rounds=2)
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5, protect=request.param,
+                        rounds=2)
     keys = [ckks.KeyHolder().secret_bytes() for _ in NAMES]
     return setup, blocks, (data.y_train > 0).astype(float), keys
 
@@ -76,18 +77,27 @@ def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_s
         tmp_path, problem):
     setup, blocks, y01, keys = problem
     roles = _roles(tmp_path, setup, blocks, y01, keys)
-    first, queue = _run(roles, stop_after=9)
+    # all: snapshots in round 1; passive: the weighting request on its way
+    first, queue = _run(roles, stop_after=9 if setup.protect == "all" else 26)
     snapshots = {name: role.state_dict() for name, role in roles.items()}
     rest, frames = _continue(roles, queue)
     sent = [m for m in first if all(m is not q for q in queue)] + rest
     reports = [m for m in sent if isinstance(m, RoundReport)]
     assert [(r.round, r.finished) for r in reports] == [(1, False), (2, True)]
     assert all(role.finished for role in roles.values())
-    assert [len(role.events) for role in roles.values()] == [3, 3]  # Gram and T rounds
+    # Gram and T rounds each; the passive party's weighting statistics; an unprotected
+    # label holder records nothing
+    expected = [3, 3] if setup.protect == "all" else [0, 4]
+    assert [len(role.events) for role in roles.values()] == expected
     local = train_secure_vertical(blocks, y01, setup, backend="plain",
                                   rngs=np.random.default_rng(7).spawn(2))
     np.testing.assert_allclose(roles["label"].party.w[:-1], local.blocks[0], atol=1e-4)
     np.testing.assert_allclose(roles["bank"].party.w, local.blocks[1], atol=1e-4)
+    if setup.protect == "passive":  # the label holder's own model, the passive scores weighed
+        assert local.weighting is not None and 0.0 < local.weighting.beta <= 1.0
+        assert roles["bank"].weight == pytest.approx(local.weighting.beta, abs=1e-3)
+        assert roles["label"].weighting.beta == roles["bank"].weight
+        assert reports[-1].test_log_loss is None  # no test rows given here
     # nothing in the clear but d-vectors: every N-long value travels as ciphertexts
     for m in sent:
         if not isinstance(m, CipherPart):

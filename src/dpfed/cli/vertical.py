@@ -260,7 +260,10 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     payload: dict[str, Any] = {
         "protocol": "vertical-secure",
         "model": {"blocks": [w.tolist() for w in result.blocks],
-                  "intercept": result.intercept},
+                  "intercept": result.intercept,
+                  **({} if result.weighting is None else {
+                      "passive_weight": result.weighting.beta,
+                      "passive_score_clip": result.weighting.score_bound})},
         "final": final,
         "privacy": result.privacy(),
         "costs": result.cost_summary(),
@@ -277,6 +280,11 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     print(f"secure products: {costs['seconds_per_round']:.1f} s and "
           f"{costs['bytes_per_round'] / 1e6:.1f} MB per round, "
           f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once")
+    if result.weighting is not None:
+        print(f"the label holder's own model plus {result.weighting.beta:.3g} x the passive "
+              f"party's scores (clipped to +-{result.weighting.score_bound:g}): the weight its "
+              f"noisy statistics support, so the model is not worse than the label holder's "
+              f"own on the training rows at their confidence bounds")
     print_result(payload, args.out)
     return 0
 

@@ -94,6 +94,11 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
 
     intercept_ : ndarray, shape (1,)
         The label holder's intercept (0 unless ``secure``).
+    passive_weight_ : float or None
+        ``secure`` with ``protect_label_holder=False``: the weight of the passive party's
+        scores, clipped to ``+-2`` (the label holder's block is then its own model and
+        :meth:`decision_function` adds ``passive_weight_ * clip(scores)``,
+        :mod:`dpfed.protocols.vertical_secure.weighting`); None otherwise.
 
     Notes
     -----
@@ -207,6 +212,8 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
             self.history_ = [{"round": i // 2, "block": c.block, "seconds": c.seconds,
                               "bytes": c.bytes_sent} for i, c in enumerate(secure.costs)]
             self.privacy_spent_ = secure.privacy()
+            self.passive_weight_ = (None if secure.weighting is None
+                                    else secure.weighting.beta)
             return self
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())
         self.result_ = result
@@ -215,6 +222,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         self.coef_ = np.concatenate(list(result.models.values()))[None, :]
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
+        self.passive_weight_ = None
         return self
 
     def decision_function(self, X) -> np.ndarray:

@@ -159,6 +159,11 @@ class ProtocolHost(ABC):
         job in its budget ledger), else None (the default)."""
         return None
 
+    def model_details(self) -> dict[str, Any]:
+        """What its ``model.json`` says beside ``coef`` when its share of a prediction is not
+        its rows times ``coef`` alone (empty, the default)."""
+        return {}
+
     def close(self) -> list[Message]:
         """The submission deadline passed: stop waiting for missing inputs and return the
         messages that follows. Refuses (``DpfedInputError``) before changing any state.

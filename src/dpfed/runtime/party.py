@@ -679,6 +679,7 @@ class PartyNode:
             "columns": None if self.party.columns is None else list(self.party.columns),
             "rows": None if self.party.rows is None else list(self.party.rows),
             "coef": self.host.model(),
+            **self.host.model_details(),
         })
         if self.ledger is not None:
             self.ledger.close_job(self.spec.id, self.name)

@@ -26,6 +26,13 @@ from dpfed.protocols.vertical_secure.party import (
     bounded_rows,
 )
 from dpfed.protocols.vertical_secure.setup import SecureSetup
+from dpfed.protocols.vertical_secure.weighting import (
+    WeightedPassive,
+    choose_weight,
+    encrypted_statistics,
+    plain_statistics,
+    weighting_request,
+)
 from dpfed.secure import ckks
 
 Matrix = np.ndarray | sp.csr_matrix
@@ -50,6 +57,10 @@ class SecureVerticalResult:
         Wall time of the whole job.
     backend : str
         ``"ckks"`` (the protocol) or ``"plain"`` (its simulation with the same noise).
+    weighting : WeightedPassive or None
+        Under ``protect="passive"``: the weight of the passive party's clipped scores, the
+        label holder's block being its own model (:mod:`.weighting`); None: both blocks as
+        trained.
     """
 
     blocks: list[np.ndarray]
@@ -59,6 +70,7 @@ class SecureVerticalResult:
     setup_bytes: int
     seconds: float
     backend: str = "ckks"
+    weighting: WeightedPassive | None = None
 
     def decision_function(self, blocks: list[Matrix]) -> np.ndarray:
         """Scores of rows split like the training rows (each block bounded as in training)."""
@@ -67,8 +79,9 @@ class SecureVerticalResult:
                 f"the model has {len(self.blocks)} blocks; found {len(blocks)} blocks of rows."
             )
         total = np.full(blocks[0].shape[0], self.intercept)
-        for X, w in zip(blocks, self.blocks, strict=True):
-            total += np.asarray(bounded_rows(X, self.setup.row_scaling) @ w).ravel()
+        for j, (X, w) in enumerate(zip(blocks, self.blocks, strict=True)):
+            share = np.asarray(bounded_rows(X, self.setup.row_scaling) @ w).ravel()
+            total += share if j == 0 or self.weighting is None else self.weighting.share(share)
         return total
 
     def privacy(self) -> dict[str, Any]:
@@ -83,7 +96,7 @@ class SecureVerticalResult:
             "epsilon_target": s.epsilon,
             "delta": s.delta,
             "noise_multiplier": s.noise_multiplier,
-            "releases": s.rounds + 1,
+            "releases": s.release_count,
             "rounds": s.rounds,
             "gradient_sigma": s.gradient_sigma,
             "polynomial_degree": s.degree,
@@ -92,6 +105,7 @@ class SecureVerticalResult:
             "polynomial_max_error": s.polynomial.max_error,
             "ridge": s.ridge_strength,
             "sampler": "key holder: exact grid Gaussian; evaluator: float Gaussian inside CKKS",
+            **({} if self.weighting is None else {"passive_weighting": self.weighting.as_dict()}),
         }
 
     def cost_summary(self) -> dict[str, float]:
@@ -212,10 +226,35 @@ def train_secure_vertical(
             costs.append(cost)
             if progress is not None:
                 progress(t, cost)
+    weighting = None
+    if setup.weighted:
+        weighting = weigh_passive(label, passive)
+        assert label.own_model is not None
+        label.w = label.own_model.copy()
     w0 = label.w
     intercept = 0.0
     if setup.fit_intercept:
         intercept = float(w0[-1]) * setup.intercept_scale
         w0 = w0[:-1]
     return SecureVerticalResult([w0.copy(), passive.w.copy()], intercept, setup, costs,
-                                setup_bytes, time.perf_counter() - start, backend)
+                                setup_bytes, time.perf_counter() - start, backend, weighting)
+
+
+def weigh_passive(label: SecureParty, passive: SecureParty) -> WeightedPassive:
+    """After the last round: the label holder's request at its own model's scores, the
+    passive party's statistics of its final scores (under the label holder's key, or in the
+    clear for the plaintext backend) and the label holder's weight (:mod:`.weighting`)."""
+    setup = label.setup
+    assert label.own_model is not None and label.y is not None
+    request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), label.y)
+    release = setup.statistics_release()
+    noise = release.noise(passive.rng)
+    scores = np.asarray(passive.rows @ passive.w).ravel()
+    if passive.backend == "ckks":
+        assert label.keys is not None and passive.peer_public is not None
+        encrypted = [label.keys.encrypt(request.gradient), label.keys.encrypt(request.curvature)]
+        released = label.keys.decrypt_sums(
+            encrypted_statistics(release, passive.peer_public, encrypted, scores, noise))
+    else:
+        released = plain_statistics(release, scores, request, noise)
+    return choose_weight(release, request, released)

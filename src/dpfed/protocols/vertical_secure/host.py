@@ -6,8 +6,10 @@ aligned table (:func:`dpfed.protocols.vertical.host.party_rows`). Each keeps its
 pair in its job folder (``ckks.key``, owner-only) and every ciphertext it encrypts in
 ``outbox/`` (a restarted party sends the same bytes again); its noise comes from its secret
 generator, as in every networked job. A protected party reserves the secure mode's
-:math:`T + 1` Gaussian releases in its budget ledger and records them as it makes them: its
-Gram matrix first (carrying every grid coordinate of the job), then one per round.
+Gaussian releases in its budget ledger (:attr:`~.setup.SecureSetup.release_count`) and
+records them as it makes them: its Gram matrix first (carrying every grid coordinate of the
+job), then one per round, then (the passive party, when the label holder weighs its scores)
+the weighting statistics.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical.host import ColumnPrediction, party_rows
-from dpfed.protocols.vertical_secure.messages import CipherPart, FinalScores, GradientRelease
+from dpfed.protocols.vertical_secure.messages import (
+    CipherPart,
+    FinalScores,
+    GradientRelease,
+    WeightRelease,
+)
 from dpfed.protocols.vertical_secure.party import SecureParty
 from dpfed.protocols.vertical_secure.roles import Outbox, SecureRole
 from dpfed.protocols.vertical_secure.setup import (
@@ -44,7 +51,7 @@ from dpfed.secure import ckks
 #: The protocol's name in the registry (a vertical job file selects it by ``secure = true``).
 SECURE_PROTOCOL = "vertical_secure"
 #: The messages of a networked secure job (registered with the wire where they are defined).
-SECURE_MESSAGES = (CipherPart, GradientRelease, FinalScores, RoundReport)
+SECURE_MESSAGES = (CipherPart, GradientRelease, WeightRelease, FinalScores, RoundReport)
 #: The file in a party's job folder that holds its CKKS key pair.
 KEY_FILE = "ckks.key"
 
@@ -163,6 +170,14 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
     def describe(self) -> dict[str, Any]:
         return {"n_samples": self.n_samples, "n_features": self.n_features}
 
+    def model_details(self) -> dict[str, Any]:
+        """The passive party's weight and clip when the label holder weighed its scores."""
+        role = self.role
+        if role.weight is None:
+            return {}
+        return {"weight": role.weight, "score_clip": self.setup.passive_score_bound,
+                "share": "weight * clip(rows @ coef, -score_clip, score_clip)"}
+
     def final(self) -> dict[str, Any]:
         role = self.role
         out: dict[str, Any] = {
@@ -172,6 +187,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         if self.alignment is not None:
             out["alignment"] = {part: {"rows": len(v["ids"]), "digest": v["digest"]}
                                 for part, v in self.alignment["parts"].items()}
+        if role.weighting is not None:
+            out["passive_weighting"] = role.weighting.as_dict()
         return out
 
     @property
@@ -186,7 +203,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         """Its rows bounded as in training (the label holder's with the intercept column)
         times its final block."""
         party = self.role.party
-        return np.asarray(party.prepared(block) @ party.w, dtype=np.float64).reshape(-1)
+        return self.role.share(
+            np.asarray(party.prepared(block) @ party.w, dtype=np.float64).reshape(-1))
 
 
 class SecureVerticalProtocol(Protocol):
@@ -257,10 +275,12 @@ class SecureVerticalProtocol(Protocol):
                 "mechanism": "secure vertical (CKKS products, Gaussian on d-vectors)",
                 "protect": setup.protect, "epsilon": setup.epsilon_spent(),
                 "accountant": "pld", "epsilon_target": setup.epsilon, "delta": setup.delta,
-                "noise_multiplier": setup.noise_multiplier, "releases": setup.rounds + 1,
+                "noise_multiplier": setup.noise_multiplier, "releases": setup.release_count,
                 "rounds": setup.rounds, "recorded": spent,
                 "sampler": "key holder: exact grid Gaussian; evaluator: float Gaussian "
                            "inside CKKS",
+                **({"passive_weighting": accounts[spec.names[0]]["passive_weighting"]}
+                   if "passive_weighting" in accounts[spec.names[0]] else {}),
             },
             "costs": {
                 "bytes_per_round": sum(c["bytes_sent"] for c in costs.values()) / rounds,

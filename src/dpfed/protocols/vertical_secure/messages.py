@@ -17,19 +17,21 @@ from dpfed.runtime.messages import Message, ProtocolError, bytes_as_words, words
 from dpfed.runtime.wire import register_message
 
 #: What a :class:`CipherPart` carries.
-CIPHER_KINDS = ("public", "labels", "powers", "gradient")
+CIPHER_KINDS = ("public", "labels", "powers", "gradient", "request", "statistics")
 
 
 @register_message
 @dataclass(frozen=True)
 class CipherPart(Message):
-    """Part ``part`` of ``parts`` of a set of serialised CKKS ciphertexts (or the sender's
+    r"""Part ``part`` of ``parts`` of a set of serialised CKKS ciphertexts (or the sender's
     public context, ``kind = "public"``).
 
-    ``kind``: one of :data:`CIPHER_KINDS`; ``block``: the evaluator of the block update it
-    belongs to (``round`` is the Gauss-Seidel round). ``lengths`` (int64, one per item) and
-    ``nbytes`` describe ``blob``, the items' bytes one after another as int64 words
-    (:func:`dpfed.runtime.messages.bytes_as_words`).
+    ``kind``: one of :data:`CIPHER_KINDS` (``"request"`` and ``"statistics"``: the label
+    holder's :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` and the passive party's three
+    noisy statistics, :mod:`dpfed.protocols.vertical_secure.weighting`); ``block``: the
+    evaluator of the block update it belongs to (``round`` is the Gauss-Seidel round).
+    ``lengths`` (int64, one per item) and ``nbytes`` describe ``blob``, the items' bytes
+    one after another as int64 words (:func:`dpfed.runtime.messages.bytes_as_words`).
     """
 
     kind: str
@@ -89,10 +91,19 @@ class GradientRelease(Message):
 
 @register_message
 @dataclass(frozen=True)
+class WeightRelease(Message):
+    """Label holder -> passive party, after the statistics: the weight :math:`\beta` of the
+    passive party's clipped score shares (:mod:`dpfed.protocols.vertical_secure.weighting`)."""
+
+    weight: float
+
+
+@register_message
+@dataclass(frozen=True)
 class FinalScores(Message):
-    """Passive party -> label holder, after its last step: its final block's scores of its
-    test rows (shape ``(N_test,)``, empty without test rows or evaluation) and the bytes it
-    sent (no time: a replayed message must be the same bytes)."""
+    """Passive party -> label holder, after its last step (and the weight, if any): its
+    final shares of its test rows (shape ``(N_test,)``, empty without test rows or
+    evaluation) and the bytes it sent (no time: a replayed message must be the same bytes)."""
 
     test_scores: np.ndarray
     bytes_sent: int

@@ -111,6 +111,7 @@ class SecureParty:
     rows: np.ndarray | sp.csr_matrix = field(init=False)
     keys: ckks.KeyHolder | None = field(init=False, default=None)
     peer_public: ckks.PublicContext | None = field(init=False, default=None)
+    own_model: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -190,7 +191,9 @@ class SecureParty:
 
     def warm_start(self) -> None:
         r"""Start from the label holder's own model: scikit-learn's ``LogisticRegression``
-        (C = 1, with an intercept) on its bounded rows, projected onto its ball.
+        (C = 1, with an intercept) on its bounded rows, projected onto its ball. The model
+        itself, not projected, is kept as :attr:`own_model` (what the passive scores are
+        weighed against, :mod:`dpfed.protocols.vertical_secure.weighting`).
 
         Only for a label holder whose data is not protected (``protect="passive"``): the model
         is computed from its exact rows and labels, which nothing then protects.
@@ -214,6 +217,7 @@ class SecureParty:
         w = model.coef_[0]
         if s.fit_intercept:
             w = np.append(w, model.intercept_[0] / s.intercept_scale)
+        self.own_model = w.copy()
         radius = s.block_radii[0]
         norm = float(np.linalg.norm(w))
         self.w = w * (radius / norm) if norm > radius else w

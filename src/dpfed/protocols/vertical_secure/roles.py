@@ -17,6 +17,14 @@ B3. label holder -> passive: the decrypted d-vector with the label holder's nois
     is protected); the passive party steps, and sends A1 of the next round, or after the last
     round :class:`FinalScores`, after which the label holder reports the job finished.
 
+With only the passive rows protected, the label holder then weighs the passive scores against
+its own model (:mod:`dpfed.protocols.vertical_secure.weighting`): with the last B3 it sends
+:math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` (``"request"``); the passive party, after its
+last step, returns its three noisy statistics under the label holder's key
+(``"statistics"``, its round :math:`T + 1` release); the label holder decrypts them, takes
+its own model as its block and sends the weight (:class:`WeightRelease`); the passive party
+then sends :class:`FinalScores` with its weighted, clipped test shares.
+
 The label holder reports every round to the leader (vertical's
 :class:`~dpfed.protocols.vertical.evaluation.RoundReport`; test figures only at the end, from
 the released final blocks).
@@ -44,10 +52,12 @@ from dpfed.core.losses import score_metrics
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.vertical.evaluation import RoundReport
+from dpfed.protocols.vertical.weighting import WeightingRequest
 from dpfed.protocols.vertical_secure.messages import (
     CipherPart,
     FinalScores,
     GradientRelease,
+    WeightRelease,
     cipher_parts,
 )
 from dpfed.protocols.vertical_secure.party import (
@@ -55,6 +65,12 @@ from dpfed.protocols.vertical_secure.party import (
     encrypted_gradient,
     released_gradient,
     take_gradient,
+)
+from dpfed.protocols.vertical_secure.weighting import (
+    WeightedPassive,
+    choose_weight,
+    encrypted_statistics,
+    weighting_request,
 )
 from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.private_files import load_or_create_secret
@@ -136,6 +152,9 @@ class SecureRole:
         self.finished = False
         self.started = False
         self.peer_costs: dict[str, float] = {}
+        self.request: list[bytes] | None = None  # the passive party's copy of Enc_L(r, c)
+        self.weighting: WeightedPassive | None = None
+        self.weight: float | None = None  # the passive party's copy of the weight
 
     # -- helpers ----------------------------------------------------------------------------
     def _parts(self, kind: str, block: int, round: int, items: list[bytes]) -> list[Message]:
@@ -202,6 +221,8 @@ class SecureRole:
                 return self._step(message)
             if isinstance(message, FinalScores) and self.index == 0:
                 return self._final(message)
+            if isinstance(message, WeightRelease) and self.index == 1:
+                return self._take_weight(message)
             raise ProtocolError(f"{self.name} cannot take {type(message).__name__}")
         finally:
             self.seconds += time.perf_counter() - begun
@@ -226,6 +247,13 @@ class SecureRole:
             return self._evaluate(message.round, message.block, items)
         if message.kind == "gradient":
             return self._release(message.round, message.block, items)
+        if message.kind == "request" and self.index == 1 and self.setup.weighted:
+            if self.request is not None:
+                raise ProtocolError(f"{self.name} has the weighting request already")
+            self.request = items
+            return self._statistics()
+        if message.kind == "statistics" and self.index == 0 and self.setup.weighted:
+            return self._weigh(items)
         raise ProtocolError(f"{self.name} cannot take {message.kind!r} ciphertexts")
 
     def _evaluate(self, round: int, block: int, items: list[bytes]) -> list[Message]:
@@ -270,7 +298,84 @@ class SecureRole:
             self.round += 1
             if self.round < self.setup.rounds:  # the last one is reported with the figures
                 out.append(self._report(self.round, finished=False))
+            elif self.setup.weighted:
+                out += self._request()
         return out
+
+    # -- the weighting (protect="passive") --------------------------------------------------
+    def _own_request(self) -> WeightingRequest:
+        party = self.party
+        assert party.own_model is not None and party.y is not None
+        return weighting_request(np.asarray(party.rows @ party.own_model).ravel(), party.y)
+
+    def _request(self) -> list[Message]:
+        r"""The label holder's :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` at its own model."""
+        keys = self.party.keys
+        assert keys is not None
+        request = self._own_request()
+        items = self.outbox.kept("request", lambda: keys.encrypt(request.gradient)
+                                 + keys.encrypt(request.curvature))
+        return self._parts("request", 1, self.setup.rounds, items)
+
+    def _statistics(self) -> list[Message]:
+        """The passive party's noisy statistics under the label holder's key, once it has both
+        the request and its final block."""
+        if self.request is None or self.round != self.setup.rounds or self.weight is not None:
+            return []
+        if self.peer_public is None:
+            raise ProtocolError(f"{self.name} has not received {self.peer}'s context")
+        chunks = ckks.chunk_count(self.setup.n_samples)
+        if len(self.request) != 2 * chunks:
+            raise ProtocolError(f"expected {2 * chunks} ciphertexts of the weighting request; "
+                                f"found {len(self.request)}")
+        release = self.setup.statistics_release()
+        noise = release.noise(self.party.rng)
+        scores = np.asarray(self.party.rows @ self.party.w).ravel()
+        public, request = self.peer_public, self.request
+        items = self.outbox.kept("statistics", lambda: encrypted_statistics(
+            release, ckks.PublicContext.from_bytes(public),
+            [request[:chunks], request[chunks:]], scores, noise))
+        self._event(self.setup.rounds + 1, "secure weighting statistics", 1.0, 0)
+        self.request = None  # answered; nothing else waits for it
+        return self._parts("statistics", 1, self.setup.rounds, items)
+
+    def _weigh(self, items: list[bytes]) -> list[Message]:
+        """The label holder's weight from the decrypted statistics; its own model becomes its
+        block."""
+        keys, party = self.party.keys, self.party
+        assert keys is not None
+        if self.round != self.setup.rounds or self.weighting is not None or len(items) != 3:
+            raise ProtocolError(f"{self.name} did not expect {len(items)} statistics now")
+        released = keys.decrypt_sums(items)
+        if not np.all(np.isfinite(released)):
+            raise ProtocolError("the weighting statistics are not finite")
+        self.weighting = choose_weight(self.setup.statistics_release(), self._own_request(),
+                                       released)
+        assert party.own_model is not None
+        party.w = party.own_model.copy()
+        return [WeightRelease(self.name, self.peer, self.setup.rounds, self.weighting.beta)]
+
+    def _take_weight(self, message: WeightRelease) -> list[Message]:
+        weight = float(message.weight)
+        if self.weight is not None or self.round != self.setup.rounds or not 0.0 <= weight <= 1:
+            raise ProtocolError(f"{self.name} did not expect the weight {weight} now")
+        self.weight = weight
+        return self._finish()
+
+    def share(self, scores: np.ndarray) -> np.ndarray:
+        """Its share of a prediction from its rows' ``scores``: the passive party's clipped
+        and weighted when the label holder weighed it, else the scores."""
+        if self.index == 1 and self.weight is not None:
+            bound = self.setup.passive_score_bound
+            return self.weight * np.clip(scores, -bound, bound)
+        return scores
+
+    def _finish(self) -> list[Message]:
+        """The passive party's last word: its test shares and its bytes."""
+        self.finished = True
+        scores = (np.zeros(0) if self.test_rows is None else self.share(
+            np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()))
+        return [FinalScores(self.name, self.peer, self.round, scores, self.bytes_sent)]
 
     def _step(self, message: GradientRelease) -> list[Message]:
         """Step 4 of its own block's update, then what follows it."""
@@ -289,14 +394,14 @@ class SecureRole:
         self.round += 1
         if self.round < self.setup.rounds:
             return self._powers(self.round, 0)  # A1 of the next round
-        self.finished = True
-        scores = (np.zeros(0) if self.test_rows is None
-                  else np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel())
-        return [FinalScores(self.name, self.peer, self.round, scores, self.bytes_sent)]
+        if self.setup.weighted:
+            return self._statistics()  # if the request is in; else when it comes
+        return self._finish()
 
     def _final(self, message: FinalScores) -> list[Message]:
         """The passive party's last word: the label holder reports the job finished."""
-        if self.round != self.setup.rounds or self.own_noise is not None:
+        if (self.round != self.setup.rounds or self.own_noise is not None
+                or (self.setup.weighted and self.weighting is None)):
             raise ProtocolError("the passive party finished before the last round")
         self.peer_costs = {"bytes_sent": int(message.bytes_sent)}
         figures: dict[str, float] = {}
@@ -326,6 +431,10 @@ class SecureRole:
             arrays["peer_public"] = np.frombuffer(self.peer_public, dtype=np.uint8).copy()
         if self.labels is not None:
             arrays["labels"] = np.frombuffer(b"".join(self.labels), dtype=np.uint8).copy()
+        if self.request is not None:
+            arrays["request"] = np.frombuffer(b"".join(self.request), dtype=np.uint8).copy()
+        if self.party.own_model is not None:
+            arrays["own_model"] = self.party.own_model.copy()
         parts = {}
         for key, got in self.parts.items():
             parts[key] = {str(k): [len(i) for i in items] for k, items in got.items()}
@@ -337,6 +446,9 @@ class SecureRole:
             "seconds": self.seconds, "events": [asdict(e) for e in self.events],
             "labels": None if self.labels is None else [len(i) for i in self.labels],
             "parts": json.dumps(parts), "peer_costs": self.peer_costs,
+            "request": None if self.request is None else [len(i) for i in self.request],
+            "weight": self.weight,
+            "weighting": None if self.weighting is None else self.weighting.as_dict(),
         }
         return arrays, meta
 
@@ -359,3 +471,10 @@ class SecureRole:
         self.bytes_sent, self.seconds = int(meta["bytes_sent"]), float(meta["seconds"])
         self.peer_costs = dict(meta.get("peer_costs", {}))
         self.events = [PrivacyEvent(**e) for e in meta["events"]]
+        self.request = (None if meta.get("request") is None
+                        else cut(arrays["request"].tobytes(), meta["request"]))
+        if "own_model" in arrays:
+            self.party.own_model = np.asarray(arrays["own_model"], dtype=np.float64).copy()
+        self.weight = meta.get("weight")
+        chosen = meta.get("weighting")
+        self.weighting = None if chosen is None else WeightedPassive.from_dict(chosen)

@@ -37,6 +37,11 @@ from dataclasses import dataclass, field
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import Release, calibrate_noise_multiplier, releases_epsilon
 from dpfed.privacy.coupling import calibration_delta
+from dpfed.protocols.vertical_secure.weighting import (
+    LIPSCHITZ,
+    SMOOTHNESS,
+    ScoreStatisticsRelease,
+)
 from dpfed.secure.sigmoid import SigmoidPolynomial
 
 #: Who is protected: every party's rows and the labels, or the passive parties' rows only.
@@ -48,6 +53,12 @@ DEFAULT_ROUNDS = 10
 DEFAULT_DEGREE = 15
 DEFAULT_RADIUS = 16.0
 DEFAULT_INTERCEPT_SCALE = 0.25
+#: :math:`V`, the clip of the passive party's score shares when the label holder weighs them
+#: (:mod:`dpfed.protocols.vertical_secure.weighting`): the statistics' sensitivities grow as
+#: :math:`V`, :math:`V^2`, :math:`V^3`. On a9a and Adult the passive block's scores stay
+#: within about 2 (99th percentile 1.0-1.8 at epsilon 1-8); a bound of 2 gave the weight
+#: 0.31-0.45 on Adult at epsilon 1-8 where 3 gave 0.16-0.20 and the block's own radius 0-0.27.
+DEFAULT_PASSIVE_SCORE_BOUND = 2.0
 #: The ridge floor and the share of the noise it answers (see :func:`default_ridge`).
 RIDGE_FLOOR = 1e-5
 RIDGE_NOISE_SHARE = 1.0 / 40.0
@@ -88,6 +99,10 @@ class SecureSetup:
         :math:`\lambda`; ``None`` uses :func:`default_ridge`.
     row_scaling : str
         One of :data:`ROW_SCALINGS`.
+    passive_score_bound : float
+        :math:`V`, the clip of the passive party's score shares under ``protect="passive"``,
+        where the label holder weighs them against its own model
+        (:mod:`dpfed.protocols.vertical_secure.weighting`).
     """
 
     n_samples: int
@@ -102,6 +117,7 @@ class SecureSetup:
     intercept_scale: float = DEFAULT_INTERCEPT_SCALE
     ridge: float | None = None
     row_scaling: str = "normalize"
+    passive_score_bound: float = DEFAULT_PASSIVE_SCORE_BOUND
     polynomial: SigmoidPolynomial = field(init=False)
     noise_multiplier: float = field(init=False)
 
@@ -129,6 +145,7 @@ class SecureSetup:
             )
         check_positive("radius", self.radius)
         check_positive("intercept_scale", self.intercept_scale)
+        check_positive("passive_score_bound", self.passive_score_bound)
         if self.ridge is not None:
             check_positive("ridge", self.ridge)
         object.__setattr__(self, "polynomial",
@@ -185,16 +202,36 @@ class SecureSetup:
         return default_ridge(self.gradient_sigma, sum(self.block_widths), self.n_samples)
 
     @property
+    def weighted(self) -> bool:
+        """Whether the label holder weighs the passive scores against its own model (under
+        ``protect="passive"``, where it has one: :mod:`.weighting`)."""
+        return self.protect == "passive"
+
+    @property
     def coordinates(self) -> int:
-        """Grid coordinates released over the job (gradients and Gram triangles)."""
+        """Grid coordinates released over the job (gradients, Gram triangles and, when
+        :attr:`weighted`, the three statistics)."""
         d = self.block_widths
-        return self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
+        return (self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
+                + 3 * int(self.weighted))
+
+    @property
+    def release_count(self) -> int:
+        """Gaussian releases of multiplier :math:`z` in a protected party's view:
+        :math:`T + 1`, and :math:`T + 2` with the weighting statistics."""
+        return self.rounds + 1 + int(self.weighted)
+
+    def statistics_release(self) -> ScoreStatisticsRelease:
+        """The passive party's release of its scores' statistics (:mod:`.weighting`)."""
+        return ScoreStatisticsRelease(self.n_samples, self.passive_score_bound, LIPSCHITZ,
+                                      SMOOTHNESS, self.noise_multiplier)
 
     def releases(self) -> list[Release]:
-        """What every party's view is accounted as: :math:`T + 1` Gaussian releases."""
+        """What every party's view is accounted as: :attr:`release_count` Gaussian releases
+        (the grid coordinates counted on the first)."""
         count = self.coordinates
         return [Release("gaussian", self.noise_multiplier, count)] + [
-            Release("gaussian", self.noise_multiplier, 0)] * self.rounds
+            Release("gaussian", self.noise_multiplier, 0)] * (self.release_count - 1)
 
     def epsilon_spent(self) -> float:
         """The accounted epsilon of :meth:`releases` at :attr:`delta` (coupling included)."""
@@ -202,8 +239,8 @@ class SecureSetup:
 
 
 def secure_noise_multiplier(setup: SecureSetup) -> float:
-    r"""The multiplier :math:`z` of :math:`T + 1` Gaussian releases whose PLD epsilon is
-    ``setup.epsilon`` at ``setup.delta`` minus the grid coupling's share
+    r"""The multiplier :math:`z` of :attr:`SecureSetup.release_count` Gaussian releases whose
+    PLD epsilon is ``setup.epsilon`` at ``setup.delta`` minus the grid coupling's share
     (:func:`dpfed.privacy.coupling.calibration_delta`)."""
     delta = calibration_delta(setup.delta, setup.coordinates, setup.epsilon)
-    return calibrate_noise_multiplier(setup.epsilon, delta, setup.rounds + 1)
+    return calibrate_noise_multiplier(setup.epsilon, delta, setup.release_count)
