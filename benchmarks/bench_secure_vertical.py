@@ -4,18 +4,19 @@ cost.
 Run ``python benchmarks/bench_secure_vertical.py --help``; see ``benchmarks/README.md``.
 
 1. **frontier**: for each data set, protection (``all``: labels and every party's rows;
-   ``passive``: the passive rows) and epsilon, the test accuracy and log loss of
-   :func:`dpfed.protocols.vertical_secure.train_secure_vertical` over seeds, with the plaintext
-   backend (the same noise draws as the protocol; the CKKS run below checks they give the same
-   model). References from the same rows, same run: scikit-learn's ``LogisticRegression``
-   (C = 1, with an intercept) on the label holder's block alone and on every block (a central
-   curator, non-private), the constant predictor (the training base rate), and a central DP
-   model: output perturbation of the l2-regularised logistic regression on all blocks
-   (Chaudhuri, Monteleoni and Sarwate 2011, with the analytic Gaussian mechanism: sensitivity
-   :math:`2 L / (N \lambda)` for rows of norm at most :math:`L`, the intercept a regularised
-   constant column), its :math:`\lambda` tuned on a validation fifth of the training rows
-   (the tuning itself is not accounted: a generous reference, as a user tuning on public data
-   would get).
+   ``parties``: the same rounds, then the label holder's own model with the passive scores
+   weighed, for the label holder alone; ``passive``: the passive rows) and epsilon, the test
+   accuracy and log loss of :func:`dpfed.protocols.vertical_secure.train_secure_vertical` over
+   seeds, with the plaintext backend (the same noise draws as the protocol; the CKKS run below
+   checks they give the same model). References from the same rows, same run: scikit-learn's
+   ``LogisticRegression`` (C = 1, with an intercept) on the label holder's block alone and on
+   every block (a central curator, non-private), the constant predictor (the training base
+   rate), and a central DP model: output perturbation of the l2-regularised logistic
+   regression on all blocks (Chaudhuri, Monteleoni and Sarwate 2011, with the analytic
+   Gaussian mechanism: sensitivity :math:`2 L / (N \lambda)` for rows of norm at most
+   :math:`L`, the intercept a regularised constant column), its :math:`\lambda` tuned on a
+   validation fifth of the training rows (the tuning itself is not accounted: a generous
+   reference, as a user tuning on public data would get).
 2. **protocol**: one run per data set under CKKS at epsilon 1 with everything protected:
    seconds end to end, seconds and bytes per round, bytes of keys and labels, and the largest
    difference from the plaintext backend's model with the same seed.
@@ -34,7 +35,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SPLITS = {"a9a": (66, 57), "adult": (53, 52)}
+SPLITS = {"a9a": (66, 57), "adult": (53, 52), "breast_cancer": (15, 15),
+          "madelon": (250, 250)}
 
 
 def _metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
@@ -114,7 +116,7 @@ def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> li
     from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
     rows = []
-    for protect in ("all", "passive"):
+    for protect in ("all", "parties", "passive"):
         for epsilon in epsilons:
             runs = []
             for seed in range(seeds):
@@ -122,12 +124,16 @@ def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> li
                                     protect=protect)
                 result = train_secure_vertical(blocks, y, setup, seed=seed, backend="plain")
                 runs.append(_metrics(y_test, result.decision_function(test_blocks)))
+                if result.weighting is not None:
+                    runs[-1]["weight"] = result.weighting.beta
             acc = [r["accuracy"] for r in runs]
             loss = [r["log_loss"] for r in runs]
             rows.append({"data": name, "protect": protect, "epsilon": epsilon,
                          "accuracy_mean": float(np.mean(acc)), "accuracy_worst": min(acc),
                          "log_loss_mean": float(np.mean(loss)), "log_loss_worst": max(loss),
                          "seeds": seeds})
+            if protect != "all":  # the label holder's weight of the passive scores
+                rows[-1]["weights"] = [r["weight"] for r in runs]
             if protect == "all":
                 rows[-1]["central_dp"] = central_dp(blocks, y, test_blocks, y_test, epsilon,
                                                     delta, seeds)
@@ -161,7 +167,7 @@ def plot(rows: list[dict], refs: dict, path: Path) -> None:
     names = sorted({r["data"] for r in rows})
     fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
-        for protect, marker in (("all", "o"), ("passive", "s")):
+        for protect, marker in (("all", "o"), ("parties", "D"), ("passive", "s")):
             sel = [r for r in rows if r["data"] == name and r["protect"] == protect]
             ax.plot([r["epsilon"] for r in sel], [r["log_loss_mean"] for r in sel],
                     marker=marker, label=f"secure, protect={protect}")
@@ -188,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"))
     p.add_argument("--data", nargs="+", default=sorted(SPLITS), choices=sorted(SPLITS))
+    p.add_argument("--protocol-data", nargs="+", default=["a9a", "adult"],
+                   choices=sorted(SPLITS), help="data sets of the CKKS runs")
     p.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 8.0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--delta", type=float, default=1e-5)
@@ -212,9 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({name: refs[name]}), flush=True)
         rows += frontier(name, blocks, ds.y_train, test_blocks, ds.y_test, args.epsilons,
                          args.seeds, args.delta)
-        if not args.no_protocol:
+        if not args.no_protocol and name in args.protocol_data:
             runs.append(protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test,
                                      args.delta))
+    if args.no_protocol and Path(args.out).exists():  # keep the saved CKKS runs
+        runs = json.loads(Path(args.out).read_text()).get("protocol", [])
     payload = {"platform": platform.platform(), "cpus": os.cpu_count(),
                "python": sys.version.split()[0],
                "load_average": os.getloadavg(), "references": refs, "frontier": rows,

@@ -84,6 +84,10 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
         "vertical-sound-label-holder", _vertical("sound", protect=True)),
     ("vertical", "secure"): ("vertical-secure-passive", _secure(False)),
     ("vertical", "secure+protect_label_holder"): ("vertical-secure", _secure(True)),
+    # the same rounds as protect_label_holder alone: the passive party's view of the labels
+    # is that audit's (plus the label holder's request, under its own key); the passive
+    # party's weighting statistics are audited by vertical-secure-passive
+    ("vertical", "secure+label_holder_keeps_model"): ("vertical-secure", _secure(True)),
     ("consensus", "gaussian"): ("consensus-gaussian", _consensus),
     ("decentralized", "dvp"): ("decentralized-dvp", _decentralized("dvp")),
     ("decentralized", "pvp"): ("decentralized-pvp", _decentralized("pvp")),
@@ -93,7 +97,8 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
 def test_every_private_mechanism_of_every_protocol_is_walked():
     private = {("vertical", m) for m in _choices(VerticalConfig, "mechanism") if m != "none"}
     private.add(("vertical", "sound+protect_label_holder"))
-    private |= {("vertical", "secure"), ("vertical", "secure+protect_label_holder")}
+    private |= {("vertical", "secure"), ("vertical", "secure+protect_label_holder"),
+                ("vertical", "secure+label_holder_keeps_model")}
     private |= {("consensus", m) for m in _choices(ConsensusConfig, "mechanism") if m != "none"}
     private |= {("decentralized", m)
                 for m in _choices(DecentralizedConfig, "perturbation") if m != "none"}

@@ -79,7 +79,8 @@ def _noise_of(protect, evaluator_index, trials=400):
 
 
 @pytest.mark.parametrize(("protect", "evaluator", "noises"),
-                         [("all", 0, 2), ("all", 1, 2), ("passive", 0, 1), ("passive", 1, 1)])
+                         [("all", 0, 2), ("all", 1, 2), ("parties", 0, 2), ("parties", 1, 2),
+                          ("passive", 0, 1), ("passive", 1, 1)])
 def test_each_block_carries_the_noises_its_protection_needs(protect, evaluator, noises):
     draws, sigma = _noise_of(protect, evaluator)
     variance = draws.var(axis=0).mean()

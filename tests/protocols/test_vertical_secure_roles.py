@@ -52,7 +52,7 @@ def _run(roles, *, stop_after=None):
     return sent, []
 
 
-@pytest.fixture(scope="module", params=["all", "passive"])
+@pytest.fixture(scope="module", params=["all", "parties", "passive"])
 def problem(request):
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, :15], data.X_train[:, 15:]]
@@ -77,7 +77,7 @@ def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_s
         tmp_path, problem):
     setup, blocks, y01, keys = problem
     roles = _roles(tmp_path, setup, blocks, y01, keys)
-    # all: snapshots in round 1; passive: the weighting request on its way
+    # all: snapshots in round 1; else: the weighting request on its way
     first, queue = _run(roles, stop_after=9 if setup.protect == "all" else 26)
     snapshots = {name: role.state_dict() for name, role in roles.items()}
     rest, frames = _continue(roles, queue)
@@ -87,16 +87,22 @@ def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_s
     assert all(role.finished for role in roles.values())
     # Gram and T rounds each; the passive party's weighting statistics; an unprotected
     # label holder records nothing
-    expected = [3, 3] if setup.protect == "all" else [0, 4]
+    expected = {"all": [3, 3], "parties": [3, 4], "passive": [0, 4]}[setup.protect]
     assert [len(role.events) for role in roles.values()] == expected
     local = train_secure_vertical(blocks, y01, setup, backend="plain",
                                   rngs=np.random.default_rng(7).spawn(2))
     np.testing.assert_allclose(roles["label"].party.w[:-1], local.blocks[0], atol=1e-4)
     np.testing.assert_allclose(roles["bank"].party.w, local.blocks[1], atol=1e-4)
-    if setup.protect == "passive":  # the label holder's own model, the passive scores weighed
+    if setup.protect != "all":  # the label holder's own model, the passive scores weighed
         assert local.weighting is not None and 0.0 < local.weighting.beta <= 1.0
-        assert roles["bank"].weight == pytest.approx(local.weighting.beta, abs=1e-3)
-        assert roles["label"].weighting.beta == roles["bank"].weight
+        assert roles["label"].weighting.beta == pytest.approx(local.weighting.beta, abs=1e-3)
+        np.testing.assert_array_equal(roles["label"].party.w, roles["label"].party.own_model)
+        # the passive party is told the weight only when the label holder's data allow it
+        told = roles["bank"].weight
+        if setup.protect == "parties":
+            assert told is None
+        else:
+            assert told == pytest.approx(local.weighting.beta, abs=1e-3)
         assert reports[-1].test_log_loss is None  # no test rows given here
     # nothing in the clear but d-vectors: every N-long value travels as ciphertexts
     for m in sent:

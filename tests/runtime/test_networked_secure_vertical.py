@@ -96,32 +96,40 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
 
 
 @pytest.mark.slow
-def test_a_secure_job_protecting_the_passive_rows_weighs_them_against_the_label_holders_model(
-        netjob):
-    """With only the passive rows protected, the label holder's block is its own model and
-    the passive party's shares are clipped and weighed by the statistics it released under
-    the label holder's key (its round T + 1 release, in its ledger); predictions use the
-    same weight."""
+@pytest.mark.parametrize("keeps_model", [False, True], ids=["passive", "parties"])
+def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_against_it(
+        netjob, keeps_model):
+    """The label holder's block is its own model and the passive party's shares are clipped
+    and weighed by the statistics the passive party released under the label holder's key
+    (its round T + 1 release, in its ledger); predictions use the same weight. With only the
+    passive rows protected the passive party is told the weight; with the labels protected
+    too (``label_holder_keeps_model``) the weight stays with the label holder, which weighs
+    the shares it receives, reports no test figures of its exact model and is the only
+    recipient."""
     rounds = 2
-    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT], job_id="weighed",
-                 params={"secure": True, "epsilon": 8.0, "delta": 1e-5, "iterations": rounds},
-                 budgets={"bank": {"epsilon": 9.0, "delta": 1e-5}})  # the label holder's
-    job.start_parties()  # data leave it without noise: a budget there would refuse the job
+    params = {"secure": True, "epsilon": 8.0, "delta": 1e-5, "iterations": rounds}
+    budgets = {"bank": {"epsilon": 9.0, "delta": 1e-5}}
+    if keeps_model:  # the label holder's data protected too: it may hold a budget
+        params |= {"protect_label_holder": True, "label_holder_keeps_model": True}
+        budgets["label"] = {"epsilon": 9.0, "delta": 1e-5}
+    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT],
+                 job_id="weighed", params=params, budgets=budgets)
+    job.start_parties()
     completed = job.run(timeout=240)
     assert completed.returncode == 0, completed.stderr + job.log("label") + job.log("bank")
     assert job.wait_parties(timeout=60) == {"label": 0, "bank": 0}
     result = json.loads(job.out.read_text())
     privacy = result["privacy"]
     assert privacy["epsilon"] <= 8.0 + 1e-9 and privacy["releases"] == rounds + 2
-    assert privacy["recorded"] == {"label": 0, "bank": rounds + 2}
-    assert result["final"]["test_log_loss"] > 0  # the weighed model's test figures
+    assert privacy["recorded"] == {"label": rounds + 1 if keeps_model else 0,
+                                   "bank": rounds + 2}
     with BudgetLedger(job.folder / "ledgers" / "bank.sqlite") as ledger:
         released = sorted(r["round"] for r in ledger.releases(job_id="weighed"))
     assert released == list(range(rounds + 2))
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, a:b] for _, (a, b) in SPLIT]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5, protect="passive",
-                        rounds=rounds)
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5,
+                        protect="parties" if keeps_model else "passive", rounds=rounds)
     local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
                                   rngs=job.secret_rngs())
     assert local.weighting is not None and local.weighting.beta > 0.0
@@ -130,8 +138,16 @@ def test_a_secure_job_protecting_the_passive_rows_weighs_them_against_the_label_
     coef = _models(job)
     np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-6)  # its own model
     np.testing.assert_allclose(coef[1], local.blocks[1], atol=1e-4)
-    bank_model = json.loads((job.workdir("bank") / "model.json").read_text())
-    assert bank_model["weight"] == weighting["weight"] and bank_model["score_clip"] == 2.0
+    models = {name: json.loads((job.workdir(name) / "model.json").read_text())
+              for name, _ in SPLIT}
+    if keeps_model:
+        assert "weight" not in models["bank"]
+        assert models["label"]["passive_weight"] == weighting["weight"]
+        assert result["final"].get("test_log_loss") is None  # its exact model: kept
+    else:
+        assert models["bank"]["weight"] == weighting["weight"]
+        assert models["bank"]["score_clip"] == 2.0
+        assert result["final"]["test_log_loss"] > 0  # the weighed model's test figures
     scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in SPLIT])
     predicted, codes = _predict(job, "breast_cancer:test", job.folder / "receipt.json")
     assert predicted.returncode == 0, predicted.stderr + job.log("label") + job.log("bank")

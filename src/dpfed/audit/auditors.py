@@ -64,6 +64,7 @@ from dpfed.protocols.vertical.weighting import fit_local_model
 from dpfed.protocols.vertical_secure.driver import open_parties
 from dpfed.protocols.vertical_secure.party import SecureParty, block_update
 from dpfed.protocols.vertical_secure.setup import SecureSetup
+from dpfed.protocols.vertical_secure.weighting import plain_statistics, weighting_request
 
 #: The ways an auditor can be run against a deliberately broken mechanism.
 BROKEN = ("known-noise", "sensitivity")
@@ -1167,8 +1168,10 @@ class SecurePassiveAuditor(_SecureAuditor):
     hypothesis (the Gram matrix, hence the preconditioner, differs with the row), from the
     gradients it decrypts, and sums the Gaussian log-likelihood ratios of what it sees: its
     own block's gradient returned with the passive party's grid noise (its own noise
-    removed), and the passive party's block gradient plus the passive party's noise (what it
-    decrypts).
+    removed), the passive party's block gradient plus the passive party's noise (what it
+    decrypts), and at the end the three weighting statistics of the passive scores
+    (:mod:`dpfed.protocols.vertical_secure.weighting`), whose means it computes from both
+    shadow models.
     """
 
     def setup(self) -> None:
@@ -1178,7 +1181,7 @@ class SecurePassiveAuditor(_SecureAuditor):
                            "2 parties, only the passive rows protected")
         self.statistic = ("log-likelihood ratio of the returned label-holder gradients and "
                           "the decrypted passive gradients, every round, the passive model "
-                          "followed under both hypotheses")
+                          "followed under both hypotheses, and of the weighting statistics")
         data = np.random.default_rng(2032)
         holder = _unit_rows(data, self.n_rows, self.n_features)
         passive = _unit_rows(data, self.n_rows, self.n_features)
@@ -1231,7 +1234,18 @@ class SecurePassiveAuditor(_SecureAuditor):
                 s, m = self._evidence(observed, known, means, sigma)
                 statistic += s
                 precision += m
-        return self._result(statistic, precision)
+        # the last release: the weighting statistics of the passive scores, which it decrypts
+        release = self.secure.statistics_release()
+        assert label.own_model is not None
+        request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(),
+                                    self.labels)
+        noise = release.noise(passive.rng)
+        observed = plain_statistics(release, np.asarray(passive.rows @ passive.w).ravel(),
+                                    request, noise)
+        means = [plain_statistics(release, np.asarray(shadow.rows @ shadow.w).ravel(), request,
+                                  np.zeros(3)) for shadow, _ in shadows]
+        s, m = self._evidence(observed, noise, means, release.release.sigma)
+        return self._result(statistic + s, precision + m)
 
 
 AUDITORS: dict[str, Callable[..., Auditor]] = {

@@ -23,6 +23,7 @@ from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_
 from dpfed.protocols.vertical.host import rounds_above_rule, vertical_config
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure.party import RoundCost, bounded_rows
+from dpfed.protocols.vertical_secure.setup import secure_protection
 from dpfed.runtime.jobfile import load_job
 
 
@@ -58,6 +59,14 @@ def add_train_vertical(sub: Any) -> None:
         help="secure mode: products under CKKS encryption, noise of a central curator's size "
              "on d-vectors only (two parties, logistic loss, needs dpfed[secure]; "
              "--protect-label-holder protects the labels and every party's rows)",
+    )
+    p.add_argument(
+        "--label-holder-keeps-model",
+        action="store_true",
+        help="with --secure --protect-label-holder: protect the labels and the label holder's "
+             "rows from the passive party only; the label holder keeps an exact model of its "
+             "own, weighs the passive scores against it and is the only one to receive "
+             "predictions",
     )
     p.add_argument(
         "--baselines",
@@ -125,6 +134,10 @@ def run_train_vertical(args: argparse.Namespace) -> int:
     if args.secure and kwargs.get("mechanism", "none") == "none":
         kwargs["mechanism"] = "sound"  # the secure mode is a sound mechanism of its own
     config = VerticalConfig(**kwargs).validated()
+    if args.label_holder_keeps_model and not (args.secure and config.protect_label_holder):
+        raise DpfedInputError(
+            "--label-holder-keeps-model goes with --secure --protect-label-holder (without "
+            "--protect-label-holder the label holder keeps its own model anyway).")
     dataset, split, blocks, test_blocks = load_blocks(args)
     if args.secure:
         return run_secure(args, config, dataset, split, blocks, test_blocks)
@@ -241,11 +254,15 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
         raise DpfedInputError("; ".join(refusals) + ".")
     assert config.epsilon is not None and config.delta is not None
     rounds = {} if args.iterations is None else {"rounds": args.iterations}
+    protect = secure_protection(config.protect_label_holder, args.label_holder_keeps_model)
     setup = SecureSetup(int(blocks[0].shape[0]), tuple(split), config.epsilon, config.delta,
-                        protect="all" if config.protect_label_holder else "passive", **rounds)
-    print(f"secure mode: {setup.rounds} rounds, protecting "
-          f"{'every party and the labels' if setup.protect == 'all' else 'the passive rows'},"
-          f" noise multiplier {setup.noise_multiplier:.3g}")
+                        protect=protect, **rounds)
+    whom = {"all": "every party and the labels",
+            "parties": "every party and the labels from the other party (the label holder "
+                       "keeps its own model)",
+            "passive": "the passive rows"}[protect]
+    print(f"secure mode: {setup.rounds} rounds, protecting {whom}, noise multiplier "
+          f"{setup.noise_multiplier:.3g}")
 
     def report(t: int, cost: RoundCost) -> None:
         if not args.quiet:

@@ -23,6 +23,7 @@ from dpfed.protocols.vertical_secure import (
     SecureVerticalResult,
     train_secure_vertical,
 )
+from dpfed.protocols.vertical_secure.setup import secure_protection
 
 
 def _split_columns(X, split: Sequence[int]) -> list:
@@ -65,6 +66,11 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         None: the sound mechanism's public rule
         (:func:`dpfed.protocols.vertical.calibration.sound_defaults`).
     protect_label_holder : bool
+    label_holder_keeps_model : bool
+        With ``secure`` and ``protect_label_holder``: protect the labels and the label
+        holder's rows from the passive party only; the label holder keeps an exact model of
+        its own and weighs the passive scores against it (its predictions, here
+        :meth:`decision_function`, are for it alone).
     secure : bool
         The secure mode (:func:`dpfed.protocols.vertical_secure.train_secure_vertical`): two
         parties, products under CKKS encryption, noise on d-vectors only; needs ``epsilon``
@@ -95,8 +101,9 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
     intercept_ : ndarray, shape (1,)
         The label holder's intercept (0 unless ``secure``).
     passive_weight_ : float or None
-        ``secure`` with ``protect_label_holder=False``: the weight of the passive party's
-        scores, clipped to ``+-2`` (the label holder's block is then its own model and
+        ``secure`` without ``protect_label_holder`` or with ``label_holder_keeps_model``: the
+        weight of the passive party's scores, clipped to ``+-2`` (the label holder's block is
+        then its own model and
         :meth:`decision_function` adds ``passive_weight_ * clip(scores)``,
         :mod:`dpfed.protocols.vertical_secure.weighting`); None otherwise.
 
@@ -123,6 +130,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         accountant: str = "pld",
         bounds: SoundBounds | None = None,
         protect_label_holder: bool = False,
+        label_holder_keeps_model: bool = False,
         secure: bool = False,
         random_state: int | None = None,
     ) -> None:
@@ -140,6 +148,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         self.accountant = accountant
         self.bounds = bounds
         self.protect_label_holder = protect_label_holder
+        self.label_holder_keeps_model = label_holder_keeps_model
         self.secure = secure
         self.random_state = random_state
 
@@ -175,13 +184,16 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         if self.noise_multiplier is not None or self.noise_sigma is not None:
             refusals.append("secure=True calibrates its own noise: leave noise_multiplier "
                             "and noise_sigma unset")
+        if self.label_holder_keeps_model and not self.protect_label_holder:
+            refusals.append("label_holder_keeps_model=True goes with protect_label_holder=True")
         if refusals:
             raise DpfedInputError("; ".join(refusals) + ".")
         assert self.epsilon is not None and self.delta is not None
         rounds = {} if self.iterations is None else {"rounds": self.iterations}
         return SecureSetup(int(blocks[0].shape[0]), tuple(int(b.shape[1]) for b in blocks),
                            self.epsilon, self.delta,
-                           protect="all" if self.protect_label_holder else "passive", **rounds)
+                           protect=secure_protection(self.protect_label_holder,
+                                                     self.label_holder_keeps_model), **rounds)
 
     def fit(self, X, y, **fit_params) -> VerticalLinearClassifier:
         """Run the protocol on the rows ``X`` and their labels ``y``.
@@ -215,6 +227,8 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
             self.passive_weight_ = (None if secure.weighting is None
                                     else secure.weighting.beta)
             return self
+        if self.label_holder_keeps_model:
+            raise DpfedInputError("label_holder_keeps_model=True is an option of secure=True.")
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())
         self.result_ = result
         self.intercept_ = np.zeros(1)

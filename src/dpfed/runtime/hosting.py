@@ -160,9 +160,14 @@ class ProtocolHost(ABC):
         return None
 
     def model_details(self) -> dict[str, Any]:
-        """What its ``model.json`` says beside ``coef`` when its share of a prediction is not
-        its rows times ``coef`` alone (empty, the default)."""
+        """What its ``model.json`` says beside ``coef`` when a share of a prediction is not
+        rows times ``coef`` alone (empty, the default)."""
         return {}
+
+    def peer_share(self, sender: str, scores: np.ndarray) -> np.ndarray:
+        """A peer's share of a prediction as this party, its recipient, counts it (the share
+        as sent, the default), shape ``(n_rows,)``."""
+        return scores
 
     def close(self) -> list[Message]:
         """The submission deadline passed: stop waiting for missing inputs and return the

@@ -23,6 +23,7 @@ status, which the leader follows.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -287,7 +288,11 @@ class PredictionDesk:
         listing = None
         if self.by_id is not None:
             listing = self.by_id[3].listing()
+        counted = copy.copy(collector)  # the peers' shares as its model counts them
+        counted.shares = {sender: scores if sender == self.name
+                          else self.host.peer_share(sender, scores)
+                          for sender, scores in collector.shares.items()}
         path = self.folder / PREDICTIONS_FOLDER / f"{collector.request}.json"
-        self.receipt = write_predictions(path, self.spec, collector, self.name, listing)
+        self.receipt = write_predictions(path, self.spec, counted, self.name, listing)
         self._log(f"wrote the scores of {collector.n_rows} rows (prediction "
                   f"{collector.request}) to {path}")

@@ -245,6 +245,8 @@ def weigh_passive(label: SecureParty, passive: SecureParty) -> WeightedPassive:
     passive party's statistics of its final scores (under the label holder's key, or in the
     clear for the plaintext backend) and the label holder's weight (:mod:`.weighting`)."""
     setup = label.setup
+    if label.own_model is None:  # protect="parties": fitted only now, after every release
+        label.fit_own_model()
     assert label.own_model is not None and label.y is not None
     request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), label.y)
     release = setup.statistics_release()

@@ -41,6 +41,7 @@ from dpfed.protocols.vertical_secure.setup import (
     DEFAULT_ROUNDS,
     ROW_SCALINGS,
     SecureSetup,
+    secure_protection,
 )
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
@@ -69,6 +70,10 @@ class SecureParams:
     protect_label_holder: bool = param(
         False, help="protect the labels and the label holder's rows too (else the passive "
                     "party's rows only)")
+    label_holder_keeps_model: bool = param(
+        False, help="with protect_label_holder: protect them from the passive party only; the "
+                    "label holder keeps an exact model of its own, weighs the passive scores "
+                    "against it and receives every prediction")
     iterations: int = param(DEFAULT_ROUNDS, help="Gauss-Seidel rounds T")
     loss: str = param("logistic", help="the loss (logistic only)", choices=("logistic",))
     regularizer: str = param("l2", help="the ridge (l2 only)", choices=("l2",))
@@ -106,7 +111,13 @@ def secure_params(params: Mapping[str, Any]) -> SecureParams:
     if cfg.epsilon is None or cfg.delta is None:
         raise DpfedInputError("a secure vertical job needs [params].epsilon and [params].delta: "
                               "it calibrates its own noise to them.")
+    if cfg.label_holder_keeps_model and not cfg.protect_label_holder:
+        raise DpfedInputError(
+            "[params].label_holder_keeps_model = true needs protect_label_holder = true: it "
+            "protects the label holder's data from the passive party while the label holder "
+            "keeps its own model (without protect_label_holder it keeps it anyway).")
     return cfg
+
 
 
 def secure_setup(cfg: SecureParams, n_samples: int, widths: Sequence[int]) -> SecureSetup:
@@ -114,7 +125,8 @@ def secure_setup(cfg: SecureParams, n_samples: int, widths: Sequence[int]) -> Se
     assert cfg.epsilon is not None and cfg.delta is not None
     return SecureSetup(
         n_samples, tuple(int(w) for w in widths), cfg.epsilon, cfg.delta,
-        protect="all" if cfg.protect_label_holder else "passive", rounds=cfg.iterations,
+        protect=secure_protection(cfg.protect_label_holder, cfg.label_holder_keeps_model),
+        rounds=cfg.iterations,
         degree=cfg.degree, radius=cfg.radius, fit_intercept=cfg.fit_intercept,
         intercept_scale=cfg.intercept_scale, ridge=cfg.ridge, row_scaling=cfg.row_scaling)
 
@@ -153,7 +165,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
                                outbox=Outbox(folder / "outbox"),
                                max_bytes=spec.max_message_bytes, test_rows=rows.test_block,
                                test_labels=test_labels)
-        self.plan = list(self.setup.releases()) if party.protected else []
+        self.plan = self.setup.party_releases(self.index)
 
     @property
     def exact_release(self) -> bool:
@@ -171,12 +183,24 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         return {"n_samples": self.n_samples, "n_features": self.n_features}
 
     def model_details(self) -> dict[str, Any]:
-        """The passive party's weight and clip when the label holder weighed its scores."""
+        """The weight and clip of the passive party's shares: in the passive party's file
+        when it was told the weight, in the label holder's when the weight stays with it."""
         role = self.role
-        if role.weight is None:
+        weight = role.weight
+        if self.index == 0 and self.setup.protect == "parties" and role.weighting is not None:
+            weight = role.weighting.beta
+            share = "passive_weight * clip(passive share, -score_clip, score_clip)"
+            return {"passive_weight": weight, "score_clip": self.setup.passive_score_bound,
+                    "passive_share": share}
+        if weight is None:
             return {}
-        return {"weight": role.weight, "score_clip": self.setup.passive_score_bound,
+        return {"weight": weight, "score_clip": self.setup.passive_score_bound,
                 "share": "weight * clip(rows @ coef, -score_clip, score_clip)"}
+
+    def peer_share(self, sender: str, scores: np.ndarray) -> np.ndarray:
+        """A peer's prediction share as this recipient counts it (the label holder weighs the
+        passive party's under ``protect="parties"``)."""
+        return self.role.peer_share(scores)
 
     def final(self) -> dict[str, Any]:
         role = self.role
@@ -230,7 +254,12 @@ class SecureVerticalProtocol(Protocol):
         return True
 
     def check_job(self, spec: JobSpec) -> None:
-        secure_params(spec.params)
+        cfg = secure_params(spec.params)
+        if cfg.label_holder_keeps_model and spec.allowed_recipients != (spec.names[0],):
+            raise DpfedInputError(
+                f"with [params].label_holder_keeps_model the label holder's block is its exact "
+                f"model: predictions go to it ({spec.names[0]!r}) alone. Found "
+                f"[job].prediction_recipients = {list(spec.allowed_recipients)}.")
         if spec.evaluate == "full":
             raise DpfedInputError(
                 'a secure vertical job evaluates on test rows only: [job].evaluate = "full" '

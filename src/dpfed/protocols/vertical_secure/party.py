@@ -13,13 +13,15 @@ A round for block :math:`j` (the *evaluator*), with the other party :math:`k` as
 3. :math:`k` decrypts :math:`v = X_j^\top r + \eta_j` (plus CKKS's rounding error), adds its
    exact grid noise (:meth:`dpfed.privacy.grid_release.GridGaussianRelease.sample_part`) and
    returns the :math:`d_j` numbers.
-4. :math:`j` keeps its own noise if its own data is protected (its block is a release), or
-   subtracts it, and takes a preconditioned step, projected onto its ball.
+4. :math:`j` keeps its own noise if its own data is protected, or subtracts it, and takes a
+   preconditioned step, projected onto its ball.
 
 The key holder's noise protects its data (and everything else) from the evaluator; the
 evaluator's noise protects its data from the key holder and, kept, from whoever receives the
-model. A party whose data is not protected (the label holder under ``protect="passive"``)
-adds noise only to hide its own gradient from the key holder, and removes it afterwards.
+model, and from the other party through the scores its block then produces: a protected
+block must be a function of releases only, so that every later round's model point is too.
+A party whose data is not protected (the label holder under ``protect="passive"``) adds noise
+only to hide its own gradient from the key holder, and removes it afterwards.
 """
 
 from __future__ import annotations
@@ -135,8 +137,9 @@ class SecureParty:
 
     @property
     def protected(self) -> bool:
-        """Whether this party's data must be protected (its releases carry its noise)."""
-        return self.setup.protect == "all" or self.index != 0
+        """Whether this party's data must be protected (its releases carry its noise, and its
+        block is a function of releases only)."""
+        return self.setup.protect != "passive" or self.index != 0
 
     @property
     def round_release(self) -> GridGaussianRelease:
@@ -189,11 +192,33 @@ class SecureParty:
         inverse: np.ndarray = (vectors / values) @ vectors.T
         return inverse
 
+    def fit_own_model(self) -> np.ndarray:
+        r"""The label holder's own model, kept as :attr:`own_model` and returned:
+        scikit-learn's ``LogisticRegression`` (C = 1, with an intercept) on its bounded rows
+        (the intercept coordinate divided by the column's constant), not projected.
+
+        It is computed from exact rows and labels: under ``protect="passive"`` (whose label
+        holder's data nothing protects) it starts the rounds; under ``"parties"`` only after
+        the last round, since a protected block must be a function of releases only, and it
+        then reaches nobody but the label holder.
+        """
+        from sklearn.linear_model import LogisticRegression
+
+        if self.index != 0 or self.y is None:
+            raise DpfedInputError("only the label holder has a model of its own.")
+        s = self.setup
+        own = self.rows[:, :-1] if s.fit_intercept else self.rows
+        model = LogisticRegression(C=1.0, max_iter=3000, fit_intercept=s.fit_intercept)
+        model.fit(own, self.y)
+        w = model.coef_[0]
+        if s.fit_intercept:
+            w = np.append(w, model.intercept_[0] / s.intercept_scale)
+        self.own_model = w.copy()
+        return w
+
     def warm_start(self) -> None:
-        r"""Start from the label holder's own model: scikit-learn's ``LogisticRegression``
-        (C = 1, with an intercept) on its bounded rows, projected onto its ball. The model
-        itself, not projected, is kept as :attr:`own_model` (what the passive scores are
-        weighed against, :mod:`dpfed.protocols.vertical_secure.weighting`).
+        r"""Start from the label holder's own model (:meth:`fit_own_model`), projected onto
+        its ball.
 
         Only for a label holder whose data is not protected (``protect="passive"``): the model
         is computed from its exact rows and labels, which nothing then protects.
@@ -203,22 +228,13 @@ class SecureParty:
         DpfedInputError
             For a party that is not an unprotected label holder.
         """
-        from sklearn.linear_model import LogisticRegression
-
         if self.index != 0 or self.protected or self.y is None:
             raise DpfedInputError(
                 "only an unprotected label holder (protect='passive') starts from its own "
                 "model: it is computed from exact rows and labels."
             )
-        s = self.setup
-        own = self.rows[:, :-1] if s.fit_intercept else self.rows
-        model = LogisticRegression(C=1.0, max_iter=3000, fit_intercept=s.fit_intercept)
-        model.fit(own, self.y)
-        w = model.coef_[0]
-        if s.fit_intercept:
-            w = np.append(w, model.intercept_[0] / s.intercept_scale)
-        self.own_model = w.copy()
-        radius = s.block_radii[0]
+        w = self.fit_own_model()
+        radius = self.setup.block_radii[0]
         norm = float(np.linalg.norm(w))
         self.w = w * (radius / norm) if norm > radius else w
 

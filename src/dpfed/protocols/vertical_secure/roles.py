@@ -17,13 +17,17 @@ B3. label holder -> passive: the decrypted d-vector with the label holder's nois
     is protected); the passive party steps, and sends A1 of the next round, or after the last
     round :class:`FinalScores`, after which the label holder reports the job finished.
 
-With only the passive rows protected, the label holder then weighs the passive scores against
-its own model (:mod:`dpfed.protocols.vertical_secure.weighting`): with the last B3 it sends
+When the label holder keeps an exact model of its own (``protect="passive"`` or
+``"parties"``), it then weighs the passive scores against it
+(:mod:`dpfed.protocols.vertical_secure.weighting`): with the last B3 it sends
 :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` (``"request"``); the passive party, after its
 last step, returns its three noisy statistics under the label holder's key
-(``"statistics"``, its round :math:`T + 1` release); the label holder decrypts them, takes
-its own model as its block and sends the weight (:class:`WeightRelease`); the passive party
-then sends :class:`FinalScores` with its weighted, clipped test shares.
+(``"statistics"``, its round :math:`T + 1` release); the label holder decrypts them and
+takes its own model as its block. Under ``"passive"`` it sends the weight
+(:class:`WeightRelease`) and the passive party then sends :class:`FinalScores` with its
+weighted, clipped test shares; under ``"parties"`` the weight, a function of the label
+holder's protected data, stays with it: the passive party sends its plain shares right
+after its statistics and the label holder weighs them (:meth:`SecureRole.peer_share`).
 
 The label holder reports every round to the leader (vertical's
 :class:`~dpfed.protocols.vertical.evaluation.RoundReport`; test figures only at the end, from
@@ -305,6 +309,8 @@ class SecureRole:
     # -- the weighting (protect="passive") --------------------------------------------------
     def _own_request(self) -> WeightingRequest:
         party = self.party
+        if party.own_model is None:  # protect="parties": fitted only after every release
+            party.fit_own_model()
         assert party.own_model is not None and party.y is not None
         return weighting_request(np.asarray(party.rows @ party.own_model).ravel(), party.y)
 
@@ -337,7 +343,10 @@ class SecureRole:
             [request[:chunks], request[chunks:]], scores, noise))
         self._event(self.setup.rounds + 1, "secure weighting statistics", 1.0, 0)
         self.request = None  # answered; nothing else waits for it
-        return self._parts("statistics", 1, self.setup.rounds, items)
+        out = self._parts("statistics", 1, self.setup.rounds, items)
+        if self.setup.protect == "parties":  # the weight stays with the label holder
+            out += self._finish()
+        return out
 
     def _weigh(self, items: list[bytes]) -> list[Message]:
         """The label holder's weight from the decrypted statistics; its own model becomes its
@@ -353,6 +362,8 @@ class SecureRole:
                                        released)
         assert party.own_model is not None
         party.w = party.own_model.copy()
+        if self.setup.protect == "parties":  # a function of its protected data: kept
+            return []
         return [WeightRelease(self.name, self.peer, self.setup.rounds, self.weighting.beta)]
 
     def _take_weight(self, message: WeightRelease) -> list[Message]:
@@ -364,10 +375,18 @@ class SecureRole:
 
     def share(self, scores: np.ndarray) -> np.ndarray:
         """Its share of a prediction from its rows' ``scores``: the passive party's clipped
-        and weighted when the label holder weighed it, else the scores."""
+        and weighted when the label holder told it the weight, else the scores."""
         if self.index == 1 and self.weight is not None:
             bound = self.setup.passive_score_bound
             return self.weight * np.clip(scores, -bound, bound)
+        return scores
+
+    def peer_share(self, scores: np.ndarray) -> np.ndarray:
+        """What the label holder makes of the passive party's share under
+        ``protect="parties"``, where the weight stays with it: clipped and weighted; else the
+        share as sent."""
+        if self.index == 0 and self.setup.protect == "parties" and self.weighting is not None:
+            return self.weighting.share(scores)
         return scores
 
     def _finish(self) -> list[Message]:
@@ -406,12 +425,14 @@ class SecureRole:
         self.peer_costs = {"bytes_sent": int(message.bytes_sent)}
         figures: dict[str, float] = {}
         theirs = np.asarray(message.test_scores, dtype=np.float64).reshape(-1)
-        if self.test_rows is not None and self.test_labels is not None and theirs.size:
+        # under "parties" its block is its exact model: figures of it stay with it
+        if (self.test_rows is not None and self.test_labels is not None and theirs.size
+                and self.setup.protect != "parties"):
             own = np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()
             if own.shape != theirs.shape:
                 raise ProtocolError(f"the passive party scored {theirs.size} test rows; the "
                                     f"label holder holds {own.size}")
-            figures = score_metrics(own + theirs, self.test_labels)
+            figures = score_metrics(own + self.peer_share(theirs), self.test_labels)
         self.finished = True
         return [self._report(self.setup.rounds, finished=True, **figures)]
 

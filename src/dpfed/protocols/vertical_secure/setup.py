@@ -44,8 +44,11 @@ from dpfed.protocols.vertical_secure.weighting import (
 )
 from dpfed.secure.sigmoid import SigmoidPolynomial
 
-#: Who is protected: every party's rows and the labels, or the passive parties' rows only.
-PROTECTIONS = ("all", "passive")
+#: Who is protected: every party's rows and the labels, from the other party and from whoever
+#: receives the model (``"all"``); from the other party, the label holder keeping an exact
+#: model of its own and receiving every prediction (``"parties"``); or the passive party's
+#: rows only (``"passive"``).
+PROTECTIONS = ("all", "parties", "passive")
 #: How each party bounds its rows: scale every row to norm 1, or clip the longer ones.
 ROW_SCALINGS = ("normalize", "clip")
 #: Rounds T (5 rounds did worse at every epsilon measured on a9a: docs/design.md).
@@ -83,8 +86,10 @@ class SecureSetup:
     epsilon, delta : float
         The budget of every party's view.
     protect : str
-        ``"all"`` (labels and every party's rows) or ``"passive"`` (the passive parties'
-        rows).
+        One of :data:`PROTECTIONS`: ``"all"`` (labels and every party's rows, the model
+        publishable), ``"parties"`` (the same rounds; after them the label holder takes its
+        own exact model as its block and weighs the passive scores, so predictions go to it
+        alone) or ``"passive"`` (the passive party's rows).
     rounds : int
         :math:`T`, Gauss-Seidel rounds (each updates every block once).
     degree : int
@@ -203,9 +208,9 @@ class SecureSetup:
 
     @property
     def weighted(self) -> bool:
-        """Whether the label holder weighs the passive scores against its own model (under
-        ``protect="passive"``, where it has one: :mod:`.weighting`)."""
-        return self.protect == "passive"
+        """Whether the label holder weighs the passive scores against its own exact model
+        (whenever it has one: every protection but ``"all"``, :mod:`.weighting`)."""
+        return self.protect != "all"
 
     @property
     def coordinates(self) -> int:
@@ -228,14 +233,34 @@ class SecureSetup:
 
     def releases(self) -> list[Release]:
         """What every party's view is accounted as: :attr:`release_count` Gaussian releases
-        (the grid coordinates counted on the first)."""
-        count = self.coordinates
-        return [Release("gaussian", self.noise_multiplier, count)] + [
-            Release("gaussian", self.noise_multiplier, 0)] * (self.release_count - 1)
+        (the grid coordinates counted on the first); the noise is calibrated to them."""
+        return self._releases(self.release_count)
+
+    def party_releases(self, index: int) -> list[Release]:
+        """The releases of party ``index``'s data (what its budget ledger reserves): those of
+        :meth:`releases`, none for an unprotected label holder (``protect="passive"``), and
+        without the weighting statistics for a protected one (only the passive party makes
+        that release)."""
+        if index != 0:
+            return self.releases()
+        return [] if self.protect == "passive" else self._releases(self.rounds + 1)
+
+    def _releases(self, count: int) -> list[Release]:
+        z = self.noise_multiplier
+        return [Release("gaussian", z, self.coordinates)] + [Release("gaussian", z, 0)] * (
+            count - 1)
 
     def epsilon_spent(self) -> float:
         """The accounted epsilon of :meth:`releases` at :attr:`delta` (coupling included)."""
         return releases_epsilon(self.releases(), self.delta)
+
+
+def secure_protection(protect_label_holder: bool, label_holder_keeps_model: bool = False) -> str:
+    """The :data:`PROTECTIONS` value of the options ``protect_label_holder`` and
+    ``label_holder_keeps_model`` (the CLI's, the job file's and the estimator's)."""
+    if not protect_label_holder:
+        return "passive"
+    return "parties" if label_holder_keeps_model else "all"
 
 
 def secure_noise_multiplier(setup: SecureSetup) -> float:
