@@ -165,12 +165,18 @@ def plot(rows: list[dict], refs: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = sorted({r["data"] for r in rows})
-    fig, axes = plt.subplots(1, len(names), figsize=(5.5 * len(names), 4), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
+    columns = min(2, len(names))
+    grid = (len(names) + columns - 1) // columns
+    fig, axes = plt.subplots(grid, columns, figsize=(6.5 * columns, 4.2 * grid), squeeze=False)
+    for ax in axes.flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        shown = [refs[name]["label_holder_alone"]["log_loss"]]
         for protect, marker in (("all", "o"), ("parties", "D"), ("passive", "s")):
             sel = [r for r in rows if r["data"] == name and r["protect"] == protect]
             ax.plot([r["epsilon"] for r in sel], [r["log_loss_mean"] for r in sel],
                     marker=marker, label=f"secure, protect={protect}")
+            shown += [r["log_loss_mean"] for r in sel]
             if protect == "all" and all("central_dp" in r for r in sel):
                 ax.plot([r["epsilon"] for r in sel], [r["central_dp"]["log_loss"] for r in sel],
                         marker="^", linestyle="--",
@@ -185,6 +191,9 @@ def plot(rows: list[dict], refs: dict, path: Path) -> None:
         ax.set_xlabel("epsilon (delta 1e-5)")
         ax.set_ylabel("test log loss")
         ax.set_title(f"{name} (constant predictor: {refs[name]['constant']['log_loss']:.3f})")
+        low, high = min([*shown, refs[name]["central_non_private"]["log_loss"]]), max(shown)
+        margin = 0.08 * (high - low)
+        ax.set_ylim(low - margin, high + margin)  # a central DP loss far above is cut off
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -91,9 +91,9 @@ def run_demo(args: argparse.Namespace) -> int:
             "variance on the test images.")
     else:
         notes.append('secure mode skipped: pip install "dpfed[secure]" to run it (TenSEAL).')
-    notes.append("the secure mode runs in one process for now; ADMM sharing "
-                 "(dpfed train vertical --mechanism sound) also runs as one process per party "
-                 "(docs/networked.md).")
+    notes.append("here both parties run in one process; over the network each runs its own "
+                 "`dpfed party` (a vertical job file with [params] secure = true, "
+                 "docs/networked.md).")
     references = intercept_baselines(blocks, y, test_blocks, y_test, "normalize")
     for name, shown in (("label_holder_alone", "top alone (its pixels, its labels)"),
                         ("central_non_private", "both halves pooled, no privacy")):
