@@ -35,7 +35,9 @@ standard deviations of its public noise). It is 0 when the passive scores do not
 party computes :math:`\mathrm{Enc}_L(g/s_g + \eta_g)` and :math:`\mathrm{Enc}_L(H/s_H +
 \eta_H)` (plaintext products and slot sums) and :math:`K/s_K + \eta_K` in the clear, where
 :math:`s_k` is statistic :math:`k`'s scale (:class:`ScoreStatisticsRelease`) and the
-:math:`\eta` are exact grid-Gaussian draws of its own generator. The label holder decrypts two
+:math:`\eta` are Gaussian draws of its own generator (:meth:`ScoreStatisticsRelease.noise`:
+``rng.normal`` inside the ciphertexts, as the evaluator's noise of a round; an exact discrete
+Gaussian on the grid for the one rounded in the clear). The label holder decrypts two
 numbers (and a third, encrypted by the passive party) and learns the three noisy
 statistics only.
 
@@ -93,9 +95,15 @@ class ScoreStatisticsRelease(StatisticsRelease):
         return np.array([2.0 * self.lipschitz * v, self.smoothness * v * v, v**3]) / n
 
     def noise(self, rng: np.random.Generator) -> np.ndarray:
-        """The three normalised noise draws (exact grid Gaussian, multiplier at least
-        :attr:`noise_multiplier`), shape ``(3,)``."""
-        return self.release.noisy(rng, np.zeros(3))
+        r"""The three normalised noise draws, shape ``(3,)``, each of deviation at least
+        :attr:`noise_multiplier`: the first two (added inside the ciphertexts, to values
+        that cannot be rounded there) by ``rng.normal``, since a lattice noise on an unrounded
+        value would reveal the value modulo the grid step; the third (added in the clear to
+        the value rounded to the grid) an exact discrete Gaussian on the grid
+        (:class:`~dpfed.privacy.grid_release.GridGaussianRelease`)."""
+        grid = self.release.grid(3)
+        inside = rng.normal(0.0, self.release.sigma, 2)
+        return np.append(inside, grid.grid_step * float(grid.noise(rng, 1)[0]))
 
     def normalised(self, scores: np.ndarray, request: WeightingRequest) -> np.ndarray:
         """The exact normalised statistics of the clipped ``scores`` (shape ``(N,)``)."""
