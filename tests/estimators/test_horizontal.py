@@ -52,3 +52,27 @@ def test_wrong_width_is_refused(data):
     model = ConsensusLogisticRegression(n_clients=3, iterations=3).fit(X, y)
     with pytest.raises(DpfedInputError, match="must have 5 columns"):
         model.predict(X[:, :4])
+
+
+@pytest.mark.parametrize("estimator", [ConsensusLogisticRegression(n_clients=4, iterations=60),
+                                       DecentralizedLogisticRegression(n_nodes=4, iterations=60)])
+def test_the_intercept_fits_a_base_rate_the_rows_alone_cannot(estimator):
+    """Rows whose direction says nothing about the label (unit rows spread on a circle) and
+    a base rate of 0.2: only the intercept can learn it; the estimator's score is
+    ``normalize(X) @ coef_ + intercept_``, and without it the intercept is 0."""
+    rng = np.random.default_rng(0)
+    angle = rng.uniform(0.0, 2.0 * np.pi, 2000)
+    X = np.column_stack([np.cos(angle), np.sin(angle)])
+    y = np.where(rng.random(2000) < 0.2, 1, 0)
+    with_intercept = clone(estimator).set_params(random_state=0).fit(X, y)
+    without = clone(estimator).set_params(random_state=0, fit_intercept=False).fit(X, y)
+    assert without.intercept_[0] == 0.0
+    assert with_intercept.intercept_[0] == pytest.approx(np.log(0.2 / 0.8), abs=0.3)
+    scores = with_intercept.decision_function(X)
+    np.testing.assert_allclose(scores, X @ with_intercept.coef_[0] + with_intercept.intercept_[0])
+
+    def log_loss(model):
+        return float(np.mean(np.logaddexp(0.0, -np.where(y > 0, 1, -1)
+                                          * model.decision_function(X))))
+
+    assert log_loss(with_intercept) < log_loss(without) - 0.1

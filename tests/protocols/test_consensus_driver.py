@@ -11,6 +11,7 @@ import pytest
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
+from dpfed.core.rows import with_intercept
 from dpfed.privacy.accounting import gaussian_epsilon, moments_accountant_epsilon
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import (
@@ -113,9 +114,10 @@ def test_seeded_runs_are_reproducible():
 
 
 def _centralized(lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The minimiser of eq. 1a over every part's rows (each part's loss averaged), and the
-    stacked rows, labels and loss weights."""
-    X = np.vstack([X for X, _ in PARTS])
+    """The minimiser of eq. 1a over every part's rows (each part's loss averaged; the rows
+    with the intercept column, as the clients fit them by default), and the stacked rows,
+    labels and loss weights."""
+    X = with_intercept(np.vstack([X for X, _ in PARTS]))
     y = np.concatenate([y for _, y in PARTS])
     weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
     minimiser = solve_local(X, y, get_loss("logistic"),
@@ -157,7 +159,7 @@ def test_privacy_block_matches_the_events_and_the_hand_computed_noise(
     assert privacy["epsilon"] <= cfg.epsilon
     assert privacy["epsilon"] > 0.9 * cfg.epsilon  # calibrated, not wasteful
     z = privacy["noise_multiplier"]
-    d = PARTS[0][0].shape[1]  # each round's upload: d coordinates from the exact sampler
+    d = PARTS[0][0].shape[1] + 1  # each upload: d + 1 coordinates (the intercept's too)
     assert z == calibrate_consensus(cfg.epsilon, cfg.delta, T, accountant=accountant,
                                     coordinates=T * d).noise_multiplier
     # the coupling's delta is far below delta: the epsilon is the continuous one's, to 1e-6
@@ -199,7 +201,7 @@ def test_average_last_reports_the_mean_of_the_last_global_models():
     np.testing.assert_allclose(averaged.model, np.mean(models[-3:], axis=0), rtol=0,
                                atol=1e-15)
     first = averaged.history[1]  # round 2: the mean of the two models so far
-    s = X_TEST @ ((models[0] + models[1]) / 2)
+    s = cfg.prepare_rows(X_TEST) @ ((models[0] + models[1]) / 2)
     assert first["test_accuracy"] == np.mean(np.where(s > 0, 1.0, -1.0) == Y_TEST)
     assert averaged.history[0]["test_accuracy"] == plain.history[0]["test_accuracy"]
 

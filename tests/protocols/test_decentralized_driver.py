@@ -117,11 +117,12 @@ def test_non_private_run_reaches_the_centralized_optimum(graph):
     cfg = DecentralizedConfig(iterations=100, **SETTING)
     res = train_decentralized(PARTS, graph, cfg, X_test=X_TEST, y_test=Y_TEST)
     terms = dict(loss_scale=cfg.loss_scale, rho=cfg.rho)
-    reference = centralized_optimum(PARTS, loss=LOSS, **terms)
-    best = joint_objective(reference, PARTS, loss=LOSS, **terms)
+    rows = [(cfg.prepare_rows(X), y) for X, y in PARTS]  # with the intercept column
+    reference = centralized_optimum(rows, loss=LOSS, **terms)
+    best = joint_objective(reference, rows, loss=LOSS, **terms)
     assert abs(res.final["train_objective"] - best) <= 1e-6 * abs(best)
     assert res.final["train_objective"] == pytest.approx(
-        joint_objective(res.average_model, PARTS, loss=LOSS, **terms), rel=1e-12)
+        joint_objective(res.average_model, rows, loss=LOSS, **terms), rel=1e-12)
     for model in res.models.values():
         np.testing.assert_allclose(model, reference, rtol=0, atol=1e-6)
     assert res.final["disagreement"] < 1e-6

@@ -127,3 +127,61 @@ def clip_rows(X: Matrix, bound: float) -> Matrix:
         scale[still] = np.nextafter(scale[still] * (bound / new[still]), 0.0)
         out = _scale_rows(X, scale)
     raise RuntimeError("clip_rows could not bring every row norm within the bound")
+
+
+#: :math:`c`, the constant of the intercept column of the horizontal protocols' rows.
+DEFAULT_INTERCEPT_SCALE = 0.25
+
+
+def with_intercept(X: Matrix, scale: float = DEFAULT_INTERCEPT_SCALE) -> Matrix:
+    r"""Rows :math:`[\sqrt{1 - c^2}\,x, c]`: the features scaled and a constant column ``c``
+    appended, so that a row of norm at most 1 keeps norm at most 1 and a linear model on them
+    has an intercept, :math:`b = c\,w_{d}` (the weight of the last column).
+
+    The scaling is a fixed row-wise map, so one record still changes one row and every
+    sensitivity derived for rows of norm at most 1 holds unchanged. The intercept is
+    regularised with the other weights (as liblinear's ``intercept_scaling``), which keeps
+    the local problems strongly convex; a smaller ``c`` regularises it more.
+
+    Parameters
+    ----------
+    X : matrix, shape (n, d)
+    scale : float
+        :math:`c \in (0, 1)`.
+
+    Returns
+    -------
+    matrix, shape (n, d + 1)
+        In the format of ``X`` (CSR for a sparse one).
+    """
+    c = check_positive("intercept_scale", scale)
+    if not c < 1.0:
+        raise DpfedInputError(f"intercept_scale must be in (0, 1). Found {scale}.")
+    factor = float(np.sqrt(1.0 - c * c))
+    column = np.full((X.shape[0], 1), c)
+    if sp.issparse(X):
+        return sp.hstack([sp.csr_matrix(X, dtype=np.float64) * factor,
+                          sp.csr_matrix(column)], format="csr")
+    return np.hstack([np.asarray(X, dtype=np.float64) * factor, column])
+
+
+def model_rows(X: Matrix, *, bounded: bool, fit_intercept: bool,
+               scale: float = DEFAULT_INTERCEPT_SCALE) -> Matrix:
+    """Rows as a horizontal protocol's parties train on them: clipped to norm 1 when
+    ``bounded`` (a private mechanism), then with the intercept column when ``fit_intercept``
+    (:func:`with_intercept`; clipped again so the bound holds exactly in floating point)."""
+    rows = clip_rows(X, 1.0) if bounded else X
+    if fit_intercept:
+        rows = with_intercept(rows, scale)
+        rows = clip_rows(rows, 1.0) if bounded else rows
+    return rows
+
+
+def split_intercept(model: np.ndarray, *, fit_intercept: bool,
+                    scale: float = DEFAULT_INTERCEPT_SCALE) -> tuple[np.ndarray, float]:
+    r"""``(coef, intercept)`` of a model on :func:`model_rows`' columns, for the rows before
+    the intercept column: :math:`(\sqrt{1 - c^2}\,w_{:d},\ c\,w_d)`, or ``(w, 0)``."""
+    w = np.asarray(model, dtype=np.float64).reshape(-1)
+    if not fit_intercept:
+        return w, 0.0
+    return w[:-1] * float(np.sqrt(1.0 - scale * scale)), float(w[-1] * scale)

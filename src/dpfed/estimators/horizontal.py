@@ -32,8 +32,14 @@ class _HorizontalClassifier(BinaryScoreClassifier):
         index = horizontal_split(X.shape[0], count, rng=seed)
         return [(X[i], y_pm[i]) for i in index]
 
+    def _set_model(self, model: np.ndarray,
+                   config: ConsensusConfig | DecentralizedConfig) -> None:
+        coef, intercept = config.intercept_of(model)
+        self.coef_ = coef[None, :]
+        self.intercept_ = np.array([intercept])
+
     def decision_function(self, X) -> np.ndarray:
-        """Scores of the rows of ``X`` (scaled to unit norm).
+        """Scores of the rows of ``X`` (scaled to unit norm), plus the intercept.
 
         Parameters
         ----------
@@ -45,7 +51,7 @@ class _HorizontalClassifier(BinaryScoreClassifier):
             Positive for ``classes_[1]``.
         """
         X = self._validate_rows(X)
-        return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1)
+        return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1) + self.intercept_[0]
 
 
 class ConsensusLogisticRegression(_HorizontalClassifier):
@@ -63,6 +69,9 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
     epsilon, delta : float or None
         Target total privacy of every client (gaussian).
     accountant : {"pld", "rdp", "moments"}
+    fit_intercept : bool
+        Fit an intercept: every client's rows get a constant column
+        (:func:`dpfed.core.rows.with_intercept`), its weight regularised with the others.
     random_state : int or None
         Seeds the client split and the noise.
 
@@ -73,7 +82,9 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
     n_features_in_ : int
         Columns of ``X`` in ``fit``.
     coef_ : ndarray, shape (1, n_features)
-        The global model.
+        The global model's weights of the rows scaled to unit norm.
+    intercept_ : ndarray, shape (1,)
+        Its intercept (0 without ``fit_intercept``).
     history_ : list of dict
     privacy_spent_ : dict
     """
@@ -89,9 +100,11 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         epsilon: float | None = None,
         delta: float | None = None,
         accountant: str = "pld",
+        fit_intercept: bool = True,
         random_state: int | None = None,
     ) -> None:
         self.n_clients = n_clients
+        self.fit_intercept = fit_intercept
         self.lam = lam
         self.rho = rho
         self.iterations = iterations
@@ -125,12 +138,12 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         config = ConsensusConfig(
             lam=self.lam, rho=self.rho, iterations=self.iterations, mechanism=self.mechanism,
             epsilon=self.epsilon, delta=self.delta, accountant=self.accountant,
-            seed=self.random_state,
+            seed=self.random_state, fit_intercept=self.fit_intercept,
         )
         parts = self._parts(X, y_pm, self.n_clients, self.random_state, "n_clients")
         result = train_consensus(parts, config)
         self.result_ = result
-        self.coef_ = result.model[None, :]
+        self._set_model(result.model, config)
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
         return self
@@ -156,6 +169,9 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
     loss_scale, rho, eta : float
         :math:`C^R`, the regulariser weight and the ADMM penalty.
     iterations : int
+    fit_intercept : bool
+        Fit an intercept: every node's rows get a constant column
+        (:func:`dpfed.core.rows.with_intercept`), its weight regularised with the others.
     random_state : int or None
         Seeds the node split, the graph and the noise.
 
@@ -166,7 +182,9 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
     n_features_in_ : int
         Columns of ``X`` in ``fit``.
     coef_ : ndarray, shape (1, n_features)
-        The nodes' average model.
+        The nodes' average model's weights of the rows scaled to unit norm.
+    intercept_ : ndarray, shape (1,)
+        Its intercept (0 without ``fit_intercept``).
     node_models_ : dict of str to ndarray
     history_ : list of dict
     privacy_spent_ : dict
@@ -186,9 +204,11 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         rho: float = 10 ** -2.5,
         eta: float = 1.0,
         iterations: int = 100,
+        fit_intercept: bool = True,
         random_state: int | None = None,
     ) -> None:
         self.n_nodes = n_nodes
+        self.fit_intercept = fit_intercept
         self.graph = graph
         self.perturbation = perturbation
         self.alpha = alpha
@@ -226,13 +246,14 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
             loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, iterations=self.iterations,
             perturbation=self.perturbation, alpha=self.alpha, node_alphas=self.node_alphas,
             schedule=self.schedule, rate=self.rate, seed=self.random_state,
+            fit_intercept=self.fit_intercept,
         )
         graph = make_graph(self.graph, self.n_nodes, rng=self.random_state)
         parts = self._parts(X, y_pm, self.n_nodes, self.random_state, "n_nodes")
         result = train_decentralized(parts, graph, config)
         self.result_ = result
         self.node_models_ = result.models
-        self.coef_ = result.average_model[None, :]
+        self._set_model(result.average_model, config)
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
         return self

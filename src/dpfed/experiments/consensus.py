@@ -117,12 +117,13 @@ def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | Non
 
     def train(s: int):
         if noise_multiplier is None:
-            cfg = ConsensusConfig(lam=plan.lam, rho=plan.rho, iterations=plan.iterations, seed=s)
+            cfg = ConsensusConfig(lam=plan.lam, rho=plan.rho, iterations=plan.iterations, seed=s,
+                                  fit_intercept=False)  # the paper's model has none
         else:
             cfg = ConsensusConfig(
                 lam=plan.lam, rho=plan.rho, iterations=plan.iterations, mechanism="gaussian",
                 noise_multiplier=noise_multiplier, delta=plan.delta,
-                accountant=plan.accountant, seed=s,
+                accountant=plan.accountant, seed=s, fit_intercept=False,
             )
         return train_consensus(data.parts, cfg, X_test=data.X_test, y_test=data.y_test)
 

@@ -269,7 +269,7 @@ def execute_run(spec: RunSpec, data: AdultParts) -> dict:
         cfg = DecentralizedConfig(
             loss_scale=spec.loss_scale, rho=spec.rho, eta=spec.eta, iterations=spec.iterations,
             perturbation=spec.perturbation, alpha=spec.alpha, schedule="constant",
-            delta=spec.delta, seed=seed,
+            delta=spec.delta, seed=seed, fit_intercept=False,  # the paper's model has none
         )
         return train_decentralized(data.parts, graph, cfg, X_test=data.X_test,
                                    y_test=data.y_test)

@@ -24,7 +24,13 @@ from dpfed._validation import (
     check_positive,
 )
 from dpfed.core.losses import get_loss, score_metrics
-from dpfed.core.rows import clip_rows
+from dpfed.core.rows import (
+    DEFAULT_INTERCEPT_SCALE,
+    Matrix,
+    model_rows,
+    split_intercept,
+    with_intercept,
+)
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
@@ -94,8 +100,25 @@ class ConsensusConfig:
     relaxation: float = param(1.0, help="over-relaxation alpha in (0, 2) of the average "
                               "(1: paper 002's ADMM)")
     average_last: int = param(1, help="the model is the mean of the last k global models")
+    fit_intercept: bool = param(True, help="fit an intercept: every row gets a constant "
+                                           "column (regularised with the other weights)")
+    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
+                                   help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]")
+
+    def prepare_rows(self, X: Matrix) -> Matrix:
+        """Rows as the clients train on them (:func:`dpfed.core.rows.model_rows`: clipped to
+        norm 1 under a private mechanism, then the intercept column)."""
+        return model_rows(X, bounded=self.mechanism != "none", fit_intercept=self.fit_intercept,
+                          scale=self.intercept_scale)
+
+    def intercept_of(self, model: np.ndarray) -> tuple[np.ndarray, float]:
+        """``(coef, intercept)`` of a model, for the rows before the intercept column."""
+        return split_intercept(model, fit_intercept=self.fit_intercept,
+                               scale=self.intercept_scale)
 
     def validated(self) -> ConsensusConfig:
+        if self.fit_intercept:
+            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
         loss = get_loss(self.loss)
         check_positive("lam", self.lam)
         check_positive("rho", self.rho)
@@ -310,10 +333,10 @@ def train_consensus(
     prepared = []
     for X, y in parts:
         labels = check_binary_labels("labels", y) if loss.binary else np.asarray(y, float)
-        prepared.append((clip_rows(X, 1.0) if private else X, labels))
+        prepared.append((cfg.prepare_rows(X), labels))
     if X_test is not None:
         y_test = check_binary_labels("test labels", y_test)
-        X_test = clip_rows(X_test, 1.0) if private else X_test
+        X_test = cfg.prepare_rows(X_test)
     d = prepared[0][0].shape[1]
     z = noise_multiplier_of(cfg, d)
     if rngs is None:

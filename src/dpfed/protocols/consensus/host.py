@@ -13,7 +13,6 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import get_loss
-from dpfed.core.rows import clip_rows
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.accounting import Release
@@ -63,7 +62,7 @@ class ConsensusHost(RowHost):
         clients = [p.name for p in spec.parties if p.role != "server"]
         server = next(p.name for p in spec.parties if p.role == "server")
         data, X, y = party_rows(spec, name)
-        self.n_features = data.X_train.shape[1]
+        self.n_features = data.X_train.shape[1] + int(cfg.fit_intercept)
         z = noise_multiplier_of(cfg, self.n_features)
         if party.role == "server":
             self.holds_data = False
@@ -73,8 +72,7 @@ class ConsensusHost(RowHost):
                 relaxation=cfg.relaxation,
             )
             return
-        if cfg.mechanism != "none":
-            X = clip_rows(X, 1.0)
+        X = cfg.prepare_rows(X)
         index = clients.index(name)
         self.X, self.y = X, y
         release = client_release(cfg, z, len(clients), X.shape[0])
@@ -117,6 +115,8 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
     if cfg.average_last > 1:
         models = [m.tolist() for m in outputs]
     X_test, y_test = held_out_rows(spec)
+    if X_test is not None:
+        X_test = cfg.prepare_rows(X_test)
     losses = {c: evaluate(c, models) for c in clients} if spec.evaluate == "full" else None
     events = {c: [PrivacyEvent(**e) for e in accounts[c]["events"]] for c in clients}
     n = len(clients)

@@ -33,7 +33,13 @@ from dpfed._validation import (
 )
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import get_loss
-from dpfed.core.rows import clip_rows
+from dpfed.core.rows import (
+    DEFAULT_INTERCEPT_SCALE,
+    Matrix,
+    model_rows,
+    split_intercept,
+    with_intercept,
+)
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
@@ -84,12 +90,29 @@ class DecentralizedConfig:
     delta: float | None = param(help="also bound the total by advanced composition")
     seed: int | None = param(help="seed of the noise (in process or a simulation)",
                              public=False)
+    fit_intercept: bool = param(True, help="fit an intercept: every row gets a constant "
+                                           "column (regularised with the other weights)")
+    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
+                                   help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]")
 
     def __post_init__(self) -> None:
         if self.node_alphas is not None and not isinstance(self.node_alphas, tuple):
             object.__setattr__(self, "node_alphas", tuple(self.node_alphas))
 
+    def prepare_rows(self, X: Matrix) -> Matrix:
+        """Rows as the nodes train on them (:func:`dpfed.core.rows.model_rows`: clipped to
+        norm 1, then the intercept column)."""
+        return model_rows(X, bounded=True, fit_intercept=self.fit_intercept,
+                          scale=self.intercept_scale)
+
+    def intercept_of(self, model: np.ndarray) -> tuple[np.ndarray, float]:
+        """``(coef, intercept)`` of a model, for the rows before the intercept column."""
+        return split_intercept(model, fit_intercept=self.fit_intercept,
+                               scale=self.intercept_scale)
+
     def validated(self) -> DecentralizedConfig:
+        if self.fit_intercept:
+            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
         loss = get_loss(self.loss)
         if self.loss != "logistic" and self.perturbation != "none":
             raise DpfedInputError(
@@ -288,11 +311,11 @@ def train_decentralized(
     prepared = []
     for k, (X, y) in enumerate(parts):
         check_finite_matrix(f"rows of node {names[k]}", X)
-        prepared.append((clip_rows(X, 1.0), check_binary_labels("labels", y)))
+        prepared.append((cfg.prepare_rows(X), check_binary_labels("labels", y)))
     if len({X.shape[1] for X, _ in prepared}) != 1:
         raise DpfedInputError("every node must have the same columns.")
     if X_test is not None:
-        X_test = clip_rows(X_test, 1.0)
+        X_test = cfg.prepare_rows(X_test)
         y_test = check_binary_labels("test labels", y_test)
     P = len(prepared)
     alphas = cfg.alpha_schedules(P)

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from dpfed.core.losses import get_loss
-from dpfed.core.rows import clip_rows
 from dpfed.data import GRAPHS, make_graph
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters, param
@@ -85,7 +84,7 @@ class DecentralizedHost(RowHost):
         self.loss_factor = cfg.loss_scale
         neighbours = named_neighbours(_graph(spec), spec.names)
         _, X, y = party_rows(spec, name)
-        self.X, self.y = clip_rows(X, 1.0), y
+        self.X, self.y = cfg.prepare_rows(X), y
         index = spec.names.index(name)
         schedules = cfg.alpha_schedules(len(spec.names))
         alphas = None if schedules is None else schedules[index]
@@ -128,6 +127,8 @@ def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[st
     history = []
     if spec.evaluate != "none":
         X_test, y_test = held_out_rows(spec)
+        if X_test is not None:
+            X_test = cfg.prepare_rows(X_test)
         per_node = {n: np.asarray(accounts[n]["models"], dtype=float) for n in names}
         means = [np.mean([per_node[n][t] for n in names], axis=0)
                  for t in range(cfg.iterations)]
