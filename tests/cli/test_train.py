@@ -168,9 +168,29 @@ def test_secure_vertical_trains_under_encryption_and_writes_its_costs(tmp_path, 
     assert len(result["model"]["blocks"]) == 2 and "intercept" in result["model"]
 
 
+def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, capsys):
+    pytest.importorskip("tenseal")
+    import json
+
+    out = tmp_path / "parties.json"
+    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
+                 "--secure", "--epsilon", "8", "--delta", "1e-5", "--protect-label-holder",
+                 "--label-holder-keeps-model", "--iterations", "2", "--seed", "0", "--quiet",
+                 "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "the label holder keeps its own model" in shown
+    assert "the label holder's own model plus" in shown
+    result = json.loads(out.read_text())
+    assert result["privacy"]["protect"] == "parties"
+    assert result["privacy"]["releases"] == 4  # Gram, 2 rounds, the weighting statistics
+    assert 0.0 <= result["model"]["passive_weight"] <= 1.0
+    assert result["model"]["passive_score_clip"] == 2.0
+
+
 @pytest.mark.parametrize(("extra", "match"), [
     (["--loss", "sigmoid"], "--secure fits the logistic loss"),
     (["--mechanism", "paper"], "--mechanism paper is another protocol"),
+    (["--label-holder-keeps-model"], "goes with --secure --protect-label-holder"),
 ])
 def test_secure_vertical_refuses_what_it_does_not_take(tmp_path, capsys, extra, match):
     pytest.importorskip("tenseal")

@@ -74,12 +74,18 @@ def test_the_secure_estimator_fits_under_encryption_with_an_intercept():
     assert len(clf.history_) == 6 and all(h["bytes"] > 0 for h in clf.history_)
     assert clf.score(X, labels) > 0.7
     assert np.array_equal(clf.classes_, [1, 3])
+    assert clf.passive_weight_ is None  # a publishable model: no exact one to weigh against
+    keeps = clone(clf).set_params(label_holder_keeps_model=True).fit(X, labels)
+    assert keeps.privacy_spent_["protect"] == "parties"
+    assert 0.0 <= keeps.passive_weight_ <= 1.0
 
 
 @pytest.mark.parametrize(("params", "match"), [
     ({}, "needs epsilon and delta"),
     ({"epsilon": 1.0, "delta": 1e-5, "loss": "sigmoid"}, "logistic loss"),
     ({"epsilon": 1.0, "delta": 1e-5, "mechanism": "paper"}, "own mechanism"),
+    ({"epsilon": 1.0, "delta": 1e-5, "label_holder_keeps_model": True},
+     "goes with protect_label_holder"),
 ])
 def test_the_secure_estimator_refuses_what_it_cannot_fit(params, match):
     X, y = _data()

@@ -39,6 +39,10 @@ def test_secure_true_selects_the_secure_protocol_and_false_the_usual_one(tmp_pat
     (f"secure = true\n{BUDGET}\nrho = 1.0", {}, "rho"),
     (f"secure = true\n{BUDGET}", {"parties": 3}, "two parties"),
     (f"secure = true\n{BUDGET}", {"job": 'evaluate = "full"'}, "test rows only"),
+    (f"secure = true\n{BUDGET}\nlabel_holder_keeps_model = true", {},
+     "needs protect_label_holder = true"),
+    (f"secure = true\n{BUDGET}\nprotect_label_holder = true\nlabel_holder_keeps_model = true",
+     {"job": 'prediction_recipients = ["p0", "p1"]'}, "predictions go to it ('p0') alone"),
 ])
 def test_what_the_secure_mode_does_not_take_is_refused_by_name(tmp_path, params, extra, says):
     with pytest.raises(DpfedInputError) as refused:

@@ -49,10 +49,17 @@ def _toml_value(value) -> str:
 
 
 def interruptible() -> None:
-    """Run in a started process before it executes ``dpfed``: SIGINT as a terminal gives it
-    (default, not blocked), whatever this test process holds. Libraries loaded in a long
-    test session can leave SIGINT ignored or blocked in it, and a child inherits both."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """Call before starting a ``dpfed`` process: SIGINT then reaches it as a terminal gives it.
+
+    A child inherits an ignored or a blocked SIGINT across ``exec``, and a handled one is reset
+    to the default there. Libraries loaded in a long test session can leave this process's
+    SIGINT ignored or blocked, so it is handled (Python's default handler) and unblocked here,
+    in the parent. Not in a ``preexec_fn``: that makes ``subprocess`` use ``fork()`` instead of
+    ``vfork()``, gRPC's fork handlers then restart its poller in the child, and the child
+    aborts on the epoll descriptor ``close_fds`` closed before it can exec (grpc/grpc#43055;
+    seen as a party never reached and a leader killed by SIGABRT in full runs).
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
@@ -108,10 +115,11 @@ class NetJob:
     def start_party(self, name: str, *extra: str) -> subprocess.Popen:
         """Start party ``name`` with its ``party_args`` and ``extra`` arguments."""
         log = open(self.folder / f"{name}.log", "ab")
+        interruptible()
         proc = subprocess.Popen(
             [*DPFED, "party", "--config", str(self.config), "--name", name,
              *self.party_args.get(name, []), *extra],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env(), preexec_fn=interruptible,
+            stdout=log, stderr=subprocess.STDOUT, env=self.env(),
         )
         self.procs[name] = proc
         return proc

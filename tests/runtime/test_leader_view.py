@@ -128,7 +128,8 @@ def test_consensus(netjob):
     assert all(entry["train_objective"] is None for entry in result["history"])
     # the server's per-round models are a function of the released uploads alone
     uploads = _journal_messages(job, "server", LocalModel)
-    server = ConsensusServer("server", ["bank", "shop"], n_features=30, rho=0.1, max_rounds=4)
+    server = ConsensusServer("server", ["bank", "shop"], n_features=31, rho=0.1,  # + intercept
+                             max_rounds=4)
     for message in sorted(uploads, key=lambda m: (m.round, m.sender != "bank")):
         server.handle(message)
     rounds = next(

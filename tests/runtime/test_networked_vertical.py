@@ -51,8 +51,8 @@ def follow(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
 
 def _lead_until_round(job, k: int) -> tuple[subprocess.Popen, list[str]]:
     """Start ``dpfed run`` and return once it has reported round ``k``."""
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env(),
-                              preexec_fn=interruptible)
+    interruptible()
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     lines: list[str] = []
     follow(leader, lines)
     reached = wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
@@ -275,8 +275,8 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
     # party the leader names first
     assert wait_for(lambda: all("serving job" in job.log(n) for n in ("label", "bank")),
                     timeout=120), job.log("label") + job.log("bank")
-    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env(),
-                              preexec_fn=interruptible)
+    interruptible()
+    leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     _, text = leader.communicate(timeout=120)
     assert leader.returncode == 4, text
     # the leader's own clock, from the start of its opening (a loaded machine may take seconds
