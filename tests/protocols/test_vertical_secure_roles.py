@@ -52,7 +52,7 @@ def _run(roles, *, stop_after=None):
     return sent, []
 
 
-@pytest.fixture(scope="module", params=["all", "parties", "passive"])
+@pytest.fixture(scope="module", params=["all", "passive"])  # "parties": its networked test
 def problem(request):
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, :15], data.X_train[:, 15:]]

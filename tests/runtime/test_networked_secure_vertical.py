@@ -4,6 +4,7 @@ ciphertexts, each keeping its key pair and recording its releases in its ledger.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -45,11 +46,11 @@ PARAMS = {"secure": True, "epsilon": 1.0, "delta": 1e-5, "protect_label_holder":
 @pytest.mark.slow
 def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_rows(netjob):
     """One job does it all (each secure job costs seconds of CKKS work): a passive party
-    killed after round 1 of 4 comes back, replays its journal and resends its kept
+    killed after round 1 of 3 comes back, replays its journal and resends its kept
     ciphertexts; the model is the in-process run's with the parties' own noise, every
     release is in the ledgers once; then the parties score new rows and refuse training
     rows."""
-    rounds = 4
+    rounds = 3
     job = netjob([(name, "breast_cancer", span) for name, span in SPLIT], job_id="secure",
                  params=PARAMS | {"iterations": rounds},
                  budgets={name: BUDGET for name, _ in SPLIT}, job={"grace": 120.0})
@@ -96,7 +97,13 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("keeps_model", [False, True], ids=["passive", "parties"])
+@pytest.mark.parametrize("keeps_model", [
+    pytest.param(False, marks=pytest.mark.skipif(
+        not os.environ.get("DPFED_REPRODUCE"),
+        reason="only the passive rows protected: set DPFED_REPRODUCE=1; CI runs the other mode "
+               "here and this mode's messages, replay and weight in test_vertical_secure_roles")),
+    True,
+], ids=["passive", "parties"])
 def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_against_it(
         netjob, keeps_model):
     """The label holder's block is its own model and the passive party's shares are clipped
