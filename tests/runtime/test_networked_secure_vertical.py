@@ -40,6 +40,17 @@ def _models(job) -> list[np.ndarray]:
             for n, _ in SPLIT]
 
 
+def _check_test_predictions(job, scores: np.ndarray) -> None:
+    """``dpfed predict`` on breast cancer's test rows writes ``scores`` (to CKKS's rounding)
+    for the label holder."""
+    predicted, codes = _predict(job, "breast_cancer:test", job.folder / "receipt.json")
+    assert predicted.returncode == 0, predicted.stderr + job.log("label") + job.log("bank")
+    assert codes == {"label": 0, "bank": 0}
+    receipt = json.loads((job.folder / "receipt.json").read_text())
+    written = json.loads(Path(receipt["path"]).read_text())
+    np.testing.assert_allclose(written["scores"], scores, atol=1e-3)
+
+
 PARAMS = {"secure": True, "epsilon": 1.0, "delta": 1e-5, "protect_label_holder": True}
 
 
@@ -82,12 +93,7 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
     expected = np.mean(np.where(scores > 0, 1, -1) == np.where(data.y_test > 0, 1, -1))
     assert result["final"]["test_accuracy"] == pytest.approx(expected, abs=0.01)
     # the finished parties score new rows with their blocks; training rows are refused
-    predicted, codes = _predict(job, "breast_cancer:test", job.folder / "receipt.json")
-    assert predicted.returncode == 0, predicted.stderr + job.log("label") + job.log("bank")
-    assert codes == {"label": 0, "bank": 0}
-    receipt = json.loads((job.folder / "receipt.json").read_text())
-    written = json.loads(Path(receipt["path"]).read_text())
-    np.testing.assert_allclose(written["scores"], scores, atol=1e-3)
+    _check_test_predictions(job, scores)
     refused, _ = _predict(job, "breast_cancer:train", job.folder / "refused.json")
     assert refused.returncode != 0 and "training rows" in refused.stderr
     # the key pair stays with its owner, owner-only; the ciphertexts it sent are kept
@@ -156,9 +162,4 @@ def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_agains
         assert models["bank"]["score_clip"] == 2.0
         assert result["final"]["test_log_loss"] > 0  # the weighed model's test figures
     scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in SPLIT])
-    predicted, codes = _predict(job, "breast_cancer:test", job.folder / "receipt.json")
-    assert predicted.returncode == 0, predicted.stderr + job.log("label") + job.log("bank")
-    assert codes == {"label": 0, "bank": 0}
-    receipt = json.loads((job.folder / "receipt.json").read_text())
-    written = json.loads(Path(receipt["path"]).read_text())
-    np.testing.assert_allclose(written["scores"], scores, atol=1e-3)
+    _check_test_predictions(job, scores)
