@@ -211,8 +211,9 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         if self.alignment is not None:
             out["alignment"] = {part: {"rows": len(v["ids"]), "digest": v["digest"]}
                                 for part, v in self.alignment["parts"].items()}
-        if role.weighting is not None:
-            out["passive_weighting"] = role.weighting.as_dict()
+        if role.weighting is not None:  # under "parties" a function of its protected data
+            out["passive_weighting"] = (role.weighting.as_dict()
+                                        if self.setup.protect == "passive" else "kept")
         return out
 
     @property
@@ -310,6 +311,7 @@ class SecureVerticalProtocol(Protocol):
                            "inside CKKS",
                 **({"passive_weighting": accounts[spec.names[0]]["passive_weighting"]}
                    if "passive_weighting" in accounts[spec.names[0]] else {}),
+                # "kept": the weight stays with a label holder whose data are protected
             },
             "costs": {
                 "bytes_per_round": sum(c["bytes_sent"] for c in costs.values()) / rounds,
