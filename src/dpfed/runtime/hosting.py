@@ -164,6 +164,10 @@ class ProtocolHost(ABC):
         rows times ``coef`` alone (empty, the default)."""
         return {}
 
+    def discard_replay_files(self) -> None:  # noqa: B027 - an optional hook: no-op by default
+        """Remove what it kept only to replay its messages after a restart, once the job has
+        finished and its final state is saved (nothing, the default)."""
+
     def peer_share(self, sender: str, scores: np.ndarray) -> np.ndarray:
         """A peer's share of a prediction as this party, its recipient, counts it (the share
         as sent, the default), shape ``(n_rows,)``."""

@@ -683,6 +683,7 @@ class PartyNode:
         })
         if self.ledger is not None:
             self.ledger.close_job(self.spec.id, self.name)
+        self.host.discard_replay_files()  # the final state is saved: no replay needs them
         self._stop(EXIT_FINISHED, f"job {self.spec.id} finished; model in {model_path}")
         return self.host.final() | {"model": str(model_path)}
 

@@ -14,6 +14,7 @@ the weighting statistics.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -181,6 +182,11 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
 
     def describe(self) -> dict[str, Any]:
         return {"n_samples": self.n_samples, "n_features": self.n_features}
+
+    def discard_replay_files(self) -> None:
+        """Remove ``outbox/``: the ciphertexts it kept so that a replay sends the same bytes
+        (hundreds of MB on a9a); the finished job's state is saved without them."""
+        shutil.rmtree(self.role.outbox.folder, ignore_errors=True)
 
     def model_details(self) -> dict[str, Any]:
         """The weight and clip of the passive party's shares: in the passive party's file
