@@ -7,6 +7,12 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from dpfed.cli import main
+from dpfed.cli.horizontal import central_reference
+from dpfed.protocols.decentralized.driver import (
+    DecentralizedConfig,
+    centralized_optimum,
+    joint_objective,
+)
 
 HISTORY_KEYS = ("iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
                 "epsilon")
@@ -211,3 +217,21 @@ def test_central_reports_the_relative_gap(tmp_path):
     assert code == 0
     central = json.loads(out.read_text())["central"]
     assert central["objective"] > 0 and central["relative_gap"] >= 0
+
+
+def test_the_central_reference_solves_the_nodes_problem_with_or_without_the_intercept():
+    """The gap is to the optimum of the very objective the nodes minimise: on their rows with
+    the intercept column when they fit one, without it otherwise."""
+    from dpfed.core.losses import get_loss
+    from dpfed.data import horizontal_split, load_dataset
+
+    data = load_dataset("breast_cancer")
+    parts = [(data.X_train[i], data.y_train[i]) for i in horizontal_split(len(data.y_train), 3)]
+    for config in (DecentralizedConfig(), DecentralizedConfig(fit_intercept=False)):
+        rows = [(config.prepare_rows(X), y) for X, y in parts]
+        terms = {"loss": get_loss(config.loss), "loss_scale": config.loss_scale,
+                 "rho": config.rho}
+        expected = joint_objective(centralized_optimum(rows, **terms), rows, **terms)
+        got = central_reference(parts, config, {"train_objective": None})["objective"]
+        assert got == pytest.approx(expected, rel=1e-12)
+        assert rows[0][0].shape[1] == data.X_train.shape[1] + int(config.fit_intercept)

@@ -115,3 +115,19 @@ def test_the_weighed_model_is_not_worse_than_the_label_holders_own_on_its_traini
     weighed = _mean_loss(result.decision_function(blocks), y01)
     assert weighed <= _mean_loss(alone, y01) + 1e-12
     assert own.shape == (15,) and result.privacy()["releases"] == setup.rounds + 2
+
+
+def test_the_statistics_noise_has_the_release_deviation():
+    """2,000 draws: the two added inside the ciphertexts have deviation ``z``, the grid one at
+    least ``z`` (its grid multiplier), each within 10 % (the sample deviation of 2,000 normal
+    draws is within 5 % with probability above 0.99)."""
+    z = 3.0
+    release = _release(1000, z=z)
+    rng = np.random.default_rng(5)
+    draws = np.array([release.noise(rng) for _ in range(2000)])
+    deviations = draws.std(axis=0)
+    np.testing.assert_allclose(deviations[:2], z, rtol=0.1)
+    grid = release.release.grid(3)
+    assert grid.noise_multiplier >= z
+    assert deviations[2] == pytest.approx(grid.grid_step * np.sqrt(grid.sigma2_grid), rel=0.1)
+    assert np.all(np.abs(draws.mean(axis=0)) < 4 * z / np.sqrt(2000))

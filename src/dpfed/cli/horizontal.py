@@ -16,7 +16,7 @@ from dpfed._io import write_json_atomic
 from dpfed._validation import DpfedInputError
 from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
 from dpfed.core import get_loss
-from dpfed.core.rows import clip_rows, normalize_rows
+from dpfed.core.rows import normalize_rows
 from dpfed.data import Dataset, horizontal_split, load_dataset, make_graph
 from dpfed.data.specs import ROW_NOTE
 from dpfed.parameters import add_config_arguments, config_kwargs, parse_float, parse_int
@@ -140,12 +140,12 @@ PAPER_SETTINGS = {
 
 def central_reference(parts, config: DecentralizedConfig, final: dict) -> dict:
     r"""The centralised optimum :math:`f^\star` of the nodes' joint objective :math:`J` (rows
-    clipped to norm 1 as the nodes clip them) and the final round's relative gap
-    :math:`(J(\bar f) - J(f^\star)) / |J(f^\star)|`."""
+    as the nodes train on them: clipped to norm 1, with the intercept column) and the final
+    round's relative gap :math:`(J(\bar f) - J(f^\star)) / |J(f^\star)|`."""
     loss = get_loss(config.loss)
-    clipped = [(clip_rows(X, 1.0), y) for X, y in parts]
-    f = centralized_optimum(clipped, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
-    best = joint_objective(f, clipped, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
+    rows = [(config.prepare_rows(X), y) for X, y in parts]  # as the nodes train on them
+    f = centralized_optimum(rows, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
+    best = joint_objective(f, rows, loss=loss, loss_scale=config.loss_scale, rho=config.rho)
     reached = final.get("train_objective")
     return {
         "objective": best,

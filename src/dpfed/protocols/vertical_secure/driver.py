@@ -58,9 +58,9 @@ class SecureVerticalResult:
     backend : str
         ``"ckks"`` (the protocol) or ``"plain"`` (its simulation with the same noise).
     weighting : WeightedPassive or None
-        Under ``protect="passive"``: the weight of the passive party's clipped scores, the
-        label holder's block being its own model (:mod:`.weighting`); None: both blocks as
-        trained.
+        Under ``protect="passive"`` or ``"parties"``: the weight of the passive party's
+        clipped scores, the label holder's block being its own model (:mod:`.weighting`);
+        None (``"all"``): both blocks as trained.
     """
 
     blocks: list[np.ndarray]

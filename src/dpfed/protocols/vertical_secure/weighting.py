@@ -1,12 +1,14 @@
 r"""Never worse than the label holder alone: the weight of the passive party's scores in the
 secure mode, chosen from statistics computed under encryption.
 
-With only the passive party's rows protected (``protect="passive"``) the label holder can fit
-its own model on its own rows and labels, exactly: :math:`a = X_0 w_{own}` (scikit-learn's
-``LogisticRegression``, C = 1, with an intercept; not projected, since no round uses it). The
-secure rounds give the passive party a block :math:`w_1` trained with the label holder's; its
-scores :math:`v = \operatorname{clip}(X_1 w_1, \pm V)` (:math:`V` the public
-``passive_score_bound``) are what it adds. The released model predicts
+Whenever the label holder may keep an exact model of its own (``protect="passive"``, whose
+label holder's data are not protected, or ``"parties"``, where it fits the model only after
+its last release and keeps it and the weight to itself), it fits it on its own rows and
+labels: :math:`a = X_0 w_{own}` (scikit-learn's ``LogisticRegression``, C = 1, with an
+intercept; not projected, since no round uses it). The secure rounds give the passive party a
+block :math:`w_1` trained with the label holder's; its scores :math:`v =
+\operatorname{clip}(X_1 w_1, \pm V)` (:math:`V` the public ``passive_score_bound``) are what
+it adds. The released model predicts
 
 .. math::
 
@@ -33,7 +35,8 @@ standard deviations of its public noise). It is 0 when the passive scores do not
 **Under encryption.** The label holder sends :math:`\mathrm{Enc}_L(r)` and
 :math:`\mathrm{Enc}_L(c)` (two N-vectors under its own key, never in the clear); the passive
 party computes :math:`\mathrm{Enc}_L(g/s_g + \eta_g)` and :math:`\mathrm{Enc}_L(H/s_H +
-\eta_H)` (plaintext products and slot sums) and :math:`K/s_K + \eta_K` in the clear, where
+\eta_H)` (plaintext products and slot sums) and :math:`K/s_K + \eta_K` in the clear (then
+encrypted, so that the three travel alike), where
 :math:`s_k` is statistic :math:`k`'s scale (:class:`ScoreStatisticsRelease`) and the
 :math:`\eta` are Gaussian draws of its own generator (:meth:`ScoreStatisticsRelease.noise`:
 ``rng.normal`` inside the ciphertexts, as the evaluator's noise of a round; an exact discrete
