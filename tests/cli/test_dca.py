@@ -17,7 +17,7 @@ def test_bench_prints_seconds_last_and_compares_with_the_paper(capsys):
     assert seconds > 0.0
     text = "\n".join(lines)
     assert "1.72 s" in text and "in-process simulation" in text and "Spark cluster" in text
-    assert "run 2/2" in text
+    assert "run 2/2" in text and "(discrete noise)" in text
 
 
 def test_bench_json_and_a_cell_outside_the_table(capsys):
@@ -44,12 +44,16 @@ def test_bench_bad_input_exits_2(capsys, extra, message):
     assert message in capsys.readouterr().err
 
 
-def test_reproduce_dca_scaling_quick(tmp_path, capsys):
+@pytest.mark.parametrize("noise", ["gaussian", "discrete"])
+def test_reproduce_dca_scaling_quick(tmp_path, capsys, noise):
     out = tmp_path / "dca"
     code = main(["reproduce", "dca-scaling", "--out", str(out), "--quick", "--quiet",
-                 "--workers", "1"])
+                 "--workers", "1", "--noise", noise])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["plan"]["noise"] == noise
+    said = "the paper's: continuous Gaussian" if noise == "gaussian" else "exact discrete"
+    assert any(said in note for note in summary["notes"])
     assert {"dca_scaling.png", "dca_scaling.json", "summary.md", "summary.json"} <= {
         p.name for p in out.iterdir()
     }

@@ -30,7 +30,7 @@ def _expected_encoded(z, seed, std, f=24, clients=None):
 
 
 def test_total_is_the_sum_of_each_clients_noisy_encoding(z):
-    res = secure_sum(z, noise_std=0.7, rng=123, compute_nodes=4)
+    res = secure_sum(z, noise_std=0.7, rng=123, compute_nodes=4, noise="gaussian")
     np.testing.assert_array_equal(res.total_encoded, _expected_encoded(z, 123, 0.7))
     np.testing.assert_array_equal(res.total, decode(res.total_encoded, 24))
     assert res.included.tolist() == list(range(57)) and res.dropped.size == 0
@@ -79,9 +79,10 @@ def test_streaming_blocks_give_the_same_result_as_one_array(z, block_size):
         np.testing.assert_array_equal(res.node_sums, whole.node_sums)
 
 
-@pytest.mark.parametrize("m", [1, 2, 6])
-def test_fast_explicit_and_encrypted_paths_agree_bit_for_bit(z, m):
-    kwargs = dict(noise_std=np.linspace(0.0, 1.0, 11), rng=4, compute_nodes=m,
+@pytest.mark.parametrize(("m", "noise"), [(1, "gaussian"), (2, "discrete"), (6, "gaussian")])
+def test_fast_explicit_and_encrypted_paths_agree_bit_for_bit(z, m, noise):
+    noise_std = np.linspace(0.0, 1.0, 11) if noise == "gaussian" else 0.6
+    kwargs = dict(noise_std=noise_std, rng=4, compute_nodes=m, noise=noise,
                   dropped={3: [0], 20: [m - 1]}, tolerated=2)
     fast = secure_sum(z, mask_stream=MaskStream(KEY), **kwargs)
     explicit = secure_sum(z, mask_stream=MaskStream(KEY), materialize=True, block_size=8, **kwargs)
@@ -107,7 +108,7 @@ def test_mask_sums_across_stream_segments(n, d, m):
 
 def test_dropped_clients_are_excluded_consistently(z):
     res = secure_sum(z, noise_std=0.2, rng=8, compute_nodes=3, tolerated=3,
-                     dropped={2: [1], 10: [0, 2], 30: [2]})
+                     dropped={2: [1], 10: [0, 2], 30: [2]}, noise="gaussian")
     assert res.dropped.tolist() == [2, 10, 30]
     assert res.received.tolist() == [56, 56, 55]
     kept = [i for i in range(57) if i not in (2, 10, 30)]
@@ -180,9 +181,19 @@ def test_discrete_noise_is_added_exactly_in_the_ring(z):
     assert np.array_equal(again.total_encoded, res.total_encoded)
 
 
+def test_the_default_noise_is_exact_and_per_coordinate_noise_must_ask_for_floats(z):
+    default = secure_sum(z, noise_std=0.5, rng=4, compute_nodes=3)
+    exact = secure_sum(z, noise_std=0.5, rng=4, compute_nodes=3, noise="discrete")
+    assert default.noise == "discrete"
+    np.testing.assert_array_equal(default.total_encoded, exact.total_encoded)
+    with pytest.raises(DpfedInputError, match="noise='gaussian'"):
+        secure_sum(z, noise_std=np.linspace(0.5, 1.0, 11), rng=1)
+    floats = secure_sum(z, noise_std=np.linspace(0.5, 1.0, 11), rng=1, noise="gaussian")
+    assert floats.noise == "gaussian"
+
+
 @pytest.mark.parametrize(("noise_std", "noise", "match"), [
-    (np.linspace(0.5, 1.0, 11), "discrete", "one noise_std > 0"),
-    (0.0, "discrete", "one noise_std > 0"),
+    (np.linspace(0.5, 1.0, 11), "discrete", "one noise_std for every coordinate"),
     (1.0, "laplace", "noise must be one of"),
 ])
 def test_discrete_noise_refuses_what_it_cannot_draw(z, noise_std, noise, match):

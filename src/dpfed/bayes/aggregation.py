@@ -284,8 +284,11 @@ def noisy_sum(
         return NoisySum(np.asarray(result.total, dtype=np.float64), mode, sigma, client,
                         client * np.sqrt(n), n, ring)
     secure_sum = aggregate if aggregate is not None else _default_secure_sum()
+    # per-coordinate (or unaccounted) noise: the continuous Gaussian its accounting assumes
+    floats = {"noise": "gaussian"} if takes_ring_noise(aggregate) else {}
     result = secure_sum(
-        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng
+        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng,
+        **floats,
     )
     total = np.asarray(result.total, dtype=np.float64)
     if total.shape != (dim,):

@@ -54,9 +54,10 @@ def configure_dca(p: argparse.ArgumentParser) -> None:
                    help="worker processes, or 'auto' (1 for small cells, every core otherwise)")
     b.add_argument("--noise-std", type=parse_float, default=1.0,
                    help="each client's noise standard deviation (default 1)")
-    b.add_argument("--noise", choices=["gaussian", "discrete"], default="gaussian",
-                   help="the clients' noise: drawn in floating point (default), or exact "
-                        "discrete Gaussian noise in the fixed-point ring (slower)")
+    b.add_argument("--noise", choices=["discrete", "gaussian"], default="discrete",
+                   help="the clients' noise: exact discrete Gaussian noise in the fixed-point "
+                        "ring (default), or drawn in floating point (faster; open to "
+                        "floating-point attacks)")
     b.add_argument("--seed", type=parse_int, default=0, help="seed of the vectors and the noise")
     b.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     add_task_engine_arguments(b, "client ranges")
@@ -128,6 +129,9 @@ def add_reproduce_dca_scaling(psub: Any) -> None:
     q.add_argument("--quick", action="store_true", help="the four smallest cells only")
     q.add_argument("--repeats", type=parse_int, help="secure sums per cell (default 3, quick 1)")
     q.add_argument("--workers", default="auto", help="worker processes, or 'auto'")
+    q.add_argument("--noise", choices=["gaussian", "discrete"], default="gaussian",
+                   help="the clients' noise: the paper's, drawn in floating point (default), or "
+                        "dpfed's exact discrete Gaussian noise in the ring")
     q.add_argument("--quiet", action="store_true")
     add_task_engine_arguments(q, "client ranges of each secure sum")
     q.set_defaults(func=run_reproduce_dca_scaling)
@@ -136,7 +140,7 @@ def add_reproduce_dca_scaling(psub: Any) -> None:
 def run_reproduce_dca_scaling(args: argparse.Namespace) -> int:
     summary = run_dca_scaling(
         args.out, quick=args.quick, repeats=args.repeats, workers=_workers(args.workers),
-        progress=not args.quiet, executor=executor_from_args(args),
+        progress=not args.quiet, executor=executor_from_args(args), noise=args.noise,
     )
     print_json(summary)
     return 0

@@ -196,7 +196,9 @@ def calibrate_dca(
     *,
     method: str = "pld",
 ) -> DcaCalibration:
-    r"""Noise for an :math:`(\varepsilon, \delta)`-DP release by the DCA secure sum.
+    r"""Noise for an :math:`(\varepsilon, \delta)`-DP release by the DCA secure sum with
+    continuous Gaussian noise (``secure_sum(..., noise="gaussian")``; the default exact ring
+    noise is calibrated by :func:`calibrate_dca_discrete`).
 
     .. math::
 

@@ -52,7 +52,8 @@ from dpfed.dca.noise import client_noise_generator
 from dpfed.privacy.block_gaussian import MIN_SIGMA2, block_gaussian_rows
 from dpfed.privacy.discrete import discrete_gaussian
 
-__all__ = ["client_discrete_noise", "clients_discrete_noise", "ring_noise", "ring_sigma2"]
+__all__ = ["client_discrete_noise", "clients_discrete_noise", "generators_discrete_noise",
+           "ring_noise", "ring_sigma2"]
 
 
 def ring_sigma2(client_std: float, fractional_bits: int) -> int:
@@ -134,8 +135,20 @@ def clients_discrete_noise(seed: int, clients: Sequence[int], dim: int,
     numpy.ndarray of int64, shape (len(clients), D)
     """
     ids = [check_int("client", c, minimum=0) for c in clients]
+    return generators_discrete_noise([client_noise_generator(seed, i) for i in ids], dim, sigma2)
+
+
+def generators_discrete_noise(generators: Sequence[np.random.Generator], dim: int,
+                              sigma2: int) -> np.ndarray:
+    r"""Row ``j``: :math:`D` draws of :math:`\mathcal N_{\mathbb Z}(0, s^2)` from
+    ``generators[j]`` alone (:func:`clients_discrete_noise` once the generators are built).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (len(generators), D)
+    """
     d = check_int("dim", dim, minimum=1)
-    generators = [client_noise_generator(seed, i) for i in ids]
     if sigma2 >= MIN_SIGMA2:
-        return block_gaussian_rows(sigma2, generators, d)
-    return np.stack([discrete_gaussian(sigma2, d, g) for g in generators]).reshape(len(ids), d)
+        return block_gaussian_rows(sigma2, list(generators), d)
+    return np.stack([discrete_gaussian(sigma2, d, g) for g in generators]).reshape(
+        len(generators), d)

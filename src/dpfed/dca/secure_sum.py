@@ -4,21 +4,26 @@ Heikkilä et al. (NeurIPS 2017), Algorithm 1. :math:`N` clients hold vectors
 :math:`z_i \in \mathbb{R}^D`; :math:`M` compute nodes; at most :math:`T` clients may drop
 out (or collude). :func:`secure_sum` plays every party:
 
-1. **noise** — client :math:`i` draws :math:`\eta_i \sim \mathcal N(0, \operatorname{diag}
-   (\sigma_j^2))` from its own generator, derived from the run's seed and :math:`i`
-   (:mod:`dpfed.dca.noise`), so the noise is the same whichever process computes it;
-2. **encoding** — :math:`e_i = \operatorname{rint}((z_i + \eta_i) 2^f) \bmod 2^{64}`,
-   refusing values whose encoding could make the sum wrap (:mod:`dpfed.dca.fixedpoint`);
-3. **shares** — :math:`M - 1` uniform vectors :math:`r_{i,k}` from the AES-256-CTR mask
+1. **noise and encoding** — by default (``noise="discrete"``) client :math:`i` encodes
+   :math:`e_i = \operatorname{rint}(z_i 2^f) + K_i \bmod 2^{64}` with
+   :math:`K_{ij} \sim \mathcal N_{\mathbb Z}(0, s^2)` drawn exactly
+   (:mod:`dpfed.dca.discrete_noise`); with ``noise="gaussian"`` it draws
+   :math:`\eta_i \sim \mathcal N(0, \operatorname{diag}(\sigma_j^2))` in floating point
+   and encodes :math:`e_i = \operatorname{rint}((z_i + \eta_i) 2^f) \bmod 2^{64}`. Either
+   noise comes from the client's own generator, derived from the run's seed and :math:`i`
+   (:mod:`dpfed.dca.noise`), so it is the same whichever process computes it; values whose
+   encoding could make the sum wrap are refused (:mod:`dpfed.dca.fixedpoint`);
+2. **shares** — :math:`M - 1` uniform vectors :math:`r_{i,k}` from the AES-256-CTR mask
    stream (:mod:`dpfed.dca.keystream`), :math:`r_{i,M} = -\sum_{k<M} r_{i,k}`, messages
    :math:`m_{i,1} = e_i + r_{i,1}`, :math:`m_{i,k} = r_{i,k}` (:mod:`dpfed.dca.shares`),
    each optionally sealed for its node only (:mod:`dpfed.dca.envelope`);
-4. **agreement** — each node reports the clients whose message it received; the nodes
+3. **agreement** — each node reports the clients whose message it received; the nodes
    aggregate the intersection, and refuse if more than :math:`T` clients are missing
    (:mod:`dpfed.dca.agreement`);
-5. **node sums** — node :math:`k` publishes :math:`q_k = \sum_{i \in I} m_{i,k}`;
-6. **result** — :math:`\sum_k q_k = \sum_{i \in I} e_i \bmod 2^{64}`, decoded:
-   :math:`\sum_{i \in I} (z_i + \eta_i)` up to the rounding of the encoding.
+4. **node sums** — node :math:`k` publishes :math:`q_k = \sum_{i \in I} m_{i,k}`;
+5. **result** — :math:`\sum_k q_k = \sum_{i \in I} e_i \bmod 2^{64}`, decoded:
+   :math:`\sum_{i \in I} (z_i + \eta_i)` up to the rounding of the encoding (with the
+   discrete noise, :math:`\eta_i = K_i 2^{-f}`).
 
 Two ways to compute the node sums, with bit-identical results (tested):
 
@@ -56,7 +61,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int
 from dpfed.dca.agreement import DroppedSpec, agree_included, check_dropouts, received_reports
-from dpfed.dca.discrete_noise import clients_discrete_noise, ring_sigma2
+from dpfed.dca.discrete_noise import generators_discrete_noise, ring_sigma2
 from dpfed.dca.envelope import MessageContext, NodeKeyPair, open_envelope, seal_for_nodes
 from dpfed.dca.fixedpoint import (
     DEFAULT_FRACTIONAL_BITS,
@@ -145,7 +150,7 @@ class SecureSumResult:
     materialized: bool
     workers: int
     timing: dict[str, float] = field(default_factory=dict)
-    noise: str = "gaussian"
+    noise: str = "discrete"
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,8 @@ def default_block_size(dim: int, n_clients: int) -> int:
 
 def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndarray,
                   timing: dict[str, float]) -> None:
-    r"""Write :math:`\operatorname{rint}((z_i + \eta_i) 2^f)` of ``clients`` into ``x``."""
+    r"""Write :math:`\operatorname{rint}((z_i + \eta_i) 2^f)` (or, with the discrete noise,
+    :math:`\operatorname{rint}(z_i 2^f) + K_i`) of ``clients`` into ``x``."""
     clock = time.perf_counter
     if plan.seed is not None and plan.discrete_sigma2 is not None:
         t0 = clock()
@@ -191,9 +197,12 @@ def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndar
         np.rint(x, out=x)
         timing["encode"] += clock() - t0
         t0 = clock()
+        generators = [client_noise_generator(plan.seed, i) for i in clients]
+        t1 = clock()
         # exact integers, far below 2^53: the sum is exact
-        x += clients_discrete_noise(plan.seed, clients, plan.dim, plan.discrete_sigma2)
-        timing["noise_sampling"] += clock() - t0
+        x += generators_discrete_noise(generators, plan.dim, plan.discrete_sigma2)
+        timing["noise_seeding"] += t1 - t0
+        timing["noise_sampling"] += clock() - t1
         return
     if plan.seed is not None:
         seeding = sampling = 0.0
@@ -426,7 +435,7 @@ def secure_sum(
     job_id: str = "dca",
     round_index: int = 0,
     executor: Executor | None = None,
-    noise: str = "gaussian",
+    noise: str = "discrete",
 ) -> SecureSumResult:
     r"""Sum the clients' noisy vectors with the DCA secure sum (simulated in-process).
 
@@ -455,14 +464,16 @@ def secure_sum(
         indices (no node received them) or ``{client: nodes that missed it}``.
     fractional_bits : int, default 24
         :math:`f` of the fixed-point encoding.
-    noise : {"gaussian", "discrete"}, default "gaussian"
-        ``"gaussian"``: each client adds :math:`\eta_i` drawn in floating point, then rounds
-        (the float-attack caveat of docs/privacy.md applies). ``"discrete"``: each client
-        rounds :math:`z_i 2^f` and adds exact discrete Gaussian noise
-        :math:`\mathcal N_{\mathbb Z}(0, s^2)`, :math:`s^2 = \lceil(\sigma 2^f)^2\rceil`
+    noise : {"discrete", "gaussian"}, default "discrete"
+        ``"discrete"``: each client rounds :math:`z_i 2^f` and adds exact discrete Gaussian
+        noise :math:`\mathcal N_{\mathbb Z}(0, s^2)`, :math:`s^2 = \lceil(\sigma 2^f)^2\rceil`
         (:mod:`dpfed.dca.discrete_noise`), accounted by
-        :func:`dpfed.dca.calibration.dca_discrete_epsilon`; a scalar ``noise_std > 0`` only.
-        Slower: about 450 us per client of dimension 1,000 (docs/privacy.md, "Samplers").
+        :func:`dpfed.dca.calibration.dca_discrete_epsilon` (calibrate ``noise_std`` with
+        :func:`dpfed.dca.calibration.calibrate_dca_discrete`); one ``noise_std`` for every
+        coordinate (or 0: no noise). About 450 us per client of dimension 1,000
+        (docs/privacy.md, "Samplers"). ``"gaussian"``: each client adds :math:`\eta_i` drawn
+        in floating point, then rounds; the float-attack caveat of docs/privacy.md applies, and
+        it is the only choice for per-coordinate standard deviations.
     block_size : int, optional
         Clients per block (default :func:`default_block_size`, about 1 MiB of float64).
     encrypt : bool, default False
@@ -522,11 +533,12 @@ def secure_sum(
     if noise not in NOISES:
         raise DpfedInputError(f"noise must be one of {NOISES}. Found {noise!r}.")
     discrete_sigma2 = None
-    if noise == "discrete":
-        if scalar is None or scalar <= 0:
+    if noise == "discrete" and has_noise:
+        if scalar is None:
             raise DpfedInputError(
-                "noise='discrete' takes one noise_std > 0 for every coordinate. Found "
-                f"{noise_std!r}."
+                "noise='discrete' (the default) takes one noise_std for every coordinate. "
+                f"Found {noise_std!r}; pass noise='gaussian' for per-coordinate standard "
+                "deviations (drawn in floating point)."
             )
         discrete_sigma2 = ring_sigma2(scalar, f)
     b = default_block_size(d, n) if block_size is None else check_int("block_size", block_size)
