@@ -187,6 +187,22 @@ def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, ca
     assert result["model"]["passive_score_clip"] == 2.0
 
 
+@pytest.mark.networked
+def test_secure_vertical_runs_its_parties_on_ray(tmp_path, capsys, local_ray):
+    pytest.importorskip("tenseal")
+    import json
+
+    out = tmp_path / "ray.json"
+    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
+                 "--secure", "--epsilon", "8", "--delta", "1e-5", "--iterations", "1",
+                 "--seed", "0", "--engine", "ray", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "round 1/1 done" in shown
+    result = json.loads(out.read_text())
+    assert result["engine"]["engine"] == "ray" and len(result["engine"]["workers"]) >= 1
+    assert result["privacy"]["protect"] == "passive" and result["costs"]["setup_bytes"] > 0
+
+
 @pytest.mark.parametrize(("extra", "match"), [
     (["--loss", "sigmoid"], "--secure fits the logistic loss"),
     (["--mechanism", "paper"], "--mechanism paper is another protocol"),

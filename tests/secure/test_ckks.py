@@ -65,3 +65,14 @@ def test_mismatched_chunks_and_rows_are_refused(holder):
         ckks.transposed_product(chunks, np.ones((5000, 2)))
     with pytest.raises(DpfedInputError, match="finite"):
         holder.encrypt(np.array([1.0, np.nan]))
+
+
+def test_a_key_pair_pickles_as_itself(holder):
+    """An engine moves a party's role, key pair included, to the process that runs it."""
+    import pickle
+
+    moved = pickle.loads(pickle.dumps(holder))
+    ciphertexts = holder.encrypt(np.array([0.25, -1.5]))
+    np.testing.assert_allclose(moved.decrypt_sums(ciphertexts), [0.25], atol=1e-6)
+    back = moved.encrypt(np.array([3.0]))
+    np.testing.assert_allclose(holder.decrypt_sums(back), [3.0], atol=1e-6)

@@ -17,6 +17,7 @@ from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path
 from dpfed.core.losses import score_metrics
 from dpfed.data import Dataset, load_dataset, parse_split, vertical_split
 from dpfed.data.join import join_tables
+from dpfed.engines import engine_block
 from dpfed.estimators.baselines import fit_centralized, fit_local_only
 from dpfed.parameters import add_config_arguments, config_kwargs
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_vertical
@@ -241,8 +242,6 @@ def secure_refusals(args: argparse.Namespace, config: VerticalConfig) -> list[st
                    f"is evaluated under encryption); found --loss {config.loss}")
     if config.regularizer != "l2":
         out.append(f"--secure uses an l2 ridge; found --regularizer {config.regularizer}")
-    if getattr(args, "engine", "inprocess") != "inprocess":
-        out.append(f"--secure runs in process for now; found --engine {args.engine}")
     return out
 
 
@@ -264,13 +263,19 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     print(f"secure mode: {setup.rounds} rounds, protecting {whom}, noise multiplier "
           f"{setup.noise_multiplier:.3g}")
 
-    def report(t: int, cost: RoundCost) -> None:
-        if not args.quiet:
+    def report(t: int, cost: RoundCost | None) -> None:
+        if args.quiet:
+            return
+        if cost is None:  # on an engine: the round is over; costs come per party at the end
+            print(f"  round {t + 1}/{setup.rounds} done")
+        else:
             print(f"  round {t + 1}/{setup.rounds} block {cost.block}: "
                   f"{cost.seconds:.1f} s, {cost.bytes_sent / 1e6:.1f} MB")
 
+    on_engine = getattr(args, "engine", "inprocess") != "inprocess"
     result = train_secure_vertical(blocks, dataset.y_train, setup, seed=config.seed,
-                                   progress=report)
+                                   progress=report,
+                                   engine=engine_from_args(args) if on_engine else None)
     final: dict[str, Any] = {"iteration": setup.rounds}
     if test_blocks is not None and dataset.y_test is not None:
         final.update(score_metrics(result.decision_function(test_blocks), dataset.y_test))
@@ -288,7 +293,7 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
                  "n_train": int(blocks[0].shape[0]),
                  "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0},
         "preprocessing": dataset.preprocessing,
-    }
+    } | engine_block(result.engine)
     if args.baselines:
         payload["baselines"] = intercept_baselines(blocks, dataset.y_train, test_blocks,
                                                    dataset.y_test, setup.row_scaling)

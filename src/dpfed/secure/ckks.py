@@ -125,6 +125,11 @@ class KeyHolder:
             context.generate_galois_keys()
         self._context = context
 
+    def __reduce__(self) -> tuple[type[KeyHolder], tuple[bytes]]:
+        """Pickled as its serialised key pair: the party's roles move whole to the process an
+        engine runs them in (a Ray actor), secret key included, as its data do."""
+        return (KeyHolder, (self.secret_bytes(),))
+
     def secret_bytes(self) -> bytes:
         """The whole key pair serialised, secret key included: for the owner's own
         owner-only file (a restarted party decrypts with the same key), never to be sent."""

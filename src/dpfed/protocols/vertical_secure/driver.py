@@ -19,6 +19,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError, check_same_rows
+from dpfed.engines import Engine
+from dpfed.protocols.vertical_secure.on_engine import run_secure_roles
 from dpfed.protocols.vertical_secure.party import (
     RoundCost,
     SecureParty,
@@ -61,6 +63,8 @@ class SecureVerticalResult:
         Under ``protect="passive"`` or ``"parties"``: the weight of the passive party's
         clipped scores, the label holder's block being its own model (:mod:`.weighting`);
         None (``"all"``): both blocks as trained.
+    engine : dict or None
+        Where the parties' roles ran, when not in this process (the engine's report).
     """
 
     blocks: list[np.ndarray]
@@ -71,6 +75,7 @@ class SecureVerticalResult:
     seconds: float
     backend: str = "ckks"
     weighting: WeightedPassive | None = None
+    engine: dict[str, Any] | None = None
 
     def decision_function(self, blocks: list[Matrix]) -> np.ndarray:
         """Scores of rows split like the training rows (each block bounded as in training)."""
@@ -109,7 +114,8 @@ class SecureVerticalResult:
         }
 
     def cost_summary(self) -> dict[str, float]:
-        """Mean seconds and bytes per round (both block updates)."""
+        """Mean seconds and bytes per round (both block updates; on an engine, each party's
+        seconds and bytes over the whole job, divided by the rounds)."""
         rounds = max(1, self.setup.rounds)
         return {
             "seconds_per_round": sum(c.seconds for c in self.costs) / rounds,
@@ -165,8 +171,8 @@ def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
 
 def train_secure_vertical(
     blocks: list[Matrix], y: np.ndarray, setup: SecureSetup, *, seed: int | None = None,
-    backend: str = "ckks", progress: Callable[[int, RoundCost], None] | None = None,
-    rngs: list[np.random.Generator] | None = None,
+    backend: str = "ckks", progress: Callable[[int, RoundCost | None], None] | None = None,
+    rngs: list[np.random.Generator] | None = None, engine: str | Engine | None = None,
 ) -> SecureVerticalResult:
     r"""Fit a logistic regression on column blocks held by two parties, securely.
 
@@ -187,10 +193,16 @@ def train_secure_vertical(
         ``"ckks"`` (the protocol) or ``"plain"`` (the same noise, products in the clear: a
         simulation for experiments).
     progress : callable or None
-        Called with the round index and the cost of each block update.
+        Called with the round index and the cost of each block update (on an ``engine``:
+        with ``None`` as each round ends; the costs are known per party at the end).
     rngs : two numpy.random.Generator or None
         The label holder's and the passive party's noise generators (as a networked job's
         parties draw from their secrets); None: two streams spawned from ``seed``.
+    engine : str or Engine or None
+        None: the block updates called in turn in this process. Else the parties' networked
+        roles run on this engine (``"inprocess"``, ``"ray"`` or an instance; CKKS only;
+        :mod:`dpfed.protocols.vertical_secure.on_engine`): the same noise, and the model up
+        to CKKS's rounding.
 
     Returns
     -------
@@ -214,6 +226,15 @@ def train_secure_vertical(
         rngs = np.random.default_rng(seed).spawn(2)
     elif len(rngs) != 2:
         raise DpfedInputError(f"two noise generators, one per party; found {len(rngs)}.")
+    if engine is not None:
+        if backend != "ckks":
+            raise DpfedInputError(f"an engine runs the parties' CKKS roles; found backend "
+                                  f"{backend!r} (the plaintext simulation runs in process only).")
+        label = SecureParty(0, blocks[0], setup, rngs[0], y=y01, backend=backend)
+        passive = SecureParty(1, blocks[1], setup, rngs[1], backend=backend)
+        ran = run_secure_roles((label, passive), setup, engine, progress)
+        return _result(label, passive, setup, ran.costs, ran.setup_bytes,
+                       time.perf_counter() - start, backend, ran.weighting, ran.engine)
     opened = open_parties(blocks, y01, setup, rngs, backend)
     label, passive = opened.parties
     inverses, encrypted_labels, setup_bytes = (opened.inverses, opened.encrypted_labels,
@@ -231,13 +252,22 @@ def train_secure_vertical(
         weighting = weigh_passive(label, passive)
         assert label.own_model is not None
         label.w = label.own_model.copy()
+    return _result(label, passive, setup, costs, setup_bytes, time.perf_counter() - start,
+                   backend, weighting, None)
+
+
+def _result(label: SecureParty, passive: SecureParty, setup: SecureSetup,
+            costs: list[RoundCost], setup_bytes: int, seconds: float, backend: str,
+            weighting: WeightedPassive | None,
+            engine: dict[str, Any] | None) -> SecureVerticalResult:
+    """The parties' final blocks as a result (the intercept split off the label holder's)."""
     w0 = label.w
     intercept = 0.0
     if setup.fit_intercept:
         intercept = float(w0[-1]) * setup.intercept_scale
         w0 = w0[:-1]
     return SecureVerticalResult([w0.copy(), passive.w.copy()], intercept, setup, costs,
-                                setup_bytes, time.perf_counter() - start, backend, weighting)
+                                setup_bytes, seconds, backend, weighting, engine)
 
 
 def weigh_passive(label: SecureParty, passive: SecureParty) -> WeightedPassive:

@@ -112,6 +112,15 @@ class Outbox:
         return _cut(raw[8 + 8 * count:], lengths)
 
 
+class MemoryOutbox:
+    """An outbox that keeps nothing: for a job run once on an engine (no journal, so no
+    replay to send the same bytes again)."""
+
+    def kept(self, name: str, make: Callable[[], list[bytes]]) -> list[bytes]:
+        """The items ``make()`` returns."""
+        return make()
+
+
 class SecureRole:
     """Party ``party.index`` (0: the label holder) of a networked secure job.
 
@@ -124,7 +133,7 @@ class SecureRole:
         The label holder's and the passive party's names.
     leader : str
         Who receives the round reports.
-    outbox : Outbox
+    outbox : Outbox or MemoryOutbox
     max_bytes : int
         The job's message limit (ciphertexts are sent in parts below it).
     test_rows : matrix or None, shape (N_test, d_j)
@@ -134,7 +143,7 @@ class SecureRole:
     """
 
     def __init__(self, party: SecureParty, names: tuple[str, str], leader: str, *,
-                 outbox: Outbox, max_bytes: int, test_rows: Any = None,
+                 outbox: Outbox | MemoryOutbox, max_bytes: int, test_rows: Any = None,
                  test_labels: np.ndarray | None = None) -> None:
         if party.keys is None:
             raise ProtocolError("a networked secure party needs its key pair")
