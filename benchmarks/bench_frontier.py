@@ -53,7 +53,8 @@ def _lam(name: str, data: dict) -> tuple[float, str]:
 def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> dict:
     data = prepare(PLANS[name], data_dir)
     lam, lam_choice = _lam(name, data)
-    args = dict(lam=lam, test_blocks=data["test_blocks"], test_labels=data["y_test"])
+    args = dict(lam=lam, test_blocks=data["test_blocks"], test_labels=data["y_test"],
+                fit_intercept=True)  # as dpfed's models, which fit one by default
     central = fit_centralized(data["blocks"], data["y"], **args)["test_log_loss"]
     local = fit_local_only(data["blocks"], data["y"], **args)["test_log_loss"]
     out: dict = {

@@ -129,7 +129,7 @@ def measure_set(plan: SetPlan, data_dir: str | None, *, rounds: int, margin: flo
     out["target"] = target
     out["runs"] = {}
     for name, extra in CONFIGS.items():
-        cfg = VerticalConfig(lam=lam, iterations=rounds, **extra)
+        cfg = VerticalConfig(lam=lam, iterations=rounds, fit_intercept=False, **extra)
         start = time.perf_counter()
         result = train_vertical(data["blocks"], data["y"], cfg, test_blocks=data["test_blocks"],
                                 test_labels=data["y_test"])

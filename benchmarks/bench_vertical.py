@@ -71,6 +71,7 @@ def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
     cfg = VerticalConfig(
         lam=args.lam, rho=args.rho, iterations=args.dpfed_iterations, mechanism="none",
         adaptive_rho=False, acceleration="none",  # the prototype's iterates: plain rounds
+        fit_intercept=False,  # the prototype's model has none
     )
     per_iter = []
     for _ in range(args.repeats):
@@ -107,7 +108,7 @@ def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
     run = train_vertical(
         blocks, y, VerticalConfig(
             lam=args.lam, rho=args.rho, iterations=args.max_iterations, mechanism="none",
-            adaptive_rho=False, acceleration="none",
+            adaptive_rho=False, acceleration="none", fit_intercept=False,
         ),
         test_blocks=test_blocks, test_labels=y_test,
     )

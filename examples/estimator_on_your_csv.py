@@ -124,12 +124,12 @@ def main() -> None:
     private = VerticalLogisticRegression(
         mechanism="sound", epsilon=args.epsilon, delta=args.delta, **common).fit(X_train, y_train)
     exact = VerticalLogisticRegression(mechanism="none", **common).fit(X_train, y_train)
-    # the same objective as dpfed's: (1/N) sum loss + lam/2 ||w||^2, no intercept
+    # the same objective as dpfed's, (1/N) sum loss + lam/2 ||w||^2, with scikit-learn's
+    # (unregularised) intercept
     C = 1.0 / (args.lam * len(X_train))
-    pooled = LogisticRegression(C=C, fit_intercept=False, max_iter=5000).fit(X_train, y_train)
+    pooled = LogisticRegression(C=C, max_iter=5000).fit(X_train, y_train)
     own = split[0]  # the label holder's columns
-    alone = LogisticRegression(C=C, fit_intercept=False, max_iter=5000).fit(X_train[:, :own],
-                                                                           y_train)
+    alone = LogisticRegression(C=C, max_iter=5000).fit(X_train[:, :own], y_train)
     rows = [
         (f"vertical, sound DP (epsilon={args.epsilon:g})", private.score(X_test, y_test)),
         ("vertical, no noise", exact.score(X_test, y_test)),

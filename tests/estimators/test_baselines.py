@@ -12,7 +12,7 @@ from dpfed.estimators.baselines import fit_centralized, fit_local_only
 
 from ..conftest import make_vertical_problem_with_test
 
-KEYS = {"train_objective", "test_log_loss", "test_accuracy", "coef"}
+KEYS = {"train_objective", "test_log_loss", "test_accuracy", "coef", "intercept"}
 
 
 def _problem(n: int = 300, widths=(4, 3), seed: int = 0):
@@ -113,3 +113,20 @@ def test_a9a_baselines_match_the_known_test_log_losses(a9a) -> None:
     assert local["test_log_loss"] == pytest.approx(0.3494, abs=5e-4)
     assert len(central["coef"]) == 123 and len(local["coef"]) == 66
     assert central["train_objective"] < local["train_objective"]
+
+
+def test_with_an_intercept_the_baselines_are_scikit_learns() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    blocks, y, test, yt = _problem()
+    lam = 1e-2
+    out = fit_local_only(blocks, y, lam=lam, test_blocks=test, test_labels=yt,
+                         fit_intercept=True)
+    ref = LogisticRegression(C=1.0 / (lam * len(y)), tol=1e-10, max_iter=10000).fit(
+        blocks[0], y)
+    np.testing.assert_allclose(out["coef"], ref.coef_.ravel(), atol=1e-6)
+    assert out["intercept"] == pytest.approx(float(ref.intercept_[0]), abs=1e-6)
+    scores = test[0] @ ref.coef_.ravel() + ref.intercept_[0]
+    assert out["test_log_loss"] == pytest.approx(float(np.mean(np.logaddexp(0.0, -yt * scores))),
+                                                 abs=1e-6)
+    assert fit_centralized(blocks, y, lam=lam)["intercept"] == 0.0  # the paper's: none

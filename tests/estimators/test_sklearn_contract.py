@@ -149,11 +149,13 @@ def test_01_and_pm1_labels_reach_the_protocol_as_they_are(mechanism: dict) -> No
     y_pm = 2.0 * y01 - 1.0
     run = train_vertical([X[:, :3], X[:, 3:]], y_pm,
                          VerticalConfig(iterations=5, seed=1, lam=1e-4, **mechanism))
-    expected = np.concatenate(list(run.models.values()))
+    coefs, intercept = run.coefficients()
+    expected = np.concatenate(list(coefs.values()))
     for y in (y01, y_pm, y_pm.astype(int), y01.astype(float)):
         clf = VerticalLogisticRegression(split=[3, 2], iterations=5, random_state=1,
                                          **mechanism).fit(X, y)
         np.testing.assert_array_equal(clf.coef_[0], expected)  # bit for bit
+        assert clf.intercept_[0] == intercept
         np.testing.assert_array_equal(clf.classes_, np.unique(y))
         assert clf.privacy_spent_ == run.privacy
 

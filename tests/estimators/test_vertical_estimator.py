@@ -28,6 +28,19 @@ def test_estimator_contract_and_predictions():
     assert set(np.unique(clf.fit(X, labels01).predict(X))) <= {0, 1}
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_the_intercept_is_the_label_holders_and_predicts_with_the_coefficients(fit_intercept):
+    X, y = _data()
+    y = np.where(X[:, 0] + 0.5 > 0, 1.0, -1.0)  # a threshold away from the origin
+    clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-3, iterations=40,
+                                     fit_intercept=fit_intercept).fit(X, y)
+    # unbounded rows (no mechanism): the scores are the rows times coef_ plus intercept_
+    np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_[0] + clf.intercept_[0],
+                               atol=1e-9)
+    assert (clf.intercept_[0] > 0.1) if fit_intercept else clf.intercept_[0] == 0.0
+    assert clf.party_models_["label"].shape == (3 + int(fit_intercept),)
+
+
 def test_estimator_reports_privacy_spent():
     X, y = _data()
     clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-2, mechanism="sound",

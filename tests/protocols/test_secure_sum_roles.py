@@ -178,7 +178,7 @@ def test_closing_with_at_most_tolerated_missing_sums_the_rest_like_inprocess():
     assert not any(roles[k].finished for k in nodes)  # every node waits for c1 and c4
     _close_all(roles, nodes)
     reference = secure_sum(values, noise_std=std, rng=seed, compute_nodes=m, tolerated=2,
-                           dropped=[1, 4], fractional_bits=BITS)
+                           dropped=[1, 4], fractional_bits=BITS, noise="gaussian")
     np.testing.assert_array_equal(_total(roles, nodes), reference.total_encoded)
     for k in nodes:
         assert roles[k].finished

@@ -253,3 +253,22 @@ def test_a_protected_label_holders_local_model_moves_at_most_its_sensitivity():
         assert moved <= bound
         worst = max(worst, moved)
     assert worst > bound / 20  # the bound is not vacuous
+
+
+@pytest.mark.parametrize("row_norm", [1.0, 2.5])
+def test_the_intercept_column_keeps_the_row_bound_and_splits_back(row_norm):
+    """The label holder's bounded rows with the intercept column stay within R (so every
+    sensitivity holds as derived), and (coef, intercept) reproduce the prepared rows' scores."""
+    bounds = SoundBounds(row_norm=row_norm, model_radius=5.0, target_clip=3.0, score_clip=2.0,
+                         dual_clip=1.0)
+    mech = SoundMechanism(bounds=bounds, reg_weight=1.0, model_multiplier=2.0,
+                          scores_multiplier=2.0)
+    mech.intercept_scale = 0.25
+    X = np.random.default_rng(0).normal(scale=3.0, size=(50, 4))
+    rows = mech.prepare_block(X)
+    assert rows.shape == (50, 5)
+    assert np.max(np.linalg.norm(rows, axis=1)) <= row_norm
+    np.testing.assert_allclose(rows[:, -1], 0.25 * row_norm)
+    w = np.random.default_rng(1).normal(size=5)
+    coef, intercept = mech.split_intercept(w)
+    np.testing.assert_allclose(rows @ w, mech.bound_rows(X) @ coef + intercept, atol=1e-9)

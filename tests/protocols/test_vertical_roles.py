@@ -6,6 +6,7 @@ from dpfed.core import get_loss, get_regularizer
 from dpfed.engines.inprocess import InProcessEngine
 from dpfed.protocols.vertical import Broadcast, LabelHolder, NoPrivacy, PassiveParty, Scores
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
+from dpfed.protocols.vertical.mechanisms import UNBOUNDED_INTERCEPT_SCALING
 from dpfed.protocols.vertical.roles import ProtocolError
 
 from ..conftest import make_vertical_problem
@@ -53,17 +54,26 @@ def test_messages_out_of_turn_are_refused():
     assert holder.handle(reply)  # the genuine message still goes through
 
 
-def test_admm_sharing_reaches_the_centralised_optimum():
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_admm_sharing_reaches_the_centralised_optimum(fit_intercept):
     blocks, y = make_vertical_problem(n=400, split=(4, 3, 2))
     lam = 1e-2
-    res = train_vertical(blocks, y, VerticalConfig(lam=lam, iterations=300))
-    X = np.hstack(blocks)
+    res = train_vertical(blocks, y, VerticalConfig(lam=lam, iterations=300,
+                                                   fit_intercept=fit_intercept))
+    # the label holder's rows as it trains on them (unbounded: the constant column s = 4)
+    column = np.full((len(y), 1), UNBOUNDED_INTERCEPT_SCALING)
+    holder = np.hstack([blocks[0], column]) if fit_intercept else blocks[0]
+    X = np.hstack([holder, *blocks[1:]])
     ref = LogisticRegression(C=1 / (lam * len(y)), fit_intercept=False, tol=1e-12,
                              max_iter=10000).fit(X, y)
     w = ref.coef_.ravel()
     ref_obj = np.mean(np.logaddexp(0, -y * (X @ w))) + lam * 0.5 * w @ w
     assert res.final["train_objective"] <= ref_obj + 1e-6
     assert np.allclose(np.concatenate(list(res.models.values())), w, atol=1e-3)
+    coefs, intercept = res.coefficients()
+    expected = (w[blocks[0].shape[1]] * UNBOUNDED_INTERCEPT_SCALING) if fit_intercept else 0.0
+    assert intercept == pytest.approx(expected, abs=1e-4)
+    assert coefs["label"].shape == (blocks[0].shape[1],)
 
 
 @pytest.mark.parametrize("mechanism", [

@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pytest
 
-from dpfed.core.rows import clip_rows
 from dpfed.data import load_dataset, vertical_split
 from dpfed.protocols.consensus.messages import LocalModel
 from dpfed.protocols.consensus.roles import ConsensusServer
@@ -106,10 +105,13 @@ def test_vertical_with_a_protected_label_holder(netjob):
     for got, want in zip(leader.history, reference.history, strict=True):
         assert got["test_log_loss"] == want["test_log_loss"]
         assert got["epsilon"] == want["epsilon"]
+    # each party's rows as its mechanism prepares them (clipped; the label holder's with its
+    # intercept column)
     scores = sum(
-        clip_rows(block, 1.0) @ np.array(
+        mechanism.prepare_block(block) @ np.array(
             json.loads((job.workdir(name) / "model.json").read_text())["coef"])
-        for name, block in zip(job.names, vertical_split(data.X_test, (10, 10, 10)), strict=True)
+        for name, block, mechanism in zip(job.names, vertical_split(data.X_test, (10, 10, 10)),
+                                          reference.mechanisms, strict=True)
     )
     y = np.where(data.y_test > 0, 1.0, -1.0)
     assert leader.history[-1]["test_log_loss"] == pytest.approx(

@@ -120,7 +120,12 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
         coef = json.loads((job.folder / "work" / name / "tables" / "model.json").read_text())
         own = read_table(data / name / "new.csv", id_column="customer_id", labels=False,
                          schema=load_schema(data / name / f"{name}.schema.toml"))
-        reference += own.take(expected).X @ np.asarray(coef["coef"])
+        weights = np.asarray(coef["coef"])
+        if "intercept" in coef:  # the label holder's: its rows get the intercept column
+            weights, shift = weights[:-1], coef["intercept"]
+        else:
+            shift = 0.0
+        reference += own.take(expected).X @ weights + shift
     np.testing.assert_allclose(scored["scores"], reference, rtol=1e-9, atol=1e-12)
     truth = read_table(data / "label" / "label.test.csv", id_column="customer_id",
                        schema=load_schema(data / "label" / "label.schema.toml")).take(expected)

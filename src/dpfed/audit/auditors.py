@@ -716,7 +716,8 @@ class ProtectedLabelHolderAuditor(Auditor):
         mechanism = self.setup_.mechanisms[0]
         assert isinstance(mechanism, SoundMechanism)
         ridge = self.setup_.config.bounds.prox_weight + self.setup_.mechanisms[0].reg_weight
-        self.models = [fit_local_model(self.holder_block, labels, loss, ridge, tolerance=1e-7)
+        rows = mechanism.prepare_block(self.holder_block)  # bounded, with the intercept column
+        self.models = [fit_local_model(rows, labels, loss, ridge, tolerance=1e-7)
                        for labels in self.labels]
 
     def claimed_epsilon(self) -> float:

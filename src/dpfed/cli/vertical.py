@@ -165,7 +165,8 @@ def run_train_vertical(args: argparse.Namespace) -> int:
     payload["preprocessing"] = dataset.preprocessing
     if args.baselines:
         payload["baselines"] = baselines(
-            blocks, dataset.y_train, test_blocks, dataset.y_test, config.lam
+            blocks, dataset.y_train, test_blocks, dataset.y_test, config.lam,
+            bool(result.config.fit_intercept),
         )
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)
@@ -211,20 +212,24 @@ def run_aligned_job(args: argparse.Namespace) -> int:
     payload["preprocessing"] = joined.record["preprocessing"]
     if args.baselines:
         payload["baselines"] = baselines(joined.blocks, joined.labels, joined.test_blocks,
-                                         joined.test_labels, config.lam)
+                                         joined.test_labels, config.lam,
+                                         bool(result.config.fit_intercept))
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)
     return 0
 
 
 def baselines(
-    blocks: list[Any], y: Any, test_blocks: list[Any] | None, y_test: Any, lam: float
+    blocks: list[Any], y: Any, test_blocks: list[Any] | None, y_test: Any, lam: float,
+    fit_intercept: bool = True,
 ) -> dict[str, dict[str, Any]]:
-    """Local-only and centralised scikit-learn models at ``lam`` (their figures, no coef)."""
+    """Local-only and centralised scikit-learn models at ``lam``, with scikit-learn's
+    intercept when the job fits one (their figures, no coef)."""
     out = {}
     for name, fit in (("local_only", fit_local_only), ("centralized", fit_centralized)):
-        res = fit(blocks, y, lam=lam, test_blocks=test_blocks, test_labels=y_test)
-        out[name] = {k: v for k, v in res.items() if k != "coef"}
+        res = fit(blocks, y, lam=lam, test_blocks=test_blocks, test_labels=y_test,
+                  fit_intercept=fit_intercept)
+        out[name] = {k: v for k, v in res.items() if k not in ("coef", "intercept")}
     return out
 
 

@@ -355,8 +355,8 @@ _BREAST_CANCER = DatasetSpec(
     output=(-1.0, 1.0),
     documentation=_BC_DOC,
     notes=(
-        "every column mapped to [-1, 1], the midpoint of its declared range to 0 (the models "
-        "have no intercept)",
+        "every column mapped to [-1, 1], the midpoint of its declared range to 0 (the papers' "
+        "models have no intercept)",
     ),
 )
 

@@ -7,10 +7,13 @@ Both minimise the same averaged objective as :func:`dpfed.protocols.vertical.dri
 
     \frac1N \sum_{i=1}^N \log\bigl(1 + e^{-y_i\, d_i^\top w}\bigr) + \frac{\lambda}{2} \|w\|^2 ,
 
-with labels in :math:`\{-1, 1\}` and no intercept. scikit-learn's ``LogisticRegression``
-minimises :math:`\tfrac12\|w\|^2 + C \sum_i \log(1 + e^{-y_i d_i^\top w})`; with
-:math:`C = 1/(\lambda N)` that is :math:`1/\lambda` times the objective above, so both have
-the same minimiser. It is solved to ``tol=1e-10`` so that the baselines are the optima.
+with labels in :math:`\{-1, 1\}` and no intercept (the paper's). scikit-learn's
+``LogisticRegression`` minimises :math:`\tfrac12\|w\|^2 + C \sum_i \log(1 + e^{-y_i
+d_i^\top w})`; with :math:`C = 1/(\lambda N)` that is :math:`1/\lambda` times the objective
+above, so both have the same minimiser. It is solved to ``tol=1e-10`` so that the baselines
+are the optima. With ``fit_intercept=True`` the scores are :math:`d_i^\top w + b` with
+:math:`b` unregularised, scikit-learn's own intercept: the reference a user of the field
+compares with.
 """
 
 from __future__ import annotations
@@ -73,23 +76,26 @@ def _fit(
     lam: float,
     X_test: Block | None,
     y_test: np.ndarray | None,
+    fit_intercept: bool,
 ) -> dict:
     n = X.shape[0]
     model = LogisticRegression(
-        C=1.0 / (lam * n), fit_intercept=False, tol=1e-10, max_iter=10000
+        C=1.0 / (lam * n), fit_intercept=bool(fit_intercept), tol=1e-10, max_iter=10000
     )
     model.fit(X, y)
     coef = np.asarray(model.coef_, dtype=float).reshape(-1)
-    scores = np.asarray(X @ coef).reshape(-1)
+    intercept = float(model.intercept_[0]) if fit_intercept else 0.0
+    scores = np.asarray(X @ coef).reshape(-1) + intercept
     objective = float(np.mean(np.logaddexp(0.0, -y * scores))) + 0.5 * lam * float(coef @ coef)
     result: dict = {
         "train_objective": objective,
         "test_log_loss": None,
         "test_accuracy": None,
         "coef": coef.tolist(),
+        "intercept": intercept,
     }
     if X_test is not None and y_test is not None:
-        st = np.asarray(X_test @ coef).reshape(-1)
+        st = np.asarray(X_test @ coef).reshape(-1) + intercept
         result["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * st)))
         result["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == y_test))
     return result
@@ -133,6 +139,7 @@ def fit_centralized(
     lam: float,
     test_blocks: Sequence[Block] | None = None,
     test_labels: np.ndarray | None = None,
+    fit_intercept: bool = False,
 ) -> dict:
     """L2-regularised logistic regression on all parties' columns together.
 
@@ -146,17 +153,20 @@ def fit_centralized(
         Weight of :math:`\\tfrac12\\|w\\|^2` in the averaged objective (> 0).
     test_blocks : sequence of matrices, shapes ``(N_test, d_m)``, optional
     test_labels : ndarray, shape (N_test,), optional
+    fit_intercept : bool, default False
+        Add scikit-learn's unregularised intercept (False: the paper's model, none).
 
     Returns
     -------
     dict
         ``train_objective`` (float), ``test_log_loss`` and ``test_accuracy`` (float, or
-        None without test data), ``coef`` (list of ``sum d_m`` floats, block by block).
+        None without test data), ``coef`` (list of ``sum d_m`` floats, block by block),
+        ``intercept`` (0.0 without one).
     """
     X, yy, lam, X_test, y_test = _prepare(
         blocks, y, lam, test_blocks, test_labels, only_first=False
     )
-    return _fit(X, yy, lam, X_test, y_test)
+    return _fit(X, yy, lam, X_test, y_test, fit_intercept)
 
 
 def fit_local_only(
@@ -166,6 +176,7 @@ def fit_local_only(
     lam: float,
     test_blocks: Sequence[Block] | None = None,
     test_labels: np.ndarray | None = None,
+    fit_intercept: bool = False,
 ) -> dict:
     """L2-regularised logistic regression on the label holder's block ``blocks[0]`` only.
 
@@ -179,6 +190,7 @@ def fit_local_only(
     lam : float
     test_blocks : sequence of matrices, shapes ``(N_test, d_m)``, optional
     test_labels : ndarray, shape (N_test,), optional
+    fit_intercept : bool, default False
 
     Returns
     -------
@@ -188,4 +200,4 @@ def fit_local_only(
     X, yy, lam, X_test, y_test = _prepare(
         blocks, y, lam, test_blocks, test_labels, only_first=True
     )
-    return _fit(X, yy, lam, X_test, y_test)
+    return _fit(X, yy, lam, X_test, y_test, fit_intercept)

@@ -75,8 +75,11 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         The secure mode (:func:`dpfed.protocols.vertical_secure.train_secure_vertical`): two
         parties, products under CKKS encryption, noise on d-vectors only; needs ``epsilon``
         and ``delta``, the logistic loss and the l2 regulariser (``lam`` and ``rho`` are not
-        used: its ridge and steps come from its own public rule), and ``dpfed[secure]``. The
-        model then has an intercept (``intercept_``), held by the label holder.
+        used: its ridge and steps come from its own public rule), and ``dpfed[secure]``.
+    fit_intercept : bool or None
+        An intercept (``intercept_``), held by the label holder: a constant column appended
+        to its bounded rows (:class:`~dpfed.protocols.vertical.driver.VerticalConfig`).
+        Default: on, except under ``mechanism="paper"`` (the paper's algorithm).
     random_state : int or None
         Seeds every party's noise; with the same seed, ``fit`` gives the same model.
 
@@ -87,7 +90,8 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
     n_features_in_ : int
         Columns of ``X`` in ``fit`` (all parties together).
     coef_ : ndarray, shape (1, n_features)
-        All parties' models side by side (only a simulation sees them together).
+        All parties' models side by side, each for its bounded rows (only a simulation sees
+        them together); the label holder's without its intercept's weight.
     party_models_ : dict of str to ndarray
     history_ : list of dict
         Per-round objective, test metrics (none here) and epsilon spent (None under the
@@ -99,7 +103,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         ``paper_epsilon_reason`` saying why it is not a guarantee.
 
     intercept_ : ndarray, shape (1,)
-        The label holder's intercept (0 unless ``secure``).
+        The label holder's intercept (0 without ``fit_intercept``).
     passive_weight_ : float or None
         ``secure`` without ``protect_label_holder`` or with ``label_holder_keeps_model``: the
         weight of the passive party's scores, clipped to ``+-2`` (the label holder's block is
@@ -109,8 +113,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
 
     Notes
     -----
-    Sparse rows are taken (as CSR) and cut into the parties' blocks like dense ones. Without
-    ``secure`` the model has no intercept, as in the ADMM protocol.
+    Sparse rows are taken (as CSR) and cut into the parties' blocks like dense ones.
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         protect_label_holder: bool = False,
         label_holder_keeps_model: bool = False,
         secure: bool = False,
+        fit_intercept: bool | None = None,
         random_state: int | None = None,
     ) -> None:
         self.split = split
@@ -150,6 +154,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         self.protect_label_holder = protect_label_holder
         self.label_holder_keeps_model = label_holder_keeps_model
         self.secure = secure
+        self.fit_intercept = fit_intercept
         self.random_state = random_state
 
     def _config(self) -> VerticalConfig:
@@ -159,7 +164,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
             delta=self.delta, noise_multiplier=self.noise_multiplier,
             noise_sigma=self.noise_sigma, accountant=self.accountant,
             seed=self.random_state, bounds=self.bounds,
-            protect_label_holder=self.protect_label_holder,
+            protect_label_holder=self.protect_label_holder, fit_intercept=self.fit_intercept,
         )
 
     def _blocks(self, X) -> list:
@@ -193,7 +198,8 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         return SecureSetup(int(blocks[0].shape[0]), tuple(int(b.shape[1]) for b in blocks),
                            self.epsilon, self.delta,
                            protect=secure_protection(self.protect_label_holder,
-                                                     self.label_holder_keeps_model), **rounds)
+                                                     self.label_holder_keeps_model),
+                           fit_intercept=self.fit_intercept is not False, **rounds)
 
     def fit(self, X, y, **fit_params) -> VerticalLinearClassifier:
         """Run the protocol on the rows ``X`` and their labels ``y``.
@@ -231,9 +237,10 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
             raise DpfedInputError("label_holder_keeps_model=True is an option of secure=True.")
         result: VerticalResult = train_vertical(blocks, y_pm, self._config())
         self.result_ = result
-        self.intercept_ = np.zeros(1)
+        coefs, intercept = result.coefficients()
+        self.intercept_ = np.array([intercept])
         self.party_models_ = result.models
-        self.coef_ = np.concatenate(list(result.models.values()))[None, :]
+        self.coef_ = np.concatenate(list(coefs.values()))[None, :]
         self.history_ = result.history
         self.privacy_spent_ = result.privacy
         self.passive_weight_ = None

@@ -404,6 +404,7 @@ def _admm(
     cfg = VerticalConfig(
         lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism,
         noise_sigma=noise_sigma, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
+        fit_intercept=False,  # the paper's model has none
     )
     result = train_vertical(
         data.blocks, data.y, cfg, test_blocks=data.test_blocks, test_labels=data.y_test

@@ -26,6 +26,7 @@ from dpfed._validation import (
 from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
+from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, with_intercept
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
@@ -141,6 +142,15 @@ class VerticalConfig:
         below its local-only model's (:mod:`dpfed.protocols.vertical.weighting`; one more
         small release per passive party, accounted). Default: on for the sound mechanism
         without label-holder protection, for a loss of bounded slope and curvature.
+    fit_intercept : bool or None
+        An intercept, held by the label holder: its rows become
+        :math:`[\\sqrt{1 - c^2}\\,x,\\ cR]` after they are bounded to norm :math:`R`
+        (:meth:`~dpfed.protocols.vertical.mechanisms.PartyMechanism.prepare_block`), so every
+        sensitivity holds unchanged and the intercept, :math:`cR` times the last weight, is
+        regularised with the other weights. Default: on, except under the paper mechanism
+        (whose algorithm and reproduction have none).
+    intercept_scale : float
+        :math:`c \\in (0, 1)`.
     """
 
     loss: str = param("logistic", help="loss of the label holder's z-update",
@@ -182,9 +192,20 @@ class VerticalConfig:
              "none with it)", choices=ACCELERATIONS)
     passive_weighting: bool | None = param(
         help="sound: weigh the passive models so the result is never worse than local-only")
+    fit_intercept: bool | None = param(
+        help="fit an intercept, held by the label holder: its rows get a constant column "
+             "(regularised with the other weights); default on, off under the paper "
+             "mechanism (the paper's algorithm)")
+    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
+                                   help="c in (0, 1): the label holder's rows become "
+                                        "[sqrt(1 - c^2) x, c R], R their bound")
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""
+        fit_intercept = (self.mechanism != "paper" if self.fit_intercept is None
+                         else bool(self.fit_intercept))
+        if fit_intercept:
+            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
         loss = get_loss(self.loss)
         get_regularizer(self.regularizer)
         check_positive("lam", self.lam, allow_zero=True)
@@ -320,7 +341,8 @@ class VerticalConfig:
                 f"smoothed_hinge, sigmoid). Found {self.loss!r}."
             )
         return replace(
-            self, rho=float(rho), adaptive_rho=adaptive, warm_start_rounds=int(warm),
+            self, rho=float(rho), adaptive_rho=adaptive, fit_intercept=fit_intercept,
+            warm_start_rounds=int(warm),
             acceleration=acceleration,
             iterations=int(iterations), model_fraction=float(model_fraction),
             passive_weighting=bool(weighting),
@@ -348,12 +370,24 @@ class VerticalResult:
     def final(self) -> dict:
         return dict(self.history[-1]) if self.history else {}
 
+    def coefficients(self) -> tuple[dict[str, np.ndarray], float]:
+        """Each party's weights for its bounded rows (the label holder's without its
+        intercept's), and the intercept (0.0 without one)."""
+        coefs = dict(self.models)
+        intercept = 0.0
+        if self.mechanisms and self.models:
+            holder = next(iter(self.models))
+            coefs[holder], intercept = self.mechanisms[0].split_intercept(self.models[holder])
+        return coefs, intercept
+
     def to_json(self) -> dict:
         cfg = asdict(self.config)
         return with_exact_values({
             "protocol": "vertical",
             "config": cfg,
-            "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in self.models.items()],
+            "parties": [{"name": k, "n_features": int(v.shape[0])}
+                        for k, v in self.coefficients()[0].items()],
+            "intercept": self.coefficients()[1],
             "history": self.history,
             "final": self.final,
             "privacy": self.privacy,
@@ -510,7 +544,23 @@ def paper_radius(cfg: VerticalConfig, n_samples: int) -> float:
 def build_mechanisms(
     cfg: VerticalConfig, n_features: Sequence[int], n_samples: int
 ) -> tuple[list[PartyMechanism], DualRelease | None, list[str]]:
-    """One mechanism per party (label holder first), the dual release, and notes to print."""
+    """One mechanism per party (label holder first), the dual release, and notes to print.
+
+    ``n_features`` are the blocks' widths as given; the label holder's model has one more
+    coordinate with an intercept (its column is added by its mechanism's
+    :meth:`~dpfed.protocols.vertical.mechanisms.PartyMechanism.prepare_block`)."""
+    n_features = [int(n_features[0]) + int(bool(cfg.fit_intercept)), *n_features[1:]]
+    mechanisms, dual, notes = _party_mechanisms(cfg, n_features, n_samples)
+    if cfg.fit_intercept:
+        mechanisms[0].intercept_scale = cfg.intercept_scale
+    return mechanisms, dual, notes
+
+
+def _party_mechanisms(
+    cfg: VerticalConfig, n_features: Sequence[int], n_samples: int
+) -> tuple[list[PartyMechanism], DualRelease | None, list[str]]:
+    """:func:`build_mechanisms` for the models' widths (the label holder's with its
+    intercept)."""
     reg = get_regularizer(cfg.regularizer)
     reg_weight = n_samples * cfg.lam
     notes: list[str] = []
@@ -691,7 +741,8 @@ def make_vertical_role(
 def planned_multipliers(
     setup: VerticalSetup, index: int, n_features: int
 ) -> list[float | Release]:
-    r"""Every release party ``index`` (``n_features`` wide) will make if all rounds run: the
+    r"""Every release party ``index`` (``n_features`` wide, plus its intercept's weight if its
+    mechanism adds the column) will make if all rounds run: the
     sound mechanism's as :class:`~dpfed.privacy.accounting.Release`\ s with the coordinates
     they draw from the exact grid sampler, the paper mechanism's as noise multipliers.
 
@@ -700,10 +751,11 @@ def planned_multipliers(
     """
     cfg, mech = setup.config, setup.mechanisms[index]
     steps, n = cfg.iterations, setup.n_samples
+    width = int(n_features) + int(mech.intercept_scale is not None)  # the intercept's weight
     if isinstance(mech, SoundMechanism):
         model, scores = mech.releases(cfg.rho)
         plan: list[float | Release] = [
-            Release("gaussian", model.noise_multiplier, n_features)
+            Release("gaussian", model.noise_multiplier, width)
         ] * (steps if index > 0 else 1)
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)

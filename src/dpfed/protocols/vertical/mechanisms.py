@@ -2,7 +2,8 @@ r"""What a party does to its x-update before anything derived from it leaves the
 
 A :class:`PartyMechanism` is built per party (its calibration depends on the party's block).
 It enforces the assumptions its privacy analysis needs on the party's own data
-(:meth:`prepare_block`, :meth:`feasible_set`, :meth:`clip_target`) and turns the exact
+(:meth:`prepare_block`, :meth:`feasible_set`, :meth:`clip_target`; the label holder's
+intercept column is added to its bounded rows there) and turns the exact
 x-update into the released model and scores (:meth:`release`), returning the privacy events
 that the release spent. Formulas and proofs: :mod:`dpfed.protocols.vertical.calibration`,
 ``docs/privacy.md``.
@@ -15,12 +16,13 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
 from dpfed.core.losses import Loss
 from dpfed.core.regularizers import L2, ElasticNet, Regularizer
-from dpfed.core.rows import clip_rows, normalize_rows
+from dpfed.core.rows import clip_rows, normalize_rows, with_intercept
 from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.accounting import corollary1_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
@@ -33,6 +35,10 @@ from dpfed.protocols.vertical.calibration import (
     theorem1_epsilon,
     theorem1_sigma,
 )
+
+#: :math:`s`, the constant of the intercept column of unbounded rows (liblinear's
+#: ``intercept_scaling``): the intercept's weight is penalised :math:`1/s^2` as a feature's.
+UNBOUNDED_INTERCEPT_SCALING = 4.0
 
 
 def _matvec(block, x: np.ndarray) -> np.ndarray:
@@ -55,10 +61,59 @@ class PartyMechanism(ABC):
 
     name: str = ""
     prox_weight: float = 0.0
+    #: :math:`c` of the intercept column the label holder's rows get (None: no intercept).
+    intercept_scale: float | None = None
 
-    def prepare_block(self, block):
+    def bound_rows(self, block):
         """Enforce the row assumptions on a block (training or prediction rows alike)."""
         return block
+
+    def row_norm_bound(self) -> float | None:
+        """:math:`R`, the largest row norm :meth:`bound_rows` leaves (None: unbounded)."""
+        return None
+
+    def prepare_block(self, block):
+        r"""The rows the party trains and predicts on: :meth:`bound_rows`, then, with an
+        ``intercept_scale`` :math:`c`, the intercept column.
+
+        * Rows bounded to norm :math:`R` (a mechanism's): :math:`[\sqrt{1 - c^2}\,x,\ cR]`
+          (:func:`dpfed.core.rows.with_intercept` at the scale of :math:`R`), a fixed row-wise
+          map onto rows of norm at most :math:`R`, so every sensitivity derived for the
+          bounded rows holds as it is; the intercept :math:`cR\,w_d` is regularised with the
+          other weights, which keeps the local problems strongly convex.
+        * Unbounded rows (a party without a mechanism, whose data nothing protects):
+          :math:`[x,\ s]` with liblinear's ``intercept_scaling``
+          :math:`s` = :data:`UNBOUNDED_INTERCEPT_SCALING`, so the intercept :math:`s\,w_d` is
+          penalised :math:`1/s^2` as much as a feature's weight (on Adult, a9a and breast
+          cancer the label holder's model is then scikit-learn's with its unregularised
+          intercept, to 0.001 in test log loss).
+        """
+        rows = self.bound_rows(block)
+        if self.intercept_scale is None:
+            return rows
+        bound = self.row_norm_bound()
+        if bound is None:
+            column = np.full((rows.shape[0], 1), UNBOUNDED_INTERCEPT_SCALING)
+            if sp.issparse(rows):
+                return sp.hstack([sp.csr_matrix(rows, dtype=np.float64), sp.csr_matrix(column)],
+                                 format="csr")
+            return np.hstack([np.asarray(rows, dtype=np.float64), column])
+        rows = with_intercept(rows / bound, self.intercept_scale) * bound
+        return clip_rows(rows, bound)  # the bound exactly, in floating point too
+
+    def split_intercept(self, model: np.ndarray) -> tuple[np.ndarray, float]:
+        r"""``(coef, intercept)`` of a model on :meth:`prepare_block`'s columns, ``coef`` for
+        the rows :meth:`bound_rows` leaves: :math:`(\sqrt{1 - c^2}\,w_{:d},\ cR\,w_d)`
+        for bounded rows, :math:`(w_{:d},\ s\,w_d)` for unbounded ones, or ``(w, 0)``
+        without an intercept column."""
+        w = np.asarray(model, dtype=np.float64).reshape(-1)
+        if self.intercept_scale is None:
+            return w, 0.0
+        bound = self.row_norm_bound()
+        if bound is None:
+            return w[:-1], float(w[-1] * UNBOUNDED_INTERCEPT_SCALING)
+        c = self.intercept_scale
+        return w[:-1] * math.sqrt(1.0 - c * c), float(w[-1] * c * bound)
 
     def feasible_set(self) -> FeasibleSet:
         return Unconstrained()
@@ -130,8 +185,11 @@ class PaperMechanism(PartyMechanism):
         self.delta_step = delta_step
         self.epsilon_step, self.sigma = epsilon_step, sigma
 
-    def prepare_block(self, block):
+    def bound_rows(self, block):
         return normalize_rows(block)
+
+    def row_norm_bound(self) -> float:
+        return 1.0
 
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.b1)
@@ -234,8 +292,11 @@ class SoundMechanism(PartyMechanism):
         """Whether round ``round`` (1-based) spends a scores release."""
         return self.score_rounds is None or round <= self.score_rounds
 
-    def prepare_block(self, block):
+    def bound_rows(self, block):
         return clip_rows(block, self.bounds.row_norm)
+
+    def row_norm_bound(self) -> float:
+        return float(self.bounds.row_norm)
 
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.bounds.model_radius)
