@@ -133,7 +133,9 @@ def main() -> None:
                    help="ADMM rounds without a mechanism (the sound mechanism's rule picks "
                         "its own)")
     p.add_argument("--keep", type=Path, metavar="DIR", help="run in DIR and keep it")
-    p.add_argument("--port", type=int, default=18050, help="first port to try")
+    # its own range: examples/networked_job.py starts at 18050, and the test suite runs
+    # both at once (a port found free can be taken by the other before its party binds it)
+    p.add_argument("--port", type=int, default=18150, help="first port to try")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up when killed too
 
