@@ -55,3 +55,23 @@ def test_the_layer_contract_holds():
     done = subprocess.run([lint, "--config", str(root / "pyproject.toml")], cwd=root,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_dp_accounting_is_imported_by_the_accounting_module_only():
+    """Every privacy figure goes through dpfed.privacy.accounting: no other module imports
+    dp-accounting, directly or lazily."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path == SRC / "privacy" / "accounting.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("dp_accounting.") else []
+            found += [f"{path.relative_to(SRC)}: {n}" for n in names
+                      if n == "dp_accounting" or n.startswith("dp_accounting.")]
+    assert found == []

@@ -53,7 +53,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
-from dpfed.privacy.accounting import calibrate_noise_multiplier, gaussian_releases_epsilon
+from dpfed.privacy.accounting import (
+    analytic_gaussian_epsilon,
+    calibrate_noise_multiplier,
+    gaussian_releases_epsilon,
+)
 from dpfed.privacy.coupling import calibration_delta, epsilon_with_coupling
 
 __all__ = ["CALIBRATIONS", "ReleaseCalibration", "calibrate_releases", "exact_epsilon"]
@@ -217,10 +221,8 @@ def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
     -------
     float
     """
-    import dp_accounting
-
     z = 1.0 / math.sqrt(math.fsum(1.0 / (float(v) ** 2) for v in noise_multipliers))
-    return float(dp_accounting.get_epsilon_gaussian(z, delta))
+    return analytic_gaussian_epsilon(z, delta)
 
 
 @lru_cache(maxsize=256)

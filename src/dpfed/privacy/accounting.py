@@ -54,14 +54,17 @@ from dpfed.privacy.coupling import epsilon_with_coupling
 if TYPE_CHECKING:
     import dp_accounting
     from dp_accounting import dp_event
+    from dp_accounting.dp_event import DpEvent as DpEvent  # re-exported for type hints
     from dp_accounting.pld import common as pld_common
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
     from scipy import optimize
 else:  # about a second to import: on first use only (dpfed._lazy)
     dp_accounting = lazy_module("dp_accounting")
     dp_event = lazy_module("dp_accounting.dp_event")
     pld_lib = lazy_module("dp_accounting.pld.privacy_loss_distribution")
     pld_common = lazy_module("dp_accounting.pld.common")
+    rdp_lib = lazy_module("dp_accounting.rdp.rdp_privacy_accountant")
     optimize = lazy_module("scipy.optimize")
 
 __all__ = [
@@ -75,6 +78,8 @@ __all__ = [
     "RDP_MECHANISMS",
     "Release",
     "advanced_composition",
+    "analytic_gaussian_epsilon",
+    "analytic_gaussian_multiplier",
     "as_release",
     "basic_composition",
     "calibrate_noise_multiplier",
@@ -89,6 +94,8 @@ __all__ = [
     "gaussian_releases_epsilon",
     "moments_accountant_epsilon",
     "pure_epsilon",
+    "rdp_epsilon",
+    "rdp_orders",
     "release_event",
     "releases_epsilon",
     "releases_event",
@@ -599,6 +606,31 @@ def _gaussian_dp_epsilon(precision_sum: float, delta: float) -> float:
         lo, hi = hi, hi * 10.0
     return float(optimize.brentq(lambda e: _gaussian_log_delta(mu, e) - log_delta, lo, hi,
                                  xtol=1e-12))
+
+
+def analytic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
+    """Epsilon at ``delta`` of one Gaussian release of multiplier ``noise_multiplier``: the
+    analytic Gaussian mechanism's (Balle and Wang 2018; ``dp_accounting.get_epsilon_gaussian``).
+    """
+    return float(dp_accounting.get_epsilon_gaussian(noise_multiplier, delta))
+
+
+def analytic_gaussian_multiplier(epsilon: float, delta: float) -> float:
+    """The smallest multiplier of one Gaussian release that is (``epsilon``, ``delta``)-DP
+    (the analytic Gaussian mechanism; ``dp_accounting.get_sigma_gaussian``)."""
+    return float(dp_accounting.get_sigma_gaussian(epsilon, delta))
+
+
+def rdp_orders() -> np.ndarray:
+    """dp-accounting's default Rényi orders, shape ``(n_orders,)``."""
+    return np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
+
+
+def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> float:
+    """Epsilon at ``delta`` of a Rényi DP curve ``rdp`` at ``orders`` (both shape
+    ``(n_orders,)``), by dp-accounting's conversion (``compute_epsilon``)."""
+    eps, _ = rdp_lib.compute_epsilon(orders, rdp, delta)
+    return float(eps)
 
 
 def _make_dpa_accountant(accountant: str) -> dp_accounting.PrivacyAccountant:

@@ -72,18 +72,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
-from dpfed.privacy.accounting import gaussian_delta, gaussian_releases_epsilon
-
-if TYPE_CHECKING:
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-else:  # imported on first use (dpfed._lazy)
-    rdp_lib = lazy_module("dp_accounting.rdp.rdp_privacy_accountant")
+from dpfed.privacy.accounting import (
+    gaussian_delta,
+    gaussian_releases_epsilon,
+    rdp_epsilon,
+    rdp_orders,
+)
 from dpfed.privacy.coupling import grid_releases_delta_slack, rounded_gaussian_tv_bound
 
 __all__ = [
@@ -325,12 +323,11 @@ def distributed_discrete_gaussian_epsilon(
     """
     d = check_open_unit("delta", delta)
     t = check_int("steps", steps, minimum=1)
-    orders = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
+    orders = rdp_orders()
     rdp = t * distributed_discrete_gaussian_rdp(
         orders, sigma2, clients, l2_sensitivity, dim, l1_sensitivity=l1_sensitivity
     )
-    eps, _ = rdp_lib.compute_epsilon(orders, rdp, d)
-    return float(eps)
+    return rdp_epsilon(orders, rdp, d)
 
 
 def distributed_discrete_releases_epsilon(
@@ -356,9 +353,8 @@ def distributed_discrete_releases_epsilon(
     d = check_open_unit("delta", delta)
     if not releases:
         raise DpfedInputError("releases must hold at least one release.")
-    orders = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=np.float64)
+    orders = rdp_orders()
     rdp = np.zeros_like(orders)
     for sigma2, clients, l2, dim in releases:
         rdp += distributed_discrete_gaussian_rdp(orders, sigma2, clients, l2, dim)
-    eps, _ = rdp_lib.compute_epsilon(orders, rdp, d)
-    return float(eps)
+    return rdp_epsilon(orders, rdp, d)

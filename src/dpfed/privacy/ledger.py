@@ -33,7 +33,7 @@ from dpfed.privacy.accounting import (
 )
 
 if TYPE_CHECKING:
-    from dp_accounting.dp_event import DpEvent
+    from dpfed.privacy.accounting import DpEvent
 
 __all__ = ["PrivacyEvent", "PrivacyLedger"]
 

@@ -30,7 +30,11 @@ from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, with_intercept
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
-from dpfed.privacy.accounting import Release, gaussian_releases_epsilon
+from dpfed.privacy.accounting import (
+    Release,
+    analytic_gaussian_multiplier,
+    gaussian_releases_epsilon,
+)
 from dpfed.privacy.coupling import SAMPLER, calibration_delta
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
@@ -519,10 +523,8 @@ def _calibrate_sound(
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
     # start from the exact analytic-Gaussian multiplier of one release, then let the
     # accountant have the last word (raise z until it certifies epsilon).
-    import dp_accounting
-
     delta = calibration_delta(cfg.delta, coordinates, cfg.epsilon)
-    z1 = float(dp_accounting.get_sigma_gaussian(cfg.epsilon, delta))
+    z1 = analytic_gaussian_multiplier(cfg.epsilon, delta)
     z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
