@@ -86,7 +86,7 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
                     reason="the full plan's epsilon-1 level takes half a minute; CI checks the "
-                           "same figure on one seed (tests/protocols/test_consensus_driver.py); "
+                           "same figure on one seed (tests/protocols/consensus/test_driver.py); "
                            "set DPFED_REPRODUCE=1")
 def test_full_consensus(tmp_path, adult_dir, monkeypatch):
     """The full plan on all of Adult at its one level the target is about, epsilon 1 (the

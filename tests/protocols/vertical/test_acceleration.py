@@ -14,7 +14,7 @@ from dpfed.protocols.vertical import LabelHolder, NoPrivacy, PassiveParty
 from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical, vertical_setup
 from dpfed.protocols.vertical.mechanisms import DualRelease
 
-from ..conftest import make_vertical_problem
+from ...conftest import make_vertical_problem
 
 REFERENCE = {"acceleration": "none"}  # the protocol before acceleration
 

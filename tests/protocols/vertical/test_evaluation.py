@@ -32,7 +32,7 @@ from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.roles import ProtocolError
 from dpfed.runtime.checkpoint import load_checkpoint, save_checkpoint
 
-from ..conftest import make_vertical_problem, make_vertical_problem_with_test
+from ...conftest import make_vertical_problem, make_vertical_problem_with_test
 
 NAMES = ["label", "bank", "shop"]
 LEADER = "leader"

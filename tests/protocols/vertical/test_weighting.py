@@ -22,7 +22,7 @@ from dpfed.protocols.vertical.weighting import (
 )
 from dpfed.runtime.messages import ProtocolError
 
-from ..conftest import make_vertical_problem_with_test
+from ...conftest import make_vertical_problem_with_test
 
 LOGISTIC = get_loss("logistic")
 

@@ -13,7 +13,7 @@ from dpfed.core.rows import clip_rows
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure import party as party_module
 
-from ..conftest import make_vertical_problem_with_test
+from ...conftest import make_vertical_problem_with_test
 
 
 def _problem(n=400):

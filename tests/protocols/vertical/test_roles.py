@@ -9,7 +9,7 @@ from dpfed.protocols.vertical.driver import VerticalConfig, train_vertical
 from dpfed.protocols.vertical.mechanisms import UNBOUNDED_INTERCEPT_SCALING
 from dpfed.protocols.vertical.roles import ProtocolError
 
-from ..conftest import make_vertical_problem
+from ...conftest import make_vertical_problem
 
 
 def _roles(blocks, y, rounds=5):

@@ -19,7 +19,7 @@ from dpfed.protocols.vertical.driver import (
 )
 from dpfed.protocols.vertical.mechanisms import NoPrivacy, PaperMechanism, SoundMechanism
 
-from ..conftest import make_vertical_problem
+from ...conftest import make_vertical_problem
 
 NAMES = ["label", "bank", "shop"]
 

@@ -25,7 +25,7 @@ from dpfed.protocols.vertical.mechanisms import PaperMechanism, SoundMechanism
 from dpfed.protocols.vertical.roles import LOCAL_MODEL_TOLERANCE
 from dpfed.protocols.vertical.weighting import fit_local_model
 
-from ..conftest import make_vertical_problem
+from ...conftest import make_vertical_problem
 
 
 def test_theorem1_sigma_with_hand_computed_numbers():

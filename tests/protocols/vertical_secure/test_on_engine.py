@@ -12,7 +12,7 @@ from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure.on_engine import LEADER, NAMES, RoundSink
 from dpfed.runtime.messages import ProtocolError
 
-from ..conftest import make_vertical_problem_with_test
+from ...conftest import make_vertical_problem_with_test
 
 
 def _problem():
