@@ -15,20 +15,23 @@ z-block's dual residual is computed at the central node without any message).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from dpfed.core.losses import Loss
 
 
-def z_update(loss: Loss, s: np.ndarray, dual: np.ndarray, labels: np.ndarray, rho: float):
+def z_update(
+    loss: Loss, s: np.ndarray, dual: np.ndarray, labels: np.ndarray, rho: float
+) -> np.ndarray:
     """Return :math:`z^{t+1}`, shape ``(N,)``."""
     return loss.prox(s + dual / rho, labels, rho)
 
 
 def dual_update(dual: np.ndarray, s: np.ndarray, z: np.ndarray, rho: float) -> np.ndarray:
     """Return :math:`y^{t+1} = y^t + \\rho (s - z)`, shape ``(N,)``."""
-    return dual + rho * (s - z)
+    return cast(np.ndarray, dual + rho * (s - z))
 
 
 @dataclass(frozen=True)

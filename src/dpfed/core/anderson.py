@@ -19,7 +19,7 @@ Pure arithmetic on vectors; the caller decides what :math:`w` is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -98,7 +98,7 @@ class AndersonAcceleration:
         if not np.all(np.isfinite(gamma)):
             return value.copy()
         self.extrapolated = True
-        return values[-1] - d_g @ gamma
+        return cast(np.ndarray, values[-1] - d_g @ gamma)
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

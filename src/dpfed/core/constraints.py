@@ -11,6 +11,7 @@ For the separable or radial regularisers of :mod:`dpfed.core.regularizers`, the 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import cast
 
 import numpy as np
 
@@ -32,10 +33,10 @@ class FeasibleSet(ABC):
 class Unconstrained(FeasibleSet):
     """All of :math:`\\mathbb{R}^d`."""
 
-    def project(self, x):
+    def project(self, x: np.ndarray) -> np.ndarray:
         return x
 
-    def contains(self, x, tol=1e-9):
+    def contains(self, x: np.ndarray, tol: float = 1e-9) -> bool:
         return True
 
     def __repr__(self) -> str:
@@ -50,11 +51,11 @@ class Ball(FeasibleSet):
             raise DpfedInputError(f"ball radius must be a finite number > 0. Found {radius}.")
         self.radius = float(radius)
 
-    def project(self, x):
+    def project(self, x: np.ndarray) -> np.ndarray:
         norm = float(np.linalg.norm(x))
         return x if norm <= self.radius else x * (self.radius / norm)
 
-    def contains(self, x, tol=1e-9):
+    def contains(self, x: np.ndarray, tol: float = 1e-9) -> bool:
         return float(np.linalg.norm(x)) <= self.radius * (1 + tol)
 
     def __repr__(self) -> str:
@@ -77,10 +78,10 @@ class Box(FeasibleSet):
             else np.inf
         )
 
-    def project(self, x):
-        return np.clip(x, self.lower, self.upper)
+    def project(self, x: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, np.clip(x, self.lower, self.upper))
 
-    def contains(self, x, tol=1e-9):
+    def contains(self, x: np.ndarray, tol: float = 1e-9) -> bool:
         return bool(np.all(x >= self.lower - tol) and np.all(x <= self.upper + tol))
 
     def __repr__(self) -> str:

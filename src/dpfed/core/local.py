@@ -26,6 +26,7 @@ import scipy.linalg
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.losses import Loss
+from dpfed.core.rows import Matrix
 
 
 class LocalSolveError(RuntimeError):
@@ -81,7 +82,9 @@ class LocalSolution:
     gradient_norm: float
 
 
-def _terms(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> list[float]:
+def _terms(
+    X: Matrix, y: np.ndarray, loss: Loss, problem: LocalProblem, f: np.ndarray
+) -> list[float]:
     z = np.asarray(X @ f).reshape(-1)
     terms = [float(np.sum(problem.loss_weight * loss.value(z, y))), 0.5 * problem.l2 * float(f @ f)]
     if problem.linear is not None:
@@ -92,12 +95,16 @@ def _terms(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> list[float
     return terms
 
 
-def local_objective(X, y, loss: Loss, problem: LocalProblem, f: np.ndarray) -> float:
+def local_objective(
+    X: Matrix, y: np.ndarray, loss: Loss, problem: LocalProblem, f: np.ndarray
+) -> float:
     """:math:`F(f)`."""
     return sum(_terms(X, y, loss, problem, f))
 
 
-def _gradient(X, y, loss: Loss, p: LocalProblem, f: np.ndarray, z: np.ndarray) -> np.ndarray:
+def _gradient(
+    X: Matrix, y: np.ndarray, loss: Loss, p: LocalProblem, f: np.ndarray, z: np.ndarray
+) -> np.ndarray:
     g = np.asarray(X.T @ (p.loss_weight * loss.derivative(z, y))).reshape(-1) + p.l2 * f
     if p.linear is not None:
         g = g + p.linear
@@ -107,7 +114,7 @@ def _gradient(X, y, loss: Loss, p: LocalProblem, f: np.ndarray, z: np.ndarray) -
 
 
 def solve_local(
-    X,
+    X: Matrix,
     y: np.ndarray,
     loss: Loss,
     problem: LocalProblem,

@@ -15,6 +15,7 @@ written as :math:`\ell(z; y) = h(y z)` with labels :math:`y \in \{-1, 1\}`; sinc
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import cast
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -95,13 +96,13 @@ class _MarginLoss(Loss):
         return self._h(y * z)
 
     def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return y * self._dh(y * z)
+        return cast(np.ndarray, y * self._dh(y * z))
 
     def second_derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return y * y * self._d2h(y * z)
+        return cast(np.ndarray, y * y * self._d2h(y * z))
 
     def prox(self, v: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
-        return y * self._prox_margin(y * np.asarray(v, dtype=float), float(rho))
+        return cast(np.ndarray, y * self._prox_margin(y * np.asarray(v, dtype=float), float(rho)))
 
     def _prox_margin(self, w: np.ndarray, rho: float) -> np.ndarray:
         """Safeguarded Newton (``rtsafe``) on :math:`g(m) = h'(m) + \\rho (m - w)`.
@@ -113,7 +114,7 @@ class _MarginLoss(Loss):
         lo = np.array(lo, dtype=float).reshape(-1)
         hi = np.array(hi, dtype=float).reshape(-1)
         w = np.asarray(w, dtype=float).reshape(-1)
-        m = 0.5 * (lo + hi)
+        m: np.ndarray = 0.5 * (lo + hi)
         dx_old = hi - lo
         active = np.arange(m.size)
         for _ in range(_NEWTON_ITERATIONS):
@@ -143,17 +144,17 @@ class LogisticLoss(_MarginLoss):
     lipschitz = 1.0
     smoothness = 0.25
 
-    def _h(self, m):
-        return -log_expit(m)
+    def _h(self, m: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, -log_expit(m))
 
-    def _dh(self, m):
-        return -expit(-m)
+    def _dh(self, m: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, -expit(-m))
 
-    def _d2h(self, m):
+    def _d2h(self, m: np.ndarray) -> np.ndarray:
         s = expit(m)
-        return s * (1.0 - s)
+        return cast(np.ndarray, s * (1.0 - s))
 
-    def _bracket(self, w, rho):
+    def _bracket(self, w: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
         # h' in (-1, 0): the root m = w - h'(m)/rho lies in (w, w + 1/rho).
         return w, w + 1.0 / rho
 
@@ -178,22 +179,22 @@ class SmoothedHingeLoss(_MarginLoss):
         self.gamma = float(gamma)
         self.smoothness = 1.0 / self.gamma
 
-    def _h(self, m):
+    def _h(self, m: np.ndarray) -> np.ndarray:
         g = self.gamma
         return np.where(m >= 1, 0.0, np.where(m > 1 - g, (1 - m) ** 2 / (2 * g), 1 - m - g / 2))
 
-    def _dh(self, m):
+    def _dh(self, m: np.ndarray) -> np.ndarray:
         g = self.gamma
         return np.where(m >= 1, 0.0, np.where(m > 1 - g, -(1 - m) / g, -1.0))
 
-    def _d2h(self, m):
+    def _d2h(self, m: np.ndarray) -> np.ndarray:
         g = self.gamma
         return np.where((m < 1) & (m > 1 - g), 1.0 / g, 0.0)
 
-    def _bracket(self, w, rho):
+    def _bracket(self, w: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
         return w, w + 1.0 / rho
 
-    def _prox_margin(self, w, rho):
+    def _prox_margin(self, w: np.ndarray, rho: float) -> np.ndarray:
         g = self.gamma
         quad = (1.0 + rho * g * w) / (1.0 + rho * g)
         return np.where(w >= 1, w, np.where(w + 1.0 / rho <= 1 - g, w + 1.0 / rho, quad))
@@ -216,22 +217,22 @@ class SigmoidLoss(_MarginLoss):
     smoothness = 1.0 / (6.0 * np.sqrt(3.0))
     weak_convexity = 1.0 / (6.0 * np.sqrt(3.0))
 
-    def _h(self, m):
-        return expit(-m)
+    def _h(self, m: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, expit(-m))
 
-    def _dh(self, m):
+    def _dh(self, m: np.ndarray) -> np.ndarray:
         s = expit(m)
-        return -s * (1.0 - s)
+        return cast(np.ndarray, -s * (1.0 - s))
 
-    def _d2h(self, m):
+    def _d2h(self, m: np.ndarray) -> np.ndarray:
         s = expit(m)
-        return s * (1.0 - s) * (2.0 * s - 1.0)
+        return cast(np.ndarray, s * (1.0 - s) * (2.0 * s - 1.0))
 
-    def _bracket(self, w, rho):
+    def _bracket(self, w: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray]:
         # h' in [-1/4, 0): the root lies in [w, w + 1/(4 rho)].
         return w, w + 0.25 / rho
 
-    def prox(self, v, y, rho):
+    def prox(self, v: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
         self.check_rho(rho)
         return super().prox(v, y, rho)
 
@@ -244,16 +245,16 @@ class SquaredLoss(Loss):
     smoothness = 1.0
     binary = False
 
-    def value(self, z, y):
-        return 0.5 * (z - y) ** 2
+    def value(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, 0.5 * (z - y) ** 2)
 
-    def derivative(self, z, y):
-        return z - y
+    def derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return cast(np.ndarray, z - y)
 
-    def second_derivative(self, z, y):
+    def second_derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.ones_like(np.asarray(z, dtype=float))
 
-    def prox(self, v, y, rho):
+    def prox(self, v: np.ndarray, y: np.ndarray, rho: float) -> np.ndarray:
         return (y + rho * np.asarray(v, dtype=float)) / (1.0 + rho)
 
 

@@ -6,6 +6,7 @@ r"""Regularisers :math:`R(x)` with value and proximal operator.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import cast
 
 import numpy as np
 
@@ -45,10 +46,10 @@ class L2(Regularizer):
     curvature_bound = 1.0
     strong_convexity = 1.0
 
-    def value(self, x):
+    def value(self, x: np.ndarray) -> float:
         return 0.5 * float(np.dot(x, x))
 
-    def prox(self, v, t):
+    def prox(self, v: np.ndarray, t: float) -> np.ndarray:
         return v / (1.0 + t)
 
 
@@ -57,11 +58,11 @@ class L1(Regularizer):
 
     name = "l1"
 
-    def value(self, x):
+    def value(self, x: np.ndarray) -> float:
         return float(np.abs(x).sum())
 
-    def prox(self, v, t):
-        return np.sign(v) * np.maximum(np.abs(v) - t, 0.0)
+    def prox(self, v: np.ndarray, t: float) -> np.ndarray:
+        return cast(np.ndarray, np.sign(v) * np.maximum(np.abs(v) - t, 0.0))
 
 
 class ElasticNet(Regularizer):
@@ -79,14 +80,14 @@ class ElasticNet(Regularizer):
         self.strong_convexity = 1.0 - self.l1_ratio
         self.curvature_bound = 1.0 if self.l1_ratio == 0.0 else None
 
-    def value(self, x):
+    def value(self, x: np.ndarray) -> float:
         a = self.l1_ratio
         return a * float(np.abs(x).sum()) + 0.5 * (1 - a) * float(np.dot(x, x))
 
-    def prox(self, v, t):
+    def prox(self, v: np.ndarray, t: float) -> np.ndarray:
         a = self.l1_ratio
         soft = np.sign(v) * np.maximum(np.abs(v) - t * a, 0.0)
-        return soft / (1.0 + t * (1.0 - a))
+        return cast(np.ndarray, soft / (1.0 + t * (1.0 - a)))
 
     def __repr__(self) -> str:
         return f"ElasticNet(l1_ratio={self.l1_ratio})"

@@ -6,12 +6,16 @@ and re-exported by :mod:`dpfed.data.preprocessing`.
 
 from __future__ import annotations
 
+from typing import TypeAlias, cast
+
 import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError, check_finite_matrix, check_positive
 
-Matrix = np.ndarray | sp.spmatrix | sp.sparray
+Matrix: TypeAlias = np.ndarray | sp.spmatrix | sp.sparray
+# The sparse kinds of ``Matrix``, to cast to in the ``sp.issparse`` branches (scipy has no stubs).
+_Sparse: TypeAlias = sp.spmatrix | sp.sparray
 
 # Rounding in the scaled-row norm can exceed the bound by an ulp; this many corrections suffice.
 _CLIP_ROUNDS = 8
@@ -34,7 +38,8 @@ def as_float_2d(name: str, X: Matrix) -> Matrix:
 def _row_norms(X: Matrix) -> np.ndarray:
     with np.errstate(over="ignore"):  # an overflow is reported below
         if sp.issparse(X):
-            squares = np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).reshape(-1)
+            sparse = cast(_Sparse, X)
+            squares = np.asarray(sparse.multiply(sparse).sum(axis=1), dtype=np.float64).reshape(-1)
             norms = np.sqrt(squares)
         else:
             norms = np.linalg.norm(X, axis=1)
@@ -50,9 +55,10 @@ def _row_norms(X: Matrix) -> np.ndarray:
 def _scale_rows(X: Matrix, scale: np.ndarray) -> Matrix:
     """``diag(scale) @ X`` in the format of ``X`` (new object, float64)."""
     if sp.issparse(X):
-        csr = X.tocsr(copy=True)
+        sparse = cast(_Sparse, X)
+        csr = sparse.tocsr(copy=True)
         csr.data *= np.repeat(scale, np.diff(csr.indptr))
-        return csr.asformat(X.format)
+        return csr.asformat(sparse.format)
     return X * scale[:, None]
 
 

@@ -15,6 +15,8 @@ mechanism are read off this one factorisation.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -72,6 +74,8 @@ class GramSpectrum:
         """
         keep = self.rank_mask
         if self.mode == "primal":
-            return self.basis[:, keep] @ (standard_normal / np.sqrt(self.s2[keep]))
+            return cast(
+                np.ndarray, self.basis[:, keep] @ (standard_normal / np.sqrt(self.s2[keep]))
+            )
         coeffs = self.basis[:, keep] @ (standard_normal / self.s2[keep])
         return np.asarray(self.block.T @ coeffs).reshape(-1)

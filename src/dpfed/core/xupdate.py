@@ -25,6 +25,7 @@ makes the update more stable; the sound privacy mechanism uses it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,11 +35,11 @@ from dpfed.core.regularizers import L2, ElasticNet, Regularizer
 from dpfed.core.spectral import GramSpectrum
 
 
-def _matvec_t(block, v: np.ndarray) -> np.ndarray:
+def _matvec_t(block: np.ndarray | sp.spmatrix, v: np.ndarray) -> np.ndarray:
     return np.asarray(block.T @ v).reshape(-1)
 
 
-def _matvec(block, x: np.ndarray) -> np.ndarray:
+def _matvec(block: np.ndarray | sp.spmatrix, x: np.ndarray) -> np.ndarray:
     return np.asarray(block @ x).reshape(-1)
 
 
@@ -81,7 +82,14 @@ class LocalSolver(ABC):
 class SpectralSolver(LocalSolver):
     """Exact x-update for :math:`R = \\tfrac12\\|x\\|^2` over all of R^d or an l2 ball."""
 
-    def solve(self, target, rho, x_init, tau=0.0, center=None):
+    def solve(
+        self,
+        target: np.ndarray,
+        rho: float,
+        x_init: np.ndarray,
+        tau: float = 0.0,
+        center: np.ndarray | None = None,
+    ) -> np.ndarray:
         rhs = rho * _matvec_t(self.block, target)
         if tau > 0.0 and center is not None:
             rhs = rhs + tau * center
@@ -110,7 +118,7 @@ class SpectralSolver(LocalSolver):
             keep = spec.rank_mask if shift <= 0 else np.ones_like(spec.rank_mask)
             with np.errstate(divide="ignore", invalid="ignore"):
                 scale = np.where(keep, 1.0 / (shift + rho * spec.s2), 0.0)
-            return spec.basis @ (scale * (spec.basis.T @ rhs))
+            return cast(np.ndarray, spec.basis @ (scale * (spec.basis.T @ rhs)))
         # Woodbury on the N x N form: (aI + rho D^T D)^{-1} = (I - rho D^T (aI + rho DD^T)^{-1} D)/a
         if shift <= 0:
             # minimum-norm solution in the row space of D: x = D^T U S^-4 U^T D rhs / rho
@@ -125,7 +133,9 @@ class SpectralSolver(LocalSolver):
 class ProximalGradientSolver(LocalSolver):
     """FISTA on the x-update with the prox of :math:`\\lambda_s R + \\iota_X`."""
 
-    def __init__(self, *args, inner_iterations: int = 100, tol: float = 1e-10, **kwargs) -> None:
+    def __init__(
+        self, *args: Any, inner_iterations: int = 100, tol: float = 1e-10, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.inner_iterations = int(inner_iterations)
         self.tol = float(tol)
@@ -142,7 +152,10 @@ class ProximalGradientSolver(LocalSolver):
 
                 n, d = self.block.shape
                 if min(n, d) <= 2:
-                    dense = self.block.toarray() if sp.issparse(self.block) else self.block
+                    dense = (
+                        cast(sp.spmatrix, self.block).toarray() if sp.issparse(self.block)
+                        else self.block
+                    )
                     self._lipschitz_gram = float(np.linalg.norm(dense, 2) ** 2)
                 else:
                     s = svds(sp.csr_matrix(self.block) if not sp.issparse(self.block)
@@ -151,7 +164,14 @@ class ProximalGradientSolver(LocalSolver):
                     self._lipschitz_gram = float(s[0] ** 2)
         return self._lipschitz_gram
 
-    def solve(self, target, rho, x_init, tau=0.0, center=None):
+    def solve(
+        self,
+        target: np.ndarray,
+        rho: float,
+        x_init: np.ndarray,
+        tau: float = 0.0,
+        center: np.ndarray | None = None,
+    ) -> np.ndarray:
         lipschitz = rho * self.gram_norm + tau
         if lipschitz <= 0:
             return self.feasible_set.project(self.regularizer.prox(x_init, 0.0))
