@@ -19,13 +19,14 @@ PVP are never broadcast); the result then says so at its top (``exact_values``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
-from dpfed.core.rows import normalize_rows
-from dpfed.data import load_dataset
+from dpfed.core.losses import Loss
+from dpfed.core.rows import Matrix, normalize_rows
+from dpfed.data import Dataset, load_dataset
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.runtime.hosting import RoleDelegate
@@ -43,7 +44,7 @@ TEST_EVALUATION_NOTE = (
 )
 
 
-def party_rows(spec: JobSpec, name: str):
+def party_rows(spec: JobSpec, name: str) -> tuple[Dataset, Matrix | None, np.ndarray | None]:
     """The party's rows (unit norm) and labels, and its data set (for shapes)."""
 
     party = spec.party(name)
@@ -60,7 +61,7 @@ def party_rows(spec: JobSpec, name: str):
     return data, X, check_binary_labels("labels", data.y_train[first:end])
 
 
-def held_out_rows(spec: JobSpec):
+def held_out_rows(spec: JobSpec) -> tuple[Matrix | None, np.ndarray | None]:
     """The leader's held-out rows: the test part of the first party's data set."""
     if spec.evaluate == "none":
         return None, None
@@ -69,7 +70,9 @@ def held_out_rows(spec: JobSpec):
     data = load_dataset(first.data, first.data_dir)
     if data.X_test is None:
         return None, None
-    return normalize_rows(data.X_test), check_binary_labels("test labels", data.y_test)
+    # a data set's test rows come with their labels
+    return normalize_rows(data.X_test), check_binary_labels(
+        "test labels", cast(np.ndarray, data.y_test))
 
 
 class RowHost(RoleDelegate):
@@ -79,6 +82,8 @@ class RowHost(RoleDelegate):
     X: Any = None
     y: np.ndarray | None = None
     plan: list[float | Release]
+    loss: Loss  # the role's loss and the factor of its mean (set by the subclass)
+    loss_factor: float
     holds_data = True
     ledger_support = True
     ledger_refusal = "its releases are not ones the budget ledger can account"
@@ -101,10 +106,11 @@ class RowHost(RoleDelegate):
         """Mean training loss at each model (the evaluation request)."""
         if self.X is None:
             return []
+        y = cast(np.ndarray, self.y)  # a party's rows come with their labels
         return [
             self.loss_factor * float(
                 np.mean(self.loss.value(np.asarray(self.X @ np.asarray(m, dtype=float))
-                                        .reshape(-1), self.y))
+                                        .reshape(-1), y))
             )
             for m in models
         ]

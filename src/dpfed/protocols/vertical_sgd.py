@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any, TypeAlias, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,7 +47,7 @@ from dpfed._validation import (
     check_same_rows,
 )
 
-Block = np.ndarray | sp.spmatrix
+Block: TypeAlias = np.ndarray | sp.spmatrix
 
 
 def _prepare_blocks(blocks: Sequence[Block], what: str) -> list[Block]:
@@ -98,7 +99,7 @@ def train_vertical_sgd(
     seed: int | None = None,
     test_blocks: Sequence[Block] | None = None,
     test_labels: np.ndarray | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Train an FDML-style vertical logistic regression by mini-batch SGD.
 
     Parameters
@@ -168,7 +169,8 @@ def train_vertical_sgd(
                     f"test block {m} must have {b.shape[1]} columns like training. "
                     f"Found {tb.shape[1]}."
                 )
-        y_test = check_binary_labels("test labels", test_labels)
+        # given with test_blocks (checked above)
+        y_test = check_binary_labels("test labels", cast(np.ndarray, test_labels))
         if y_test.shape[0] != test_parts[0].shape[0]:
             raise DpfedInputError(
                 f"test labels must have one entry per test row ({test_parts[0].shape[0]}). "
@@ -177,9 +179,10 @@ def train_vertical_sgd(
 
     n_parties = len(parts)
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_parties)]
-    models = [init_scale * rng.standard_normal(b.shape[1]) for rng, b in zip(rngs, parts,
-                                                                             strict=True)]
-    history: list[dict] = []
+    # numpy's stubs take the size (an int typed Any) for None: arrays of shape (d_m,)
+    models = cast(list[np.ndarray], [init_scale * rng.standard_normal(b.shape[1])
+                                     for rng, b in zip(rngs, parts, strict=True)])
+    history: list[dict[str, Any]] = []
     elapsed = 0.0
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
@@ -212,12 +215,14 @@ def train_vertical_sgd(
     }
 
 
-def _evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma) -> dict:
+def _evaluate(epoch: int, elapsed: float, parts: Sequence[Block], y: np.ndarray,
+              models: Sequence[np.ndarray], lam: float, test_parts: Sequence[Block] | None,
+              y_test: np.ndarray | None, sigma: float) -> dict[str, Any]:
     s = sum(_matvec(b, x) for b, x in zip(parts, models, strict=True))
     objective = float(np.mean(np.logaddexp(0.0, -y * s))) + lam * sum(
         0.5 * float(x @ x) for x in models
     )
-    entry: dict = {
+    entry: dict[str, Any] = {
         "iteration": epoch,
         "seconds": elapsed,
         "train_objective": objective,
@@ -226,6 +231,7 @@ def _evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma) 
         "epsilon": None if sigma > 0.0 else 0.0,
     }
     if test_parts is not None:
+        y_test = cast(np.ndarray, y_test)  # given with test_parts
         st = sum(_matvec(b, x) for b, x in zip(test_parts, models, strict=True))
         entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * st)))
         entry["test_accuracy"] = float(np.mean(np.where(st > 0, 1.0, -1.0) == y_test))

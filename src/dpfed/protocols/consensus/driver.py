@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from dpfed._validation import (
     check_open_unit,
     check_positive,
 )
-from dpfed.core.losses import get_loss, score_metrics
+from dpfed.core.losses import Loss, get_loss, score_metrics
 from dpfed.core.rows import (
     DEFAULT_INTERCEPT_SCALE,
     Matrix,
@@ -162,7 +163,8 @@ class ConsensusConfig:
         if self.epsilon is not None:
             check_positive("epsilon", self.epsilon)
         else:
-            check_positive("noise_multiplier", self.noise_multiplier)
+            # exactly one of the two is given: here the multiplier
+            check_positive("noise_multiplier", cast(float, self.noise_multiplier))
         return self
 
 
@@ -171,21 +173,21 @@ class ConsensusResult:
     """Outcome of a consensus job: the global model, per-round history and privacy."""
 
     model: np.ndarray
-    history: list[dict]
-    privacy: dict
+    history: list[dict[str, Any]]
+    privacy: dict[str, Any]
     ledger: PrivacyLedger
     config: ConsensusConfig
     rounds: list[ServerRecord]
     seconds: float
     client_sizes: dict[str, int] = field(default_factory=dict)
-    exact: dict | None = None  # history figures computed from exact private values
-    engine: dict | None = None  # where the roles ran, unless in this process
+    exact: dict[str, Any] | None = None  # history figures computed from exact private values
+    engine: dict[str, Any] | None = None  # where the roles ran, unless in this process
 
     @property
-    def final(self) -> dict:
+    def final(self) -> dict[str, Any]:
         return dict(self.history[-1]) if self.history else {}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return with_exact_values({
             "protocol": "consensus",
             "config": asdict(self.config),
@@ -208,8 +210,9 @@ def noise_multiplier_of(cfg: ConsensusConfig, n_features: int) -> float | None:
         return None
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
+    # a validated gaussian configuration without a multiplier has epsilon and delta
     return calibrate_consensus(
-        cfg.epsilon, cfg.delta, cfg.iterations, accountant=cfg.accountant,
+        cast(float, cfg.epsilon), cast(float, cfg.delta), cfg.iterations, accountant=cfg.accountant,
         coordinates=cfg.iterations * int(n_features),
     ).noise_multiplier
 
@@ -219,18 +222,32 @@ def output_model(models: Sequence[np.ndarray], average_last: int) -> np.ndarray:
     the last ``average_last`` of them (fewer in the first rounds); the last one for 1."""
     if average_last == 1 or len(models) == 1:
         return np.array(models[-1], dtype=float)
-    return np.mean(np.asarray(models[-average_last:], dtype=float), axis=0)
+    return cast(np.ndarray, np.mean(np.asarray(models[-average_last:], dtype=float), axis=0))
 
 
-def client_release(cfg: ConsensusConfig, z: float | None, n_clients: int, m_i: int):
+def client_release(cfg: ConsensusConfig, z: float | None, n_clients: int,
+                   m_i: int) -> GaussianRelease | None:
     """Client release of a client with ``m_i`` rows (None without noise)."""
     if z is None:
         return None
     loss = get_loss(cfg.loss)
-    c1 = float(loss.lipschitz)  # |l'| <= L and rows clipped to norm 1
+    c1 = float(cast(float, loss.lipschitz))  # |l'| <= L and rows clipped to norm 1
     delta_i = consensus_sensitivity(c1=c1, lam=cfg.lam, n_clients=n_clients, rho=cfg.rho,
                                     m_i=m_i, weak_convexity=loss.weak_convexity)
     return GaussianRelease.from_multiplier("model", delta_i, z)
+
+
+class ReleasingClient(Protocol):
+    """What :func:`consensus_privacy` reads of a client (a :class:`ConsensusClient`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def events(self) -> list[PrivacyEvent]: ...
+
+    @property
+    def release(self) -> GaussianRelease | None: ...
 
 
 def client_epsilon(events: Sequence[PrivacyEvent], cfg: ConsensusConfig) -> float:
@@ -240,14 +257,14 @@ def client_epsilon(events: Sequence[PrivacyEvent], cfg: ConsensusConfig) -> floa
     if cfg.accountant == "moments":
         zs = {e.noise_multiplier for e in events}
         if len(zs) == 1:
-            return moments_accountant_epsilon(zs.pop(), len(events), cfg.delta)
+            return moments_accountant_epsilon(zs.pop(), len(events), cast(float, cfg.delta))
         raise DpfedInputError("the moments closed form needs one noise level per client.")
-    return gaussian_releases_epsilon([e.noise_multiplier for e in events], cfg.delta,
+    return gaussian_releases_epsilon([e.noise_multiplier for e in events], cast(float, cfg.delta),
                                      cfg.accountant,
                                      coordinates=sum(e.coordinates for e in events))
 
 
-def _check_clients(parts, what: str) -> None:
+def _check_clients(parts: Sequence[tuple[Matrix, np.ndarray]], what: str) -> None:
     if len(parts) < 1:
         raise DpfedInputError(f"{what} needs at least one client. Found none.")
     widths = {X.shape[1] for X, _ in parts}
@@ -261,25 +278,30 @@ def _check_clients(parts, what: str) -> None:
             )
 
 
-def client_loss(model, X, y, *, loss) -> float:
+def client_loss(model: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss) -> float:
     """A client's mean training loss at ``model``."""
     return float(np.mean(loss.value(np.asarray(X @ model).reshape(-1), y)))
 
 
-def consensus_objective(client_losses, model, *, lam: float) -> float:
+def consensus_objective(client_losses: Sequence[float], model: np.ndarray, *,
+                        lam: float) -> float:
     """:math:`F(w)/n`: the clients' mean losses averaged, plus :math:`(\\lambda/n) R(w)`."""
     n = len(client_losses)
     return sum(client_losses) / n + (lam / n) * 0.5 * float(model @ model)
 
 
-def test_metrics(model, X_test, y_test) -> dict:
+def test_metrics(model: np.ndarray, X_test: Matrix | None,
+                 y_test: np.ndarray | None) -> dict[str, Any]:
     """Test log loss and accuracy of a linear model (None without test rows)."""
     if X_test is None:
         return {"test_log_loss": None, "test_accuracy": None}
-    return score_metrics(np.asarray(X_test @ model), y_test)
+    # test rows come with their labels
+    return score_metrics(np.asarray(X_test @ model), cast(np.ndarray, y_test))
 
 
-def global_metrics(model, parts, *, loss, lam, X_test, y_test) -> dict:
+def global_metrics(model: np.ndarray, parts: Sequence[tuple[Matrix, np.ndarray]], *,
+                   loss: Loss, lam: float, X_test: Matrix | None,
+                   y_test: np.ndarray | None) -> dict[str, Any]:
     """Objective :math:`F(w)/n` (eq. 1a over the clients), test log loss and accuracy."""
     losses = [client_loss(model, X, y, loss=loss) for X, y in parts]
     return {"train_objective": consensus_objective(losses, model, lam=lam)} | test_metrics(
@@ -289,11 +311,11 @@ def global_metrics(model, parts, *, loss, lam, X_test, y_test) -> dict:
 
 @vector_work
 def train_consensus(
-    parts: Sequence[tuple],
+    parts: Sequence[tuple[Matrix, np.ndarray]],
     config: ConsensusConfig | None = None,
     *,
     names: Sequence[str] | None = None,
-    X_test=None,
+    X_test: Matrix | None = None,
     y_test: np.ndarray | None = None,
     progress: bool = False,
     rngs: Sequence[np.random.Generator] | None = None,
@@ -335,7 +357,8 @@ def train_consensus(
         labels = check_binary_labels("labels", y) if loss.binary else np.asarray(y, float)
         prepared.append((cfg.prepare_rows(X), labels))
     if X_test is not None:
-        y_test = check_binary_labels("test labels", y_test)
+        # test rows come with their labels
+        y_test = check_binary_labels("test labels", cast(np.ndarray, y_test))
         X_test = cfg.prepare_rows(X_test)
     d = prepared[0][0].shape[1]
     z = noise_multiplier_of(cfg, d)
@@ -351,7 +374,7 @@ def train_consensus(
         )
         for i, (X, y) in enumerate(prepared)
     ]
-    history: list[dict] = []
+    history: list[dict[str, Any]] = []
     models: list[np.ndarray] = []
     clock = {"train": 0.0, "since": time.perf_counter()}
     bar = progress_bar(cfg.iterations, progress)
@@ -394,18 +417,20 @@ def train_consensus(
     )
 
 
-def consensus_privacy(cfg: ConsensusConfig, clients, z: float | None) -> dict:
+def consensus_privacy(cfg: ConsensusConfig, clients: Sequence[ReleasingClient],
+                      z: float | None) -> dict[str, Any]:
     """The ``privacy`` block of the result."""
     if cfg.mechanism == "none":
         return {"mechanism": "none", "epsilon": 0.0, "delta": None, "accountant": None,
                 "per_party": {}, "notes": ["no privacy mechanism: the uploads are exact"]}
-    per_party = {}
+    per_party: dict[str, dict[str, Any]] = {}
     for c in clients:
+        release = cast(GaussianRelease, c.release)  # a mechanism's clients release with noise
         per_party[c.name] = {
             "releases": len(c.events),
             "noise_multiplier": z,
-            "l2_sensitivity": c.release.l2_sensitivity,
-            "sigma": c.release.sigma,
+            "l2_sensitivity": release.l2_sensitivity,
+            "sigma": release.sigma,
             "epsilon": client_epsilon(c.events, cfg),
             "grid_coordinates": sum(e.coordinates for e in c.events),
         }

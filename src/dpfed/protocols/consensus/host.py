@@ -5,9 +5,9 @@ job-file parameters, the leader's ``result.json`` and the registered :data:`PROT
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from dpfed.core.losses import get_loss
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.accounting import Release
+from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.consensus.driver import (
     ConsensusConfig,
@@ -73,6 +74,7 @@ class ConsensusHost(RowHost):
             )
             return
         X = cfg.prepare_rows(X)
+        y = cast(np.ndarray, y)  # a client's rows come with their labels
         index = clients.index(name)
         self.X, self.y = X, y
         release = client_release(cfg, z, len(clients), X.shape[0])
@@ -87,7 +89,7 @@ class ConsensusHost(RowHost):
         ] * cfg.iterations
 
     def model(self) -> np.ndarray:
-        return self.role.model if not self.holds_data else self.role.released
+        return cast(np.ndarray, self.role.model if not self.holds_data else self.role.released)
 
     def final(self) -> dict[str, Any]:
         out: dict[str, Any] = {"events": [asdict(e) for e in self.events]}
@@ -102,7 +104,9 @@ class ConsensusHost(RowHost):
         return out
 
 
-def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
+def consensus_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
+                     evaluate: Callable[[str, list[list[float]]], list[float]],
+                     seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a consensus job (the keys of ``dpfed train``'s)."""
 
     cfg = config_from_table(ConsensusConfig, spec.params).validated()
@@ -143,12 +147,13 @@ def consensus_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, A
         entry["seconds"] = seconds * entry["iteration"] / max(1, len(history))
 
     class _Client:  # what consensus_privacy reads of a client
-        def __init__(self, name):
+        def __init__(self, name: str) -> None:
             self.name, self.events = name, events[name]
-            self.release = client_release(
+            # made under a mechanism only: every client's release has noise
+            self.release = cast(GaussianRelease, client_release(
                 cfg, noise_multiplier_of(cfg, len(rounds[0]["model"])), n,
                 accounts[name]["n_samples"]
-            )
+            ))
 
     privacy = consensus_privacy(
         cfg, [_Client(c) for c in clients] if cfg.mechanism != "none" else [],
@@ -203,7 +208,7 @@ class ConsensusProtocol(Protocol):
             )
 
     def private(self, params: Mapping[str, Any]) -> bool:
-        return params.get("mechanism", "none") != "none"
+        return cast(bool, params.get("mechanism", "none") != "none")
 
     def check_job(self, spec: JobSpec) -> None:
         config_from_table(ConsensusConfig, spec.params).validated()

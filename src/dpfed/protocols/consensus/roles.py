@@ -26,18 +26,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_positive
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
+from dpfed.core.rows import Matrix
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.consensus.messages import GlobalModel, LocalModel
-from dpfed.runtime.messages import ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError
 
 
 def check_relaxation(alpha: float) -> None:
@@ -87,7 +88,7 @@ class ConsensusClient:
     def __init__(
         self,
         name: str,
-        X,
+        X: Matrix,
         y: np.ndarray,
         *,
         server: str,
@@ -114,7 +115,7 @@ class ConsensusClient:
         self.finished = False
         self.events: list[PrivacyEvent] = []
 
-    def handle(self, message: GlobalModel) -> list[LocalModel]:
+    def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, GlobalModel) or message.sender != self.server:
             raise ProtocolError(
                 f"{self.name} accepts the global model from {self.server} only. "
@@ -227,10 +228,10 @@ class ConsensusServer:
         self.finished = False
         self.history: list[ServerRecord] = []
 
-    def start(self) -> list[GlobalModel]:
+    def start(self) -> list[Message]:
         return self._broadcast(finished=self.max_rounds == 0)
 
-    def handle(self, message: LocalModel) -> list[GlobalModel]:
+    def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, LocalModel) or message.sender not in self.clients:
             raise ProtocolError(
                 f"{self.name} accepts local models from {self.clients} only. "
@@ -251,13 +252,14 @@ class ConsensusServer:
             return []
         return self._round()
 
-    def _round(self) -> list[GlobalModel]:
+    def _round(self) -> list[Message]:
         n = len(self.clients)
         uploads = [self.inbox[c] for c in self.clients]
         self.inbox = {}
         previous = self.model
         mixed = [relaxed(self.relaxation, w, previous) for w in uploads]
-        model = sum(mixed) / n - sum(self.gammas[c] for c in self.clients) / (n * self.rho)
+        model = cast(np.ndarray, sum(mixed) / n
+                     - sum(self.gammas[c] for c in self.clients) / (n * self.rho))
         for c, w in zip(self.clients, mixed, strict=True):
             self.gammas[c] = self.gammas[c] - self.rho * (w - model)
         self.model = model
@@ -274,7 +276,7 @@ class ConsensusServer:
             self.observer(record)
         return self._broadcast(finished=finished)
 
-    def _broadcast(self, *, finished: bool) -> list[GlobalModel]:
+    def _broadcast(self, *, finished: bool) -> list[Message]:
         self.finished = finished
         return [GlobalModel(self.name, c, self.round, self.model, finished) for c in self.clients]
 

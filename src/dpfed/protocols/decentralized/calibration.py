@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -313,7 +313,7 @@ def alpha_schedule(
             f"every alpha_t must be finite and > 0; the {kind} schedule with alpha={a0}, "
             f"rate={rate} gives alpha_{bad} = {out[bad]}."
         )
-    return out
+    return cast(np.ndarray, out)
 
 
 def decentralized_total(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any, cast
 
 import networkx as nx
 import numpy as np
@@ -32,7 +33,7 @@ from dpfed._validation import (
     check_positive,
 )
 from dpfed.core.local import LocalProblem, solve_local
-from dpfed.core.losses import get_loss
+from dpfed.core.losses import Loss, get_loss
 from dpfed.core.rows import (
     DEFAULT_INTERCEPT_SCALE,
     Matrix,
@@ -153,7 +154,9 @@ class DecentralizedConfig:
         (``None`` without a perturbation)."""
         if self.perturbation == "none":
             return None
-        firsts = [self.alpha] * n_nodes if self.node_alphas is None else list(self.node_alphas)
+        # a validated perturbation has alpha when it has no node_alphas
+        firsts = ([cast(float, self.alpha)] * n_nodes if self.node_alphas is None
+                  else list(self.node_alphas))
         if len(firsts) != n_nodes:
             raise DpfedInputError(
                 f"node_alphas needs one alpha per node ({n_nodes}). Found {len(firsts)}."
@@ -163,7 +166,8 @@ class DecentralizedConfig:
         ])
 
 
-def most_exposed_total(alphas: np.ndarray, *, delta: float | None) -> tuple[int, dict]:
+def most_exposed_total(alphas: np.ndarray, *,
+                       delta: float | None) -> tuple[int, dict[str, Any]]:
     r"""The node whose releases compose to the largest total, and that total.
 
     Parameters
@@ -184,24 +188,24 @@ class DecentralizedResult:
     """Outcome of a decentralized job."""
 
     models: dict[str, np.ndarray]
-    history: list[dict]
-    privacy: dict
+    history: list[dict[str, Any]]
+    privacy: dict[str, Any]
     config: DecentralizedConfig
-    graph: dict
+    graph: dict[str, Any]
     seconds: float
     node_sizes: dict[str, int] = field(default_factory=dict)
-    exact: dict | None = None  # history figures computed from exact private values
-    engine: dict | None = None  # where the roles ran, unless in this process
+    exact: dict[str, Any] | None = None  # history figures computed from exact private values
+    engine: dict[str, Any] | None = None  # where the roles ran, unless in this process
 
     @property
-    def final(self) -> dict:
+    def final(self) -> dict[str, Any]:
         return dict(self.history[-1]) if self.history else {}
 
     @property
     def average_model(self) -> np.ndarray:
-        return np.mean(list(self.models.values()), axis=0)
+        return cast(np.ndarray, np.mean(list(self.models.values()), axis=0))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return with_exact_values({
             "protocol": "decentralized",
             "config": asdict(self.config),
@@ -218,12 +222,14 @@ def node_names(n: int) -> list[str]:
     return [f"node{p}" for p in range(n)]
 
 
-def node_objective_weights(parts, loss_scale: float) -> np.ndarray:
+def node_objective_weights(parts: Sequence[tuple[Matrix, np.ndarray]],
+                           loss_scale: float) -> np.ndarray:
     """Per-row weights :math:`C^R/B_p` of the joint objective, rows in node order."""
     return np.concatenate([np.full(X.shape[0], loss_scale / X.shape[0]) for X, _ in parts])
 
 
-def node_loss(f: np.ndarray, X, y, *, loss, loss_scale: float) -> float:
+def node_loss(f: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss,
+              loss_scale: float) -> float:
     r"""One node's scaled loss :math:`\frac{C^R}{B_p}\sum_i \mathcal L(y_i f^\top x_i)`."""
     return loss_scale * float(np.mean(loss.value(np.asarray(X @ f).reshape(-1), y)))
 
@@ -236,19 +242,21 @@ ITERATE_FIGURES = (
 )
 
 
-def combine_objective(node_losses, f: np.ndarray, *, rho: float) -> float:
+def combine_objective(node_losses: Sequence[float], f: np.ndarray, *, rho: float) -> float:
     r""":math:`J(f)` from every node's scaled loss at ``f`` (node order)."""
     return sum(node_losses) / len(node_losses) + rho * 0.5 * float(f @ f)
 
 
-def joint_objective(f: np.ndarray, parts, *, loss, loss_scale: float, rho: float) -> float:
+def joint_objective(f: np.ndarray, parts: Sequence[tuple[Matrix, np.ndarray]], *, loss: Loss,
+                    loss_scale: float, rho: float) -> float:
     r""":math:`J(f) = \frac1P \sum_p Z_p(f)`."""
     return combine_objective(
         [node_loss(f, X, y, loss=loss, loss_scale=loss_scale) for X, y in parts], f, rho=rho
     )
 
 
-def centralized_optimum(parts, *, loss, loss_scale: float, rho: float) -> np.ndarray:
+def centralized_optimum(parts: Sequence[tuple[Matrix, np.ndarray]], *, loss: Loss,
+                        loss_scale: float, rho: float) -> np.ndarray:
     r"""The minimiser of :math:`J` over all nodes' rows (the reference of the consensus)."""
     import scipy.sparse as sp
 
@@ -282,12 +290,12 @@ def named_neighbours(graph: nx.Graph, names: list[str]) -> dict[str, list[str]]:
 
 @vector_work
 def train_decentralized(
-    parts: Sequence[tuple],
+    parts: Sequence[tuple[Matrix, np.ndarray]],
     graph: nx.Graph,
     config: DecentralizedConfig | None = None,
     *,
     names: Sequence[str] | None = None,
-    X_test=None,
+    X_test: Matrix | None = None,
     y_test: np.ndarray | None = None,
     rngs: Sequence[np.random.Generator] | None = None,
     engine: str | Engine | None = None,
@@ -316,7 +324,8 @@ def train_decentralized(
         raise DpfedInputError("every node must have the same columns.")
     if X_test is not None:
         X_test = cfg.prepare_rows(X_test)
-        y_test = check_binary_labels("test labels", y_test)
+        # test rows come with their labels
+        y_test = check_binary_labels("test labels", cast(np.ndarray, y_test))
     P = len(prepared)
     alphas = cfg.alpha_schedules(P)
     if rngs is None:
@@ -336,7 +345,7 @@ def train_decentralized(
     report = get_engine(engine).run({n.name: n for n in nodes},
                                     [m for n in nodes for m in n.start()])
     seconds = time.perf_counter() - started
-    history = []
+    history: list[dict[str, Any]] = []
     for t in range(1, cfg.iterations + 1):
         models = [n.models[t] for n in nodes]
         mean = np.mean(models, axis=0)
@@ -344,7 +353,7 @@ def train_decentralized(
         history.append(round_entry(t, models, losses, cfg, X_test, y_test, alphas))
     for entry in history:
         entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
-    models = {n.name: n.exact.copy() for n in nodes}
+    final_models = {n.name: n.exact.copy() for n in nodes}
     privacy = decentralized_privacy(cfg, alphas, names)
     exact = None
     if alphas is not None:
@@ -356,19 +365,21 @@ def train_decentralized(
     position = {node: k for k, node in enumerate(sorted(graph.nodes))}
     edges = sorted([sorted((names[position[a]], names[position[b]])) for a, b in graph.edges])
     return DecentralizedResult(
-        models, history, privacy, cfg,
+        final_models, history, privacy, cfg,
         {"nodes": P, "edges": len(edges), "edge_list": edges}, seconds,
         {n.name: n.n_samples for n in nodes}, exact, engine_summary(report),
     )
 
 
-def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
+def round_entry(t: int, models: Sequence[np.ndarray], node_losses: Sequence[float] | None,
+                cfg: DecentralizedConfig, X_test: Matrix | None, y_test: np.ndarray | None,
+                alphas: np.ndarray | None) -> dict[str, Any]:
     """One history entry from the nodes' primal estimates of round ``t`` and every node's
     scaled loss at their average (:func:`node_loss`; None: no training objective); ``alphas`` is
     :meth:`DecentralizedConfig.alpha_schedules` (the entry's ``alpha`` is the round's largest,
     its ``epsilon`` the total of the most exposed node)."""
     mean = np.mean(models, axis=0)
-    entry: dict = {
+    entry: dict[str, Any] = {
         "iteration": t,
         "seconds": None,
         "train_objective": (
@@ -384,6 +395,7 @@ def round_entry(t, models, node_losses, cfg, X_test, y_test, alphas) -> dict:
             alphas[:, :t], delta=cfg.delta)[1]["epsilon"],
     }
     if X_test is not None:
+        y_test = cast(np.ndarray, y_test)  # test rows come with their labels
         s = np.asarray(X_test @ mean).reshape(-1)
         entry["test_log_loss"] = float(np.mean(np.logaddexp(0.0, -y_test * s)))
         entry["test_accuracy"] = float(np.mean(np.where(s > 0, 1.0, -1.0) == y_test))
@@ -406,14 +418,15 @@ SAMPLERS = {
 }
 
 
-def decentralized_privacy(cfg: DecentralizedConfig, alphas, names: Sequence[str]) -> dict:
+def decentralized_privacy(cfg: DecentralizedConfig, alphas: np.ndarray | None,
+                          names: Sequence[str]) -> dict[str, Any]:
     """The ``privacy`` block: per-release alpha and the honest total of the most exposed node
     (with ``node_alphas``, also every node's total)."""
     if alphas is None:
         return {"mechanism": "none", "epsilon": 0.0, "delta": None, "accountant": None,
                 "per_party": {}, "notes": ["no perturbation: the broadcasts are exact"]}
     worst, total = most_exposed_total(alphas, delta=cfg.delta)
-    per_node = {}
+    per_node: dict[str, dict[str, Any]] = {}
     if cfg.node_alphas is not None:
         per_node = {
             name: {"alpha": float(row[0]), **decentralized_total(row, delta=cfg.delta)}

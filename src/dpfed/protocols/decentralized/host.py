@@ -5,9 +5,9 @@ registered :data:`PROTOCOL` (see :mod:`dpfed.protocols.row_hosts`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,10 +59,11 @@ _GRAPH_KEYS = tuple(job_parameters(GraphParams))
 
 
 def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
-    return config_from_table(DecentralizedConfig, params, exclude=_GRAPH_KEYS).validated()
+    return cast(DecentralizedConfig,
+                config_from_table(DecentralizedConfig, params, exclude=_GRAPH_KEYS).validated())
 
 
-def _graph(spec: JobSpec):
+def _graph(spec: JobSpec) -> Any:  # a networkx.Graph (networkx has no type stubs)
     graph = config_from_table(
         GraphParams, {k: v for k, v in spec.params.items() if k in _GRAPH_KEYS})
     return make_graph(
@@ -84,6 +85,7 @@ class DecentralizedHost(RowHost):
         self.loss_factor = cfg.loss_scale
         neighbours = named_neighbours(_graph(spec), spec.names)
         _, X, y = party_rows(spec, name)
+        y = cast(np.ndarray, y)  # a node's rows come with their labels
         self.X, self.y = cfg.prepare_rows(X), y
         index = spec.names.index(name)
         schedules = cfg.alpha_schedules(len(spec.names))
@@ -104,7 +106,7 @@ class DecentralizedHost(RowHost):
         return not self.private
 
     def model(self) -> np.ndarray:
-        return self.role.exact
+        return cast(np.ndarray, self.role.exact)
 
     def final(self) -> dict[str, Any]:
         """Its public account: the rows it holds, the alphas it spent and, for evaluation, its
@@ -118,7 +120,9 @@ class DecentralizedHost(RowHost):
         return out
 
 
-def decentralized_result(spec, accounts, *, evaluate, seconds: float) -> dict[str, Any]:
+def decentralized_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
+                         evaluate: Callable[[str, list[list[float]]], list[float]],
+                         seconds: float) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
 
     cfg = _decentralized_config(spec.params)
@@ -199,7 +203,7 @@ class DecentralizedProtocol(Protocol):
         """Any two or more nodes (the job file checks the count)."""
 
     def private(self, params: Mapping[str, Any]) -> bool:
-        return params.get("perturbation", "none") != "none"
+        return cast(bool, params.get("perturbation", "none") != "none")
 
     def check_job(self, spec: JobSpec) -> None:
         _decentralized_config(spec.params)

@@ -46,20 +46,21 @@ composes it with the party's other releases.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalProblem, solve_local
 from dpfed.core.losses import Loss
+from dpfed.core.rows import Matrix
 from dpfed.privacy.l2_laplace import sample_l2_laplace
 from dpfed.privacy.l2_laplace_grid import l2_laplace_grid_release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.decentralized.calibration import dvp_noise, pvp_zeta
 from dpfed.protocols.decentralized.messages import NodeModel
-from dpfed.runtime.messages import ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError
 
 PERTURBATIONS = ("none", "dvp", "pvp")
 
@@ -93,7 +94,7 @@ class DecentralizedNode:
     def __init__(
         self,
         name: str,
-        X,
+        X: Matrix,
         y: np.ndarray,
         *,
         neighbours: Sequence[str],
@@ -143,13 +144,13 @@ class DecentralizedNode:
         self.events: list[PrivacyEvent] = []  # one per private broadcast, before it leaves
 
     # -- the protocol ---------------------------------------------------------------------
-    def start(self) -> list[NodeModel]:
+    def start(self) -> list[Message]:
         """Round 1 from :math:`f(0) = \\lambda(0) = 0` (every node starts on its own)."""
         if self.round != 0 or self.max_rounds == 0:
             return []
         return self._step()
 
-    def handle(self, message: NodeModel) -> list[NodeModel]:
+    def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, NodeModel) or message.sender not in self.neighbours:
             raise ProtocolError(
                 f"{self.name} accepts models from its neighbours {self.neighbours} only. "
@@ -173,13 +174,13 @@ class DecentralizedNode:
                 f"Found shape {message.model.shape}."
             )
         self.received.setdefault(message.round, {})[message.sender] = message.model
-        out: list[NodeModel] = []
+        out: list[Message] = []
         while not self.finished and len(self.received.get(self.round, {})) == len(self.neighbours):
             out += self._complete_round()
         return out
 
     # -- internals ------------------------------------------------------------------------
-    def _complete_round(self) -> list[NodeModel]:
+    def _complete_round(self) -> list[Message]:
         """Every neighbour's round-t broadcast is in: dual update, then round t+1."""
         box = self.received.pop(self.round)
         values = [box[j] for j in self.neighbours]
@@ -190,7 +191,7 @@ class DecentralizedNode:
             return []
         return self._step()
 
-    def _step(self) -> list[NodeModel]:
+    def _step(self) -> list[Message]:
         """Compute and broadcast round t+1 from round-t values."""
         t = self.round  # computing f(t+1)
         last = t + 1 == self.max_rounds
@@ -199,14 +200,16 @@ class DecentralizedNode:
         # none/DVP, V_p(t) = f_p(t) + epsilon_p(t) under PVP, also in PVP's final DVP step; not
         # eq. 18's unreleased f_p(t) - epsilon_p(t)), the neighbours' broadcasts, the dual.
         own = self.broadcast
-        center = sum(0.5 * (own + self.neighbour_last[j]) for j in self.neighbours) / n_p
+        center = cast(np.ndarray,
+                      sum(0.5 * (own + self.neighbour_last[j]) for j in self.neighbours) / n_p)
         linear, extra_l2 = 2.0 * self.dual, 0.0
         noise_out = None
         alpha = None if self.alphas is None else float(self.alphas[t])
         zeta = None
         if self.perturbation == "dvp" or (self.perturbation == "pvp" and last):
             calib = dvp_noise(
-                alpha, c1=self.c1, CR=self.loss_scale, B=self.n_samples, rho=self.rho,
+                cast(float, alpha),  # a perturbation has one alpha per round
+                c1=self.c1, CR=self.loss_scale, B=self.n_samples, rho=self.rho,
                 eta=self.eta, n_neighbours=n_p,
             )
             zeta = calib.zeta
@@ -222,7 +225,8 @@ class DecentralizedNode:
         self.exact = solve_local(self.X, self.y, self.loss, problem, x0=own).x
         broadcast = self.exact
         if self.perturbation == "pvp" and not last:
-            zeta = pvp_zeta(alpha, rho=self.rho, B=self.n_samples, CR=self.loss_scale)
+            zeta = pvp_zeta(cast(float, alpha), rho=self.rho, B=self.n_samples,
+                            CR=self.loss_scale)
             # the grid point nearest exact + e, e drawn exactly: no float texture to betray
             broadcast = l2_laplace_grid_release(self.exact, zeta, self.rng)
             noise_out = broadcast - self.exact

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -194,13 +194,13 @@ def _read_rows(spec: JobSpec, name: str) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float64)
     if matrix.ndim == 1:
         matrix = matrix.reshape(-1, 1)
-    first, end = party.rows
+    first, end = cast(tuple[int, int], party.rows)  # a client holds rows (its span)
     if matrix.ndim != 2 or end > matrix.shape[0]:
         raise DpfedInputError(
             f"party {name!r}: rows [{first}, {end}) lie outside {party.data!r}, a matrix of "
             f"shape {matrix.shape}."
         )
-    rows = matrix[first:end]
+    rows: np.ndarray = matrix[first:end]
     if not np.all(np.isfinite(rows)):
         raise DpfedInputError(f"party {name!r}: its rows of {party.data!r} are not all finite.")
     return rows
@@ -327,7 +327,7 @@ class SecureSumHost(RoleDelegate):
         client."""
         if self.holds_data or self.role.sum is None:
             return np.zeros(0)
-        return self.role.sum
+        return cast(np.ndarray, self.role.sum)
 
     def describe(self) -> dict[str, Any]:
         return {"n_samples": self.n_rows, "dim": self.dim}
@@ -398,7 +398,7 @@ class SecureSumProtocol(Protocol):
             )
 
     def private(self, params: Mapping[str, Any]) -> bool:
-        return params.get("mechanism", "none") != "none"
+        return cast(bool, params.get("mechanism", "none") != "none")
 
     def check_job(self, spec: JobSpec) -> None:
         checked_params(spec)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from dpfed._validation import (
 from dpfed.core.admm import ResidualBalancing
 from dpfed.core.losses import get_loss
 from dpfed.core.regularizers import get_regularizer
-from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, with_intercept
+from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, Matrix, with_intercept
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
@@ -358,20 +359,20 @@ class VerticalResult:
     """Outcome of a vertical job."""
 
     models: dict[str, np.ndarray]
-    history: list[dict]
-    privacy: dict
+    history: list[dict[str, Any]]
+    privacy: dict[str, Any]
     ledger: PrivacyLedger
     config: VerticalConfig
     rounds: list[RoundRecord]
     seconds: float
     mechanisms: list[PartyMechanism] = field(default_factory=list)
-    exact: dict | None = None  # history figures computed from exact private values
-    weighting: dict | None = None  # the label holder's passive weight and its bounds
+    exact: dict[str, Any] | None = None  # history figures computed from exact private values
+    weighting: dict[str, float] | None = None  # the label holder's passive weight and its bounds
     score_bounds: dict[str, float | None] = field(default_factory=dict)  # prediction clips
-    engine: dict | None = None  # where the roles ran, unless in this process
+    engine: dict[str, Any] | None = None  # where the roles ran, unless in this process
 
     @property
-    def final(self) -> dict:
+    def final(self) -> dict[str, Any]:
         return dict(self.history[-1]) if self.history else {}
 
     def coefficients(self) -> tuple[dict[str, np.ndarray], float]:
@@ -384,7 +385,7 @@ class VerticalResult:
             coefs[holder], intercept = self.mechanisms[0].split_intercept(self.models[holder])
         return coefs, intercept
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         cfg = asdict(self.config)
         return with_exact_values({
             "protocol": "vertical",
@@ -465,7 +466,7 @@ def sound_rounds(
     at_rule = replace(config, iterations=rule.iterations, score_rounds=None).validated()
     widths = list(n_features) if n_features is not None else []
     return SoundRounds(
-        iterations=cfg.iterations,
+        iterations=cast(int, cfg.iterations),
         rule_iterations=rule.iterations,
         noise_multiplier=_calibrate_sound(
             cfg, coordinates=passive_coordinates(cfg, widths, n_samples)),
@@ -482,7 +483,7 @@ def passive_coordinates(cfg: VerticalConfig, n_features: Sequence[int], n_sample
     if not widths:
         return 0
     extra = len(STATISTICS) if cfg.passive_weighting else 0
-    return cfg.iterations * max(widths) + _sound_score_rounds(cfg) * n_samples + extra
+    return cast(int, cfg.iterations) * max(widths) + _sound_score_rounds(cfg) * n_samples + extra
 
 
 def _sound_score_rounds(cfg: VerticalConfig) -> int:
@@ -492,9 +493,10 @@ def _sound_score_rounds(cfg: VerticalConfig) -> int:
     protected label holder releases one model and T duals, calibrated in
     :func:`build_mechanisms`.)
     """
+    iterations = cast(int, cfg.iterations)  # resolved by VerticalConfig.validated
     if cfg.score_rounds is not None:
-        return min(int(cfg.score_rounds), cfg.iterations)
-    return cfg.iterations - 1
+        return min(int(cfg.score_rounds), iterations)
+    return iterations - 1
 
 
 def statistics_multiplier(noise_multiplier: float) -> float:
@@ -515,23 +517,25 @@ def _calibrate_sound(
     (:func:`dpfed.privacy.coupling.calibration_delta`)."""
     if cfg.noise_multiplier is not None:
         return float(cfg.noise_multiplier)
-    steps = cfg.iterations if model_steps is None else model_steps
+    # a validated sound configuration without a noise multiplier has epsilon, delta, T, f
+    epsilon = cast(float, cfg.epsilon)
+    steps = cast(int, cfg.iterations) if model_steps is None else model_steps
     score_steps = _sound_score_rounds(cfg) if score_steps is None else score_steps
     statistics = cfg.passive_weighting if statistics is None else statistics
-    f = cfg.model_fraction
+    f = cast(float, cfg.model_fraction)
     extra = STATISTICS_SHARE if statistics else 0.0
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
     # start from the exact analytic-Gaussian multiplier of one release, then let the
     # accountant have the last word (raise z until it certifies epsilon).
-    delta = calibration_delta(cfg.delta, coordinates, cfg.epsilon)
-    z1 = analytic_gaussian_multiplier(cfg.epsilon, delta)
+    delta = calibration_delta(cast(float, cfg.delta), coordinates, epsilon)
+    z1 = analytic_gaussian_multiplier(epsilon, delta)
     z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
     for _ in range(400):
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
         if statistics:
             multipliers += (statistics_multiplier(z),)
-        if gaussian_releases_epsilon(multipliers, delta, cfg.accountant) <= cfg.epsilon:
+        if gaussian_releases_epsilon(multipliers, delta, cfg.accountant) <= epsilon:
             return z
         z *= 1.0005 if cfg.accountant == "pld" else 1.01
     raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
@@ -569,8 +573,9 @@ def _party_mechanisms(
     if cfg.mechanism == "none":
         return [NoPrivacy() for _ in n_features], None, notes
     if cfg.mechanism == "paper":
-        steps = cfg.iterations
-        delta_step, delta_prime = cfg.delta / (2 * steps), cfg.delta / 2
+        steps = cast(int, cfg.iterations)
+        delta = cast(float, cfg.delta)  # a private mechanism's delta (VerticalConfig.validated)
+        delta_step, delta_prime = delta / (2 * steps), delta / 2
         eps_step = (
             corollary1_step_epsilon(cfg.epsilon, steps, delta_prime)
             if cfg.epsilon is not None else None
@@ -596,19 +601,21 @@ def _party_mechanisms(
     if cfg.bounds is None:
         slope = get_loss(cfg.loss).lipschitz
         rule = sound_defaults(
-            cfg.epsilon, n_samples, rho=cfg.rho,
+            cfg.epsilon, n_samples, rho=cast(float, cfg.rho),
             loss_slope=slope if slope is not None and math.isfinite(slope) else 1.0,
             protect_label_holder=cfg.protect_label_holder,
         )
         cfg = replace(cfg, bounds=rule.bounds)
+    bounds = cast(SoundBounds, cfg.bounds)  # as given, or the public rule's
+    model_fraction = cast(float, cfg.model_fraction)
     zx, zu = split_noise_multiplier(
         _calibrate_sound(cfg, coordinates=passive_coordinates(cfg, n_features, n_samples)),
-        cfg.model_fraction,
+        model_fraction,
     )
 
     def sound(model_multiplier: float, scores_multiplier: float) -> SoundMechanism:
         return SoundMechanism(
-            bounds=cfg.bounds, reg_weight=reg_weight, model_multiplier=model_multiplier,
+            bounds=bounds, reg_weight=reg_weight, model_multiplier=model_multiplier,
             scores_multiplier=scores_multiplier, score_rounds=_sound_score_rounds(cfg),
         )
 
@@ -617,18 +624,19 @@ def _party_mechanisms(
     if cfg.protect_label_holder:
         # the local model's sensitivity needs a strongly convex objective on every data set
         local_model_strong_convexity(
-            ridge=reg_weight * reg.strong_convexity + cfg.bounds.prox_weight,
+            ridge=reg_weight * reg.strong_convexity + bounds.prox_weight,
             weak_convexity=get_loss(cfg.loss).weak_convexity, n_samples=n_samples,
-            row_norm=cfg.bounds.row_norm,
+            row_norm=bounds.row_norm,
         )
         # one model (its local model, round 0) and T duals: calibrated on their own
+        steps = cast(int, cfg.iterations)
         holder_x, holder_y = split_noise_multiplier(
-            _calibrate_sound(cfg, model_steps=1, score_steps=cfg.iterations, statistics=False,
-                             coordinates=n_features[0] + cfg.iterations * n_samples),
-            cfg.model_fraction,
+            _calibrate_sound(cfg, model_steps=1, score_steps=steps, statistics=False,
+                             coordinates=n_features[0] + steps * n_samples),
+            model_fraction,
         )
         per_party = [sound(holder_x, holder_y)]
-        dual = DualRelease(bounds=cfg.bounds, noise_multiplier=holder_y)
+        dual = DualRelease(bounds=bounds, noise_multiplier=holder_y)
     per_party += [sound(zx, zu) for _ in n_features[1:]]
     if not cfg.protect_label_holder:
         notes.append(
@@ -668,7 +676,7 @@ def statistics_release(
     return StatisticsRelease(
         n_samples=n_samples,
         score_bound=prediction_bound(cfg.bounds),
-        lipschitz=float(loss.lipschitz),
+        lipschitz=float(cast(float, loss.lipschitz)),  # bounded: supports_weighting
         smoothness=float(loss.smoothness),
         noise_multiplier=statistics_multiplier(_calibrate_sound(
             cfg, coordinates=passive_coordinates(cfg, n_features, n_samples))),
@@ -711,11 +719,11 @@ def make_vertical_role(
     setup: VerticalSetup,
     index: int,
     names: Sequence[str],
-    block,
+    block: Matrix,
     *,
     rng: np.random.Generator,
     labels: np.ndarray | None = None,
-    observer=None,
+    observer: Callable[[RoundRecord], None] | None = None,
 ) -> LabelHolder | PassiveParty:
     """Party ``index``'s role (0: the label holder, which needs ``labels``)."""
     cfg = setup.config
@@ -728,12 +736,16 @@ def make_vertical_role(
             names[index], block, label_holder=names[0],
             statistics_release=setup.statistics_release, **common,
         )
+    # the resolved configuration (VerticalConfig.validated) and the label holder's labels
     return LabelHolder(
-        names[0], block, labels, parties=list(names[1:]), loss=get_loss(cfg.loss), rho=cfg.rho,
-        max_rounds=cfg.iterations, stop_tol=cfg.tol,
+        names[0], block, cast(np.ndarray, labels), parties=list(names[1:]),
+        loss=get_loss(cfg.loss), rho=cast(float, cfg.rho),
+        max_rounds=cast(int, cfg.iterations), stop_tol=cfg.tol,
         adaptive=ResidualBalancing() if cfg.adaptive_rho else None,
-        central_radius=(setup.mechanisms[0].b1 if cfg.mechanism == "paper" else None),
-        dual_release=setup.dual_release, warm_start_rounds=cfg.warm_start_rounds,
+        central_radius=(
+            cast(PaperMechanism, setup.mechanisms[0]).b1 if cfg.mechanism == "paper" else None
+        ),
+        dual_release=setup.dual_release, warm_start_rounds=cast(int, cfg.warm_start_rounds),
         relaxation=RELAXATION if cfg.acceleration in ("relaxed", "anderson") else 1.0,
         anderson_memory=ANDERSON_MEMORY if cfg.acceleration == "anderson" else 0,
         statistics_release=setup.statistics_release, observer=observer, **common,
@@ -752,13 +764,13 @@ def planned_multipliers(
     a release that does not match the plan is refused by the ledger before it leaves.
     """
     cfg, mech = setup.config, setup.mechanisms[index]
-    steps, n = cfg.iterations, setup.n_samples
+    steps, n = cast(int, cfg.iterations), setup.n_samples  # resolved by validated()
     width = int(n_features) + int(mech.intercept_scale is not None)  # the intercept's weight
     if isinstance(mech, SoundMechanism):
-        model, scores = mech.releases(cfg.rho)
-        plan: list[float | Release] = [
+        model, scores = mech.releases(cast(float, cfg.rho))
+        plan = cast(list[float | Release], [
             Release("gaussian", model.noise_multiplier, width)
-        ] * (steps if index > 0 else 1)
+        ] * (steps if index > 0 else 1))
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
             plan += [Release("gaussian", scores.noise_multiplier, n)] * rounds
@@ -769,12 +781,14 @@ def planned_multipliers(
             plan += [Release("gaussian", setup.dual_release.release.noise_multiplier, n)] * steps
         return plan
     if isinstance(mech, PaperMechanism):
-        bound, sigma, _ = mech.noise(cfg.rho)
-        return [sigma / bound] * steps
+        bound, sigma, _ = mech.noise(cast(float, cfg.rho))
+        return cast(list[float | Release], [sigma / bound] * steps)
     return []
 
 
-def _validate_data(blocks, labels, names, *, what: str) -> int:
+def _validate_data(
+    blocks: Sequence[Matrix], labels: np.ndarray | None, names: Sequence[str], *, what: str
+) -> int:
     if len(blocks) < 1:
         raise DpfedInputError(f"{what} needs at least one block. Found none.")
     for name, block in zip(names, blocks, strict=True):
@@ -790,12 +804,12 @@ def _validate_data(blocks, labels, names, *, what: str) -> int:
 
 @vector_work
 def train_vertical(
-    blocks: Sequence,
+    blocks: Sequence[Matrix],
     labels: np.ndarray,
     config: VerticalConfig | None = None,
     *,
     names: Sequence[str] | None = None,
-    test_blocks: Sequence | None = None,
+    test_blocks: Sequence[Matrix] | None = None,
     test_labels: np.ndarray | None = None,
     progress: bool = False,
     rngs: Sequence[np.random.Generator] | None = None,
@@ -849,7 +863,7 @@ def train_vertical(
                 raise DpfedInputError(
                     f"test block of {name} must have {b.shape[1]} columns. Found {tb.shape[1]}."
                 )
-        y_test = check_binary_labels("test labels", test_labels)
+        y_test = check_binary_labels("test labels", cast(np.ndarray, test_labels))
 
     setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
     cfg, mechanisms = setup.config, setup.mechanisms
@@ -859,13 +873,13 @@ def train_vertical(
         raise DpfedInputError(f"rngs must hold one generator per party ({len(blocks)}). "
                               f"Found {len(rngs)}.")
     passive = [
-        make_vertical_role(setup, m, names, blocks[m], rng=rngs[m])
+        cast(PassiveParty, make_vertical_role(setup, m, names, blocks[m], rng=rngs[m]))
         for m in range(1, len(blocks))
     ]
-    history: list[dict] = []
+    history: list[dict[str, Any]] = []
     ledger = PrivacyLedger()
     clock = {"train": 0.0, "since": time.perf_counter()}
-    bar = progress_bar(cfg.iterations, progress)
+    bar = progress_bar(cast(int, cfg.iterations), progress)
 
     def observe(record: RoundRecord) -> None:
         clock["train"] += time.perf_counter() - clock["since"]
@@ -880,9 +894,13 @@ def train_vertical(
             )
         clock["since"] = time.perf_counter()
 
-    holder = make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0], labels=y, observer=observe)
+    holder = cast(LabelHolder, make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0],
+                                                  labels=y, observer=observe))
     clock["since"] = time.perf_counter()
-    report = get_engine(engine).run({p.name: p for p in [holder, *passive]}, holder.start())
+    report = get_engine(engine).run(
+        {p.name: p for p in cast(list[LabelHolder | PassiveParty], [holder, *passive])},
+        holder.start(),
+    )
     if bar is not None:
         bar.close()
     for event in _all_events(holder, passive):
@@ -893,7 +911,8 @@ def train_vertical(
     if holder.weighting is not None:
         notes.append(weighting_note(holder.weighting.weight))
     premises = (
-        {r.name: r.mechanism.eigenvalue_premise(r.solver.spectrum) for r in [holder, *passive]}
+        {r.name: cast(PaperMechanism, r.mechanism).eigenvalue_premise(r.solver.spectrum)
+         for r in [holder, *passive]}
         if cfg.mechanism == "paper" else None
     )
     privacy = privacy_summary(cfg, ledger, names, notes, premises=premises)
@@ -910,7 +929,7 @@ def train_vertical(
     )
 
 
-def _all_events(holder, passive) -> list[PrivacyEvent]:
+def _all_events(holder: LabelHolder, passive: Sequence[PassiveParty]) -> list[PrivacyEvent]:
     events = list(holder.events)
     for p in passive:
         events.extend(p.events)
@@ -926,13 +945,21 @@ def party_epsilon(events: Sequence[PrivacyEvent], cfg: VerticalConfig) -> float 
     mechanism: 0.
     """
     if cfg.mechanism == "sound":
-        return _events_epsilon(events, cfg.delta, cfg.accountant)
+        return _events_epsilon(events, cast(float, cfg.delta), cfg.accountant)
     if cfg.mechanism == "paper" and events:
         return None
     return 0.0
 
 
-def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
+def _evaluate(
+    record: RoundRecord,
+    holder: LabelHolder,
+    passive: Sequence[PassiveParty],
+    y: np.ndarray,
+    test_blocks: Sequence[Matrix] | None,
+    y_test: np.ndarray | None,
+    cfg: VerticalConfig,
+) -> dict[str, Any]:
     roles = [holder, *passive]
     return round_metrics(
         record, loss=holder.loss, labels=y, lam=cfg.lam,
@@ -948,13 +975,13 @@ def _evaluate(record, holder, passive, y, test_blocks, y_test, cfg) -> dict:
 
 
 def privacy_summary(
-    cfg,
+    cfg: VerticalConfig,
     ledger: PrivacyLedger,
-    names,
-    notes,
+    names: Sequence[str],
+    notes: list[str],
     *,
     premises: Mapping[str, EigenvaluePremise] | None = None,
-) -> dict:
+) -> dict[str, Any]:
     r"""The result's ``privacy`` entry.
 
     ``epsilon`` is the certified total (max over parties; 0 without a mechanism). The paper
@@ -966,7 +993,7 @@ def privacy_summary(
     noise, and per party the eigenvalue premise of ``premises``: measured in-process, only
     what the shapes prove in the networked runtime).
     """
-    summary: dict = {
+    summary: dict[str, Any] = {
         "mechanism": cfg.mechanism,
         "epsilon": 0.0,
         "delta": cfg.delta,
@@ -977,27 +1004,28 @@ def privacy_summary(
     if cfg.mechanism == "none":
         summary["notes"] = ["no privacy mechanism: the messages are exact"]
         return summary
-    per_party = {}
+    delta = cast(float, cfg.delta)  # a private mechanism's (VerticalConfig.validated)
+    per_party: dict[str, dict[str, Any]] = {}
     for name in names:
         events = ledger.events(name)
         if not events:
             per_party[name] = {"releases": 0, "epsilon": 0.0}
             continue
         if cfg.mechanism == "paper":
-            eps, delta_total = ledger.paper_epsilon(name, cfg.delta / 2)
+            eps, delta_total = ledger.paper_epsilon(name, delta / 2)
             premise = (premises or {}).get(name)
-            entry = {
+            entry: dict[str, Any] = {
                 "releases": len(events),
                 "epsilon": None,
                 "paper_epsilon": eps,
                 "paper_delta": delta_total,
-                "paper_epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
+                "paper_epsilon_pld": _events_epsilon(events, delta, "pld"),
                 "epsilon_step": events[-1].epsilon,
                 "delta_step": events[-1].delta,
                 "sigma": events[-1].sigma,
                 "eigenvalue_premise": None if premise is None else premise.holds,
             }
-            if events[-1].epsilon > 1:
+            if cast(float, events[-1].epsilon) > 1:  # the paper mechanism's events carry it
                 notes.append(
                     f"{name}: per-iteration epsilon {events[-1].epsilon:.4g} > 1 lies outside "
                     "Theorem 1's hypothesis (epsilon in (0, 1]); the figure is the formula's value."
@@ -1005,8 +1033,8 @@ def privacy_summary(
         else:
             entry = {
                 "releases": len(events),
-                "epsilon_pld": _events_epsilon(events, cfg.delta, "pld"),
-                "epsilon_rdp": _events_epsilon(events, cfg.delta, "rdp"),
+                "epsilon_pld": _events_epsilon(events, delta, "pld"),
+                "epsilon_rdp": _events_epsilon(events, delta, "rdp"),
             }
             entry["epsilon"] = entry[f"epsilon_{cfg.accountant}"]
             entry["noise_multipliers"] = sorted({round(e.noise_multiplier, 12) for e in events})

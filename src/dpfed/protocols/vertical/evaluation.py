@@ -23,15 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from dpfed.core.losses import Loss, score_metrics
+from dpfed.core.rows import Matrix
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.vertical.messages import Scores
-from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, ProtocolError, RoundRecord
-from dpfed.runtime.messages import Message
+from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty, RoundRecord
+from dpfed.runtime.messages import Message, ProtocolError
 
 EpsilonOf = Callable[[Sequence[PrivacyEvent]], float | None]  # None: no certified figure
 
@@ -126,12 +127,12 @@ def round_metrics(
         "passive_weight": weight,
     }
     if train_scores is not None:
-        s = sum(train_scores)
+        s = cast(np.ndarray, sum(train_scores))
         entry["train_objective"] = float(np.mean(loss.value(s, labels))) + lam * sum(
             regularization
         )
     if test_scores is not None and test_labels is not None:
-        st = sum(test_scores)
+        st = cast(np.ndarray, sum(test_scores))
         entry.update(score_metrics(st, test_labels))
     return entry
 
@@ -143,31 +144,45 @@ def _weighted(scores: Sequence[np.ndarray], weight: float) -> list[np.ndarray]:
 class _Evaluated:
     """What both evaluated roles share: the wrapped role's prepared test rows and shares."""
 
-    def __init__(self, role, *, test_block, epsilon_of: EpsilonOf, train: bool) -> None:
+    def __init__(
+        self,
+        role: LabelHolder | PassiveParty,
+        *,
+        test_block: Matrix | None,
+        epsilon_of: EpsilonOf,
+        train: bool,
+    ) -> None:
         self.role = role
         self.name = role.name
         self.test_block = None if test_block is None else role.mechanism.prepare_block(test_block)
         self.epsilon_of = epsilon_of
         self.train = train
 
-    def _own_share(self) -> tuple[np.ndarray | None, np.ndarray | None, float, float]:
+    def _own_share(self) -> tuple[np.ndarray | None, np.ndarray | None, float, float | None]:
         role = self.role
         train = role.scores(role.block) if self.train else None
         test = None if self.test_block is None else role.scores(self.test_block)
         return train, test, role.regularization(), self.epsilon_of(role.events)
 
-    def state_dict(self):
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         return self.role.state_dict()
 
-    def load_state_dict(self, arrays, meta) -> None:
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         self.role.load_state_dict(arrays, meta)
 
 
 class EvaluatedPassiveParty(_Evaluated):
     """A :class:`PassiveParty` that sends an :class:`EvalShare` before each of its scores."""
 
+    role: PassiveParty
+
     def __init__(
-        self, party: PassiveParty, *, test_block=None, epsilon_of: EpsilonOf, train: bool = True
+        self,
+        party: PassiveParty,
+        *,
+        test_block: Matrix | None = None,
+        epsilon_of: EpsilonOf,
+        train: bool = True,
     ) -> None:
         super().__init__(party, test_block=test_block, epsilon_of=epsilon_of, train=train)
 
@@ -187,13 +202,15 @@ class EvaluatedPassiveParty(_Evaluated):
 class EvaluatedLabelHolder(_Evaluated):
     """A :class:`LabelHolder` that reports every finished round to ``leader``."""
 
+    role: LabelHolder
+
     def __init__(
         self,
         holder: LabelHolder,
         *,
         leader: str,
         lam: float,
-        test_block=None,
+        test_block: Matrix | None = None,
         test_labels: np.ndarray | None = None,
         epsilon_of: EpsilonOf,
         train: bool = True,
@@ -273,7 +290,7 @@ class EvaluatedLabelHolder(_Evaluated):
             entry["epsilon"], entry["rho"], *residuals, record.finished, record.passive_weight,
         )
 
-    def state_dict(self):
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays, meta = self.role.state_dict()
         for name, share in self.shares.items():
             arrays[f"share/{name}/train"] = share.train_scores
@@ -281,7 +298,7 @@ class EvaluatedLabelHolder(_Evaluated):
             meta.setdefault("shares", {})[name] = [share.round, share.regularization, share.epsilon]
         return arrays, meta
 
-    def load_state_dict(self, arrays, meta) -> None:
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         self.role.load_state_dict(arrays, meta)
         self.shares = {
             name: EvalShare(

@@ -14,12 +14,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.core.losses import get_loss
+from dpfed.core.rows import Matrix
 from dpfed.data import load_dataset
 from dpfed.data.prediction import prediction_rows, row_digests
 from dpfed.data.psi import alignment_digest
@@ -45,8 +46,9 @@ from dpfed.protocols.vertical.evaluation import (
     EvaluatedPassiveParty,
     RoundReport,
 )
-from dpfed.protocols.vertical.mechanisms import NoPrivacy
+from dpfed.protocols.vertical.mechanisms import NoPrivacy, PaperMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
+from dpfed.protocols.vertical.roles import LabelHolder, PassiveParty
 from dpfed.runtime.alignment import own_table_path, read_alignment
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
@@ -95,8 +97,8 @@ ROUNDS_ABOVE_RULE = "rounds_above_rule"
 def vertical_config(params: Mapping[str, Any]) -> VerticalConfig:
     """The validated :class:`VerticalConfig` of a job file's ``[params]``
     (:data:`ROUNDS_ABOVE_RULE` is the job's, not the configuration's)."""
-    return config_from_table(VerticalConfig, params,
-                             exclude=(ROUNDS_ABOVE_RULE, "secure")).validated()
+    config = config_from_table(VerticalConfig, params, exclude=(ROUNDS_ABOVE_RULE, "secure"))
+    return cast(VerticalConfig, config).validated()
 
 
 def rounds_above_rule(params: Mapping[str, Any]) -> bool:
@@ -140,12 +142,12 @@ def check_rounds(cfg: VerticalConfig, params: Mapping[str, Any], n_samples: int,
         )
 
 
-def column_block(X, first: int, end: int):
+def column_block(X: Matrix, first: int, end: int) -> Matrix:
     """Columns ``first:end`` of ``X`` as :func:`dpfed.data.vertical_split` cuts them."""
     import scipy.sparse as sp
 
     if sp.issparse(X):
-        return X.tocsr()[:, first:end].tocsr()
+        return cast(sp.spmatrix, X).tocsr()[:, first:end].tocsr()
     return np.array(np.asarray(X)[:, first:end], order="C", copy=True)
 
 
@@ -212,7 +214,7 @@ def party_rows(spec: JobSpec, name: str) -> PartyRows:
                          [int(w) for w in alignment["widths"]], int(train.X.shape[1]),
                          alignment)
     dataset = load_dataset(party.data, party.data_dir)
-    first, end = party.columns
+    first, end = cast(tuple[int, int], party.columns)  # a job on columns names every party's
     if end > dataset.n_features:
         raise DpfedInputError(
             f"party {name!r}: columns [{first}, {end}) lie outside {party.data!r}, "
@@ -243,8 +245,13 @@ class ColumnPrediction:
     training_block: Any
     _training_digests: list[bytes] | None
 
-    finished: bool  # the host's (its role's)
-    round: int
+    if TYPE_CHECKING:  # the host's (its role's), read only
+
+        @property
+        def finished(self) -> bool: ...
+
+        @property
+        def round(self) -> int: ...
 
     def scores_of(self, block: Any) -> np.ndarray:
         """Its share of the scores of raw rows of its columns, shape ``(n_rows,)``."""
@@ -272,7 +279,7 @@ class ColumnPrediction:
         party = self.spec.party(self.name)
         rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
                                base=self.spec.path.parent)
-        first, end = party.columns
+        first, end = cast(tuple[int, int], party.columns)  # a job on columns names every party's
         block = column_block(rows, first, end)
         training = self._names_training_rows(data, party) or self._is_training_block(block)
         scores = self.scores_of(block)
@@ -325,7 +332,7 @@ class ColumnPrediction:
             return False
         return any(c.is_file() and os.path.samefile(c, trained) for c in candidates)
 
-    def _is_training_block(self, block) -> bool:
+    def _is_training_block(self, block: Matrix) -> bool:
         """Whether ``block`` holds exactly this party's training rows, in their order."""
         if block.shape != self.training_block.shape:
             return False
@@ -343,6 +350,10 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
     name : str
         This party's name; the first party of the job file holds the labels.
     """
+
+    # its role wrapped for evaluation, which is no RoleDelegate Role: the host forwards round,
+    # finished and start to the wrapped role itself
+    role: EvaluatedLabelHolder | EvaluatedPassiveParty  # type: ignore[assignment]
 
     def __init__(self, spec: JobSpec, name: str) -> None:
         self.spec, self.name = spec, name
@@ -369,13 +380,16 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         eps = self._epsilon
         if self.index == 0:
             loss = get_loss(cfg.loss)
+            # the label holder reads its labels (and its test labels with its test rows)
             labels = (
-                check_binary_labels("labels", y_train) if loss.binary
+                check_binary_labels("labels", cast(np.ndarray, y_train)) if loss.binary
                 else np.asarray(y_train, dtype=float)
             )
-            holder = make_vertical_role(self.setup, 0, spec.names, block, rng=rng, labels=labels)
+            holder = cast(LabelHolder, make_vertical_role(self.setup, 0, spec.names, block,
+                                                          rng=rng, labels=labels))
             test_labels = (
-                None if test_block is None else check_binary_labels("test labels", y_test)
+                None if test_block is None
+                else check_binary_labels("test labels", cast(np.ndarray, y_test))
             )
             # a protected label holder's residuals are exact functions of its rows and labels
             protected = self.setup.dual_release is not None
@@ -385,16 +399,18 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
                 exact_residuals=spec.evaluate == "full" or not protected,
             )
         else:
-            party_role = make_vertical_role(self.setup, self.index, spec.names, block, rng=rng)
+            party_role = cast(PassiveParty, make_vertical_role(self.setup, self.index, spec.names,
+                                                               block, rng=rng))
             self.role = EvaluatedPassiveParty(
                 party_role, test_block=test_block, epsilon_of=eps,
                 train=spec.evaluate == "full",
             )
         self.plan = planned_multipliers(self.setup, self.index, self.n_features)
-        self.eigenvalue_premise = None
+        self.eigenvalue_premise: EigenvaluePremise | None = None
         if cfg.mechanism == "paper":
             own = self.role.role
-            self.eigenvalue_premise = own.mechanism.eigenvalue_premise(own.solver.spectrum)
+            mechanism = cast(PaperMechanism, own.mechanism)
+            self.eigenvalue_premise = mechanism.eigenvalue_premise(own.solver.spectrum)
             self._log_premise()
 
     def _log_premise(self) -> None:
@@ -403,7 +419,7 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         Its outcome is a fact about this party's private rows: it never goes into a message,
         :meth:`describe` or :meth:`final`.
         """
-        p = self.eigenvalue_premise
+        p = cast(EigenvaluePremise, self.eigenvalue_premise)  # logged once it is measured
         verdict = "holds" if p.holds else "fails"
         process_logger(__name__, self.name).info(
             f"paper mechanism: Lemma 1's premise lambda_min(D^T D) >= d_m on this "
@@ -458,7 +474,7 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
 
     def start(self) -> list[Message]:
         """The first messages of the job (the label holder's round-0 broadcast)."""
-        return self.role.start() if self.index == 0 else []
+        return cast(EvaluatedLabelHolder, self.role).start() if self.index == 0 else []
 
     def model(self) -> np.ndarray:
         return self.role.role.model
@@ -527,7 +543,7 @@ class VerticalProtocol(Protocol):
         """Any two or more column holders (the job file checks the count)."""
 
     def private(self, params: Mapping[str, Any]) -> bool:
-        return params.get("mechanism", "none") != "none"
+        return cast(bool, params.get("mechanism", "none") != "none")
 
     def variant(self, params: Mapping[str, Any]) -> str | None:
         """``[params] secure = true``: the secure mode, protocol ``vertical_secure``

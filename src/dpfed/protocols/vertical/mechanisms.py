@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +23,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
 from dpfed.core.losses import Loss
 from dpfed.core.regularizers import L2, ElasticNet, Regularizer
-from dpfed.core.rows import clip_rows, normalize_rows, with_intercept
+from dpfed.core.rows import Matrix, clip_rows, normalize_rows, with_intercept
 from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.accounting import corollary1_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
@@ -41,7 +42,7 @@ from dpfed.protocols.vertical.calibration import (
 UNBOUNDED_INTERCEPT_SCALING = 4.0
 
 
-def _matvec(block, x: np.ndarray) -> np.ndarray:
+def _matvec(block: Matrix, x: np.ndarray) -> np.ndarray:
     return np.asarray(block @ x).reshape(-1)
 
 
@@ -64,7 +65,7 @@ class PartyMechanism(ABC):
     #: :math:`c` of the intercept column the label holder's rows get (None: no intercept).
     intercept_scale: float | None = None
 
-    def bound_rows(self, block):
+    def bound_rows(self, block: Matrix) -> Matrix:
         """Enforce the row assumptions on a block (training or prediction rows alike)."""
         return block
 
@@ -72,7 +73,7 @@ class PartyMechanism(ABC):
         """:math:`R`, the largest row norm :meth:`bound_rows` leaves (None: unbounded)."""
         return None
 
-    def prepare_block(self, block):
+    def prepare_block(self, block: Matrix) -> Matrix:
         r"""The rows the party trains and predicts on: :meth:`bound_rows`, then, with an
         ``intercept_scale`` :math:`c`, the intercept column.
 
@@ -129,7 +130,7 @@ class PartyMechanism(ABC):
         self,
         x: np.ndarray,
         *,
-        block,
+        block: Matrix,
         spectrum: GramSpectrum | None,
         rho: float,
         round: int,
@@ -145,7 +146,18 @@ class NoPrivacy(PartyMechanism):
 
     name = "none"
 
-    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+    def release(
+        self,
+        x: np.ndarray,
+        *,
+        block: Matrix,
+        spectrum: GramSpectrum | None,
+        rho: float,
+        round: int,
+        party: str,
+        rng: np.random.Generator,
+        send_scores: bool = True,
+    ) -> Release:
         return Release(x, _matvec(block, x), [])
 
 
@@ -185,7 +197,7 @@ class PaperMechanism(PartyMechanism):
         self.delta_step = delta_step
         self.epsilon_step, self.sigma = epsilon_step, sigma
 
-    def bound_rows(self, block):
+    def bound_rows(self, block: Matrix) -> Matrix:
         return normalize_rows(block)
 
     def row_norm_bound(self) -> float:
@@ -194,7 +206,7 @@ class PaperMechanism(PartyMechanism):
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.b1)
 
-    def check_regularizer(self, regularizer, reg_weight):
+    def check_regularizer(self, regularizer: Regularizer, reg_weight: float) -> None:
         if regularizer.curvature_bound is None:
             raise DpfedInputError(
                 "the paper mechanism needs a twice differentiable regulariser (Assumption 1.2, "
@@ -238,14 +250,26 @@ class PaperMechanism(PartyMechanism):
             sigma = self.sigma
             eps = theorem1_epsilon(l2_bound=bound, sigma=sigma, delta=self.delta_step)
         else:
-            eps = self.epsilon_step
+            eps = cast(float, self.epsilon_step)  # exactly one of the two is given
             sigma = theorem1_sigma(l2_bound=bound, epsilon=eps, delta=self.delta_step)
         return bound, sigma, eps
 
-    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+    def release(
+        self,
+        x: np.ndarray,
+        *,
+        block: Matrix,
+        spectrum: GramSpectrum | None,
+        rho: float,
+        round: int,
+        party: str,
+        rng: np.random.Generator,
+        send_scores: bool = True,
+    ) -> Release:
         bound, sigma, eps = self.noise(rho)
-        g = rng.standard_normal(spectrum.rank)
-        x_tilde = x + sigma * spectrum.pinv_sqrt_apply(g)
+        gram = cast(GramSpectrum, spectrum)  # the paper mechanism is given its block's spectrum
+        g = rng.standard_normal(gram.rank)
+        x_tilde = x + sigma * gram.pinv_sqrt_apply(g)
         event = PrivacyEvent(
             party=party, round=round, mechanism="gaussian", noise_multiplier=sigma / bound,
             l2_sensitivity=bound, sigma=sigma, label="scores", epsilon=eps,
@@ -292,7 +316,7 @@ class SoundMechanism(PartyMechanism):
         """Whether round ``round`` (1-based) spends a scores release."""
         return self.score_rounds is None or round <= self.score_rounds
 
-    def bound_rows(self, block):
+    def bound_rows(self, block: Matrix) -> Matrix:
         return clip_rows(block, self.bounds.row_norm)
 
     def row_norm_bound(self) -> float:
@@ -301,11 +325,11 @@ class SoundMechanism(PartyMechanism):
     def feasible_set(self) -> FeasibleSet:
         return Ball(self.bounds.model_radius)
 
-    def clip_target(self, target):
+    def clip_target(self, target: np.ndarray) -> np.ndarray:
         c = self.bounds.target_clip
-        return np.clip(target, -c, c)
+        return cast(np.ndarray, np.clip(target, -c, c))
 
-    def check_regularizer(self, regularizer, reg_weight):
+    def check_regularizer(self, regularizer: Regularizer, reg_weight: float) -> None:
 
         if not (isinstance(regularizer, L2) or (
             isinstance(regularizer, ElasticNet) and regularizer.l1_ratio == 0.0
@@ -362,7 +386,18 @@ class SoundMechanism(PartyMechanism):
         sensitivity = 2.0 * (float(slope) * self.bounds.row_norm + tolerance) / kappa
         return GaussianRelease.from_multiplier("model", sensitivity, self.model_multiplier)
 
-    def release(self, x, *, block, spectrum, rho, round, party, rng, send_scores=True):
+    def release(
+        self,
+        x: np.ndarray,
+        *,
+        block: Matrix,
+        spectrum: GramSpectrum | None,
+        rho: float,
+        round: int,
+        party: str,
+        rng: np.random.Generator,
+        send_scores: bool = True,
+    ) -> Release:
         model_release, scores_release = self.releases(rho)
         radius = self.bounds.model_radius
         x_tilde = model_release.noisy(rng, x)

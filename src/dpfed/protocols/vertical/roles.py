@@ -21,6 +21,7 @@ from dpfed.core.anderson import AndersonAcceleration
 from dpfed.core.constraints import Ball
 from dpfed.core.losses import Loss
 from dpfed.core.regularizers import Regularizer
+from dpfed.core.rows import Matrix
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
@@ -40,7 +41,7 @@ from dpfed.protocols.vertical.weighting import (
     fit_local_model,
     third_derivative_bound,
 )
-from dpfed.runtime.messages import ProtocolError
+from dpfed.runtime.messages import Message, ProtocolError
 
 #: A protected label holder's local model is solved to a gradient norm of this times ``L R``
 #: (the slack enters its sensitivity).
@@ -53,7 +54,7 @@ class _BlockOwner:
     def __init__(
         self,
         name: str,
-        block,
+        block: Matrix,
         *,
         regularizer: Regularizer,
         reg_weight: float,
@@ -80,7 +81,10 @@ class _BlockOwner:
         # passive parties' predictions so their statistics bound what the model predicts
         self.score_bound: float | None = None
 
-    def _x_update(self, residual, dual, rho, round, *, send_scores=True) -> np.ndarray:
+    def _x_update(
+        self, residual: np.ndarray, dual: np.ndarray, rho: float, round: int, *,
+        send_scores: bool = True,
+    ) -> np.ndarray:
         target = self.mechanism.clip_target(self.released_scores - residual - dual / rho)
         x = self.solver.solve(
             target, rho, self.model, tau=self.mechanism.prox_weight, center=self.model
@@ -96,11 +100,11 @@ class _BlockOwner:
         self.events.extend(release.events)
         return self.released_scores
 
-    def partial_scores(self, block) -> np.ndarray:
+    def partial_scores(self, block: Matrix) -> np.ndarray:
         """Scores of this party's columns of new rows (the prediction protocol's share)."""
         return self.scores(self.mechanism.prepare_block(block))
 
-    def scores(self, prepared_block) -> np.ndarray:
+    def scores(self, prepared_block: Matrix) -> np.ndarray:
         """The model's scores of prepared rows, clipped to ``score_bound`` when it is set."""
         return predicted_scores(prepared_block, self.model, self.score_bound)
 
@@ -132,7 +136,7 @@ class _BlockOwner:
         self.score_bound = None if bound is None else float(bound)
 
 
-def predicted_scores(prepared_block, model: np.ndarray, bound: float | None) -> np.ndarray:
+def predicted_scores(prepared_block: Matrix, model: np.ndarray, bound: float | None) -> np.ndarray:
     """``prepared_block @ model``, shape ``(N,)``, clipped to ``[-bound, bound]`` unless None."""
     scores = np.asarray(prepared_block @ model).reshape(-1)
     return scores if bound is None else np.clip(scores, -bound, bound)
@@ -151,11 +155,11 @@ class PassiveParty(_BlockOwner):
     def __init__(
         self,
         name: str,
-        block,
+        block: Matrix,
         *,
         label_holder: str,
         statistics_release: StatisticsRelease | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         super().__init__(name, block, **kwargs)
         self.label_holder = label_holder
@@ -165,7 +169,7 @@ class PassiveParty(_BlockOwner):
         self.round = 0
         self.finished = False
 
-    def handle(self, message: Broadcast) -> list[Scores]:
+    def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, Broadcast) or message.sender != self.label_holder:
             raise ProtocolError(
                 f"{self.name} accepts broadcasts from {self.label_holder} only. "
@@ -280,7 +284,7 @@ class LabelHolder(_BlockOwner):
     def __init__(
         self,
         name: str,
-        block,
+        block: Matrix,
         labels: np.ndarray,
         *,
         parties: Sequence[str],
@@ -296,7 +300,7 @@ class LabelHolder(_BlockOwner):
         anderson_memory: int = 0,
         statistics_release: StatisticsRelease | None = None,
         observer: Callable[[RoundRecord], None] | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         super().__init__(name, block, **kwargs)
         if not 0.0 < relaxation < 2.0:
@@ -346,7 +350,7 @@ class LabelHolder(_BlockOwner):
             )
 
     # -- the protocol ---------------------------------------------------------------------
-    def start(self) -> list[Broadcast]:
+    def start(self) -> list[Message]:
         """Round 0: broadcast the initial residual and dual (zeros, or after a warm start)."""
         if self.warm_start_rounds:
             self._warm_start()
@@ -359,7 +363,7 @@ class LabelHolder(_BlockOwner):
             self._released_start()
         return self._broadcast(finished=self.max_rounds == 0)
 
-    def handle(self, message: Scores) -> list[Broadcast]:
+    def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, Scores) or message.sender not in self.parties:
             raise ProtocolError(
                 f"{self.name} accepts scores from {self.parties} only. "
@@ -479,7 +483,7 @@ class LabelHolder(_BlockOwner):
         self.weighting = None if weighting is None else PassiveWeight(**weighting)
 
     # -- internals ------------------------------------------------------------------------
-    def _central_round(self) -> list[Broadcast]:
+    def _central_round(self) -> list[Message]:
         t = self.round + 1
         if self._requests_statistics(self.round) or self.dual_release is not None:
             # its block stays: as the statistics assumed, or as released in round 0
@@ -553,14 +557,14 @@ class LabelHolder(_BlockOwner):
             p: scores[p] - nxt[i] + self.residual for i, p in enumerate(names)
         }
 
-    def _broadcast(self, *, finished: bool) -> list[Broadcast]:
+    def _broadcast(self, *, finished: bool) -> list[Message]:
         self.finished = finished
         request = (
             self._request()[0]
             if not finished and self._requests_statistics(self.round) else None
         )
         weight = self.weighting.weight if finished and self.weighting is not None else None
-        messages = []
+        messages: list[Message] = []
         for index, p in enumerate(self.parties):
             share = None
             if request is not None:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -61,6 +61,7 @@ from dpfed._lazy import lazy_module
 from dpfed._validation import DpfedInputError
 from dpfed.core.local import LocalSolveError
 from dpfed.core.losses import Loss
+from dpfed.core.rows import Matrix
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.vertical.mechanisms import release_event
@@ -100,7 +101,7 @@ def supports_weighting(loss: Loss) -> bool:
 
 
 def fit_local_model(
-    block, labels: np.ndarray, loss: Loss, l2: float, *, tolerance: float | None = None
+    block: Matrix, labels: np.ndarray, loss: Loss, l2: float, *, tolerance: float | None = None
 ) -> np.ndarray:
     r"""The label holder's local-only model: :math:`\arg\min_x \sum_i \ell(\langle d_i, x
     \rangle; y_i) + \frac{l_2}{2}\|x\|^2` by L-BFGS (a block of any width, dense or sparse).
@@ -229,7 +230,7 @@ class StatisticsRelease:
     @property
     def scales(self) -> np.ndarray:
         """What one released unit is worth in each statistic's units, shape ``(3,)``."""
-        return self.sensitivities / np.sqrt(np.array(STATISTICS_FRACTIONS))
+        return cast(np.ndarray, self.sensitivities / np.sqrt(np.array(STATISTICS_FRACTIONS)))
 
     @property
     def release(self) -> GaussianRelease:
@@ -250,7 +251,7 @@ class StatisticsRelease:
         r = np.clip(request.gradient, -self.lipschitz, self.lipschitz)
         c = np.clip(request.curvature, 0.0, self.smoothness)
         exact = np.array([r @ v, c @ (v * v), np.sum(np.abs(v) ** 3)]) / self.n_samples
-        return exact / self.scales
+        return cast(np.ndarray, exact / self.scales)
 
     def apply(
         self, scores: np.ndarray, request: WeightingRequest, rng: np.random.Generator
@@ -261,7 +262,7 @@ class StatisticsRelease:
     def upper(self, released: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
         """Each statistic in its own units at ``confidence`` noise standard deviations above
         the released value (the curvature and cubic terms floored at 0), shape ``(3,)``."""
-        values = (np.asarray(released, dtype=float) + confidence * self.release.sigma)
+        values: np.ndarray = (np.asarray(released, dtype=float) + confidence * self.release.sigma)
         values = values * self.scales
         values[1:] = np.maximum(values[1:], 0.0)
         return values

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,7 +37,7 @@ from dpfed.protocols.vertical_secure.weighting import (
 )
 from dpfed.secure import ckks
 
-Matrix = np.ndarray | sp.csr_matrix
+Matrix: TypeAlias = np.ndarray | sp.csr_matrix
 
 
 @dataclass

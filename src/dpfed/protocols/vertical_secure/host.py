@@ -17,12 +17,13 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.parameters import config_from_table, job_parameters, param
+from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.evaluation import RoundReport
@@ -155,7 +156,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
                                          lambda: ckks.KeyHolder().secret_bytes())
         labels = None
         if self.index == 0:
-            labels = (check_binary_labels("labels", rows.labels) > 0).astype(np.float64)
+            own_labels = cast(np.ndarray, rows.labels)  # the label holder's rows have labels
+            labels = (check_binary_labels("labels", own_labels) > 0).astype(np.float64)
         party = SecureParty(self.index, rows.block, self.setup,
                             noise_generator(spec, name, index=self.index, n_parties=2),
                             y=labels, key_pair=key_pair)
@@ -166,7 +168,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
                                outbox=Outbox(folder / "outbox"),
                                max_bytes=spec.max_message_bytes, test_rows=rows.test_block,
                                test_labels=test_labels)
-        self.plan = self.setup.party_releases(self.index)
+        self.plan = cast(list[float | Release], self.setup.party_releases(self.index))
 
     @property
     def exact_release(self) -> bool:
@@ -186,7 +188,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
     def discard_replay_files(self) -> None:
         """Remove ``outbox/``: the ciphertexts it kept so that a replay sends the same bytes
         (hundreds of MB on a9a); the finished job's state is saved without them."""
-        shutil.rmtree(self.role.outbox.folder, ignore_errors=True)
+        # a host's role keeps its ciphertexts in an Outbox (a MemoryOutbox is an engine's)
+        shutil.rmtree(cast(Outbox, self.role.outbox).folder, ignore_errors=True)
 
     def model_details(self) -> dict[str, Any]:
         """The weight and clip of the passive party's shares: in the passive party's file

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -171,7 +172,7 @@ class SecureParty:
             sum(w * (w + 1) // 2 for w in s.block_widths))
         noisy = np.zeros_like(gram)
         noisy[upper] = release.sample_part(self.rng, gram[upper])
-        return noisy + np.triu(noisy, 1).T
+        return cast(np.ndarray, noisy + np.triu(noisy, 1).T)
 
     def preconditioner(self, gram: np.ndarray) -> np.ndarray:
         r""":math:`H_j^{-1}` with :math:`H_j = \frac{1}{4N}(G_j + \beta_j I) + \lambda I`, the
@@ -210,7 +211,7 @@ class SecureParty:
         own = self.rows[:, :-1] if s.fit_intercept else self.rows
         model = LogisticRegression(C=1.0, max_iter=3000, fit_intercept=s.fit_intercept)
         model.fit(own, self.y)
-        w = model.coef_[0]
+        w: np.ndarray = model.coef_[0]
         if s.fit_intercept:
             w = np.append(w, model.intercept_[0] / s.intercept_scale)
         self.own_model = w.copy()
@@ -311,7 +312,9 @@ def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarra
     s = evaluator.setup
     poly = s.polynomial
     t_holder = holder.scaled_scores()
-    own_noise = evaluator.rng.normal(0.0, evaluator.round_release.sigma, evaluator.w.shape[0])
+    # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
+    own_noise = cast(np.ndarray, evaluator.rng.normal(0.0, evaluator.round_release.sigma,
+                                                      evaluator.w.shape[0]))
     sent = 0
     if evaluator.backend == "ckks":
         assert holder.keys is not None and evaluator.peer_public is not None

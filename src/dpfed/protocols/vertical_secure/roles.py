@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -282,7 +282,9 @@ class SecureRole:
                                 f"found {len(items)}")
         powers = [items[m * chunks:(m + 1) * chunks] for m in range(self.setup.degree)]
         party = self.party
-        own_noise = party.rng.normal(0.0, party.round_release.sigma, party.w.shape[0])
+        # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
+        own_noise = cast(np.ndarray,
+                         party.rng.normal(0.0, party.round_release.sigma, party.w.shape[0]))
         self.own_noise = own_noise
         public = self.peer_public
         # kept too: SEAL re-randomises a product by a plaintext that encodes to zero (a
@@ -387,7 +389,7 @@ class SecureRole:
         and weighted when the label holder told it the weight, else the scores."""
         if self.index == 1 and self.weight is not None:
             bound = self.setup.passive_score_bound
-            return self.weight * np.clip(scores, -bound, bound)
+            return cast(np.ndarray, self.weight * np.clip(scores, -bound, bound))
         return scores
 
     def peer_share(self, scores: np.ndarray) -> np.ndarray:

@@ -58,6 +58,7 @@ passive party cannot check under encryption (docs/privacy.md, the threat model).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -134,7 +135,7 @@ class WeightedPassive:
     def share(self, scores: np.ndarray) -> np.ndarray:
         r"""The passive party's share of a prediction: :math:`\beta\,\operatorname{clip}(v,
         \pm V)`."""
-        return self.beta * np.clip(scores, -self.score_bound, self.score_bound)
+        return cast(np.ndarray, self.beta * np.clip(scores, -self.score_bound, self.score_bound))
 
     def as_dict(self) -> dict[str, float]:
         return {**self.weight.as_dict(), "passive_score_bound": self.score_bound}
@@ -165,7 +166,7 @@ def plain_statistics(release: ScoreStatisticsRelease, scores: np.ndarray,
     grid = release.release.grid(3)
     exact = release.normalised(clipped, request)
     exact[2] = grid.grid_step * np.rint(exact[2] / grid.grid_step)
-    return exact + noise
+    return cast(np.ndarray, exact + noise)
 
 
 def encrypted_statistics(release: ScoreStatisticsRelease, public: ckks.PublicContext,
