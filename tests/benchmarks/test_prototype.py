@@ -71,7 +71,7 @@ def test_prototype_iterates_agree_with_train_vertical(proto, options) -> None:
     lam, rho = 1e-2, 0.25
     ours = train_vertical(
         blocks, y, VerticalConfig(lam=lam, rho=rho, iterations=5, adaptive_rho=False,
-                                 acceleration="none"),
+                                 acceleration="none", fit_intercept=False),  # as the prototype
         test_blocks=test, test_labels=yt,
     )
     theirs = proto.prototype_admm(blocks, y, lam=lam, rho=rho, iterations=5,
