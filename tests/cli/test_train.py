@@ -192,6 +192,11 @@ def test_secure_vertical_runs_its_parties_on_ray(tmp_path, capsys, local_ray):
     pytest.importorskip("tenseal")
     import json
 
+    import numpy as np
+
+    from dpfed.data import load_dataset, vertical_split
+    from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+
     out = tmp_path / "ray.json"
     assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
                  "--secure", "--epsilon", "8", "--delta", "1e-5", "--iterations", "1",
@@ -201,6 +206,15 @@ def test_secure_vertical_runs_its_parties_on_ray(tmp_path, capsys, local_ray):
     result = json.loads(out.read_text())
     assert result["engine"]["engine"] == "ray" and len(result["engine"]["workers"]) >= 1
     assert result["privacy"]["protect"] == "passive" and result["costs"]["setup_bytes"] > 0
+    # the parties' roles on Ray actors: the simulation's job with the same seed, up to CKKS
+    data = load_dataset("breast_cancer")
+    blocks = vertical_split(data.X_train, [15, 15])
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5, protect="passive", rounds=1)
+    plain = train_secure_vertical(blocks, data.y_train, setup, seed=0, backend="plain")
+    for got, want in zip(result["model"]["blocks"], plain.blocks, strict=True):
+        np.testing.assert_allclose(got, want, atol=2e-3)
+    assert result["model"]["passive_weight"] == pytest.approx(plain.weighting.beta, abs=2e-3)
+    assert result["privacy"]["epsilon"] == plain.privacy()["epsilon"]
 
 
 @pytest.mark.parametrize(("extra", "match"), [
