@@ -164,11 +164,19 @@ def with_intercept(X: Matrix, scale: float = DEFAULT_INTERCEPT_SCALE) -> Matrix:
     if not c < 1.0:
         raise DpfedInputError(f"intercept_scale must be in (0, 1). Found {scale}.")
     factor = float(np.sqrt(1.0 - c * c))
-    column = np.full((X.shape[0], 1), c)
+    scaled = (sp.csr_matrix(X, dtype=np.float64) * factor if sp.issparse(X)
+              else np.asarray(X, dtype=np.float64) * factor)
+    return with_constant_column(scaled, c)
+
+
+def with_constant_column(X: Matrix, value: float) -> Matrix:
+    """``[X, value]``: the rows with a constant column appended, in the format of ``X`` (CSR
+    for a sparse one), shape ``(n, d + 1)``."""
+    column = np.full((X.shape[0], 1), float(value))
     if sp.issparse(X):
-        return sp.hstack([sp.csr_matrix(X, dtype=np.float64) * factor,
-                          sp.csr_matrix(column)], format="csr")
-    return np.hstack([np.asarray(X, dtype=np.float64) * factor, column])
+        return sp.hstack([sp.csr_matrix(X, dtype=np.float64), sp.csr_matrix(column)],
+                         format="csr")
+    return np.hstack([np.asarray(X, dtype=np.float64), column])
 
 
 def model_rows(X: Matrix, *, bounded: bool, fit_intercept: bool,

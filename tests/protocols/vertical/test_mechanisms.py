@@ -269,6 +269,7 @@ def test_the_intercept_column_keeps_the_row_bound_and_splits_back(row_norm):
     assert rows.shape == (50, 5)
     assert np.max(np.linalg.norm(rows, axis=1)) <= row_norm
     np.testing.assert_allclose(rows[:, -1], 0.25 * row_norm)
+    assert mech.intercept_column() == 0.25 * row_norm
     w = np.random.default_rng(1).normal(size=5)
     coef, intercept = mech.split_intercept(w)
     np.testing.assert_allclose(rows @ w, mech.bound_rows(X) @ coef + intercept, atol=1e-9)

@@ -387,12 +387,12 @@ class VerticalResult:
 
     def to_json(self) -> dict[str, Any]:
         cfg = asdict(self.config)
+        coefs, intercept = self.coefficients()
         return with_exact_values({
             "protocol": "vertical",
             "config": cfg,
-            "parties": [{"name": k, "n_features": int(v.shape[0])}
-                        for k, v in self.coefficients()[0].items()],
-            "intercept": self.coefficients()[1],
+            "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in coefs.items()],
+            "intercept": intercept,
             "history": self.history,
             "final": self.final,
             "privacy": self.privacy,

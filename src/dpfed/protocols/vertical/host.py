@@ -481,15 +481,14 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
 
     def model_details(self) -> dict[str, Any]:
         """The label holder's intercept: ``coef``'s last weight is that of the constant
-        column its mechanism appends to its prepared rows
+        column (``intercept_column``) its mechanism appends to its prepared rows
         (:meth:`~dpfed.protocols.vertical.mechanisms.PartyMechanism.prepare_block`)."""
         mechanism = self.role.role.mechanism
-        if mechanism.intercept_scale is None:
+        column = mechanism.intercept_column()
+        if column is None:
             return {}
-        _, intercept = mechanism.split_intercept(self.model())
-        return {"intercept": intercept,
-                "intercept_column": "the last weight of coef multiplies the constant column "
-                                    "appended to the prepared rows; intercept is its product"}
+        return {"intercept": mechanism.split_intercept(self.model())[1],
+                "intercept_column": column}
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n_samples": self.n_samples, "n_features": self.n_features}

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
 from dpfed.core.constraints import Ball, FeasibleSet, Unconstrained
 from dpfed.core.losses import Loss
 from dpfed.core.regularizers import L2, ElasticNet, Regularizer
-from dpfed.core.rows import Matrix, clip_rows, normalize_rows, with_intercept
+from dpfed.core.rows import Matrix, clip_rows, normalize_rows, with_constant_column, with_intercept
 from dpfed.core.spectral import GramSpectrum
 from dpfed.privacy.accounting import corollary1_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
@@ -94,13 +93,18 @@ class PartyMechanism(ABC):
             return rows
         bound = self.row_norm_bound()
         if bound is None:
-            column = np.full((rows.shape[0], 1), UNBOUNDED_INTERCEPT_SCALING)
-            if sp.issparse(rows):
-                return sp.hstack([sp.csr_matrix(rows, dtype=np.float64), sp.csr_matrix(column)],
-                                 format="csr")
-            return np.hstack([np.asarray(rows, dtype=np.float64), column])
+            return with_constant_column(rows, UNBOUNDED_INTERCEPT_SCALING)
         rows = with_intercept(rows / bound, self.intercept_scale) * bound
         return clip_rows(rows, bound)  # the bound exactly, in floating point too
+
+    def intercept_column(self) -> float | None:
+        """The constant of the intercept column :meth:`prepare_block` appends (:math:`cR`, or
+        :math:`s` for unbounded rows; None without an intercept): the intercept is the
+        column's weight times it."""
+        if self.intercept_scale is None:
+            return None
+        bound = self.row_norm_bound()
+        return UNBOUNDED_INTERCEPT_SCALING if bound is None else self.intercept_scale * bound
 
     def split_intercept(self, model: np.ndarray) -> tuple[np.ndarray, float]:
         r"""``(coef, intercept)`` of a model on :meth:`prepare_block`'s columns, ``coef`` for
@@ -108,13 +112,13 @@ class PartyMechanism(ABC):
         for bounded rows, :math:`(w_{:d},\ s\,w_d)` for unbounded ones, or ``(w, 0)``
         without an intercept column."""
         w = np.asarray(model, dtype=np.float64).reshape(-1)
-        if self.intercept_scale is None:
+        column = self.intercept_column()
+        if column is None:
             return w, 0.0
-        bound = self.row_norm_bound()
-        if bound is None:
-            return w[:-1], float(w[-1] * UNBOUNDED_INTERCEPT_SCALING)
-        c = self.intercept_scale
-        return w[:-1] * math.sqrt(1.0 - c * c), float(w[-1] * c * bound)
+        scaled = self.row_norm_bound() is not None  # with_intercept scales the features
+        c = cast(float, self.intercept_scale)
+        factor = math.sqrt(1.0 - c * c) if scaled else 1.0
+        return w[:-1] * factor, float(w[-1] * column)
 
     def feasible_set(self) -> FeasibleSet:
         return Unconstrained()
