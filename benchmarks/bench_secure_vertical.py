@@ -20,6 +20,11 @@ Run ``python benchmarks/bench_secure_vertical.py --help``; see ``benchmarks/READ
 2. **protocol**: one run per data set under CKKS at epsilon 1 with everything protected:
    seconds end to end, seconds and bytes per round, bytes of keys and labels, and the largest
    difference from the plaintext backend's model with the same seed.
+3. **more parties** (``--parties``): the same columns held by three parties (the passive
+   block cut in two, :data:`THREE_PARTY_SPLITS`) against two, plaintext backend, over seeds;
+   and one CKKS run of three parties (a9a at epsilon 1, everything protected) with its
+   seconds and bytes. ``--parties-only`` runs this section alone and keeps the rest of the
+   saved results.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SPLITS = {"a9a": (66, 57), "adult": (53, 52), "breast_cancer": (15, 15),
           "madelon": (250, 250)}
+#: The same columns with the passive block cut in two.
+THREE_PARTY_SPLITS = {"a9a": (66, 29, 28), "adult": (53, 26, 26)}
 
 
 def _metrics(labels: np.ndarray, scores: np.ndarray) -> dict:
@@ -141,21 +148,58 @@ def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> li
     return rows
 
 
-def protocol_run(name, blocks, y, test_blocks, y_test, delta) -> dict:
+def protocol_run(name, blocks, y, test_blocks, y_test, delta, split=None) -> dict:
     from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
-    setup = SecureSetup(blocks[0].shape[0], SPLITS[name], 1.0, delta, protect="all")
+    split = split or SPLITS[name]
+    setup = SecureSetup(blocks[0].shape[0], split, 1.0, delta, protect="all")
     start = time.perf_counter()
     secure = train_secure_vertical(blocks, y, setup, seed=0, backend="ckks")
     seconds = time.perf_counter() - start
     plain = train_secure_vertical(blocks, y, setup, seed=0, backend="plain")
     difference = max(float(np.max(np.abs(a - b)))
                      for a, b in zip(secure.blocks, plain.blocks, strict=True))
-    out = {"data": name, "epsilon": 1.0, "protect": "all", "seconds_end_to_end": seconds,
+    out = {"data": name, "split": list(split), "epsilon": 1.0, "protect": "all",
+           "seconds_end_to_end": seconds,
            **secure.cost_summary(), "max_weight_difference_from_plain": difference,
            **_metrics(y_test, secure.decision_function(test_blocks))}
     print(json.dumps(out), flush=True)
     return out
+
+
+def more_parties(names, data_dir, epsilons, seeds, delta, protocol: bool) -> dict:
+    """Two parties against three holding the same columns (plaintext backend, over seeds),
+    and one CKKS run of three parties on a9a."""
+    from dpfed.data import load_dataset, vertical_split
+    from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+
+    rows, runs = [], []
+    for name in names:
+        ds = load_dataset(name, data_dir)
+        for split in (SPLITS[name], THREE_PARTY_SPLITS[name]):
+            blocks = vertical_split(ds.X_train, list(split))
+            test_blocks = vertical_split(ds.X_test, list(split))
+            for protect in ("all", "passive"):
+                for epsilon in epsilons:
+                    metrics = []
+                    for seed in range(seeds):
+                        setup = SecureSetup(blocks[0].shape[0], split, epsilon, delta,
+                                            protect=protect)
+                        result = train_secure_vertical(blocks, ds.y_train, setup, seed=seed,
+                                                       backend="plain")
+                        metrics.append(_metrics(ds.y_test,
+                                                result.decision_function(test_blocks)))
+                    rows.append({"data": name, "split": list(split), "protect": protect,
+                                 "epsilon": epsilon, "seeds": seeds,
+                                 "accuracy_mean": float(np.mean([m["accuracy"]
+                                                                 for m in metrics])),
+                                 "log_loss_mean": float(np.mean([m["log_loss"]
+                                                                 for m in metrics]))})
+                    print(json.dumps(rows[-1]), flush=True)
+            if protocol and name == "a9a" and len(split) == 3:
+                runs.append(protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test,
+                                         delta, split))
+    return {"frontier": rows, "protocol": runs}
 
 
 def plot(rows: list[dict], refs: dict, path: Path) -> None:
@@ -209,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--no-protocol", action="store_true", help="skip the CKKS runs")
+    p.add_argument("--parties", action="store_true",
+                   help="also measure three parties against two (section 3)")
+    p.add_argument("--parties-only", action="store_true",
+                   help="measure section 3 alone and keep the saved sections 1-2")
     p.add_argument("--replot", action="store_true",
                    help="only redraw --plot from the results in --out")
     p.add_argument("--out", default=str(HERE / "results" / "secure_vertical.json"))
@@ -220,6 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from dpfed.data import load_dataset, vertical_split
 
+    parties_names = [n for n in args.data if n in THREE_PARTY_SPLITS]
+    if args.parties_only:
+        saved = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+        saved["more_parties"] = more_parties(parties_names, args.data_dir, args.epsilons,
+                                             args.seeds, args.delta, not args.no_protocol)
+        Path(args.out).write_text(json.dumps(saved, indent=2))
+        print(f"wrote {args.out}")
+        return 0
     rows, refs, runs = [], {}, []
     for name in args.data:
         ds = load_dataset(name, args.data_dir)
@@ -238,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                "python": sys.version.split()[0],
                "load_average": os.getloadavg(), "references": refs, "frontier": rows,
                "protocol": runs}
+    if args.parties:
+        payload["more_parties"] = more_parties(parties_names, args.data_dir, args.epsilons,
+                                               args.seeds, args.delta, not args.no_protocol)
     Path(args.out).write_text(json.dumps(payload, indent=2))
     if args.plot:
         plot(rows, refs, Path(args.plot))

@@ -179,7 +179,7 @@ def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, ca
                  "--out", str(out)]) == 0
     shown = capsys.readouterr().out
     assert "the label holder keeps its own model" in shown
-    assert "the label holder's own model plus" in shown
+    assert "the label holder's own model plus" in shown and "passive party's scores" in shown
     result = json.loads(out.read_text())
     assert result["privacy"]["protect"] == "parties"
     assert result["privacy"]["releases"] == 4  # Gram, 2 rounds, the weighting statistics

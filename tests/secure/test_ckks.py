@@ -76,3 +76,42 @@ def test_a_key_pair_pickles_as_itself(holder):
     np.testing.assert_allclose(moved.decrypt_sums(ciphertexts), [0.25], atol=1e-6)
     back = moved.encrypt(np.array([3.0]))
     np.testing.assert_allclose(holder.decrypt_sums(back), [3.0], atol=1e-6)
+
+
+def test_contexts_with_more_levels_stay_within_the_128_bit_bound():
+    ts = ckks.tenseal()
+    assert ckks.parameters(2) == (ckks.POLY_MODULUS_DEGREE, ckks.COEFF_MODULUS_BITS)
+    for levels in range(3, ckks.MAX_LEVELS + 1):
+        ring, bits = ckks.parameters(levels)
+        assert ring == ckks.WIDE_POLY_MODULUS_DEGREE and len(bits) == levels + 2
+        assert sum(bits) <= ckks.WIDE_MODULUS_BOUND
+    with pytest.raises(ValueError, match="not set correctly"):
+        ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ckks.WIDE_POLY_MODULUS_DEGREE,
+                   coeff_mod_bit_sizes=[60] * 8)  # 480 bits
+    for levels in (1, ckks.MAX_LEVELS + 1, True):
+        with pytest.raises(DpfedInputError, match="multiplicative levels"):
+            ckks.parameters(levels)
+
+
+def test_folded_powers_are_the_powers_of_the_sum_and_feed_the_residual():
+    """Three parties: the key holder's powers, folded by a second party, combined by the
+    third, then the transposed product: as numpy computes it, at 8,192 slots."""
+    rng = np.random.default_rng(4)
+    keys = ckks.KeyHolder(levels=3)
+    public = ckks.PublicContext(keys._context)  # (serialising a wide context takes seconds)
+    assert public.slots == 8192
+    n, d, degree = 9000, 3, 5  # two chunks, the last one padded
+    t_holder, t_folder, t_own = (rng.uniform(-0.3, 0.3, n) for _ in range(3))
+    powers = [public.load(keys.encrypt(t_holder**m)) for m in range(1, degree + 1)]
+    folded = ckks.fold_powers(powers, t_folder)
+    assert len(folded) == degree and all(len(chunks) == 2 for chunks in folded)
+    for m in (1, degree):
+        got = np.concatenate([np.asarray(c.decrypt(keys._context.secret_key())) for c in
+                              folded[m - 1]])[:n]
+        np.testing.assert_allclose(got, (t_holder + t_folder) ** m, atol=1e-5)
+    poly = SigmoidPolynomial.fit(degree, 10.0)
+    residual = ckks.combine_powers(folded, poly.shifted(t_own))
+    X = rng.uniform(0, 1, (n, d))
+    out = keys.decrypt_sums(ckks.transposed_product(residual, X))
+    expected = X.T @ poly(10.0 * (t_holder + t_folder + t_own))
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-2)

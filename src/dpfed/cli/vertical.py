@@ -262,8 +262,8 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     setup = SecureSetup(int(blocks[0].shape[0]), tuple(split), config.epsilon, config.delta,
                         protect=protect, **rounds)
     whom = {"all": "every party and the labels",
-            "parties": "every party and the labels from the other party (the label holder "
-                       "keeps its own model)",
+            "parties": "every party and the labels from the other parties (the label "
+                       "holder keeps its own model)",
             "passive": "the passive rows"}[protect]
     print(f"secure mode: {setup.rounds} rounds, protecting {whom}, noise multiplier "
           f"{setup.noise_multiplier:.3g}")
@@ -308,8 +308,9 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
           f"{costs['bytes_per_round'] / 1e6:.1f} MB per round, "
           f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once")
     if result.weighting is not None:
-        print(f"the label holder's own model plus {result.weighting.beta:.3g} x the passive "
-              f"party's scores (clipped to +-{result.weighting.score_bound:g}): the weight its "
+        whose = "passive party's" if len(split) == 2 else "passive parties'"
+        print(f"the label holder's own model plus {result.weighting.beta:.3g} x the {whose} "
+              f"scores (each clipped to +-{result.weighting.score_bound:g}): the weight its "
               f"noisy statistics support, so the model is not worse than the label holder's "
               f"own on the training rows at their confidence bounds")
     print_result(payload, args.out)

@@ -73,7 +73,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         :meth:`decision_function`, are for it alone).
     secure : bool
         The secure mode (:func:`dpfed.protocols.vertical_secure.train_secure_vertical`): two
-        parties, products under CKKS encryption, noise on d-vectors only; needs ``epsilon``
+        to seven parties, products under CKKS encryption, noise on d-vectors only; needs ``epsilon``
         and ``delta``, the logistic loss and the l2 regulariser (``lam`` and ``rho`` are not
         used: its ridge and steps come from its own public rule), and ``dpfed[secure]``.
     fit_intercept : bool or None
@@ -227,7 +227,7 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
             self.party_models_ = {f"party{j}": w for j, w in enumerate(secure.blocks)}
             self.coef_ = np.concatenate(secure.blocks)[None, :]
             self.intercept_ = np.array([secure.intercept])
-            self.history_ = [{"round": i // 2, "block": c.block, "seconds": c.seconds,
+            self.history_ = [{"round": i // len(blocks), "block": c.block, "seconds": c.seconds,
                               "bytes": c.bytes_sent} for i, c in enumerate(secure.costs)]
             self.privacy_spent_ = secure.privacy()
             self.passive_weight_ = (None if secure.weighting is None

@@ -10,6 +10,12 @@ refuses 240 bits). Two multiplicative levels: one plaintext product by the evalu
 coefficient vectors (:meth:`dpfed.secure.sigmoid.SigmoidPolynomial.shifted`), one by its
 feature columns.
 
+With more than two parties each further party folds its scores into the encrypted powers
+(:func:`fold_powers`), one more level each: :func:`parameters` then takes
+:math:`N = 16384` (8,192 slots) and a modulus of :math:`60 + 40 L + 60` bits for :math:`L`
+levels, at most 438 bits (the standard's bound at :math:`N = 16384`), so up to
+:data:`MAX_LEVELS` levels.
+
 Keys and secrets: SEAL draws the secret key and every encryption's randomness from its own
 CSPRNG (seeded from the operating system); dpfed never supplies randomness to it. A key
 holder's :meth:`KeyHolder.public_bytes` carries the public key and the Galois (rotation)
@@ -24,6 +30,7 @@ rotate-and-sum, so every slot of ciphertext :math:`j` holds :math:`(X^\top v)_j`
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +44,35 @@ COEFF_MODULUS_BITS = (60, 40, 40, 60)
 SCALE_BITS = 40
 #: Values per ciphertext.
 SLOTS = POLY_MODULUS_DEGREE // 2
+#: The ring degree and the 128-bit modulus bound (bits) of the contexts with more levels.
+WIDE_POLY_MODULUS_DEGREE, WIDE_MODULUS_BOUND = 16384, 438
+#: Multiplicative levels :func:`parameters` provides at most (60 + 40 * 7 + 60 = 400 bits).
+MAX_LEVELS = 7
+
+
+def parameters(levels: int = 2) -> tuple[int, tuple[int, ...]]:
+    """The ring degree and coefficient modulus bit sizes of a context with ``levels``
+    multiplicative levels (2: :data:`POLY_MODULUS_DEGREE`, :data:`COEFF_MODULUS_BITS`).
+
+    Raises
+    ------
+    DpfedInputError
+        For fewer than 2 levels or more than :data:`MAX_LEVELS`.
+    """
+    if isinstance(levels, bool) or not isinstance(levels, int) or not 2 <= levels <= MAX_LEVELS:
+        raise DpfedInputError(
+            f"a CKKS context here has 2 to {MAX_LEVELS} multiplicative levels (one per party "
+            f"of a secure vertical job); found {levels!r}."
+        )
+    if levels == 2:
+        return POLY_MODULUS_DEGREE, COEFF_MODULUS_BITS
+    return WIDE_POLY_MODULUS_DEGREE, (60, *(SCALE_BITS,) * levels, 60)
+
+
+def context_slots(context: Any) -> int:
+    """Values per ciphertext of a TenSEAL context (half its ring degree)."""
+    first = context.seal_context().data.first_context_data()
+    return int(first.parms().poly_modulus_degree()) // 2
 
 
 def tenseal() -> Any:
@@ -49,16 +85,17 @@ def tenseal() -> Any:
         ) from exc
 
 
-def chunk_count(n: int) -> int:
-    """Ciphertexts of a vector of ``n`` values."""
-    return -(-int(n) // SLOTS)
+def chunk_count(n: int, slots: int = SLOTS) -> int:
+    """Ciphertexts of a vector of ``n`` values (``slots`` values each)."""
+    return -(-int(n) // slots)
 
 
-def _chunks(values: np.ndarray) -> list[list[float]]:
+def _chunks(values: np.ndarray, slots: int = SLOTS) -> list[list[float]]:
     n = values.shape[0]
-    padded = np.zeros(chunk_count(n) * SLOTS)
+    count = chunk_count(n, slots)
+    padded = np.zeros(count * slots)
     padded[:n] = values
-    return [padded[i * SLOTS:(i + 1) * SLOTS].tolist() for i in range(chunk_count(n))]
+    return [padded[i * slots:(i + 1) * slots].tolist() for i in range(count)]
 
 
 @dataclass
@@ -72,6 +109,11 @@ class PublicContext:
     """
 
     context: Any
+
+    @property
+    def slots(self) -> int:
+        """Values per ciphertext."""
+        return context_slots(self.context)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> PublicContext:
@@ -92,12 +134,13 @@ class PublicContext:
         return cls(context)
 
     def encrypt(self, values: np.ndarray) -> list[bytes]:
-        """Encrypt a vector (shape ``(n,)``) as ``ceil(n / 4096)`` serialised ciphertexts."""
+        """Encrypt a vector (shape ``(n,)``) as ``ceil(n / slots)`` serialised ciphertexts."""
         ts = tenseal()
         vector = np.asarray(values, dtype=np.float64)
         if vector.ndim != 1 or not np.all(np.isfinite(vector)):
             raise DpfedInputError("only a finite one-dimensional vector can be encrypted")
-        return [ts.ckks_vector(self.context, chunk).serialize() for chunk in _chunks(vector)]
+        return [ts.ckks_vector(self.context, chunk).serialize()
+                for chunk in _chunks(vector, self.slots)]
 
     def load(self, ciphertexts: list[bytes]) -> list[Any]:
         """Deserialise ciphertexts encrypted under this context."""
@@ -107,9 +150,17 @@ class PublicContext:
 
 class KeyHolder:
     """A party's own CKKS key pair (secret key kept in this object only, or in the file a
-    networked party keeps it in, :meth:`secret_bytes`)."""
+    networked party keeps it in, :meth:`secret_bytes`).
 
-    def __init__(self, secret: bytes | None = None) -> None:
+    Parameters
+    ----------
+    secret : bytes or None
+        A kept key pair (:meth:`secret_bytes`); None: a fresh one.
+    levels : int
+        Multiplicative levels of a fresh key pair (:func:`parameters`; a kept one has its own).
+    """
+
+    def __init__(self, secret: bytes | None = None, levels: int = 2) -> None:
         ts = tenseal()
         if secret is not None:
             try:
@@ -119,8 +170,9 @@ class KeyHolder:
             if not context.has_secret_key() or context.galois_keys() is None:
                 raise DpfedInputError("the serialised CKKS context holds no secret key")
         else:
-            context = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=POLY_MODULUS_DEGREE,
-                                 coeff_mod_bit_sizes=list(COEFF_MODULUS_BITS))
+            ring, bits = parameters(levels)
+            context = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ring,
+                                 coeff_mod_bit_sizes=list(bits))
             context.global_scale = 2.0**SCALE_BITS
             context.generate_galois_keys()
         self._context = context
@@ -179,7 +231,8 @@ def combine_powers(powers: list[list[Any]], coefficients: list[np.ndarray]) -> l
             f"{len(powers)} encrypted powers need {len(powers) + 1} coefficient vectors; "
             f"found {len(coefficients)}."
         )
-    chunked = [_chunks(np.asarray(c, dtype=np.float64)) for c in coefficients]
+    slots = int(powers[0][0].size())
+    chunked = [_chunks(np.asarray(c, dtype=np.float64), slots) for c in coefficients]
     out = []
     for ci in range(len(powers[0])):
         acc = None
@@ -187,6 +240,47 @@ def combine_powers(powers: list[list[Any]], coefficients: list[np.ndarray]) -> l
             term = power[ci] * chunked[m][ci]
             acc = term if acc is None else acc + term
         out.append(acc + chunked[0][ci])
+    return out
+
+
+def fold_powers(powers: list[list[Any]], t: np.ndarray) -> list[list[Any]]:
+    r"""Chunks of :math:`\mathrm{Enc}((s + t)^m)`, :math:`m = 1..k`, from those of
+    :math:`\mathrm{Enc}(s^m)` and a party's own plaintext :math:`t`: by the binomial theorem,
+
+    .. math::
+
+        (s + t)^m = t^m + \sum_{a=1}^{m} \binom{m}{a}\, s^a \odot t^{m-a},
+
+    plaintext products only, one multiplicative level. Every term is at most 1 in magnitude
+    when :math:`|s| + |t| \le 1`, so the binomial factors do not magnify CKKS's error beyond
+    that of a term.
+
+    Parameters
+    ----------
+    powers : list of lists of ciphertexts
+        ``powers[m - 1]`` holds the chunks of :math:`\mathrm{Enc}(s^m)`.
+    t : numpy.ndarray, shape (n,)
+
+    Returns
+    -------
+    list of lists of ciphertexts, shaped like ``powers``
+    """
+    degree = len(powers)
+    slots = int(powers[0][0].size())
+    t = np.asarray(t, dtype=np.float64)
+    t_powers = [_chunks(t**e, slots) for e in range(degree + 1)]
+    out: list[list[Any]] = []
+    for m in range(1, degree + 1):
+        folded = []
+        for ci in range(len(powers[0])):
+            acc = None
+            for a in range(1, m + 1):
+                factor = (np.asarray(t_powers[m - a][ci]) * math.comb(m, a)).tolist()
+                term = powers[a - 1][ci] * factor
+                acc = term if acc is None else acc + term
+            assert acc is not None
+            folded.append(acc + t_powers[m][ci])
+        out.append(folded)
     return out
 
 
@@ -210,14 +304,16 @@ def transposed_product(
     list of bytes, length d
     """
     n, d = X.shape
-    if len(chunks) != chunk_count(n):
+    slots = int(chunks[0].size()) if chunks else SLOTS
+    if len(chunks) != chunk_count(n, slots):
         raise DpfedInputError(
-            f"an encrypted vector of {n} rows has {chunk_count(n)} chunks; found {len(chunks)}."
+            f"an encrypted vector of {n} rows has {chunk_count(n, slots)} chunks; found "
+            f"{len(chunks)}."
         )
     dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     out = []
     for j in range(d):
-        column = _chunks(dense[:, j])
+        column = _chunks(dense[:, j], slots)
         acc = None
         for ci, chunk in enumerate(chunks):
             term = chunk * column[ci]

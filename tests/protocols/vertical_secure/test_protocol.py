@@ -58,31 +58,36 @@ class _Recorder(party_module.SecureParty):
         self.seen = gradient
 
 
-def _noise_of(protect, evaluator_index, trials=400):
-    blocks, y, _, _ = _problem(n=200)
-    setup = SecureSetup(200, (4, 3), 1.0, 1e-5, protect=protect)
+def _noise_of(protect, evaluator_index, trials=400, split=(4, 3)):
+    blocks, y, _, _ = make_vertical_problem_with_test(n=200, split=split)
+    setup = SecureSetup(200, split, 1.0, 1e-5, protect=protect)
     y01 = (y > 0).astype(float)
-    rngs = np.random.default_rng(0).spawn(2)
-    parties = [
-        _Recorder(0, blocks[0], setup, rngs[0], y=y01, backend="plain"),
-        _Recorder(1, blocks[1], setup, rngs[1], backend="plain"),
-    ]
-    evaluator, holder = parties[evaluator_index], parties[1 - evaluator_index]
+    rngs = np.random.default_rng(0).spawn(len(split))
+    parties = [_Recorder(j, X, setup, rngs[j], y=y01 if j == 0 else None, backend="plain")
+               for j, X in enumerate(blocks)]
+    holder, folders = party_module.exchange_order(evaluator_index, len(split))
+    evaluator = parties[evaluator_index]
     rows = evaluator.rows
     r = setup.polynomial(np.zeros(200)) - y01
     exact = np.asarray(rows.T @ r).ravel()
     draws = []
     for _ in range(trials):
-        party_module.block_update(evaluator, holder, np.eye(rows.shape[1]), None)
+        party_module.block_update(evaluator, parties[holder], np.eye(rows.shape[1]), None,
+                                  [parties[f] for f in folders])
         draws.append(evaluator.seen - exact)
     return np.array(draws), setup.gradient_sigma
 
 
-@pytest.mark.parametrize(("protect", "evaluator", "noises"),
-                         [("all", 0, 2), ("all", 1, 2), ("parties", 0, 2), ("parties", 1, 2),
-                          ("passive", 0, 1), ("passive", 1, 1)])
-def test_each_block_carries_the_noises_its_protection_needs(protect, evaluator, noises):
-    draws, sigma = _noise_of(protect, evaluator)
+@pytest.mark.parametrize(("protect", "evaluator", "noises", "split"),
+                         [("all", 0, 2, (4, 3)), ("all", 1, 2, (4, 3)),
+                          ("parties", 0, 2, (4, 3)), ("parties", 1, 2, (4, 3)),
+                          ("passive", 0, 1, (4, 3)), ("passive", 1, 1, (4, 3)),
+                          # a third party's scores are in every residual: an unprotected
+                          # label holder as key holder hides them from the passive evaluator
+                          ("passive", 0, 1, (4, 3, 2)), ("passive", 1, 2, (4, 3, 2)),
+                          ("passive", 2, 2, (4, 3, 2)), ("all", 2, 2, (4, 3, 2))])
+def test_each_block_carries_the_noises_its_protection_needs(protect, evaluator, noises, split):
+    draws, sigma = _noise_of(protect, evaluator, split=split)
     variance = draws.var(axis=0).mean()
     # 400 x d draws: the sample variance is within 10 % of noises * sigma^2
     assert variance == pytest.approx(noises * sigma**2, rel=0.1)
@@ -125,8 +130,9 @@ def test_the_noise_multiplier_composes_to_the_target_in_dp_accounting():
 
 
 def test_setups_that_cannot_run_are_refused_by_name():
-    with pytest.raises(DpfedInputError, match="one passive party"):
-        SecureSetup(100, (2, 2, 2), 1.0, 1e-5)
+    for widths in ((2,), (2,) * 8):
+        with pytest.raises(DpfedInputError, match="1 to 6 passive parties"):
+            SecureSetup(100, widths, 1.0, 1e-5)
     with pytest.raises(DpfedInputError, match="protect"):
         SecureSetup(100, (2, 2), 1.0, 1e-5, protect="labels")
     blocks, y, _, _ = _problem()
@@ -195,3 +201,45 @@ def test_the_gram_release_carries_its_noise_and_its_sensitivity_holds():
                                      np.random.default_rng(5), y=(y > 0).astype(float),
                                      backend="plain")
     np.testing.assert_array_equal(label.gram_release(), label.rows.T @ label.rows)
+
+
+def test_three_parties_run_the_ckks_protocol_as_its_simulation():
+    """Each block update's powers pass through the third party, which folds its scores in
+    under the key holder's key; the model is the plaintext simulation's up to CKKS rounding,
+    with the passive weighting of two passive parties."""
+    pytest.importorskip("tenseal")
+    blocks, y, _, _ = make_vertical_problem_with_test(n=300, split=(3, 2, 2), n_test=10)
+    setup = SecureSetup(300, (3, 2, 2), 2.0, 1e-5, rounds=2, degree=7, protect="parties")
+    secure = train_secure_vertical(blocks, y, setup, seed=5, backend="ckks")
+    plain = train_secure_vertical(blocks, y, setup, seed=5, backend="plain")
+    for a, b in zip(secure.blocks, plain.blocks, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-3)
+    assert secure.weighting is not None and plain.weighting is not None
+    assert secure.weighting.beta == pytest.approx(plain.weighting.beta, abs=2e-3)
+    assert len(secure.costs) == 3 * setup.rounds
+    assert [c.block for c in secure.costs[:3]] == [0, 1, 2]
+
+
+def test_a_third_party_adds_its_scores_to_every_other_block_update():
+    """The simulation's residual of each block is the polynomial of all three parties'
+    scores: a third party whose columns carry the signal makes the model learn."""
+    blocks, y, test_blocks, y_test = make_vertical_problem_with_test(n=3000, split=(2, 2, 3))
+    setup = SecureSetup(3000, (2, 2, 3), 8.0, 1e-5)
+    result = train_secure_vertical(blocks, y, setup, seed=0, backend="plain")
+    accuracy = np.mean(np.sign(result.decision_function(test_blocks)) == y_test)
+    assert accuracy > 0.85
+    assert len(result.blocks) == 3 and result.blocks[2].shape == (3,)
+    assert np.linalg.norm(result.blocks[2]) > 0.1
+    with pytest.raises(DpfedInputError, match="one passive party"):
+        train_secure_vertical(blocks, y, setup, engine="inprocess")
+
+
+def test_each_passive_partys_statistics_share_one_release_in_the_label_holders_view():
+    two = SecureSetup(1000, (3, 2), 1.0, 1e-5, protect="passive")
+    four = SecureSetup(1000, (3, 2, 2, 2), 1.0, 1e-5, protect="passive")
+    assert four.release_count == two.release_count == four.rounds + 2
+    ratio = four.statistics_release().noise_multiplier / four.noise_multiplier
+    assert ratio == pytest.approx(np.sqrt(3))
+    assert two.statistics_release().noise_multiplier == two.noise_multiplier
+    # two more blocks of width 2: their gradients, Gram triangles and three statistics each
+    assert four.coordinates - two.coordinates == four.rounds * 4 + 2 * 3 + 2 * 3

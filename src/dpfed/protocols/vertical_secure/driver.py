@@ -11,7 +11,7 @@ per-round costs leave the parties.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -22,10 +22,12 @@ from dpfed._validation import DpfedInputError, check_same_rows
 from dpfed.engines import Engine
 from dpfed.protocols.vertical_secure.on_engine import run_secure_roles
 from dpfed.protocols.vertical_secure.party import (
+    KEY_HOLDERS,
     RoundCost,
     SecureParty,
     block_update,
     bounded_rows,
+    exchange_order,
 )
 from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.protocols.vertical_secure.weighting import (
@@ -127,9 +129,9 @@ class SecureVerticalResult:
 
 @dataclass
 class OpenedParties:
-    """Two parties ready for their rounds (:func:`open_parties`)."""
+    """The parties ready for their rounds (:func:`open_parties`), the label holder first."""
 
-    parties: tuple[SecureParty, SecureParty]
+    parties: tuple[SecureParty, ...]
     inverses: list[np.ndarray]
     encrypted_labels: list[bytes] | None
     setup_bytes: int
@@ -137,36 +139,42 @@ class OpenedParties:
 
 def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
                  rngs: list[np.random.Generator], backend: str) -> OpenedParties:
-    """Create both parties, exchange public contexts and the encrypted labels, warm-start an
+    """Create the parties, send the key holders' public contexts (the label holder's and the
+    first passive party's, :func:`~dpfed.protocols.vertical_secure.party.exchange_order`) to
+    every other party and the encrypted labels to every passive party, warm-start an
     unprotected label holder and release each party's Gram matrix into its preconditioner.
 
     Parameters
     ----------
-    blocks : two matrices, shapes (N, d_0) and (N, d_1)
+    blocks : matrices of shapes (N, d_0), (N, d_1), ...
+        The label holder's columns first.
     y01 : numpy.ndarray, shape (N,)
         Labels in {0, 1}.
     setup : SecureSetup
-    rngs : two numpy.random.Generator
-        The label holder's and the passive party's noise generators.
+    rngs : numpy.random.Generator, one per party
+        The parties' noise generators, the label holder's first.
     backend : str
     """
-    label = SecureParty(0, blocks[0], setup, rngs[0], y=y01, backend=backend)
-    passive = SecureParty(1, blocks[1], setup, rngs[1], backend=backend)
+    parties = tuple(SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None,
+                                backend=backend) for j, X in enumerate(blocks))
+    label = parties[0]
     setup_bytes = 0
     encrypted_labels = None
     if backend == "ckks":
-        for me, peer in ((label, passive), (passive, label)):
-            assert peer.keys is not None
-            data = peer.keys.public_bytes()
-            setup_bytes += len(data)
-            me.peer_public = ckks.PublicContext.from_bytes(data)
+        for holder in (parties[k] for k in KEY_HOLDERS):
+            assert holder.keys is not None
+            data = holder.keys.public_bytes()
+            for me in parties:
+                if me is not holder:
+                    setup_bytes += len(data)
+                    me.publics[holder.index] = ckks.PublicContext.from_bytes(data)
         assert label.keys is not None
         encrypted_labels = label.keys.encrypt(y01)
-        setup_bytes += sum(len(c) for c in encrypted_labels)
+        setup_bytes += (len(parties) - 1) * sum(len(c) for c in encrypted_labels)
     if not label.protected:
         label.warm_start()  # its own model: free when its data is not protected
-    inverses = [p.preconditioner(p.gram_release()) for p in (label, passive)]
-    return OpenedParties((label, passive), inverses, encrypted_labels, setup_bytes)
+    inverses = [p.preconditioner(p.gram_release()) for p in parties]
+    return OpenedParties(parties, inverses, encrypted_labels, setup_bytes)
 
 
 def train_secure_vertical(
@@ -174,12 +182,13 @@ def train_secure_vertical(
     backend: str = "ckks", progress: Callable[[int, RoundCost | None], None] | None = None,
     rngs: list[np.random.Generator] | None = None, engine: str | Engine | None = None,
 ) -> SecureVerticalResult:
-    r"""Fit a logistic regression on column blocks held by two parties, securely.
+    r"""Fit a logistic regression on column blocks held by two or more parties, securely.
 
     Parameters
     ----------
-    blocks : list of two matrices, shapes (N, d_0) and (N, d_1)
-        The label holder's columns, then the passive party's.
+    blocks : list of matrices, shapes (N, d_0), (N, d_1), ...
+        The label holder's columns, then each passive party's (at most
+        :data:`~dpfed.protocols.vertical_secure.setup.MAX_PARTIES` blocks).
     y : numpy.ndarray, shape (N,)
         Labels in {-1, 1} or {0, 1}.
     setup : SecureSetup
@@ -195,21 +204,21 @@ def train_secure_vertical(
     progress : callable or None
         Called with the round index and the cost of each block update (on an ``engine``:
         with ``None`` as each round ends; the costs are known per party at the end).
-    rngs : two numpy.random.Generator or None
-        The label holder's and the passive party's noise generators (as a networked job's
-        parties draw from their secrets); None: two streams spawned from ``seed``.
+    rngs : numpy.random.Generator, one per party, or None
+        The parties' noise generators, the label holder's first (as a networked job's
+        parties draw from their secrets); None: one stream per party spawned from ``seed``.
     engine : str or Engine or None
         None: the block updates called in turn in this process. Else the parties' networked
-        roles run on this engine (``"inprocess"``, ``"ray"`` or an instance; CKKS only;
-        :mod:`dpfed.protocols.vertical_secure.on_engine`): the same noise, and the model up
-        to CKKS's rounding.
+        roles run on this engine (``"inprocess"``, ``"ray"`` or an instance; CKKS only; two
+        parties; :mod:`dpfed.protocols.vertical_secure.on_engine`): the same noise, and the
+        model up to CKKS's rounding.
 
     Returns
     -------
     SecureVerticalResult
     """
-    n = check_same_rows(["label holder rows", "passive rows", "labels"],
-                        [blocks[0].shape[0], blocks[1].shape[0], len(y)])
+    names = ["label holder rows", *(f"party {j} rows" for j in range(1, len(blocks))), "labels"]
+    n = check_same_rows(names, [*(X.shape[0] for X in blocks), len(y)])
     widths = tuple(int(X.shape[1]) for X in blocks)
     if n != setup.n_samples or widths != setup.widths:
         raise DpfedInputError(
@@ -222,56 +231,64 @@ def train_secure_vertical(
         raise DpfedInputError("labels must be in {-1, 1} or in {0, 1}.")
     y01 = (labels > 0).astype(np.float64)
     start = time.perf_counter()
+    k = len(blocks)
     if rngs is None:
-        rngs = np.random.default_rng(seed).spawn(2)
-    elif len(rngs) != 2:
-        raise DpfedInputError(f"two noise generators, one per party; found {len(rngs)}.")
+        rngs = np.random.default_rng(seed).spawn(k)
+    elif len(rngs) != k:
+        raise DpfedInputError(f"{k} noise generators, one per party; found {len(rngs)}.")
     if engine is not None:
         if backend != "ckks":
             raise DpfedInputError(f"an engine runs the parties' CKKS roles; found backend "
                                   f"{backend!r} (the plaintext simulation runs in process only).")
+        if k != 2:
+            raise DpfedInputError(
+                f"the secure parties' roles on an engine (and over the network) are those of "
+                f"a label holder and one passive party; found {k} parties. More parties run "
+                f"in this process (engine=None)."
+            )
         label = SecureParty(0, blocks[0], setup, rngs[0], y=y01, backend=backend)
         passive = SecureParty(1, blocks[1], setup, rngs[1], backend=backend)
         ran = run_secure_roles((label, passive), setup, engine, progress)
-        return _result(label, passive, setup, ran.costs, ran.setup_bytes,
+        return _result((label, passive), setup, ran.costs, ran.setup_bytes,
                        time.perf_counter() - start, backend, ran.weighting, ran.engine)
     opened = open_parties(blocks, y01, setup, rngs, backend)
-    label, passive = opened.parties
-    inverses, encrypted_labels, setup_bytes = (opened.inverses, opened.encrypted_labels,
-                                               opened.setup_bytes)
+    parties = opened.parties
     costs = []
     for t in range(setup.rounds):
-        for evaluator, holder, inverse, enc in ((label, passive, inverses[0], None),
-                                                (passive, label, inverses[1], encrypted_labels)):
-            cost = block_update(evaluator, holder, inverse, enc).cost
+        for j, evaluator in enumerate(parties):
+            holder, folders = exchange_order(j, k)
+            enc = opened.encrypted_labels if holder == 0 else None
+            cost = block_update(evaluator, parties[holder], opened.inverses[j], enc,
+                                [parties[f] for f in folders]).cost
             costs.append(cost)
             if progress is not None:
                 progress(t, cost)
     weighting = None
     if setup.weighted:
-        weighting = weigh_passive(label, passive)
-        assert label.own_model is not None
-        label.w = label.own_model.copy()
-    return _result(label, passive, setup, costs, setup_bytes, time.perf_counter() - start,
+        weighting = weigh_passive(parties[0], parties[1:])
+        assert parties[0].own_model is not None
+        parties[0].w = parties[0].own_model.copy()
+    return _result(parties, setup, costs, opened.setup_bytes, time.perf_counter() - start,
                    backend, weighting, None)
 
 
-def _result(label: SecureParty, passive: SecureParty, setup: SecureSetup,
+def _result(parties: tuple[SecureParty, ...], setup: SecureSetup,
             costs: list[RoundCost], setup_bytes: int, seconds: float, backend: str,
             weighting: WeightedPassive | None,
             engine: dict[str, Any] | None) -> SecureVerticalResult:
     """The parties' final blocks as a result (the intercept split off the label holder's)."""
-    w0 = label.w
+    w0 = parties[0].w
     intercept = 0.0
     if setup.fit_intercept:
         intercept = float(w0[-1]) * setup.intercept_scale
         w0 = w0[:-1]
-    return SecureVerticalResult([w0.copy(), passive.w.copy()], intercept, setup, costs,
-                                setup_bytes, seconds, backend, weighting, engine)
+    blocks = [w0.copy(), *(p.w.copy() for p in parties[1:])]
+    return SecureVerticalResult(blocks, intercept, setup, costs, setup_bytes, seconds, backend,
+                                weighting, engine)
 
 
-def weigh_passive(label: SecureParty, passive: SecureParty) -> WeightedPassive:
-    """After the last round: the label holder's request at its own model's scores, the
+def weigh_passive(label: SecureParty, passives: Sequence[SecureParty]) -> WeightedPassive:
+    """After the last round: the label holder's request at its own model's scores, every
     passive party's statistics of its final scores (under the label holder's key, or in the
     clear for the plaintext backend) and the label holder's weight (:mod:`.weighting`)."""
     setup = label.setup
@@ -280,13 +297,18 @@ def weigh_passive(label: SecureParty, passive: SecureParty) -> WeightedPassive:
     assert label.own_model is not None and label.y is not None
     request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), label.y)
     release = setup.statistics_release()
-    noise = release.noise(passive.rng)
-    scores = np.asarray(passive.rows @ passive.w).ravel()
-    if passive.backend == "ckks":
-        assert label.keys is not None and passive.peer_public is not None
+    encrypted = None
+    if label.backend == "ckks":
+        assert label.keys is not None
         encrypted = [label.keys.encrypt(request.gradient), label.keys.encrypt(request.curvature)]
-        released = label.keys.decrypt_sums(
-            encrypted_statistics(release, passive.peer_public, encrypted, scores, noise))
-    else:
-        released = plain_statistics(release, scores, request, noise)
+    released = []
+    for passive in passives:
+        noise = release.noise(passive.rng)
+        scores = np.asarray(passive.rows @ passive.w).ravel()
+        if encrypted is not None:
+            assert label.keys is not None
+            released.append(label.keys.decrypt_sums(encrypted_statistics(
+                release, passive.publics[0], encrypted, scores, noise)))
+        else:
+            released.append(plain_statistics(release, scores, request, noise))
     return choose_weight(release, request, released)

@@ -257,8 +257,10 @@ class SecureVerticalProtocol(Protocol):
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
         if len(parties) != 2:
             raise DpfedInputError(
-                f"a secure vertical job has two parties, the label holder and one passive "
-                f"party. Found {len(parties)}.")
+                f"a networked secure vertical job has two parties, the label holder and one "
+                f"passive party; found {len(parties)}. Three to seven parties run in one "
+                f"process only (dpfed train vertical --secure --split a,b,c; "
+                f"train_secure_vertical).")
 
     def private(self, params: Mapping[str, Any]) -> bool:
         return True

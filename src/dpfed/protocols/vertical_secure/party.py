@@ -1,12 +1,18 @@
 r"""One party of secure vertical logistic regression: its rows, its model block, its key.
 
-A round for block :math:`j` (the *evaluator*), with the other party :math:`k` as *key holder*:
+A round for block :math:`j` (the *evaluator*), with party :math:`k` as *key holder*
+(:func:`exchange_order`: the first passive party for the label holder's block, the label
+holder for every other):
 
 1. :math:`k` sends :math:`\mathrm{Enc}_k(t_k^m)`, :math:`m = 1..K`, its scaled scores
    :math:`t_k = X_k w_k / Z` raised to every power (under its own CKKS key), and, once per job
-   if it holds the labels, :math:`\mathrm{Enc}_k(y)`.
+   if it holds the labels, :math:`\mathrm{Enc}_k(y)`. With more than two parties, the
+   ciphertexts pass through every other party :math:`f` on the way, each folding its own
+   scores in (:func:`dpfed.secure.ckks.fold_powers`: :math:`\mathrm{Enc}_k((s + t_f)^m)` from
+   :math:`\mathrm{Enc}_k(s^m)`), so that :math:`j` receives the powers of
+   :math:`s = \sum_{f \ne j} t_f`, and no party but :math:`k` can decrypt them.
 2. :math:`j` computes
-   :math:`\mathrm{Enc}_k(r) = \sum_m \mathrm{Enc}_k(t_k^m) \odot c_m(t_j) + c_0(t_j) - y`
+   :math:`\mathrm{Enc}_k(r) = \sum_m \mathrm{Enc}_k(s^m) \odot c_m(t_j) + c_0(t_j) - y`
    (:meth:`~dpfed.secure.sigmoid.SigmoidPolynomial.shifted`; the labels in plaintext or
    encrypted, whoever holds them), then :math:`\mathrm{Enc}_k(X_j^\top r + \eta_j)` with its own
    Gaussian noise :math:`\eta_j` inside, and sends the :math:`d_j` ciphertexts.
@@ -16,7 +22,7 @@ A round for block :math:`j` (the *evaluator*), with the other party :math:`k` as
 4. :math:`j` keeps its own noise if its own data is protected, or subtracts it, and takes a
    preconditioned step, projected onto its ball.
 
-The key holder's noise protects its data (and everything else) from the evaluator; the
+The key holder's noise protects its data (and every folder's) from the evaluator; the
 evaluator's noise protects its data from the key holder and, kept, from whoever receives the
 model, and from the other party through the scores its block then produces: a protected
 block must be a function of releases only, so that every later round's model point is too.
@@ -39,6 +45,9 @@ from dpfed.privacy.grid_release import GridGaussianRelease
 from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.secure import ckks
 
+#: The parties that hold CKKS keys (:func:`exchange_order`): the label holder and the first
+#: passive party.
+KEY_HOLDERS = (0, 1)
 #: How a product is computed: under CKKS, or in the clear with the same noise (simulation).
 BACKENDS = ("ckks", "plain")
 
@@ -87,7 +96,7 @@ class SecureParty:
     Attributes
     ----------
     index : int
-        0 for the label holder, 1 for the passive party.
+        0 for the label holder, 1, 2, ... for the passive parties.
     X : numpy.ndarray or scipy.sparse.csr_matrix, shape (N, d_j)
         The party's rows as given; bounded to norm 1 (:func:`bounded_rows`) and, for the label
         holder, given the intercept column here.
@@ -112,8 +121,10 @@ class SecureParty:
     key_pair: bytes | None = field(default=None, repr=False)
     w: np.ndarray = field(init=False)
     rows: np.ndarray | sp.csr_matrix = field(init=False)
+    #: Its CKKS key pair (the key holders' only, :data:`KEY_HOLDERS`).
     keys: ckks.KeyHolder | None = field(init=False, default=None)
-    peer_public: ckks.PublicContext | None = field(init=False, default=None)
+    #: The key holders' public contexts, by party index (:func:`exchange_order`).
+    publics: dict[int, ckks.PublicContext] = field(init=False, default_factory=dict)
     own_model: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,8 +134,8 @@ class SecureParty:
             raise DpfedInputError("the labels belong to party 0, the label holder, only.")
         self.rows = self.prepared(self.X)
         self.w = np.zeros(self.rows.shape[1])
-        if self.backend == "ckks":
-            self.keys = ckks.KeyHolder(self.key_pair)
+        if self.backend == "ckks" and self.index in KEY_HOLDERS:
+            self.keys = ckks.KeyHolder(self.key_pair, levels=self.setup.parties)
 
     def prepared(self, X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
         """Rows as its model takes them (training or test rows): bounded
@@ -257,6 +268,32 @@ class SecureParty:
         self.w = w * (radius / norm) if norm > radius else w
 
 
+def exchange_order(evaluator: int, parties: int) -> tuple[int, tuple[int, ...]]:
+    """The key holder of block ``evaluator``'s update and the parties that fold their scores
+    into its powers on the way, in order: the first passive party holds the key for the label
+    holder's block, the label holder for every other (its encrypted labels then enter the
+    residual); every other party folds."""
+    holder = KEY_HOLDERS[1] if evaluator == KEY_HOLDERS[0] else KEY_HOLDERS[0]
+    return holder, tuple(k for k in range(parties) if k not in (evaluator, holder))
+
+
+def encrypted_powers(holder: SecureParty, folders: tuple[SecureParty, ...] | list[SecureParty],
+                     ) -> tuple[list[list[bytes]], int]:
+    r"""Steps 1 and the folds: the chunks of :math:`\mathrm{Enc}_k(s^m)`, :math:`m = 1..K`,
+    :math:`s` the scaled scores of the key holder and every folder, and the bytes sent (the
+    key holder's powers and each folder's)."""
+    s = holder.setup
+    assert holder.keys is not None
+    powers = [holder.keys.encrypt(holder.scaled_scores()**m) for m in range(1, s.degree + 1)]
+    sent = sum(len(c) for message in powers for c in message)
+    for folder in folders:
+        public = folder.publics[holder.index]
+        folded = ckks.fold_powers([public.load(m) for m in powers], folder.scaled_scores())
+        powers = [[bytes(c.serialize()) for c in chunks] for chunks in folded]
+        sent += sum(len(c) for message in powers for c in message)
+    return powers, sent
+
+
 def encrypted_gradient(evaluator: SecureParty, public: ckks.PublicContext,
                        powers: list[list[bytes]], encrypted_labels: list[bytes] | None,
                        own_noise: np.ndarray) -> list[bytes]:
@@ -285,10 +322,15 @@ def encrypted_gradient(evaluator: SecureParty, public: ckks.PublicContext,
     return ckks.transposed_product(residual, evaluator.rows, offset=own_noise)
 
 
-def released_gradient(holder: SecureParty, value: np.ndarray) -> np.ndarray:
-    """Step 3: what the key holder returns for the decrypted ``value`` (its exact grid noise
-    added when its data is protected)."""
-    return holder.round_release.sample_part(holder.rng, value) if holder.protected else value
+def released_gradient(holder: SecureParty, value: np.ndarray,
+                      others_protected: bool = False) -> np.ndarray:
+    """Step 3: what the key holder returns for the decrypted ``value``: its exact grid noise
+    added when its data is protected, or when a folder's is (``others_protected``: with more
+    than two parties the residual carries the folders' scores, so an unprotected label
+    holder must still hide them from the evaluator)."""
+    if holder.protected or others_protected:
+        return holder.round_release.sample_part(holder.rng, value)
+    return value
 
 
 def take_gradient(evaluator: SecureParty, released: np.ndarray, own_noise: np.ndarray,
@@ -299,37 +341,38 @@ def take_gradient(evaluator: SecureParty, released: np.ndarray, own_noise: np.nd
 
 
 def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarray,
-                 encrypted_labels: list[bytes] | None) -> BlockExchange:
-    r"""One block update of ``evaluator`` with ``holder`` as key holder (module docstring).
+                 encrypted_labels: list[bytes] | None,
+                 folders: tuple[SecureParty, ...] | list[SecureParty] = ()) -> BlockExchange:
+    r"""One block update of ``evaluator`` with ``holder`` as key holder and ``folders``
+    folding their scores in (module docstring; :func:`exchange_order`).
 
     Returns
     -------
     BlockExchange
-        What each side saw, the wall seconds of the whole exchange and the bytes both
-        parties sent.
+        What each side saw, the wall seconds of the whole exchange and the bytes every
+        party sent.
     """
     start = time.perf_counter()
-    s = evaluator.setup
-    poly = s.polynomial
-    t_holder = holder.scaled_scores()
+    poly = evaluator.setup.polynomial
     # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
     own_noise = cast(np.ndarray, evaluator.rng.normal(0.0, evaluator.round_release.sigma,
                                                       evaluator.w.shape[0]))
-    sent = 0
     if evaluator.backend == "ckks":
-        assert holder.keys is not None and evaluator.peer_public is not None
-        powers = [holder.keys.encrypt(t_holder**m) for m in range(1, s.degree + 1)]
-        sent += sum(len(c) for message in powers for c in message)
-        products = encrypted_gradient(evaluator, evaluator.peer_public, powers,
+        assert holder.keys is not None
+        powers, sent = encrypted_powers(holder, folders)
+        products = encrypted_gradient(evaluator, evaluator.publics[holder.index], powers,
                                       encrypted_labels, own_noise)
         sent += sum(len(c) for c in products)
         value = holder.keys.decrypt_sums(products)
     else:
+        sent = 0
         labels = evaluator.y if evaluator.y is not None else holder.y
         assert labels is not None
-        r = poly(poly.half_width * (t_holder + evaluator.scaled_scores())) - labels
+        t_holder = holder.scaled_scores()
+        others = t_holder + sum((f.scaled_scores() for f in folders), np.zeros_like(t_holder))
+        r = poly(poly.half_width * (others + evaluator.scaled_scores())) - labels
         value = np.asarray(evaluator.rows.T @ r).ravel() + own_noise
-    released = released_gradient(holder, value)
+    released = released_gradient(holder, value, any(f.protected for f in folders))
     sent += 8 * released.shape[0]
     take_gradient(evaluator, released, own_noise, inverse)
     cost = RoundCost(evaluator.index, time.perf_counter() - start, sent)

@@ -62,6 +62,9 @@ DEFAULT_INTERCEPT_SCALE = 0.25
 #: within about 2 (99th percentile 1.0-1.8 at epsilon 1-8); a bound of 2 gave the weight
 #: 0.31-0.45 on Adult at epsilon 1-8 where 3 gave 0.16-0.20 and the block's own radius 0-0.27.
 DEFAULT_PASSIVE_SCORE_BOUND = 2.0
+#: Parties at most: a block update's ciphertexts pass one multiplicative level per party
+#: (:func:`dpfed.secure.ckks.parameters`, at most 7 levels at 128-bit security).
+MAX_PARTIES = 7
 #: The ridge floor and the share of the noise it answers (see :func:`default_ridge`).
 RIDGE_FLOOR = 1e-5
 RIDGE_NOISE_SHARE = 1.0 / 40.0
@@ -128,12 +131,12 @@ class SecureSetup:
 
     def __post_init__(self) -> None:
         check_int("n_samples", self.n_samples, minimum=2)
-        if len(self.widths) != 2:
+        if not 2 <= len(self.widths) <= MAX_PARTIES:
             raise DpfedInputError(
-                f"the secure mode runs a label holder and one passive party (two blocks of "
-                f"columns); found {len(self.widths)} parties. With more passive parties the "
-                f"scores of several parties must be combined under one key, which is not "
-                f"implemented."
+                f"the secure mode runs a label holder and 1 to {MAX_PARTIES - 1} passive "
+                f"parties (2 to {MAX_PARTIES} blocks of columns: each party but the evaluator "
+                f"and the key holder costs the ciphertexts one multiplicative level); found "
+                f"{len(self.widths)}."
             )
         for j, width in enumerate(self.widths):
             check_int(f"width of party {j}", width, minimum=1)
@@ -156,6 +159,12 @@ class SecureSetup:
         object.__setattr__(self, "polynomial",
                            SigmoidPolynomial.fit(self.degree, self.radius * self.bound_norm))
         object.__setattr__(self, "noise_multiplier", secure_noise_multiplier(self))
+
+    @property
+    def parties(self) -> int:
+        """Parties (blocks), the label holder included; also the CKKS levels a block update
+        takes (:func:`dpfed.secure.ckks.parameters`)."""
+        return len(self.widths)
 
     @property
     def row_bounds(self) -> tuple[float, ...]:
@@ -215,10 +224,10 @@ class SecureSetup:
     @property
     def coordinates(self) -> int:
         """Grid coordinates released over the job (gradients, Gram triangles and, when
-        :attr:`weighted`, the three statistics)."""
+        :attr:`weighted`, each passive party's three statistics)."""
         d = self.block_widths
         return (self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
-                + 3 * int(self.weighted))
+                + 3 * (self.parties - 1) * int(self.weighted))
 
     @property
     def release_count(self) -> int:
@@ -227,9 +236,15 @@ class SecureSetup:
         return self.rounds + 1 + int(self.weighted)
 
     def statistics_release(self) -> ScoreStatisticsRelease:
-        """The passive party's release of its scores' statistics (:mod:`.weighting`)."""
+        r"""A passive party's release of its scores' statistics (:mod:`.weighting`).
+
+        The label holder receives every passive party's, each of l2 sensitivity 1 in a
+        record's row; with :math:`P` passive parties each draws multiplier :math:`z\sqrt P`,
+        so that together they are one Gaussian release of multiplier :math:`z`.
+        """
         return ScoreStatisticsRelease(self.n_samples, self.passive_score_bound, LIPSCHITZ,
-                                      SMOOTHNESS, self.noise_multiplier)
+                                      SMOOTHNESS,
+                                      self.noise_multiplier * math.sqrt(self.parties - 1))
 
     def releases(self) -> list[Release]:
         """What every party's view is accounted as: :attr:`release_count` Gaussian releases

@@ -211,11 +211,15 @@ def encrypted_statistics(release: ScoreStatisticsRelease, public: ckks.PublicCon
 
 
 def choose_weight(release: ScoreStatisticsRelease, request: WeightingRequest,
-                  released: np.ndarray) -> WeightedPassive:
-    """The label holder's choice of :math:`\\beta` from the three released statistics."""
+                  released: np.ndarray | list[np.ndarray]) -> WeightedPassive:
+    """The label holder's choice of :math:`\\beta` from the three released statistics of
+    each passive party (one array of shape ``(3,)``, or a list of them), the totals bounded
+    by the parts (Minkowski's inequality, :func:`~dpfed.protocols.vertical.weighting.
+    choose_passive_weight`)."""
     c3 = third_derivative_bound(get_loss("logistic"))
     assert c3 is not None
-    upper = release.upper(np.asarray(released, dtype=np.float64))
+    parts = released if isinstance(released, list) else [released]
+    upper = [release.upper(np.asarray(part, dtype=np.float64)) for part in parts]
     weight = choose_passive_weight(own_change=np.zeros(release.n_samples), request=request,
-                                   upper_bounds=[upper], c3=c3)
+                                   upper_bounds=upper, c3=c3)
     return WeightedPassive(weight, release.score_bound)
