@@ -16,6 +16,7 @@ from dpfed.cli.common import output_path, print_result
 from dpfed.parameters import parse_float
 from dpfed.runtime.alignment import alignment_file, alignment_spec
 from dpfed.runtime.disclosure import result_warnings
+from dpfed.runtime.grpc_log import grpc_log_to, handshake_log_enabled
 from dpfed.runtime.jobfile import load_job
 from dpfed.runtime.leader import (
     EXIT_STOPPED,
@@ -25,7 +26,7 @@ from dpfed.runtime.leader import (
     PartyUnreachable,
     run_alignment,
 )
-from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging
+from dpfed.runtime.logs import LOG_FORMATS, LOG_LEVELS, configure_logging, process_logger
 from dpfed.runtime.monitor import MONITOR_KEEP, MonitorServer, checkpoint_view
 from dpfed.runtime.party import EXIT_FINISHED, run_party
 from dpfed.runtime.prediction import PredictionFailed, run_prediction
@@ -61,6 +62,16 @@ def add_log_options(p: argparse.ArgumentParser) -> None:
 
 def run_party_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level, args.log_format)
+    if not handshake_log_enabled():
+        return _serve_party(args)
+    name = (load_party_config(args.config).name if is_party_config(args.config)
+            else args.name or "party")
+    transport_log = process_logger("dpfed.runtime.transport", name)
+    with grpc_log_to(transport_log.warning):
+        return _serve_party(args)
+
+
+def _serve_party(args: argparse.Namespace) -> int:
     if is_party_config(args.config):
         if args.name is not None or args.allow_exact_disclosure:
             raise DpfedInputError(

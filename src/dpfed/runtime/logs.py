@@ -5,7 +5,8 @@ Every runtime module logs to a logger under ``dpfed`` (``dpfed.runtime.party``,
 :func:`configure_logging` (``dpfed run`` and ``dpfed party``: ``--log-level``,
 ``--log-format``) sends them to standard error as ``[name] message`` lines or as one JSON
 object per line. gRPC's own C-core logging is limited to errors unless ``GRPC_VERBOSITY`` is
-set: set before gRPC is imported (:func:`quiet_grpc`).
+set: set before gRPC is imported (:func:`quiet_grpc`). ``dpfed party`` reads gRPC's handshake
+trace into its log instead (:mod:`dpfed.runtime.grpc_log`).
 """
 
 from __future__ import annotations
