@@ -188,6 +188,75 @@ def _default_secure_sum() -> Aggregate:
     return secure_sum
 
 
+def _checked_sigma(sigma_std: float | np.ndarray | None, mode: str, dim: int) -> np.ndarray:
+    """``sigma_std`` broadcast to shape (D,), checked finite and >= 0."""
+    if sigma_std is None:
+        raise DpfedInputError(f"sigma_std is needed for mode {mode!r}. Found None.")
+    sigma = np.broadcast_to(np.asarray(sigma_std, dtype=np.float64), (dim,)).copy()
+    if not np.all(np.isfinite(sigma)) or np.any(sigma < 0):
+        raise DpfedInputError(f"sigma_std must be finite and >= 0. Found {sigma_std!r}.")
+    return sigma
+
+
+def _one_positive_sigma(sigma: np.ndarray) -> bool:
+    """Whether ``sigma`` is one positive standard deviation for every coordinate."""
+    return sigma[0] > 0 and bool(np.all(sigma == sigma[0]))
+
+
+def _central_sum(z: np.ndarray, mode: str, sigma: np.ndarray, rng: np.random.Generator,
+                 l2_sensitivity: float | None) -> NoisySum:
+    """The ``trusted`` or ``input`` release (exactly on a grid when it can be accounted)."""
+    n, dim = z.shape
+    release = None
+    if l2_sensitivity is not None and _one_positive_sigma(sigma):
+        sens = check_positive("l2_sensitivity", l2_sensitivity)
+        release = GaussianRelease.from_multiplier("sum", sens, float(sigma[0]) / sens)
+    if mode == "trusted":
+        if release is not None:
+            total = release.noisy(rng, z.sum(axis=0))
+        else:
+            total = z.sum(axis=0) + rng.normal(0.0, 1.0, dim) * sigma
+        return NoisySum(total, mode, sigma, None, sigma, n)
+    if release is not None:
+        noisy = release.noisy(rng, z)
+    else:
+        noisy = z + rng.normal(0.0, 1.0, (n, dim)) * sigma
+    return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
+
+
+def _distributed_sum(z: np.ndarray, sigma: np.ndarray, rng: np.random.Generator,
+                     compute_nodes: int, tolerated: int, aggregate: Aggregate | None,
+                     l2_sensitivity: float | None) -> NoisySum:
+    """The ``distributed`` release through a secure sum (exact ring noise when it can)."""
+    n, dim = z.shape
+    mode = "distributed"
+    client = distributed_client_std(sigma, n, tolerated)
+    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
+    if takes_ring_noise(aggregate) and l2_sensitivity is not None and _one_positive_sigma(sigma):
+        sens = check_positive("l2_sensitivity", l2_sensitivity)
+        ring = RingRelease.for_sum(float(sigma[0]), sens, n, int(tolerated), dim)
+        result = (aggregate or _default_secure_sum())(
+            z, noise_std=ring.client_std, compute_nodes=compute_nodes, tolerated=int(tolerated),
+            rng=rng, noise="discrete", fractional_bits=ring.fractional_bits,
+        )
+        client = np.full(dim, ring.client_std)
+        return NoisySum(np.asarray(result.total, dtype=np.float64), mode, sigma, client,
+                        client * np.sqrt(n), n, ring)
+    secure_sum = aggregate if aggregate is not None else _default_secure_sum()
+    # per-coordinate (or unaccounted) noise: the continuous Gaussian its accounting assumes
+    floats = {"noise": "gaussian"} if takes_ring_noise(aggregate) else {}
+    result = secure_sum(
+        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng,
+        **floats,
+    )
+    total = np.asarray(result.total, dtype=np.float64)
+    if total.shape != (dim,):
+        raise DpfedInputError(
+            f"the secure sum must return a total of shape ({dim},). Found {total.shape}."
+        )
+    return NoisySum(total, mode, sigma, client, client * np.sqrt(n), n)
+
+
 def noisy_sum(
     values: np.ndarray,
     *,
@@ -246,53 +315,8 @@ def noisy_sum(
     n, dim = z.shape
     if mode == "nonprivate":
         return NoisySum(z.sum(axis=0), mode, None, None, np.zeros(dim), n)
-    if sigma_std is None:
-        raise DpfedInputError(f"sigma_std is needed for mode {mode!r}. Found None.")
-    sigma = np.broadcast_to(np.asarray(sigma_std, dtype=np.float64), (dim,)).copy()
-    if not np.all(np.isfinite(sigma)) or np.any(sigma < 0):
-        raise DpfedInputError(f"sigma_std must be finite and >= 0. Found {sigma_std!r}.")
-    release = None
-    if l2_sensitivity is not None and mode in ("trusted", "input") and sigma[0] > 0 and bool(
-        np.all(sigma == sigma[0])
-    ):
-        sens = check_positive("l2_sensitivity", l2_sensitivity)
-        release = GaussianRelease.from_multiplier("sum", sens, float(sigma[0]) / sens)
-    if mode == "trusted":
-        if release is not None:
-            total = release.noisy(rng, z.sum(axis=0))
-        else:
-            total = z.sum(axis=0) + rng.normal(0.0, 1.0, dim) * sigma
-        return NoisySum(total, mode, sigma, None, sigma, n)
-    if mode == "input":
-        if release is not None:
-            noisy = release.noisy(rng, z)
-        else:
-            noisy = z + rng.normal(0.0, 1.0, (n, dim)) * sigma
-        return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
-    client = distributed_client_std(sigma, n, tolerated)
-    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
-    if takes_ring_noise(aggregate) and l2_sensitivity is not None and sigma[0] > 0 and bool(
-        np.all(sigma == sigma[0])
-    ):
-        sens = check_positive("l2_sensitivity", l2_sensitivity)
-        ring = RingRelease.for_sum(float(sigma[0]), sens, n, int(tolerated), dim)
-        result = (aggregate or _default_secure_sum())(
-            z, noise_std=ring.client_std, compute_nodes=compute_nodes, tolerated=int(tolerated),
-            rng=rng, noise="discrete", fractional_bits=ring.fractional_bits,
-        )
-        client = np.full(dim, ring.client_std)
-        return NoisySum(np.asarray(result.total, dtype=np.float64), mode, sigma, client,
-                        client * np.sqrt(n), n, ring)
-    secure_sum = aggregate if aggregate is not None else _default_secure_sum()
-    # per-coordinate (or unaccounted) noise: the continuous Gaussian its accounting assumes
-    floats = {"noise": "gaussian"} if takes_ring_noise(aggregate) else {}
-    result = secure_sum(
-        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng,
-        **floats,
-    )
-    total = np.asarray(result.total, dtype=np.float64)
-    if total.shape != (dim,):
-        raise DpfedInputError(
-            f"the secure sum must return a total of shape ({dim},). Found {total.shape}."
-        )
-    return NoisySum(total, mode, sigma, client, client * np.sqrt(n), n)
+    sigma = _checked_sigma(sigma_std, mode, dim)
+    if mode == "distributed":
+        return _distributed_sum(z, sigma, rng, compute_nodes, tolerated, aggregate,
+                                l2_sensitivity)
+    return _central_sum(z, mode, sigma, rng, l2_sensitivity)

@@ -222,33 +222,195 @@ def _effective_multiplier(z: float, mode: str, n: int, tolerated: int) -> float:
     return z
 
 
+@dataclass(frozen=True)
+class _Private:
+    """The checked settings of a private fit, shared by its steps."""
+
+    mode: str
+    projection: bool
+    centre: bool
+    lam: float
+    lam0: float
+    repair: str
+    compute_nodes: int
+    tolerated: int
+    first_moments: bool
+    fallback_std: float
+    threshold_grid: Sequence[float]
+    threshold_repeats: int
+    threshold_seed: int
+    threshold_cache: ThresholdCache | None
+    aggregate: Aggregate | None
+    generator: np.random.Generator
+
+
+def _check_model(mode: str, repair: str, lam: float, lam0: float) -> tuple[str, float, float]:
+    """Check the mode and the posterior's settings: ``(repair, lam, lam0)``."""
+    if mode not in MODES:
+        raise DpfedInputError(f"mode must be one of {MODES}. Found {mode!r}.")
+    repair = check_repair(repair)
+    lam = check_positive("lam", lam)
+    lam0 = check_positive("lam0", lam0)
+    return repair, lam, lam0
+
+
+def _fit_nonprivate(X: np.ndarray, y: np.ndarray, *, projection: bool, centre: bool,
+                    lam: float, lam0: float, repair: str) -> LinRegFit:
+    """The exact statistics of the unclipped rows (centred by their exact means)."""
+    n, d = X.shape
+    if projection:
+        raise DpfedInputError(
+            "projection estimates standard deviations privately and needs a private mode. "
+            "Found mode='nonprivate' with projection=True."
+        )
+    exact = exact_means(X, y) if centre else None
+    Xn, yn = (X, y) if exact is None else centre_rows(X, y, exact)
+    S_xx, S_xy = unpack_statistics(row_statistics(Xn, yn).sum(axis=0), d)
+    post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
+    return LinRegFit(post, "nonprivate", False, n, d, None, None, None, None, centring=exact)
+
+
+def _check_private(n: int, mode: str, epsilon: float | None, delta: float | None,
+                   calibration: str, tolerated: int, compute_nodes: int
+                   ) -> tuple[float, float, int, int]:
+    """Check the privacy settings: ``(epsilon, delta, tolerated, compute_nodes)``."""
+    if epsilon is None or delta is None:
+        raise DpfedInputError(
+            f"mode {mode!r} needs epsilon and delta. Found epsilon={epsilon!r}, delta={delta!r}."
+        )
+    if calibration not in CALIBRATIONS:
+        raise DpfedInputError(f"calibration must be one of {CALIBRATIONS}. Found {calibration!r}.")
+    check_positive("epsilon", epsilon)
+    check_open_unit("delta", delta)
+    tolerated = check_int("tolerated", tolerated, minimum=0)
+    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
+    if mode == "distributed" and n - tolerated - 1 < 1:
+        raise DpfedInputError(
+            f"the distributed mode needs N - T - 1 >= 1. Found N = {n} rows and tolerated "
+            f"T = {tolerated}."
+        )
+    return epsilon, delta, tolerated, compute_nodes
+
+
+def _calibrate(opts: _Private, d: int, epsilon: float, delta: float, *, calibration: str,
+               std_share: float, centre_share: float) -> tuple[ReleaseCalibration, bool]:
+    """The releases' calibration, and whether the noise is the secure sum's ring noise."""
+    mode = opts.mode
+    # the trusted and input modes draw every noisy coordinate exactly (the moments' second
+    # and first moments, or the sums, then the statistics): the coupling's coordinates
+    grid = n_statistics(d) + 2 * (d + 1) if mode in ("trusted", "input") else 0
+    # the distributed mode through the default secure sum adds exact noise in its ring,
+    # accounted by Renyi DP (the distributed discrete Gaussian)
+    ring = mode == "distributed" and takes_ring_noise(opts.aggregate)
+    cal = calibrate_releases(
+        epsilon, delta, projection=opts.projection, std_share=std_share,
+        calibration=calibration, centre=opts.centre, centre_share=centre_share,
+        coordinates=grid, accountant="rdp" if ring else "pld",
+    )
+    return cal, ring
+
+
+def _first_release(Xc: np.ndarray, yc: np.ndarray, cx: np.ndarray, cy: float, z: float,
+                   opts: _Private) -> tuple[MarginalStds | None, PrivateMeans | None]:
+    """The projection's marginal standard deviations and the centring's DP means (each
+    ``None`` when not used), from the first release of multiplier ``z``."""
+    stds = centring = None
+    if opts.projection:
+        stds = estimate_marginal_stds(
+            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=z,
+            mode=opts.mode, rng=opts.generator, first_moments=opts.first_moments or opts.centre,
+            fallback_std=opts.fallback_std, compute_nodes=opts.compute_nodes,
+            tolerated=opts.tolerated, aggregate=opts.aggregate,
+        )
+        if opts.centre:
+            centring = PrivateMeans(stds.means, "marginal moments", stds.sensitivity,
+                                    stds.sigma_std, stds.mean_noise_std)
+    elif opts.centre:
+        centring = estimate_means(
+            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=z,
+            mode=opts.mode, rng=opts.generator, compute_nodes=opts.compute_nodes,
+            tolerated=opts.tolerated, aggregate=opts.aggregate,
+        )
+    return stds, centring
+
+
+def _statistics_bounds(n: int, d: int, cx: np.ndarray, cy: float, stds: MarginalStds | None,
+                       cal: ReleaseCalibration, opts: _Private, notes: list[str]
+                       ) -> tuple[ThresholdChoice | None, np.ndarray]:
+    """The projection's thresholds (or ``None``) and the bounds of the statistics release;
+    a note in ``notes`` for each fallback standard deviation."""
+    if not opts.projection:
+        return None, np.append(cx, cy)
+    z_eff = _effective_multiplier(cal.noise_multipliers[1], opts.mode, n, opts.tolerated)
+    thresholds = search_thresholds(
+        n, d, z_eff, lam=opts.lam, lam0=opts.lam0, repair=opts.repair,
+        grid=opts.threshold_grid, repeats=opts.threshold_repeats, seed=opts.threshold_seed,
+        cache=opts.threshold_cache,
+    )
+    p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
+    bounds = np.minimum(p * stds.stds, np.append(cx, cy))
+    if stds.fallback.any():
+        notes.append(
+            f"{int(stds.fallback.sum())} noisy variance estimate(s) were not positive; "
+            f"their standard deviation was set to {opts.fallback_std:g}"
+        )
+    return thresholds, bounds
+
+
+def _fit_private(X: np.ndarray, y: np.ndarray, opts: _Private, cal: ReleaseCalibration,
+                 ring: bool, bound_x: float | Sequence[float] | np.ndarray,
+                 bound_y: float) -> LinRegFit:
+    """Clip, centre, (project,) release the statistics and compute the posterior."""
+    n, d = X.shape
+    Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
+    cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
+    cy = float(bound_y)
+    notes = list(cal.notes)
+    stds, centring = _first_release(Xc, yc, cx, cy, cal.noise_multipliers[0], opts)
+    if centring is not None:
+        Xc, yc = centre_rows(Xc, yc, centring)
+    thresholds, bounds = _statistics_bounds(n, d, cx, cy, stds, cal, opts, notes)
+    Xc, yc = clip_to_bounds(Xc, yc, bounds[:-1], bounds[-1])
+    sens = statistics_sensitivity(bounds[:-1], bounds[-1])
+    sigma = cal.noise_multipliers[-1] * sens
+    released = noisy_sum(
+        row_statistics(Xc, yc), mode=opts.mode, sigma_std=sigma, rng=opts.generator,
+        compute_nodes=opts.compute_nodes, tolerated=opts.tolerated, aggregate=opts.aggregate,
+        l2_sensitivity=sens,
+    )
+    S_xx, S_xy = unpack_statistics(released.total, d)
+    post = posterior_from_statistics(S_xx, S_xy, lam=opts.lam, lam0=opts.lam0,
+                                     repair=opts.repair)
+    if post.repaired:
+        notes.append(
+            f"the noisy Gram matrix had a negative eigenvalue ({post.min_eigenvalue:.4g}); it "
+            f"was repaired ({opts.repair}) so the posterior precision is positive definite"
+        )
+    sampler = None
+    if ring:
+        first = stds if stds is not None else centring
+        releases = [r for r in (getattr(first, "ring", None), released.ring) if r is not None]
+        cal, ring_notes = _ring_accounting(cal, releases)
+        notes.extend(ring_notes)
+        sampler = RING_SAMPLER
+    return LinRegFit(
+        posterior=post, mode=opts.mode, projection=opts.projection, n_train=n, d=d,
+        bounds=bounds, sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
+        thresholds=thresholds, notes=tuple(notes), centring=centring, sampler=sampler,
+    )
+
+
 def fit_dp_linreg(
-    X: np.ndarray,
-    y: np.ndarray,
-    *,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mode: str = "trusted",
-    projection: bool = False,
+    X: np.ndarray, y: np.ndarray, *, epsilon: float | None = None, delta: float | None = None,
+    mode: str = "trusted", projection: bool = False,
     bound_x: float | Sequence[float] | np.ndarray = DEFAULT_BOUND,
-    bound_y: float = DEFAULT_BOUND,
-    calibration: str = "tight",
-    std_share: float = 0.3,
-    centre: bool = True,
-    centre_share: float = 0.3,
-    lam: float = 1.0,
-    lam0: float = 1.0,
-    repair: str = "abs",
-    compute_nodes: int = 10,
-    tolerated: int = 0,
-    first_moments: bool = False,
-    fallback_std: float = FALLBACK_STD,
-    threshold_grid: Sequence[float] = THRESHOLD_GRID,
-    threshold_repeats: int = 10,
-    threshold_seed: int = 0,
-    threshold_cache: ThresholdCache | None = None,
-    rng: np.random.Generator | int | None = None,
-    aggregate: Aggregate | None = None,
+    bound_y: float = DEFAULT_BOUND, calibration: str = "tight", std_share: float = 0.3,
+    centre: bool = True, centre_share: float = 0.3, lam: float = 1.0, lam0: float = 1.0,
+    repair: str = "abs", compute_nodes: int = 10, tolerated: int = 0,
+    first_moments: bool = False, fallback_std: float = FALLBACK_STD,
+    threshold_grid: Sequence[float] = THRESHOLD_GRID, threshold_repeats: int = 10,
+    threshold_seed: int = 0, threshold_cache: ThresholdCache | None = None,
+    rng: np.random.Generator | int | None = None, aggregate: Aggregate | None = None,
 ) -> LinRegFit:
     r"""Fit DP Bayesian linear regression on rows held one per client.
 
@@ -317,119 +479,19 @@ def fit_dp_linreg(
     DpfedInputError
         On bad arguments (the message names the value).
     """
-
     X, y = check_xy(X, y)
-    n, d = X.shape
-    if mode not in MODES:
-        raise DpfedInputError(f"mode must be one of {MODES}. Found {mode!r}.")
-    repair = check_repair(repair)
-    lam = check_positive("lam", lam)
-    lam0 = check_positive("lam0", lam0)
+    repair, lam, lam0 = _check_model(mode, repair, lam, lam0)
     if mode == "nonprivate":
-        if projection:
-            raise DpfedInputError(
-                "projection estimates standard deviations privately and needs a private mode. "
-                "Found mode='nonprivate' with projection=True."
-            )
-        exact = exact_means(X, y) if centre else None
-        Xn, yn = (X, y) if exact is None else centre_rows(X, y, exact)
-        S_xx, S_xy = unpack_statistics(row_statistics(Xn, yn).sum(axis=0), d)
-        post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
-        return LinRegFit(post, mode, False, n, d, None, None, None, None, centring=exact)
-
-    if epsilon is None or delta is None:
-        raise DpfedInputError(
-            f"mode {mode!r} needs epsilon and delta. Found epsilon={epsilon!r}, delta={delta!r}."
-        )
-    if calibration not in CALIBRATIONS:
-        raise DpfedInputError(f"calibration must be one of {CALIBRATIONS}. Found {calibration!r}.")
-    check_positive("epsilon", epsilon)
-    check_open_unit("delta", delta)
-    tolerated = check_int("tolerated", tolerated, minimum=0)
-    compute_nodes = check_int("compute_nodes", compute_nodes, minimum=1)
-    if mode == "distributed" and n - tolerated - 1 < 1:
-        raise DpfedInputError(
-            f"the distributed mode needs N - T - 1 >= 1. Found N = {n} rows and tolerated "
-            f"T = {tolerated}."
-        )
-    generator = as_generator(rng)
-    # the trusted and input modes draw every noisy coordinate exactly (the moments' second
-    # and first moments, or the sums, then the statistics): the coupling's coordinates
-    grid = n_statistics(d) + 2 * (d + 1) if mode in ("trusted", "input") else 0
-    # the distributed mode through the default secure sum adds exact noise in its ring,
-    # accounted by Renyi DP (the distributed discrete Gaussian)
-    ring = mode == "distributed" and takes_ring_noise(aggregate)
-    cal = calibrate_releases(
-        epsilon, delta, projection=projection, std_share=std_share, calibration=calibration,
-        centre=centre, centre_share=centre_share, coordinates=grid,
-        accountant="rdp" if ring else "pld",
-    )
-    Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
-    cx = np.broadcast_to(np.asarray(bound_x, dtype=np.float64), (d,)).copy()
-    cy = float(bound_y)
-    notes = list(cal.notes)
-    stds = thresholds = centring = None
-    if projection:
-        stds = estimate_marginal_stds(
-            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=cal.noise_multipliers[0],
-            mode=mode, rng=generator, first_moments=first_moments or centre,
-            fallback_std=fallback_std, compute_nodes=compute_nodes, tolerated=tolerated,
-            aggregate=aggregate,
-        )
-        if centre:
-            centring = PrivateMeans(stds.means, "marginal moments", stds.sensitivity,
-                                    stds.sigma_std, stds.mean_noise_std)
-    elif centre:
-        centring = estimate_means(
-            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=cal.noise_multipliers[0],
-            mode=mode, rng=generator, compute_nodes=compute_nodes, tolerated=tolerated,
-            aggregate=aggregate,
-        )
-    if centring is not None:
-        Xc, yc = centre_rows(Xc, yc, centring)
-    if projection:
-        z_eff = _effective_multiplier(cal.noise_multipliers[1], mode, n, tolerated)
-        thresholds = search_thresholds(
-            n, d, z_eff, lam=lam, lam0=lam0, repair=repair, grid=threshold_grid,
-            repeats=threshold_repeats, seed=threshold_seed, cache=threshold_cache,
-        )
-        p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
-        bounds = np.minimum(p * stds.stds, np.append(cx, cy))
-        if stds.fallback.any():
-            notes.append(
-                f"{int(stds.fallback.sum())} noisy variance estimate(s) were not positive; "
-                f"their standard deviation was set to {fallback_std:g}"
-            )
-    else:
-        bounds = np.append(cx, cy)
-    Xc, yc = clip_to_bounds(Xc, yc, bounds[:-1], bounds[-1])
-    sens = statistics_sensitivity(bounds[:-1], bounds[-1])
-    sigma = cal.noise_multipliers[-1] * sens
-    released = noisy_sum(
-        row_statistics(Xc, yc), mode=mode, sigma_std=sigma, rng=generator,
-        compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
-        l2_sensitivity=sens,
-    )
-    S_xx, S_xy = unpack_statistics(released.total, d)
-    post = posterior_from_statistics(S_xx, S_xy, lam=lam, lam0=lam0, repair=repair)
-    if post.repaired:
-        notes.append(
-            f"the noisy Gram matrix had a negative eigenvalue ({post.min_eigenvalue:.4g}); it "
-            f"was repaired ({repair}) so the posterior precision is positive definite"
-        )
-    sampler = None
-    if ring:
-        first = stds if stds is not None else centring
-        releases = [r for r in (getattr(first, "ring", None), released.ring) if r is not None]
-        cal, ring_notes = _ring_accounting(cal, releases)
-        notes.extend(ring_notes)
-        sampler = RING_SAMPLER
-    return LinRegFit(
-        posterior=post, mode=mode, projection=projection, n_train=n, d=d, bounds=bounds,
-        sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
-        thresholds=thresholds, notes=tuple(notes), centring=centring, sampler=sampler,
-    )
-
+        return _fit_nonprivate(X, y, projection=projection, centre=centre, lam=lam, lam0=lam0,
+                               repair=repair)
+    eps, dlt, tolerated, compute_nodes = _check_private(
+        X.shape[0], mode, epsilon, delta, calibration, tolerated, compute_nodes)
+    opts = _Private(mode, projection, centre, lam, lam0, repair, compute_nodes, tolerated,
+                    first_moments, fallback_std, threshold_grid, threshold_repeats,
+                    threshold_seed, threshold_cache, aggregate, as_generator(rng))
+    cal, ring = _calibrate(opts, X.shape[1], eps, dlt, calibration=calibration,
+                           std_share=std_share, centre_share=centre_share)
+    return _fit_private(X, y, opts, cal, ring, bound_x, bound_y)
 
 #: The distributed mode's sampler through the default secure sum.
 RING_SAMPLER = ("exact discrete Gaussian per client in the secure sum's ring (block-envelope "

@@ -28,6 +28,72 @@ GRAPHS: tuple[str, ...] = ("ring", "grid", "complete", "erdos-renyi", "geometric
 _ISOLATED = 0.01
 
 
+def _check_graph_args(kind: str, n_nodes: int, p: float | None, radius: float | None) -> int:
+    """Check ``kind``, the number of nodes and that ``p`` / ``radius`` suit the kind; ``n``."""
+    if not isinstance(kind, str) or kind not in GRAPHS:
+        raise DpfedInputError(f"kind must be one of {', '.join(GRAPHS)}. Found {kind!r}.")
+    n = check_int("n_nodes", n_nodes, minimum=2)
+    if p is not None and kind != "erdos-renyi":
+        raise DpfedInputError(
+            f"p is only used by the 'erdos-renyi' graph. Found p={p!r} with kind {kind!r}."
+        )
+    if radius is not None and kind != "geometric":
+        raise DpfedInputError(
+            f"radius is only used by the 'geometric' graph. Found radius={radius!r} with kind "
+            f"{kind!r}."
+        )
+    return n
+
+
+def _build_graph(kind: str, n: int, generator: np.random.Generator, p: float | None,
+                 radius: float | None) -> nx.Graph:
+    """The graph of ``kind`` on ``n`` nodes (a random kind draws its seed from
+    ``generator``), with its ``kind``, ``shape``, ``p`` or ``radius`` attributes."""
+    if kind == "ring":
+        if n < 3:
+            raise DpfedInputError(
+                f"a ring needs n_nodes >= 3 (on 2 nodes it would be a single edge; use "
+                f"'complete'). Found {n}."
+            )
+        graph = nx.cycle_graph(n)
+    elif kind == "grid":
+        rows = max(k for k in range(1, math.isqrt(n) + 1) if n % k == 0)
+        cols = n // rows
+        grid = nx.grid_2d_graph(rows, cols)
+        graph = nx.relabel_nodes(grid, {(r, c): r * cols + c for r, c in grid.nodes})
+        graph.graph["shape"] = (rows, cols)
+    elif kind == "complete":
+        graph = nx.complete_graph(n)
+    elif kind == "erdos-renyi":
+        prob = _default_p(n) if p is None else _check_probability(p)
+        graph = nx.gnp_random_graph(n, prob, seed=_seed(generator))
+        graph.graph["p"] = prob
+    else:
+        if radius is None:
+            r = _default_radius(n)
+        else:
+            r = check_positive("radius", radius, allow_zero=True)
+        graph = nx.random_geometric_graph(n, r, seed=_seed(generator))
+        graph.graph["radius"] = r
+    graph.graph["kind"] = kind
+    return graph
+
+
+def _check_connected(graph: nx.Graph, kind: str, n: int) -> None:
+    """Refuse a disconnected random graph, naming its ``p`` or ``radius``."""
+    components = nx.number_connected_components(graph)
+    if components > 1:
+        if kind == "erdos-renyi":
+            what, fix = f"p={graph.graph['p']:.6g}", "a larger p"
+        else:
+            what, fix = f"radius={graph.graph['radius']:.6g}", "a larger radius"
+        raise DpfedInputError(
+            f"the {kind!r} graph on {n} nodes with {what} is disconnected ({components} "
+            f"connected components); decentralized learning needs a connected graph. Use "
+            f"{fix} or another seed (rng)."
+        )
+
+
 def make_graph(
     kind: str,
     n_nodes: int,
@@ -88,60 +154,10 @@ def make_graph(
         gives the number of components and suggests a larger ``p`` / ``radius`` or another
         seed).
     """
-    if not isinstance(kind, str) or kind not in GRAPHS:
-        raise DpfedInputError(f"kind must be one of {', '.join(GRAPHS)}. Found {kind!r}.")
-    n = check_int("n_nodes", n_nodes, minimum=2)
-    if p is not None and kind != "erdos-renyi":
-        raise DpfedInputError(
-            f"p is only used by the 'erdos-renyi' graph. Found p={p!r} with kind {kind!r}."
-        )
-    if radius is not None and kind != "geometric":
-        raise DpfedInputError(
-            f"radius is only used by the 'geometric' graph. Found radius={radius!r} with kind "
-            f"{kind!r}."
-        )
+    n = _check_graph_args(kind, n_nodes, p, radius)
     generator = _as_generator(rng)
-
-    if kind == "ring":
-        if n < 3:
-            raise DpfedInputError(
-                f"a ring needs n_nodes >= 3 (on 2 nodes it would be a single edge; use "
-                f"'complete'). Found {n}."
-            )
-        graph = nx.cycle_graph(n)
-    elif kind == "grid":
-        rows = max(k for k in range(1, math.isqrt(n) + 1) if n % k == 0)
-        cols = n // rows
-        grid = nx.grid_2d_graph(rows, cols)
-        graph = nx.relabel_nodes(grid, {(r, c): r * cols + c for r, c in grid.nodes})
-        graph.graph["shape"] = (rows, cols)
-    elif kind == "complete":
-        graph = nx.complete_graph(n)
-    elif kind == "erdos-renyi":
-        prob = _default_p(n) if p is None else _check_probability(p)
-        graph = nx.gnp_random_graph(n, prob, seed=_seed(generator))
-        graph.graph["p"] = prob
-    else:
-        if radius is None:
-            r = _default_radius(n)
-        else:
-            r = check_positive("radius", radius, allow_zero=True)
-        graph = nx.random_geometric_graph(n, r, seed=_seed(generator))
-        graph.graph["radius"] = r
-    graph.graph["kind"] = kind
-    out = _sorted_copy(graph, n)
-
-    components = nx.number_connected_components(out)
-    if components > 1:
-        if kind == "erdos-renyi":
-            what, fix = f"p={out.graph['p']:.6g}", "a larger p"
-        else:
-            what, fix = f"radius={out.graph['radius']:.6g}", "a larger radius"
-        raise DpfedInputError(
-            f"the {kind!r} graph on {n} nodes with {what} is disconnected ({components} "
-            f"connected components); decentralized learning needs a connected graph. Use "
-            f"{fix} or another seed (rng)."
-        )
+    out = _sorted_copy(_build_graph(kind, n, generator, p, radius), n)
+    _check_connected(out, kind, n)
     return out
 
 

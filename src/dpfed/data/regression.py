@@ -122,6 +122,62 @@ class Scaling:
         return float(value) / self.factor_y if self.factor_y > 0 else float("nan")
 
 
+def _declared_bounds(
+    data: RegressionData,
+    bounds: Sequence[tuple[float, float]] | None,
+    target_bounds: tuple[float, float] | None,
+) -> tuple[list[tuple[float, ...]], str, dict | None]:
+    """The declared ``(lo, hi)`` of every feature then the target, where they come from, and
+    the data set's record of them (``None`` for bounds given by the caller)."""
+    if (bounds is None) != (target_bounds is None):
+        raise DpfedInputError(
+            "bounds and target_bounds go together: give both (declared ranges of every "
+            "feature and of the target) or neither (the declared bounds of the named data "
+            f"set). Found bounds={bounds!r}, target_bounds={target_bounds!r}."
+        )
+    if bounds is None:
+        spec = DATASET_SPECS.get(data.name)
+        if spec is None or spec.target is None:
+            known = ", ".join(k for k, v in DATASET_SPECS.items() if v.target is not None)
+            raise DpfedInputError(
+                f"no public bounds are declared for data set {data.name!r} (declared: "
+                f"{known}). Pass bounds=[(lo, hi), ...] and target_bounds=(lo, hi) from the "
+                "data's documentation or domain knowledge, never from the data themselves."
+            )
+        if spec.column_names != tuple(data.feature_names):
+            raise DpfedInputError(
+                f"the declared bounds of {data.name!r} are for the columns "
+                f"{spec.column_names}. Found columns {tuple(data.feature_names)}."
+            )
+        pairs = [(b.lo, b.hi) for b in (*spec.columns, spec.target)]
+        where = f"the declared public bounds of dpfed.data.specs.DATASET_SPECS[{data.name!r}]"
+        record = spec.record()
+    else:
+        pairs = [*(tuple(b) for b in bounds), tuple(target_bounds)]
+        where = "declared public bounds given by the caller"
+        record = None
+    if any(len(p) != 2 for p in pairs) or len(pairs) != data.n_features + 1:
+        raise DpfedInputError(
+            f"bounds must give one (lo, hi) pair per feature column ({data.n_features}) and "
+            f"target_bounds one for the target. Found {len(pairs) - 1} feature bounds."
+        )
+    return pairs, where, record
+
+
+def _preprocessing_record(data: RegressionData, lower: np.ndarray, upper: np.ndarray,
+                          record: dict | None, half: float) -> dict:
+    """The scaled data's ``preprocessing``: the bounds' record (the caller's bounds column
+    by column when there is none) and the output range."""
+    if record is None:
+        record = {
+            "scaling": "declared public bounds", "bounds": "given by the caller",
+            "columns": dict(zip((*data.feature_names, data.target_name),
+                                ([lo, hi] for lo, hi in zip(lower.tolist(), upper.tolist(),
+                                                            strict=True)), strict=True)),
+        }
+    return record | {"output_range": [-half, half], "center": "midpoint of the declared bounds"}
+
+
 def scale_to_range(
     data: RegressionData,
     *,
@@ -173,38 +229,7 @@ def scale_to_range(
     length = check_positive("length", length)
     if data.n_samples == 0:
         raise DpfedInputError(f"data set {data.name!r} holds no rows. Expected at least one.")
-    if (bounds is None) != (target_bounds is None):
-        raise DpfedInputError(
-            "bounds and target_bounds go together: give both (declared ranges of every "
-            "feature and of the target) or neither (the declared bounds of the named data "
-            f"set). Found bounds={bounds!r}, target_bounds={target_bounds!r}."
-        )
-    if bounds is None:
-        spec = DATASET_SPECS.get(data.name)
-        if spec is None or spec.target is None:
-            known = ", ".join(k for k, v in DATASET_SPECS.items() if v.target is not None)
-            raise DpfedInputError(
-                f"no public bounds are declared for data set {data.name!r} (declared: "
-                f"{known}). Pass bounds=[(lo, hi), ...] and target_bounds=(lo, hi) from the "
-                "data's documentation or domain knowledge, never from the data themselves."
-            )
-        if spec.column_names != tuple(data.feature_names):
-            raise DpfedInputError(
-                f"the declared bounds of {data.name!r} are for the columns "
-                f"{spec.column_names}. Found columns {tuple(data.feature_names)}."
-            )
-        pairs = [(b.lo, b.hi) for b in (*spec.columns, spec.target)]
-        where = f"the declared public bounds of dpfed.data.specs.DATASET_SPECS[{data.name!r}]"
-        record = spec.record()
-    else:
-        pairs = [*(tuple(b) for b in bounds), tuple(target_bounds)]
-        where = "declared public bounds given by the caller"
-        record = None
-    if any(len(p) != 2 for p in pairs) or len(pairs) != data.n_features + 1:
-        raise DpfedInputError(
-            f"bounds must give one (lo, hi) pair per feature column ({data.n_features}) and "
-            f"target_bounds one for the target. Found {len(pairs) - 1} feature bounds."
-        )
+    pairs, where, record = _declared_bounds(data, bounds, target_bounds)
     lower = np.array([p[0] for p in pairs], dtype=np.float64)
     upper = np.array([p[1] for p in pairs], dtype=np.float64)
     half = length / 2.0
@@ -217,14 +242,6 @@ def scale_to_range(
         f"range of length {length:g} (values in [{-half:g}, {half:g}]); no constant is "
         "computed from the rows, so each row is scaled on its own"
     )
-    if record is None:
-        record = {
-            "scaling": "declared public bounds", "bounds": "given by the caller",
-            "columns": dict(zip((*data.feature_names, data.target_name),
-                                ([lo, hi] for lo, hi in zip(lower.tolist(), upper.tolist(),
-                                                            strict=True)), strict=True)),
-        }
-    record = record | {"output_range": [-half, half], "center": "midpoint of the declared bounds"}
     scaling = Scaling(
         offset_X=offset[:-1].copy(),
         factor_X=factor[:-1].copy(),
@@ -243,7 +260,7 @@ def scale_to_range(
         feature_names=data.feature_names,
         target_name=data.target_name,
         source=f"{data.source}; {note}",
-        preprocessing=record,
+        preprocessing=_preprocessing_record(data, lower, upper, record, half),
     )
     return out, scaling
 

@@ -415,27 +415,197 @@ def _run_workers(plan: _Plan, source: ClientSource, stream: MaskStream, included
         return run(pool)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """The checked arguments of :func:`secure_sum`: the plan and what runs it."""
+
+    plan: _Plan
+    tolerated: int
+    workers: int
+    stream: MaskStream
+    keys: list | None
+    noise: str
+
+
+@dataclass(frozen=True)
+class _Agreement:
+    """The nodes' reports, the clients they agreed on, those left out, and the seconds."""
+
+    reports: np.ndarray
+    included: np.ndarray
+    dropped: np.ndarray
+    seconds: float
+
+
+def _noise_settings(noise_std: float | np.ndarray, rng: int | np.random.Generator | None,
+                    noise: str, d: int, f: int
+                    ) -> tuple[float | None, np.ndarray, int | None, int | None]:
+    """Check the noise arguments: ``(scalar std, per-coordinate stds, seed, ring sigma^2)``.
+
+    Draws the seed from ``rng`` (only when there is noise), before checking ``noise``.
+    """
+    scalar, per_dim = resolve_noise_std(noise_std, d)
+    has_noise = bool(np.any(per_dim > 0))
+    if has_noise and rng is None:
+        raise DpfedInputError(
+            "rng (a numpy Generator or an integer seed) is needed to draw the clients' noise."
+        )
+    seed = noise_seed(rng) if has_noise else None
+    if noise not in NOISES:
+        raise DpfedInputError(f"noise must be one of {NOISES}. Found {noise!r}.")
+    discrete_sigma2 = None
+    if noise == "discrete" and has_noise:
+        if scalar is None:
+            raise DpfedInputError(
+                "noise='discrete' (the default) takes one noise_std for every coordinate. "
+                f"Found {noise_std!r}; pass noise='gaussian' for per-coordinate standard "
+                "deviations (drawn in floating point)."
+            )
+        discrete_sigma2 = ring_sigma2(scalar, f)
+    return scalar, per_dim, seed, discrete_sigma2
+
+
+def _node_keys(encrypt: bool, node_keys: Sequence | None, m: int) -> list | None:
+    """The nodes' key pairs for ``encrypt`` (given, or fresh ones), else ``None``."""
+    if not encrypt:
+        return None
+    keys = list(node_keys) if node_keys is not None else [
+        NodeKeyPair.generate() for _ in range(m)
+    ]
+    if len(keys) != m or not all(isinstance(k, NodeKeyPair) for k in keys):
+        raise DpfedInputError(
+            f"node_keys must be {m} NodeKeyPair objects, one per compute node. Found "
+            f"{len(keys)} items."
+        )
+    return keys
+
+
+def _setup(source: ClientSource, *, noise_std: float | np.ndarray,
+           rng: int | np.random.Generator | None, compute_nodes: int, tolerated: int,
+           fractional_bits: int, block_size: int | None, encrypt: bool, materialize: bool,
+           workers: int, mask_stream: MaskStream | None, node_keys: Sequence | None,
+           job_id: str, round_index: int, noise: str) -> _Setup:
+    """Check the arguments of :func:`secure_sum` (in its order) and build the plan."""
+    n, d = source.n_clients, source.dim
+    m = check_int("compute_nodes", compute_nodes, minimum=1)
+    t = check_int("tolerated", tolerated, minimum=0)
+    if t > n - 1:
+        raise DpfedInputError(
+            f"tolerated must be at most N - 1 = {n - 1} (one client must remain). Found {t}."
+        )
+    f = check_fractional_bits(fractional_bits)
+    scalar, per_dim, seed, discrete_sigma2 = _noise_settings(noise_std, rng, noise, d, f)
+    b = default_block_size(d, n) if block_size is None else check_int("block_size", block_size)
+    w = check_int("workers", workers, minimum=1)
+    if not isinstance(job_id, str):
+        raise DpfedInputError(f"job_id must be a string. Found {job_id!r}.")
+    rnd = check_int("round_index", round_index, minimum=0)
+    stream = MaskStream() if mask_stream is None else mask_stream
+    if not isinstance(stream, MaskStream):
+        raise DpfedInputError(f"mask_stream must be a MaskStream. Found {mask_stream!r}.")
+    keys = _node_keys(encrypt, node_keys, m)
+    plan = _Plan(
+        n_clients=n, dim=d, compute_nodes=m, fractional_bits=f, seed=seed,
+        noise_scalar=scalar, noise_per_dim=None if scalar is not None else per_dim,
+        block_size=b, explicit=bool(encrypt or materialize),
+        encrypt=bool(encrypt), job_id=job_id, round_index=rnd,
+        discrete_sigma2=discrete_sigma2,
+    )
+    return _Setup(plan, t, w, stream, keys, noise)
+
+
+def _agree(plan: _Plan, dropped: DroppedSpec, tolerated: int) -> _Agreement:
+    """The nodes' reports and their agreement on the included clients (timed)."""
+    t0 = time.perf_counter()
+    reports = received_reports(plan.n_clients, plan.compute_nodes, dropped)
+    included = agree_included(reports)
+    dropped_idx = check_dropouts(included, tolerated)
+    return _Agreement(reports, included, dropped_idx, time.perf_counter() - t0)
+
+
+def _partials(setup: _Setup, source: ClientSource, included: np.ndarray,
+              executor: Executor | None) -> list[_Partial]:
+    """The partial sums of every client range: here in one range, or on workers."""
+    plan = setup.plan
+    if setup.workers == 1 and executor is None:
+        return [_run_range(plan, source, setup.stream, included, 0, plan.n_clients, setup.keys)]
+    return _run_workers(plan, source, setup.stream, included, setup.keys, setup.workers,
+                        executor)
+
+
+def _node_sums(plan: _Plan, partials: Sequence[_Partial]) -> np.ndarray:
+    r"""The node sums :math:`q_k` from the partials (explicit, or from the encoded and mask
+    sums of the fast path)."""
+    m, d = plan.compute_nodes, plan.dim
+    if plan.explicit:
+        node_sums = np.zeros((m, d), dtype=np.uint64)
+        for p in partials:
+            node_sums += p.node_sums
+        return node_sums
+    encoded_sum = np.zeros(d, dtype=np.uint64)
+    mask_sums = np.zeros((m - 1, d), dtype=np.uint64)
+    for p in partials:
+        encoded_sum += p.encoded_sum
+        mask_sums += p.mask_sums
+    node_sums = np.empty((m, d), dtype=np.uint64)
+    if m == 1:
+        node_sums[0] = encoded_sum
+    else:
+        np.add(encoded_sum, mask_sums[0], out=node_sums[0])
+        node_sums[1 : m - 1] = mask_sums[1:]
+        np.negative(mask_sums.sum(axis=0, dtype=np.uint64), out=node_sums[m - 1])
+    return node_sums
+
+
+def _result(setup: _Setup, agreement: _Agreement, partials: Sequence[_Partial],
+            wall0: float) -> SecureSumResult:
+    """Add up the partials, decode the total and gather the result and its timing."""
+    plan = setup.plan
+    t0 = time.perf_counter()
+    timing: dict[str, float] = defaultdict(float)
+    for p in partials:
+        for key, value in p.timing.items():
+            timing[key] += value
+    node_sums = _node_sums(plan, partials)
+    total_encoded = node_sums.sum(axis=0, dtype=np.uint64)
+    total = decode(total_encoded, plan.fractional_bits)
+    timing["decode"] += time.perf_counter() - t0
+    timing["agreement"] += agreement.seconds
+    included = agreement.included
+    if sum(p.clients for p in partials) != int(included.sum()):  # a bug, not bad input
+        raise RuntimeError("the secure sum did not process every included client.")
+    timing["wall"] = time.perf_counter() - wall0
+    return SecureSumResult(
+        total=total,
+        total_encoded=total_encoded,
+        node_sums=node_sums,
+        included=np.flatnonzero(included).astype(np.int64),
+        dropped=agreement.dropped,
+        received=agreement.reports.sum(axis=1).astype(np.int64),
+        n_clients=plan.n_clients,
+        dim=plan.dim,
+        compute_nodes=plan.compute_nodes,
+        tolerated=setup.tolerated,
+        fractional_bits=plan.fractional_bits,
+        noise_std=plan.noise_scalar if plan.noise_scalar is not None else plan.noise_per_dim,
+        value_bound=value_bound(plan.n_clients, plan.fractional_bits),
+        encrypted=plan.encrypt,
+        materialized=plan.explicit,
+        workers=setup.workers,
+        timing=dict(timing),
+        noise=setup.noise,
+    )
+
+
 def secure_sum(
-    values: np.ndarray | BlockCallable | Iterable[np.ndarray],
-    *,
-    noise_std: float | np.ndarray,
-    rng: int | np.random.Generator | None = None,
-    compute_nodes: int = 10,
-    tolerated: int = 0,
-    dropped: DroppedSpec = None,
-    fractional_bits: int = DEFAULT_FRACTIONAL_BITS,
-    block_size: int | None = None,
-    encrypt: bool = False,
-    materialize: bool = False,
-    n_clients: int | None = None,
-    dim: int | None = None,
-    workers: int = 1,
-    mask_stream: MaskStream | None = None,
-    node_keys: Sequence | None = None,
-    job_id: str = "dca",
-    round_index: int = 0,
-    executor: Executor | None = None,
-    noise: str = "discrete",
+    values: np.ndarray | BlockCallable | Iterable[np.ndarray], *,
+    noise_std: float | np.ndarray, rng: int | np.random.Generator | None = None,
+    compute_nodes: int = 10, tolerated: int = 0, dropped: DroppedSpec = None,
+    fractional_bits: int = DEFAULT_FRACTIONAL_BITS, block_size: int | None = None,
+    encrypt: bool = False, materialize: bool = False, n_clients: int | None = None,
+    dim: int | None = None, workers: int = 1, mask_stream: MaskStream | None = None,
+    node_keys: Sequence | None = None, job_id: str = "dca", round_index: int = 0,
+    executor: Executor | None = None, noise: str = "discrete",
 ) -> SecureSumResult:
     r"""Sum the clients' noisy vectors with the DCA secure sum (simulated in-process).
 
@@ -515,116 +685,11 @@ def secure_sum(
     """
     wall0 = time.perf_counter()
     source = ClientSource(values, n_clients, dim)
-    n, d = source.n_clients, source.dim
-    m = check_int("compute_nodes", compute_nodes, minimum=1)
-    t = check_int("tolerated", tolerated, minimum=0)
-    if t > n - 1:
-        raise DpfedInputError(
-            f"tolerated must be at most N - 1 = {n - 1} (one client must remain). Found {t}."
-        )
-    f = check_fractional_bits(fractional_bits)
-    scalar, per_dim = resolve_noise_std(noise_std, d)
-    has_noise = bool(np.any(per_dim > 0))
-    if has_noise and rng is None:
-        raise DpfedInputError(
-            "rng (a numpy Generator or an integer seed) is needed to draw the clients' noise."
-        )
-    seed = noise_seed(rng) if has_noise else None
-    if noise not in NOISES:
-        raise DpfedInputError(f"noise must be one of {NOISES}. Found {noise!r}.")
-    discrete_sigma2 = None
-    if noise == "discrete" and has_noise:
-        if scalar is None:
-            raise DpfedInputError(
-                "noise='discrete' (the default) takes one noise_std for every coordinate. "
-                f"Found {noise_std!r}; pass noise='gaussian' for per-coordinate standard "
-                "deviations (drawn in floating point)."
-            )
-        discrete_sigma2 = ring_sigma2(scalar, f)
-    b = default_block_size(d, n) if block_size is None else check_int("block_size", block_size)
-    w = check_int("workers", workers, minimum=1)
-    if not isinstance(job_id, str):
-        raise DpfedInputError(f"job_id must be a string. Found {job_id!r}.")
-    rnd = check_int("round_index", round_index, minimum=0)
-    stream = MaskStream() if mask_stream is None else mask_stream
-    if not isinstance(stream, MaskStream):
-        raise DpfedInputError(f"mask_stream must be a MaskStream. Found {mask_stream!r}.")
-    keys = None
-    if encrypt:
-
-        keys = list(node_keys) if node_keys is not None else [
-            NodeKeyPair.generate() for _ in range(m)
-        ]
-        if len(keys) != m or not all(isinstance(k, NodeKeyPair) for k in keys):
-            raise DpfedInputError(
-                f"node_keys must be {m} NodeKeyPair objects, one per compute node. Found "
-                f"{len(keys)} items."
-            )
-    plan = _Plan(
-        n_clients=n, dim=d, compute_nodes=m, fractional_bits=f, seed=seed,
-        noise_scalar=scalar, noise_per_dim=None if scalar is not None else per_dim,
-        block_size=b, explicit=bool(encrypt or materialize),
-        encrypt=bool(encrypt), job_id=job_id, round_index=rnd,
-        discrete_sigma2=discrete_sigma2,
-    )
-
-    t0 = time.perf_counter()
-    reports = received_reports(n, m, dropped)
-    included = agree_included(reports)
-    dropped_idx = check_dropouts(included, t)
-    agreement_seconds = time.perf_counter() - t0
-
-    if w == 1 and executor is None:
-        partials = [_run_range(plan, source, stream, included, 0, n, keys)]
-    else:
-        partials = _run_workers(plan, source, stream, included, keys, w, executor)
-
-    t0 = time.perf_counter()
-    timing: dict[str, float] = defaultdict(float)
-    for p in partials:
-        for key, value in p.timing.items():
-            timing[key] += value
-    if plan.explicit:
-        node_sums = np.zeros((m, d), dtype=np.uint64)
-        for p in partials:
-            node_sums += p.node_sums
-    else:
-        encoded_sum = np.zeros(d, dtype=np.uint64)
-        mask_sums = np.zeros((m - 1, d), dtype=np.uint64)
-        for p in partials:
-            encoded_sum += p.encoded_sum
-            mask_sums += p.mask_sums
-        node_sums = np.empty((m, d), dtype=np.uint64)
-        if m == 1:
-            node_sums[0] = encoded_sum
-        else:
-            np.add(encoded_sum, mask_sums[0], out=node_sums[0])
-            node_sums[1 : m - 1] = mask_sums[1:]
-            np.negative(mask_sums.sum(axis=0, dtype=np.uint64), out=node_sums[m - 1])
-    total_encoded = node_sums.sum(axis=0, dtype=np.uint64)
-    total = decode(total_encoded, f)
-    timing["decode"] += time.perf_counter() - t0
-    timing["agreement"] += agreement_seconds
-    if sum(p.clients for p in partials) != int(included.sum()):  # a bug, not bad input
-        raise RuntimeError("the secure sum did not process every included client.")
-    timing["wall"] = time.perf_counter() - wall0
-    return SecureSumResult(
-        total=total,
-        total_encoded=total_encoded,
-        node_sums=node_sums,
-        included=np.flatnonzero(included).astype(np.int64),
-        dropped=dropped_idx,
-        received=reports.sum(axis=1).astype(np.int64),
-        n_clients=n,
-        dim=d,
-        compute_nodes=m,
-        tolerated=t,
-        fractional_bits=f,
-        noise_std=scalar if scalar is not None else per_dim,
-        value_bound=value_bound(n, f),
-        encrypted=bool(encrypt),
-        materialized=plan.explicit,
-        workers=w,
-        timing=dict(timing),
-        noise=noise,
-    )
+    setup = _setup(source, noise_std=noise_std, rng=rng, compute_nodes=compute_nodes,
+                   tolerated=tolerated, fractional_bits=fractional_bits, block_size=block_size,
+                   encrypt=encrypt, materialize=materialize, workers=workers,
+                   mask_stream=mask_stream, node_keys=node_keys, job_id=job_id,
+                   round_index=round_index, noise=noise)
+    agreement = _agree(setup.plan, dropped, setup.tolerated)
+    partials = _partials(setup, source, agreement.included, executor)
+    return _result(setup, agreement, partials, wall0)

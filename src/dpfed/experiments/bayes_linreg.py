@@ -65,7 +65,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -688,6 +688,153 @@ def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, searches: int
     return notes
 
 
+@dataclass
+class _Collected:
+    """The figure's runs gathered per data set, method and epsilon (the JSON's blocks)."""
+
+    results: dict[str, dict] = field(default_factory=dict)
+    privacy: dict[str, dict] = field(default_factory=dict)
+    data_info: dict[str, dict] = field(default_factory=dict)
+    notes_seen: list[str] = field(default_factory=list)
+    repairs: dict[str, dict] = field(default_factory=dict)
+    fallbacks: dict[str, dict] = field(default_factory=dict)
+
+
+def _collect_dataset(plan: BayesLinregPlan, ds: str, scaling: Any, n_test: int,
+                     cells: dict[tuple, list[dict]], out: _Collected) -> int:
+    """Summarise the runs of every method and budget on ``ds`` into ``out``; the number of
+    training rows."""
+    out.results[ds] = {}
+    out.privacy[ds] = {}
+    out.repairs[ds] = {}
+    out.fallbacks[ds] = {}
+    for key in plan.methods:
+        spec = METHODS[key]
+        if key == "nonprivate":
+            res = _summarise(cells[ds, key, None, plan.seed], scaling, mode=spec.mode,
+                             repair=plan.repair, n_test=n_test)
+            out.results[ds][key] = res["mae"]
+            n_train = res["n_train"]
+            continue
+        out.results[ds][key] = {}
+        out.privacy[ds][key] = {}
+        for level, eps in enumerate(plan.epsilons):
+            res = _summarise(cells[ds, key, level, plan.seed], scaling, mode=spec.mode,
+                             repair=plan.repair, n_test=n_test)
+            out.results[ds][key][f"{eps:g}"] = res["mae"]
+            out.privacy[ds][key][f"{eps:g}"] = res["privacy"]
+            out.repairs[ds].setdefault(key, {})[f"{eps:g}"] = res["repaired_runs"]
+            out.fallbacks[ds].setdefault(key, {})[f"{eps:g}"] = res["fallback_runs"]
+            n_train = res["n_train"]
+            kind = "with projection" if spec.projection else "without projection"
+            for note in res["calibration_notes"]:
+                text = f"ε = {eps:g}, {kind}: {note}"
+                if text not in out.notes_seen:
+                    out.notes_seen.append(text)
+    return n_train
+
+
+def _collect(plan: BayesLinregPlan, loaded: dict[str, tuple[Any, Any]],
+             cells: dict[tuple, list[dict]]) -> _Collected:
+    """Summarise the figure's runs, data set by data set."""
+    out = _Collected()
+    for ds in plan.datasets:
+        data, scaling = loaded[ds]
+        n_test = REGRESSION_DATASETS[ds].test_size
+        n_train = _collect_dataset(plan, ds, scaling, n_test, cells, out)
+        out.data_info[ds] = {"name": ds, "source": data.source, "n_rows": data.n_samples,
+                             "d": data.n_features, "n_train": n_train, "n_test": n_test,
+                             "target": data.target_name, "target_scale_factor": scaling.factor_y,
+                             "preprocessing": data.preprocessing}
+    return out
+
+
+def _medians(plan: BayesLinregPlan, results: dict) -> dict[str, dict]:
+    """Median and quartiles of the MAEs per data set, method (and epsilon)."""
+    medians: dict[str, dict] = {}
+    for ds in plan.datasets:
+        medians[ds] = {}
+        for key in plan.methods:
+            if key == "nonprivate":
+                medians[ds][key] = _quartiles(results[ds][key])
+            else:
+                medians[ds][key] = {e: _quartiles(v) for e, v in results[ds][key].items()}
+    return medians
+
+
+def _replication_cells(run: Reproduction, task: Callable[[_Runs], list[dict]],
+                       plan: BayesLinregPlan, fits: list[dict],
+                       wanted: list[tuple[str, bool, float]]
+                       ) -> list[tuple[list[float], list[float]]]:
+    """The ``run_cells`` of :func:`_replicate`: the fresh runs, whose fits join ``fits``."""
+    # TA then DDP of each cell, the fresh runs of one task each
+    again = [
+        _Runs(ds, key, plan.epsilons.index(eps), eps, plan.seed + 1,
+              tuple(range(plan.replication_runs)))
+        for ds, projection, eps in wanted
+        for key in (("trusted_proj", "distributed_proj") if projection
+                    else ("trusted", "distributed"))
+    ]
+    redone = run.map(task, again, describe=_describe)
+    fits.extend(fit for runs in redone for fit in runs)
+    maes = [[fit["mae"] for fit in runs] for runs in redone]
+    return list(zip(maes[::2], maes[1::2], strict=True))
+
+
+def _emit_figure(run: Reproduction, plan: BayesLinregPlan, collected: _Collected,
+                 medians: dict[str, dict], indist: dict, gain: dict) -> None:
+    """Write ``bayes_linreg.json`` and ``bayes_linreg.png``."""
+    labels = {k: METHODS[k].label for k in plan.methods}
+    panels = []
+    for ds in plan.datasets:
+        panels.append({
+            "title": _PANEL_TITLES.get(ds, ds),
+            "nonprivate": medians[ds].get("nonprivate"),
+            "methods": {k: [medians[ds][k][f"{e:g}"] for e in plan.epsilons]
+                        for k in plan.methods if k != "nonprivate"},
+        })
+    title = (f"DP Bayesian linear regression: median test MAE and IQR over {plan.runs} runs, "
+             f"δ = {plan.delta:g}, {plan.calibration} calibration")
+    payload = {
+        "experiment": "bayes-linreg",
+        "paper": "004 (Heikkilä et al., NeurIPS 2017), figure 2",
+        "plan": asdict(plan),
+        "methods": {k: asdict(METHODS[k]) for k in plan.methods},
+        "data": collected.data_info,
+        "mae": collected.results,
+        "medians": medians,
+        "privacy": collected.privacy,
+        "repaired_runs": collected.repairs,
+        "std_fallback_runs": collected.fallbacks,
+        "indistinguishable": indist,
+        "projection_at_epsilon1": gain,
+    }
+    run.emit("bayes_linreg", payload, lambda: plot_bayes_linreg(
+        panels, epsilons=plan.epsilons, labels=labels, title=title), names=("png",))
+
+
+def _summary(plan: BayesLinregPlan, collected: _Collected, medians: dict[str, dict],
+             indist: dict, gain: dict, fits: Sequence[dict]) -> dict[str, Any]:
+    """The content of ``summary.json`` (before the runner adds the files and seconds)."""
+    repairs, fallbacks = collected.repairs, collected.fallbacks
+    n_repaired = sum(c for ds in repairs.values() for m in ds.values() for c in m.values())
+    n_fallback = sum(c for ds in fallbacks.values() for m in ds.values() for c in m.values())
+    searches, reused = _searches(fits)
+    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, searches=searches,
+                   reused=reused, seen=collected.notes_seen)
+    return {
+        "quick": plan.quick,
+        "plan": asdict(plan),
+        "datasets": list(plan.datasets),
+        "data": collected.data_info,
+        "medians": medians,
+        "indistinguishable": indist,
+        "projection_at_epsilon1": gain,
+        "cache": {"searches": searches, "reused": reused},
+        "notes": notes,
+    }
+
+
 def run_bayes_linreg_reproduction(
     out_dir: str | os.PathLike[str],
     *,
@@ -747,120 +894,13 @@ def run_bayes_linreg_reproduction(
     grid = _Grid(plan, loaded, aggregate, None if executor is not None else ThresholdCache())
     task = functools.partial(_run_task, grid)
     tasks = _grid_tasks(plan, per_run=executor is None)
-    results: dict[str, dict] = {}
-    privacy: dict[str, dict] = {}
-    data_info: dict[str, dict] = {}
-    notes_seen: list[str] = []
-    repairs: dict[str, dict] = {}
-    fallbacks: dict[str, dict] = {}
     with run.running(len(tasks)):
         done = run.map(task, tasks, describe=_describe)
     fits = [fit for runs in done for fit in runs]
-    cells = _by_cell(tasks, done)
-    for ds in plan.datasets:
-        data, scaling = loaded[ds]
-        n_test = REGRESSION_DATASETS[ds].test_size
-        results[ds] = {}
-        privacy[ds] = {}
-        repairs[ds] = {}
-        fallbacks[ds] = {}
-        for key in plan.methods:
-            spec = METHODS[key]
-            if key == "nonprivate":
-                res = _summarise(cells[ds, key, None, plan.seed], scaling, mode=spec.mode,
-                                 repair=plan.repair, n_test=n_test)
-                results[ds][key] = res["mae"]
-                n_train = res["n_train"]
-                continue
-            results[ds][key] = {}
-            privacy[ds][key] = {}
-            for level, eps in enumerate(plan.epsilons):
-                res = _summarise(cells[ds, key, level, plan.seed], scaling, mode=spec.mode,
-                                 repair=plan.repair, n_test=n_test)
-                results[ds][key][f"{eps:g}"] = res["mae"]
-                privacy[ds][key][f"{eps:g}"] = res["privacy"]
-                repairs[ds].setdefault(key, {})[f"{eps:g}"] = res["repaired_runs"]
-                fallbacks[ds].setdefault(key, {})[f"{eps:g}"] = res["fallback_runs"]
-                n_train = res["n_train"]
-                kind = "with projection" if spec.projection else "without projection"
-                for note in res["calibration_notes"]:
-                    text = f"ε = {eps:g}, {kind}: {note}"
-                    if text not in notes_seen:
-                        notes_seen.append(text)
-        data_info[ds] = {"name": ds, "source": data.source, "n_rows": data.n_samples,
-                         "d": data.n_features, "n_train": n_train, "n_test": n_test,
-                         "target": data.target_name, "target_scale_factor": scaling.factor_y,
-                         "preprocessing": data.preprocessing}
-
-    medians: dict[str, dict] = {}
-    for ds in plan.datasets:
-        medians[ds] = {}
-        for key in plan.methods:
-            if key == "nonprivate":
-                medians[ds][key] = _quartiles(results[ds][key])
-            else:
-                medians[ds][key] = {e: _quartiles(v) for e, v in results[ds][key].items()}
-
-    def run_cells(wanted: list[tuple[str, bool, float]]) -> list[tuple[list[float],
-                                                                        list[float]]]:
-        # TA then DDP of each cell, the fresh runs of one task each
-        again = [
-            _Runs(ds, key, plan.epsilons.index(eps), eps, plan.seed + 1,
-                  tuple(range(plan.replication_runs)))
-            for ds, projection, eps in wanted
-            for key in (("trusted_proj", "distributed_proj") if projection
-                        else ("trusted", "distributed"))
-        ]
-        redone = run.map(task, again, describe=_describe)
-        fits.extend(fit for runs in redone for fit in runs)
-        maes = [[fit["mae"] for fit in runs] for runs in redone]
-        return list(zip(maes[::2], maes[1::2], strict=True))
-
-    indist = _replicate(_indistinguishability(results, plan), plan, run_cells)
-    gain = _projection_gain(results, plan)
-
-    labels = {k: METHODS[k].label for k in plan.methods}
-    panels = []
-    for ds in plan.datasets:
-        panels.append({
-            "title": _PANEL_TITLES.get(ds, ds),
-            "nonprivate": medians[ds].get("nonprivate"),
-            "methods": {k: [medians[ds][k][f"{e:g}"] for e in plan.epsilons]
-                        for k in plan.methods if k != "nonprivate"},
-        })
-    title = (f"DP Bayesian linear regression: median test MAE and IQR over {plan.runs} runs, "
-             f"δ = {plan.delta:g}, {plan.calibration} calibration")
-    payload = {
-        "experiment": "bayes-linreg",
-        "paper": "004 (Heikkilä et al., NeurIPS 2017), figure 2",
-        "plan": asdict(plan),
-        "methods": {k: asdict(METHODS[k]) for k in plan.methods},
-        "data": data_info,
-        "mae": results,
-        "medians": medians,
-        "privacy": privacy,
-        "repaired_runs": repairs,
-        "std_fallback_runs": fallbacks,
-        "indistinguishable": indist,
-        "projection_at_epsilon1": gain,
-    }
-    run.emit("bayes_linreg", payload, lambda: plot_bayes_linreg(
-        panels, epsilons=plan.epsilons, labels=labels, title=title), names=("png",))
-
-    n_repaired = sum(c for ds in repairs.values() for m in ds.values() for c in m.values())
-    n_fallback = sum(c for ds in fallbacks.values() for m in ds.values() for c in m.values())
-    searches, reused = _searches(fits)
-    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, searches=searches,
-                   reused=reused, seen=notes_seen)
-    summary: dict[str, Any] = {
-        "quick": plan.quick,
-        "plan": asdict(plan),
-        "datasets": list(plan.datasets),
-        "data": data_info,
-        "medians": medians,
-        "indistinguishable": indist,
-        "projection_at_epsilon1": gain,
-        "cache": {"searches": searches, "reused": reused},
-        "notes": notes,
-    }
-    return run.finish(summary, _markdown)
+    collected = _collect(plan, loaded, _by_cell(tasks, done))
+    medians = _medians(plan, collected.results)
+    run_cells = functools.partial(_replication_cells, run, task, plan, fits)
+    indist = _replicate(_indistinguishability(collected.results, plan), plan, run_cells)
+    gain = _projection_gain(collected.results, plan)
+    _emit_figure(run, plan, collected, medians, indist, gain)
+    return run.finish(_summary(plan, collected, medians, indist, gain, fits), _markdown)

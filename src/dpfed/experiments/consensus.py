@@ -292,6 +292,105 @@ def _notes(plan: ConsensusPlan, levels: list[dict], nonprivate: dict, centralize
     return notes
 
 
+def _calibrations(plan: ConsensusPlan, data: AdultParts) -> list[Any]:
+    """The calibration of every privacy level of ``plan``."""
+    # every upload draws its model's coordinates from the exact grid sampler
+    coordinates = plan.iterations * int(data.parts[0][0].shape[1])
+    return [calibrate_consensus(eps, plan.delta, plan.iterations,
+                                accountant=plan.accountant, coordinates=coordinates)
+            for eps in plan.epsilons]
+
+
+def _run_grid(run: Reproduction, data: AdultParts, plan: ConsensusPlan,
+              calibrations: list[Any]) -> tuple[list[dict], list[dict], dict, dict]:
+    """Every run of the grid and the centralised reference: the non-private runs, the levels'
+    JSON, the runs by level, and the reference."""
+    # every run on its own seed: (epsilon or None, noise multiplier or None, seed)
+    grid: list[tuple[float | None, float | None, int]] = [
+        (None, None, s) for s in plan.seeds[:1]
+    ] + [
+        (eps, float(cal.noise_multiplier), s)
+        for eps, cal in zip(plan.epsilons, calibrations, strict=True) for s in plan.seeds
+    ]
+    with run.running(len(grid)):
+        done = run.map(functools.partial(_grid_run, data, plan), grid, describe=_describe)
+        nonprivate = done[: len(plan.seeds[:1])]
+        levels, runs = [], {"nonprivate": nonprivate}
+        for k, (eps, cal) in enumerate(zip(plan.epsilons, calibrations, strict=True)):
+            first = len(nonprivate) + k * len(plan.seeds)
+            level_runs = done[first: first + len(plan.seeds)]
+            runs[f"epsilon={eps:g}"] = level_runs
+            levels.append(_level(plan, eps, cal, level_runs))
+        centralized = _centralized(data, plan)
+    return nonprivate, levels, runs, centralized
+
+
+def _nonprivate_summary(np_run: dict) -> dict:
+    """The non-private run's block of the JSON."""
+    return {
+        "label": "non-private consensus ADMM",
+        "test_accuracy": np_run["final"]["test_accuracy"] if np_run["final"] else None,
+        "test_log_loss": np_run["final"]["test_log_loss"] if np_run["final"] else None,
+        "iterations": np_run["iterations"],
+        "test_accuracy_mean": np_run["test_accuracy"],
+        "final_mean": np_run["final"]["test_accuracy"] if np_run["final"] else None,
+    }
+
+
+def _emit_figure(run: Reproduction, plan: ConsensusPlan, data: AdultParts, levels: list[dict],
+                 np_summary: dict, centralized: dict, runs: dict) -> None:
+    """Write ``consensus.json`` and ``consensus.png``."""
+    plot_levels = [{**lv, "epsilon_spent": lv["epsilon_spent_per_iteration"],
+                    "final_mean": lv["accuracy"]["mean"], "final_min": lv["accuracy"]["min"],
+                    "final_max": lv["accuracy"]["max"]}
+                   for lv in levels if lv["accuracy"]["n"]]
+    payload = {
+        "experiment": "consensus",
+        "paper": "002 (Li & Chi): no experiments in the paper",
+        "dataset": data.describe(),
+        "plan": asdict(plan),
+        "levels": levels,
+        "nonprivate": np_summary,
+        "centralized": centralized,
+        "runs": runs,
+    }
+    title = (f"DP consensus ADMM on Adult: {plan.clients} clients, λ={plan.lam:g}, ρ={plan.rho:g}, "
+             f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
+             f"{len(plan.seeds)} seeds")
+    run.emit("consensus", payload, lambda: plot_consensus(
+        plot_levels, title=title, nonprivate=np_summary,
+        centralized_accuracy=centralized["test_accuracy"], target_accuracy=TARGET_ACCURACY))
+
+
+def _summary(plan: ConsensusPlan, data: AdultParts, levels: list[dict], np_summary: dict,
+             centralized: dict) -> dict[str, Any]:
+    """The content of ``summary.json`` (before the runner adds the files and seconds)."""
+    at_one = next((lv for lv in levels if math.isclose(lv["epsilon"], TARGET_EPSILON)), None)
+    acc = at_one["accuracy"] if at_one and at_one["accuracy"]["n"] else None
+    headlines = {
+        "epsilon1_accuracy": acc,
+        "target_accuracy": TARGET_ACCURACY,
+        "target_met_mean": None if acc is None else bool(acc["mean"] >= TARGET_ACCURACY),
+        "target_met_every_seed": None if acc is None else bool(acc["min"] >= TARGET_ACCURACY),
+        "noise_multiplier": {f"{lv['epsilon']:g}": lv["noise_multiplier"] for lv in levels},
+        "nonprivate_accuracy": np_summary["test_accuracy"],
+        "centralized_accuracy": centralized["test_accuracy"],
+    }
+    return {
+        "quick": plan.quick,
+        "plan": asdict(plan),
+        "dataset": data.describe(),
+        "headlines": headlines,
+        "levels": [{k: v for k, v in lv.items()
+                    if k not in ("iterations", "test_accuracy_mean",
+                                 "epsilon_spent_per_iteration")} for lv in levels],
+        "nonprivate": {k: v for k, v in np_summary.items()
+                       if k not in ("iterations", "test_accuracy_mean")},
+        "centralized": centralized,
+        "notes": _notes(plan, levels, np_summary, centralized, acc),
+    }
+
+
 def run_consensus_reproduction(
     out_dir: str | os.PathLike[str],
     *,
@@ -337,80 +436,8 @@ def run_consensus_reproduction(
     with limit_blas_threads():
         data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
                                 max_test_rows=plan.max_test_rows, seed=plan.split_seed)
-        # every upload draws its model's coordinates from the exact grid sampler
-        grid = plan.iterations * int(data.parts[0][0].shape[1])
-        calibrations = [calibrate_consensus(eps, plan.delta, plan.iterations,
-                                            accountant=plan.accountant, coordinates=grid)
-                        for eps in plan.epsilons]
-        # every run on its own seed: (epsilon or None, noise multiplier or None, seed)
-        grid: list[tuple[float | None, float | None, int]] = [
-            (None, None, s) for s in plan.seeds[:1]
-        ] + [
-            (eps, float(cal.noise_multiplier), s)
-            for eps, cal in zip(plan.epsilons, calibrations, strict=True) for s in plan.seeds
-        ]
-        with run.running(len(grid)):
-            done = run.map(functools.partial(_grid_run, data, plan), grid, describe=_describe)
-            nonprivate = done[: len(plan.seeds[:1])]
-            levels, runs = [], {"nonprivate": nonprivate}
-            for k, (eps, cal) in enumerate(zip(plan.epsilons, calibrations, strict=True)):
-                first = len(nonprivate) + k * len(plan.seeds)
-                level_runs = done[first: first + len(plan.seeds)]
-                runs[f"epsilon={eps:g}"] = level_runs
-                levels.append(_level(plan, eps, cal, level_runs))
-            centralized = _centralized(data, plan)
-    np_run = nonprivate[0]
-    np_summary = {
-        "label": "non-private consensus ADMM",
-        "test_accuracy": np_run["final"]["test_accuracy"] if np_run["final"] else None,
-        "test_log_loss": np_run["final"]["test_log_loss"] if np_run["final"] else None,
-        "iterations": np_run["iterations"],
-        "test_accuracy_mean": np_run["test_accuracy"],
-        "final_mean": np_run["final"]["test_accuracy"] if np_run["final"] else None,
-    }
-    plot_levels = [{**lv, "epsilon_spent": lv["epsilon_spent_per_iteration"],
-                    "final_mean": lv["accuracy"]["mean"], "final_min": lv["accuracy"]["min"],
-                    "final_max": lv["accuracy"]["max"]}
-                   for lv in levels if lv["accuracy"]["n"]]
-    payload = {
-        "experiment": "consensus",
-        "paper": "002 (Li & Chi): no experiments in the paper",
-        "dataset": data.describe(),
-        "plan": asdict(plan),
-        "levels": levels,
-        "nonprivate": np_summary,
-        "centralized": centralized,
-        "runs": runs,
-    }
-    title = (f"DP consensus ADMM on Adult: {plan.clients} clients, λ={plan.lam:g}, ρ={plan.rho:g}, "
-             f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
-             f"{len(plan.seeds)} seeds")
-    run.emit("consensus", payload, lambda: plot_consensus(
-        plot_levels, title=title, nonprivate=np_summary,
-        centralized_accuracy=centralized["test_accuracy"], target_accuracy=TARGET_ACCURACY))
-
-    at_one = next((lv for lv in levels if math.isclose(lv["epsilon"], TARGET_EPSILON)), None)
-    acc = at_one["accuracy"] if at_one and at_one["accuracy"]["n"] else None
-    headlines = {
-        "epsilon1_accuracy": acc,
-        "target_accuracy": TARGET_ACCURACY,
-        "target_met_mean": None if acc is None else bool(acc["mean"] >= TARGET_ACCURACY),
-        "target_met_every_seed": None if acc is None else bool(acc["min"] >= TARGET_ACCURACY),
-        "noise_multiplier": {f"{lv['epsilon']:g}": lv["noise_multiplier"] for lv in levels},
-        "nonprivate_accuracy": np_summary["test_accuracy"],
-        "centralized_accuracy": centralized["test_accuracy"],
-    }
-    summary: dict[str, Any] = {
-        "quick": plan.quick,
-        "plan": asdict(plan),
-        "dataset": data.describe(),
-        "headlines": headlines,
-        "levels": [{k: v for k, v in lv.items()
-                    if k not in ("iterations", "test_accuracy_mean",
-                                 "epsilon_spent_per_iteration")} for lv in levels],
-        "nonprivate": {k: v for k, v in np_summary.items()
-                       if k not in ("iterations", "test_accuracy_mean")},
-        "centralized": centralized,
-        "notes": _notes(plan, levels, np_summary, centralized, acc),
-    }
-    return run.finish(summary, _markdown)
+        calibrations = _calibrations(plan, data)
+        nonprivate, levels, runs, centralized = _run_grid(run, data, plan, calibrations)
+    np_summary = _nonprivate_summary(nonprivate[0])
+    _emit_figure(run, plan, data, levels, np_summary, centralized, runs)
+    return run.finish(_summary(plan, data, levels, np_summary, centralized), _markdown)

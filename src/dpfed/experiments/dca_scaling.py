@@ -122,6 +122,70 @@ def _peak_rss_mb() -> float:
     return peak_rss_bytes() / (1024.0 * 1024.0)
 
 
+def _resolve_workers(workers: int | str, executor: Executor | None, n: int, d: int,
+                     m: int) -> int:
+    """Worker processes: the executor's for ``"auto"`` with one, else :func:`choose_workers`
+    for ``"auto"``, else ``workers`` checked."""
+    if workers == "auto" and executor is not None:
+        return int(getattr(executor, "workers", 1))
+    if workers == "auto":
+        return choose_workers(n, d, m)
+    return check_int("workers", workers, minimum=1)
+
+
+def _max_deviation(source: UniformClients, run: Any, n: int, d: int) -> float:
+    """Largest deviation of the run's total from the included inputs' sum."""
+    # the total must be the inputs' sum plus noise: recompute the inputs block by block
+    plain = np.zeros(d)
+    step = max(1, (1 << 20) // (8 * d))
+    keep = np.zeros(n, dtype=bool)
+    keep[run.included] = True
+    for a in range(0, n, step):
+        block = source(a, min(a + step, n))
+        plain += block[keep[a : a + step]].sum(axis=0)
+    return float(np.max(np.abs(run.total - plain)))
+
+
+def _timing_summary(runs: list[Any], source: UniformClients, *, n: int, d: int, m: int, t: int,
+                    encrypt: bool, w: int, noise_std: float,
+                    executor: Executor | None) -> dict[str, Any]:
+    """The record of :func:`time_secure_sum` from its timed runs."""
+    r = len(runs)
+    seconds = [res.timing["wall"] for res in runs]
+    order = sorted(range(r), key=lambda i: seconds[i])
+    median_run = runs[order[(r - 1) // 2]]
+    timing = dict(median_run.timing)
+    mask_bytes = 8 * max(0, m - 1) * len(median_run.included) * d
+    masks = timing.get("masks", 0.0)
+    deviation = _max_deviation(source, median_run, n, d)
+    total_std = noise_std * np.sqrt(len(median_run.included))
+    paper = paper_seconds(n, d, m)
+    median = statistics.median(seconds)
+    return {
+        "n_clients": n,
+        "dim": d,
+        "compute_nodes": m,
+        "tolerated": t,
+        "dropped": len(median_run.dropped),
+        "encrypt": bool(encrypt),
+        "workers": w,
+        "repeats": r,
+        "seconds": seconds,
+        "median": median,
+        "min": min(seconds),
+        "timing": timing,
+        "values_seconds": timing.get("values", 0.0),
+        "keystream_bytes": mask_bytes,
+        "keystream_gb_per_s": mask_bytes / masks / 1e9 if masks > 0 else None,
+        "peak_rss_mb": _peak_rss_mb(),
+        "total_sha256": hashlib.sha256(median_run.total_encoded.tobytes()).hexdigest(),
+        "paper_seconds": paper,
+        "ratio": paper / median if paper is not None and median > 0 else None,
+        "check": {"max_abs_deviation": deviation,
+                  "in_noise_stds": deviation / float(total_std)},
+    } | ({"nodes": node_usage(executor.usage)} if hasattr(executor, "usage") else {})
+
+
 def time_secure_sum(
     n_clients: int,
     dim: int,
@@ -185,12 +249,7 @@ def time_secure_sum(
     k = check_int("drop", drop, minimum=0)
     r = check_int("repeats", repeats, minimum=1)
     check_positive("noise_std", noise_std)
-    if workers == "auto" and executor is not None:
-        w = int(getattr(executor, "workers", 1))
-    elif workers == "auto":
-        w = choose_workers(n, d, m)
-    else:
-        w = check_int("workers", workers, minimum=1)
+    w = _resolve_workers(workers, executor, n, d, m)
     dropped = np.linspace(0, n - 1, k).astype(int).tolist() if k else None
     source = UniformClients(d, bound=bound, seed=seed)
     runs = []
@@ -199,47 +258,8 @@ def time_secure_sum(
                          compute_nodes=m, tolerated=t, dropped=dropped, encrypt=encrypt,
                          workers=w, executor=executor, noise=noise)
         runs.append(res)
-    seconds = [res.timing["wall"] for res in runs]
-    order = sorted(range(r), key=lambda i: seconds[i])
-    median_run = runs[order[(r - 1) // 2]]
-    timing = dict(median_run.timing)
-    mask_bytes = 8 * max(0, m - 1) * len(median_run.included) * d
-    masks = timing.get("masks", 0.0)
-    # the total must be the inputs' sum plus noise: recompute the inputs block by block
-    plain = np.zeros(d)
-    step = max(1, (1 << 20) // (8 * d))
-    keep = np.zeros(n, dtype=bool)
-    keep[median_run.included] = True
-    for a in range(0, n, step):
-        block = source(a, min(a + step, n))
-        plain += block[keep[a : a + step]].sum(axis=0)
-    deviation = float(np.max(np.abs(median_run.total - plain)))
-    total_std = noise_std * np.sqrt(len(median_run.included))
-    paper = paper_seconds(n, d, m)
-    median = statistics.median(seconds)
-    return {
-        "n_clients": n,
-        "dim": d,
-        "compute_nodes": m,
-        "tolerated": t,
-        "dropped": len(median_run.dropped),
-        "encrypt": bool(encrypt),
-        "workers": w,
-        "repeats": r,
-        "seconds": seconds,
-        "median": median,
-        "min": min(seconds),
-        "timing": timing,
-        "values_seconds": timing.get("values", 0.0),
-        "keystream_bytes": mask_bytes,
-        "keystream_gb_per_s": mask_bytes / masks / 1e9 if masks > 0 else None,
-        "peak_rss_mb": _peak_rss_mb(),
-        "total_sha256": hashlib.sha256(median_run.total_encoded.tobytes()).hexdigest(),
-        "paper_seconds": paper,
-        "ratio": paper / median if paper is not None and median > 0 else None,
-        "check": {"max_abs_deviation": deviation,
-                  "in_noise_stds": deviation / float(total_std)},
-    } | ({"nodes": node_usage(executor.usage)} if hasattr(executor, "usage") else {})
+    return _timing_summary(runs, source, n=n, d=d, m=m, t=t, encrypt=encrypt, w=w,
+                           noise_std=noise_std, executor=executor)
 
 
 @dataclass(frozen=True)

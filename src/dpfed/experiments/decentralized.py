@@ -879,18 +879,27 @@ def _retry_notes(runs: Sequence[dict]) -> list[str]:
     return notes
 
 
-def _summary_markdown(summary: dict) -> str:
-    h, plan, ds = summary["headlines"], summary["plan"], summary["dataset"]
+def _etas(plan: dict) -> dict[str, str]:
+    """The step sizes ``eta`` and ``dvp_eta`` of the plan, formatted."""
+    return {"eta": f"{plan['eta']:g}", "dvp_eta": f"{plan['dvp_eta']:g}"}
+
+
+def _head_section(summary: dict) -> str:
+    """The report's head: the mode, the data and the plan."""
+    plan, ds = summary["plan"], summary["dataset"]
     mode = "quick (subsampled, few iterations; a smoke test, not the reproduction)" \
         if summary["quick"] else "full"
-    etas = {"eta": f"{plan['eta']:g}", "dvp_eta": f"{plan['dvp_eta']:g}"}
-    iterations = plan["iterations"]
-    head = REPORT.render(
+    return REPORT.render(
         "head", mode=mode, seconds=f"{summary['seconds']:.1f}", workers=summary["workers"],
         processes="processes" if summary["workers"] > 1 else "process", n_train=ds["n_train"],
         n_features=ds["n_features"], nodes=plan["nodes"], n_test=ds["n_test"],
-        iterations=iterations, pvp_eta=f"{plan['pvp_eta']:g}", **etas,
+        iterations=plan["iterations"], pvp_eta=f"{plan['pvp_eta']:g}", **_etas(plan),
     )
+
+
+def _targets_section(h: dict, plan: dict) -> str:
+    """The targets: the non-private gaps, DVP's error rate and the seeds' robustness."""
+    iterations = plan["iterations"]
     gap_rows = [
         REPORT.render("gap-row", iterations=iterations, graph=g,
                       target=f"{TARGET_RELATIVE_GAP:g}", gap=fmt(v, 3),
@@ -908,16 +917,19 @@ def _summary_markdown(summary: dict) -> str:
         for r in h["seed_robustness"]
     ]
     tuned = h["dvp_eta_sensitivity"]
-    targets = REPORT.render(
+    return REPORT.render(
         "targets", gap_rows=gap_rows, iterations=iterations,
         target_points=f"{TARGET_MER_POINTS:g}", dvp_mer=fmt(h["dvp_alpha1_mer"]),
         nonprivate_mer=fmt(h["nonprivate_mer"]),
         points=fmt(h["dvp_alpha1_mer_points_above_nonprivate"], 3),
         verdict=_met(h["dvp_mer_target_met"]), chosen_eta=fmt(tuned["chosen_eta"]),
         tuned_mer=fmt(tuned["mer"]), tuned_points=fmt(tuned["points_above_nonprivate"], 3),
-        tuned_verdict=_met(tuned["target_met"]), seed_rows=seed_rows, **etas,
+        tuned_verdict=_met(tuned["target_met"]), seed_rows=seed_rows, **_etas(plan),
     )
-    figs = summary["figures"]
+
+
+def _convergence_section(figs: dict, iterations: int) -> str:
+    """The final figures of every convergence run and of the references."""
     rows = []
     for r in figs["convergence"]["final"]:
         if r.get("failed"):
@@ -941,8 +953,12 @@ def _summary_markdown(summary: dict) -> str:
             node_mer=fmt(r.get("node_misclassification_rate")),
             disagreement=fmt(r.get("disagreement"), 3),
         ))
-    convergence = REPORT.render("convergence", iterations=iterations,
-                                before_stop=iterations - 1, rows=rows)
+    return REPORT.render("convergence", iterations=iterations,
+                         before_stop=iterations - 1, rows=rows)
+
+
+def _fits_section(h: dict, figs: dict, plan: dict) -> str:
+    """The fitted trade-off curves and the trade-off figures per alpha."""
     fit_rows = []
     for m, v in h["fits"].items():
         fit, ch, paper = v["fit"] or {}, v["choice"] or {}, v["paper_curve_choice"]
@@ -964,14 +980,22 @@ def _summary_markdown(summary: dict) -> str:
         )
         for k, a in enumerate(trade["dvp"]["alphas"])
     ]
-    fits = REPORT.render("fits", alphas=", ".join(f"{a:g}" for a in plan["tradeoff_alphas"]),
-                        fit_rows=fit_rows, tradeoff_rows=tradeoff_rows)
-    totals = REPORT.render(
-        "totals", iterations=iterations, delta=f"{plan['delta']:g}",
+    return REPORT.render("fits", alphas=", ".join(f"{a:g}" for a in plan["tradeoff_alphas"]),
+                         fit_rows=fit_rows, tradeoff_rows=tradeoff_rows)
+
+
+def _totals_section(h: dict, plan: dict) -> str:
+    """The total epsilon of every alpha, basic and advanced composition."""
+    return REPORT.render(
+        "totals", iterations=plan["iterations"], delta=f"{plan['delta']:g}",
         rows=[REPORT.render("total-row", alpha=f"{e['alpha']:g}",
                             basic=fmt(e["basic_epsilon"]), advanced=fmt(e["advanced_epsilon"]))
               for e in h["epsilon_totals"]],
     )
+
+
+def _seed_items(figs: dict) -> list[str]:
+    """The spread over the seeds of every alpha and method."""
     items = []
     for r in figs["seeds"]["rows"]:
         for m in ("dvp", "pvp"):
@@ -982,6 +1006,11 @@ def _summary_markdown(summary: dict) -> str:
                 loss_max=fmt(s["max"]), mer_mean=fmt(t["mean"]), mer_std=fmt(t["std"], 3),
                 mer_min=fmt(t["min"]), mer_max=fmt(t["max"]),
             ))
+    return items
+
+
+def _eta_section(figs: dict) -> str:
+    """The step-size sweep of every method."""
     eta_rows = []
     for m, v in figs["eta"]["methods"].items():
         for k, e in enumerate(v["eta"]):
@@ -991,7 +1020,19 @@ def _summary_markdown(summary: dict) -> str:
                 objective=fmt(v["train_objective"][k]), log_loss=fmt(v["mean_log_loss"][k]),
                 mer=fmt(v["misclassification_rate"][k]), retries=v["retries"][k],
             ))
-    eta = REPORT.render("eta", alpha=f"{figs['eta']['alpha']:g}", rows=eta_rows)
+    return REPORT.render("eta", alpha=f"{figs['eta']['alpha']:g}", rows=eta_rows)
+
+
+def _summary_markdown(summary: dict) -> str:
+    """The text of ``summary.md``, section by section."""
+    h, plan, figs = summary["headlines"], summary["plan"], summary["figures"]
+    head = _head_section(summary)
+    targets = _targets_section(h, plan)
+    convergence = _convergence_section(figs, plan["iterations"])
+    fits = _fits_section(h, figs, plan)
+    totals = _totals_section(h, plan)
+    items = _seed_items(figs)
+    eta = _eta_section(figs)
     return summary_markdown([head, targets, convergence, fits, totals,
                              REPORT.render("seeds", rows=items), eta], summary)
 

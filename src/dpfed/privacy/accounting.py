@@ -752,6 +752,48 @@ def _bisect_decreasing(
     return hi
 
 
+def _check_classic_target(eps: float, d: float, t: int, acc: str) -> None:
+    """Refuse a target above what a classical accountant certifies over ``t`` steps."""
+    if acc not in CLASSIC_ACCOUNTANTS:
+        return
+    limit = (
+        corollary1_epsilon(CLASSIC_MAX_EPSILON, t, d / 2.0) if acc == "advanced"
+        else t * CLASSIC_MAX_EPSILON
+    )
+    if eps > limit * (1.0 + _CLASSIC_RTOL):
+        raise DpfedInputError(
+            classic_range_message(
+                f"accountant {acc!r} uses", _classic_delta_step(acc, t, d),
+                f"target epsilon {eps:g}, above the {limit:.4g} it certifies there over "
+                f"{t} step{'s' if t > 1 else ''} at delta {d:g}",
+            )
+        )
+
+
+def _calibrate_rdp(eps: float, d: float, t: int, z_exact: float) -> float | None:
+    """The RDP accountant's multiplier by ``dp_accounting.calibrate_dp_mechanism`` (see
+    :func:`calibrate_noise_multiplier`), ``None`` if no bracket was found."""
+    z_moments = _bisect_decreasing(lambda z: _moments_epsilon(t / (z * z), d), eps, rtol=1e-6)
+    lo = 0.9 * z_exact
+    hi = 1.25 * max(z_moments, z_exact)
+    tol = _CALIBRATION_RTOL * z_exact
+    for _ in range(60):
+        try:
+            z = dp_accounting.calibrate_dp_mechanism(
+                lambda: _make_dpa_accountant("rdp"),
+                lambda z: _homogeneous_event(z, t),
+                eps,
+                d,
+                bracket_interval=dp_accounting.ExplicitBracketInterval(lo, hi),
+                tol=tol,
+            )
+        except ValueError:  # the bracket did not contain the solution: widen it
+            lo, hi = lo / 2.0, hi * 2.0
+            continue
+        return float(z)
+    return None  # pragma: no cover - only for pathological inputs
+
+
 def calibrate_noise_multiplier(
     epsilon: float, delta: float, steps: int, *, accountant: str = "pld"
 ) -> float:
@@ -813,19 +855,7 @@ def calibrate_noise_multiplier(
     t = check_int("steps", steps, minimum=1)
     acc = check_accountant(accountant)
 
-    if acc in CLASSIC_ACCOUNTANTS:
-        limit = (
-            corollary1_epsilon(CLASSIC_MAX_EPSILON, t, d / 2.0) if acc == "advanced"
-            else t * CLASSIC_MAX_EPSILON
-        )
-        if eps > limit * (1.0 + _CLASSIC_RTOL):
-            raise DpfedInputError(
-                classic_range_message(
-                    f"accountant {acc!r} uses", _classic_delta_step(acc, t, d),
-                    f"target epsilon {eps:g}, above the {limit:.4g} it certifies there over "
-                    f"{t} step{'s' if t > 1 else ''} at delta {d:g}",
-                )
-            )
+    _check_classic_target(eps, d, t, acc)
     if acc not in ("pld", "rdp"):
         return _bisect_decreasing(lambda z: _gaussian_epsilon(z, t, d, acc), eps)
 
@@ -836,24 +866,9 @@ def calibrate_noise_multiplier(
         while _gaussian_epsilon(z_exact, t, d, acc) > eps:
             z_exact *= 1.0 + 1e-12
         return z_exact
-    z_moments = _bisect_decreasing(lambda z: _moments_epsilon(t / (z * z), d), eps, rtol=1e-6)
-    lo = 0.9 * z_exact
-    hi = 1.25 * max(z_moments, z_exact)
-    tol = _CALIBRATION_RTOL * z_exact
-    for _ in range(60):
-        try:
-            z = dp_accounting.calibrate_dp_mechanism(
-                lambda: _make_dpa_accountant(acc),
-                lambda z: _homogeneous_event(z, t),
-                eps,
-                d,
-                bracket_interval=dp_accounting.ExplicitBracketInterval(lo, hi),
-                tol=tol,
-            )
-        except ValueError:  # the bracket did not contain the solution: widen it
-            lo, hi = lo / 2.0, hi * 2.0
-            continue
-        return float(z)
+    z = _calibrate_rdp(eps, d, t, z_exact)
+    if z is not None:
+        return z
     raise DpfedInputError(  # pragma: no cover - only for pathological inputs
         f"could not calibrate a noise multiplier for epsilon={epsilon!r}, delta={delta!r}, "
         f"steps={steps!r} with accountant {accountant!r}."

@@ -33,7 +33,7 @@ from dpfed.core.rows import (
     with_intercept,
 )
 from dpfed.core.threads import vector_work
-from dpfed.engines import Engine, engine_block, engine_summary, get_engine
+from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.coupling import SAMPLER
@@ -309,6 +309,76 @@ def global_metrics(model: np.ndarray, parts: Sequence[tuple[Matrix, np.ndarray]]
     )
 
 
+def _client_names_checked(names: Sequence[str] | None, n: int) -> list[str]:
+    """The clients' names (given, or ``client1, client2, ...``), checked distinct."""
+    out = list(names) if names is not None else client_names(n)
+    if len(out) != n or len(set(out)) != n:
+        raise DpfedInputError(f"need {n} distinct client names. Found {out}.")
+    return out
+
+
+def _prepared_parts(cfg: ConsensusConfig, parts: Sequence[tuple[Matrix, np.ndarray]],
+                    loss: Loss) -> list[tuple[Matrix, np.ndarray]]:
+    """Every client's rows as it trains on them, and its checked labels."""
+    prepared = []
+    for X, y in parts:
+        labels = check_binary_labels("labels", y) if loss.binary else np.asarray(y, float)
+        prepared.append((cfg.prepare_rows(X), labels))
+    return prepared
+
+
+def _prepared_test(cfg: ConsensusConfig, X_test: Matrix | None, y_test: np.ndarray | None
+                   ) -> tuple[Matrix | None, np.ndarray | None]:
+    """The test rows as the model sees them, and their checked labels (as given without
+    test rows)."""
+    if X_test is None:
+        return X_test, y_test
+    # test rows come with their labels
+    labels = check_binary_labels("test labels", cast(np.ndarray, y_test))
+    return cfg.prepare_rows(X_test), labels
+
+
+def _make_clients(cfg: ConsensusConfig, prepared: Sequence[tuple[Matrix, np.ndarray]],
+                  names: Sequence[str], loss: Loss, z: float | None,
+                  rngs: Sequence[np.random.Generator] | None) -> list[ConsensusClient]:
+    """The client roles, each with its release and noise generator."""
+    n = len(prepared)
+    if rngs is None:
+        rngs = [simulation_generator(cfg.seed, i, n) for i in range(n)]
+    elif len(rngs) != n:
+        raise DpfedInputError(f"rngs must hold one generator per client ({n}). Found {len(rngs)}.")
+    return [
+        ConsensusClient(
+            names[i], X, y, server=SERVER, loss=loss, lam=cfg.lam, n_clients=n, rho=cfg.rho,
+            release=client_release(cfg, z, n, X.shape[0]), rng=rngs[i],
+            relaxation=cfg.relaxation,
+        )
+        for i, (X, y) in enumerate(prepared)
+    ]
+
+
+def _consensus_result(cfg: ConsensusConfig, clients: Sequence[ConsensusClient],
+                      z: float | None, models: Sequence[np.ndarray],
+                      history: list[dict[str, Any]], server: ConsensusServer, seconds: float,
+                      report: EngineReport) -> ConsensusResult:
+    """The job's result: the final model, the history, the privacy block and its ledger."""
+    private = cfg.mechanism != "none"
+    ledger = PrivacyLedger()
+    for c in clients:
+        for e in c.events:
+            ledger.record(e)
+    privacy = consensus_privacy(cfg, clients, z)
+    if private:
+        privacy["notes"] += in_process_seed_note(cfg.seed)
+    final = output_model(models, cfg.average_last) if models else server.model.copy()
+    return ConsensusResult(
+        final, history, privacy, ledger, replace(cfg), server.history,
+        seconds, {c.name: c.n_samples for c in clients},
+        exact_values(["train_objective"] if private else [], left_parties=False),
+        engine_summary(report),
+    )
+
+
 @vector_work
 def train_consensus(
     parts: Sequence[tuple[Matrix, np.ndarray]],
@@ -347,33 +417,14 @@ def train_consensus(
     cfg = (config or ConsensusConfig()).validated()
     _check_clients(parts, "training")
     n = len(parts)
-    names = list(names) if names is not None else client_names(n)
-    if len(names) != n or len(set(names)) != n:
-        raise DpfedInputError(f"need {n} distinct client names. Found {names}.")
+    names = _client_names_checked(names, n)
     loss = get_loss(cfg.loss)
     private = cfg.mechanism != "none"
-    prepared = []
-    for X, y in parts:
-        labels = check_binary_labels("labels", y) if loss.binary else np.asarray(y, float)
-        prepared.append((cfg.prepare_rows(X), labels))
-    if X_test is not None:
-        # test rows come with their labels
-        y_test = check_binary_labels("test labels", cast(np.ndarray, y_test))
-        X_test = cfg.prepare_rows(X_test)
+    prepared = _prepared_parts(cfg, parts, loss)
+    X_test, y_test = _prepared_test(cfg, X_test, y_test)
     d = prepared[0][0].shape[1]
     z = noise_multiplier_of(cfg, d)
-    if rngs is None:
-        rngs = [simulation_generator(cfg.seed, i, n) for i in range(n)]
-    elif len(rngs) != n:
-        raise DpfedInputError(f"rngs must hold one generator per client ({n}). Found {len(rngs)}.")
-    clients = [
-        ConsensusClient(
-            names[i], X, y, server=SERVER, loss=loss, lam=cfg.lam, n_clients=n, rho=cfg.rho,
-            release=client_release(cfg, z, n, X.shape[0]), rng=rngs[i],
-            relaxation=cfg.relaxation,
-        )
-        for i, (X, y) in enumerate(prepared)
-    ]
+    clients = _make_clients(cfg, prepared, names, loss, z, rngs)
     history: list[dict[str, Any]] = []
     models: list[np.ndarray] = []
     clock = {"train": 0.0, "since": time.perf_counter()}
@@ -401,20 +452,7 @@ def train_consensus(
                                      server.start())
     if bar is not None:
         bar.close()
-    ledger = PrivacyLedger()
-    for c in clients:
-        for e in c.events:
-            ledger.record(e)
-    privacy = consensus_privacy(cfg, clients, z)
-    if private:
-        privacy["notes"] += in_process_seed_note(cfg.seed)
-    final = output_model(models, cfg.average_last) if models else server.model.copy()
-    return ConsensusResult(
-        final, history, privacy, ledger, replace(cfg), server.history,
-        clock["train"], {c.name: c.n_samples for c in clients},
-        exact_values(["train_objective"] if private else [], left_parties=False),
-        engine_summary(report),
-    )
+    return _consensus_result(cfg, clients, z, models, history, server, clock["train"], report)
 
 
 def consensus_privacy(cfg: ConsensusConfig, clients: Sequence[ReleasingClient],
