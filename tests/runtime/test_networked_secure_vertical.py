@@ -164,3 +164,45 @@ def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_agains
     assert weight == pytest.approx(local.weighting.beta, abs=1e-3)
     scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in SPLIT])
     _check_test_predictions(job, scores)
+
+
+THREE = (("label", (0, 10)), ("bank", (10, 20)), ("shop", (20, 30)))
+
+
+@pytest.mark.slow
+def test_three_parties_fold_their_scores_over_the_network_through_a_restart(netjob):
+    """A label holder and two passive parties: the third party holds no key and folds its
+    scores into the powers of the other two blocks; killed after round 1 of 2 it comes back,
+    replays its journal and resends the folds it kept. The model is the in-process run's
+    with the parties' own noise, and every party records one release a round."""
+    rounds = 2
+    params = {"secure": True, "epsilon": 2.0, "delta": 1e-5, "protect_label_holder": True,
+              "iterations": rounds}
+    job = netjob([(name, "breast_cancer", span) for name, span in THREE], job_id="three",
+                 params=params, budgets={name: BUDGET for name, _ in THREE},
+                 job={"grace": 120.0})
+    job.start_parties()
+    leader, lines = _lead_until_round(job, 1)
+    job.kill("shop")
+    job.start_party("shop")
+    logs = "".join(lines) + "".join(job.log(n) for n, _ in THREE)
+    assert leader.wait(timeout=300) == 0, logs
+    assert job.wait_parties(timeout=60) == {"label": 0, "bank": 0, "shop": 0}
+    assert "restored at round" in job.log("shop")
+    result = json.loads(job.out.read_text())
+    assert result["privacy"]["recorded"] == {name: rounds + 1 for name, _ in THREE}
+    assert not (job.workdir("shop") / "ckks.key").exists()  # only the key holders hold keys
+    data = load_dataset("breast_cancer")
+    blocks = [data.X_train[:, a:b] for _, (a, b) in THREE]
+    setup = SecureSetup(blocks[0].shape[0], (10, 10, 10), 2.0, 1e-5, protect="all",
+                        rounds=rounds)
+    local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
+                                  rngs=job.secret_rngs())
+    coef = [np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
+            for n, _ in THREE]
+    np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-4)
+    for got, expected in zip(coef[1:], local.blocks[1:], strict=True):
+        np.testing.assert_allclose(got, expected, atol=1e-4)
+    scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in THREE])
+    expected = np.mean(np.where(scores > 0, 1, -1) == np.where(data.y_test > 0, 1, -1))
+    assert result["final"]["test_accuracy"] == pytest.approx(expected, abs=0.01)

@@ -189,11 +189,10 @@ class KeyHolder:
                                              save_galois_keys=True, save_relin_keys=False))
 
     def public_bytes(self) -> bytes:
-        """The public key and Galois keys, serialised (no secret key)."""
-        public = self._context.copy()
-        public.make_context_public()
-        return bytes(public.serialize(save_public_key=True, save_secret_key=False,
-                                      save_galois_keys=True, save_relin_keys=False))
+        """The public key and Galois keys, serialised (no secret key: SEAL writes only what
+        is asked for, and :meth:`PublicContext.from_bytes` refuses a context that has one)."""
+        return bytes(self._context.serialize(save_public_key=True, save_secret_key=False,
+                                             save_galois_keys=True, save_relin_keys=False))
 
     def encrypt(self, values: np.ndarray) -> list[bytes]:
         """Encrypt under the own key (shape ``(n,)`` -> serialised ciphertexts)."""

@@ -30,6 +30,8 @@ def test_secure_true_selects_the_secure_protocol_and_false_the_usual_one(tmp_pat
     assert spec.params["iterations"] == 4
     plain = _job(tmp_path, f'secure = false\nmechanism = "sound"\n{BUDGET}')
     assert plain.protocol == "vertical"
+    three = _job(tmp_path, f"secure = true\n{BUDGET}", parties=3)
+    assert three.protocol == "vertical_secure" and len(three.names) == 3
 
 
 @pytest.mark.parametrize(("params", "extra", "says"), [
@@ -37,7 +39,7 @@ def test_secure_true_selects_the_secure_protocol_and_false_the_usual_one(tmp_pat
     (f'secure = true\n{BUDGET}\nloss = "sigmoid"', {}, "loss"),
     (f'secure = true\n{BUDGET}\nmechanism = "paper"', {}, "mechanism"),
     (f"secure = true\n{BUDGET}\nrho = 1.0", {}, "rho"),
-    (f"secure = true\n{BUDGET}", {"parties": 3}, "Three to seven parties run in one process"),
+    (f"secure = true\n{BUDGET}", {"parties": 8}, "a label holder and 1 to 6 passive parties"),
     (f"secure = true\n{BUDGET}", {"job": 'evaluate = "full"'}, "test rows only"),
     (f"secure = true\n{BUDGET}\nlabel_holder_keeps_model = true", {},
      "needs protect_label_holder = true"),

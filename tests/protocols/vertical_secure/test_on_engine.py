@@ -49,6 +49,27 @@ def test_the_roles_on_the_in_process_engine_run_the_simulations_job():
     assert ran.engine is None  # in process: nothing to report
 
 
+@pytest.mark.parametrize("protect", ["passive"])
+def test_three_parties_roles_fold_their_scores_in_turn_as_the_simulation_does(protect):
+    """Three parties' roles on the in-process engine: each block's powers pass through the
+    third party (a fold) before the evaluator, every party's noise is drawn as in the
+    simulation, and one weight covers both passive parties' scores ("all", unweighted, runs
+    over the network in tests/runtime/test_networked_secure_vertical.py)."""
+    pytest.importorskip("tenseal")
+    blocks, y, _, _ = make_vertical_problem_with_test(n=300, split=(3, 2, 2))
+    setup = SecureSetup(300, (3, 2, 2), 2.0, 1e-5, rounds=2, degree=7, protect=protect)
+    ran = train_secure_vertical(blocks, y, setup, seed=3, engine="inprocess")
+    plain = train_secure_vertical(blocks, y, setup, seed=3, backend="plain")
+    for a, b in zip(ran.blocks, plain.blocks, strict=True):
+        np.testing.assert_allclose(a, b, atol=2e-3)
+    assert ran.intercept == pytest.approx(plain.intercept, abs=2e-3)
+    assert (ran.weighting is None) == (protect == "all")
+    if ran.weighting is not None:
+        assert ran.weighting.beta == pytest.approx(plain.weighting.beta, abs=2e-3)
+    assert [c.block for c in ran.costs] == [0, 1, 2]
+    assert all(c.bytes_sent > 0 for c in ran.costs)  # the third party's folds are sent on
+
+
 def test_an_engine_runs_ckks_only():
     blocks, y = _problem()
     setup = SecureSetup(400, (4, 3), 2.0, 1e-5, rounds=1)

@@ -209,9 +209,9 @@ def train_secure_vertical(
         parties draw from their secrets); None: one stream per party spawned from ``seed``.
     engine : str or Engine or None
         None: the block updates called in turn in this process. Else the parties' networked
-        roles run on this engine (``"inprocess"``, ``"ray"`` or an instance; CKKS only; two
-        parties; :mod:`dpfed.protocols.vertical_secure.on_engine`): the same noise, and the
-        model up to CKKS's rounding.
+        roles run on this engine (``"inprocess"``, ``"ray"`` or an instance; CKKS only;
+        :mod:`dpfed.protocols.vertical_secure.on_engine`): the same noise, and the model up
+        to CKKS's rounding.
 
     Returns
     -------
@@ -240,16 +240,10 @@ def train_secure_vertical(
         if backend != "ckks":
             raise DpfedInputError(f"an engine runs the parties' CKKS roles; found backend "
                                   f"{backend!r} (the plaintext simulation runs in process only).")
-        if k != 2:
-            raise DpfedInputError(
-                f"the secure parties' roles on an engine (and over the network) are those of "
-                f"a label holder and one passive party; found {k} parties. More parties run "
-                f"in this process (engine=None)."
-            )
-        label = SecureParty(0, blocks[0], setup, rngs[0], y=y01, backend=backend)
-        passive = SecureParty(1, blocks[1], setup, rngs[1], backend=backend)
-        ran = run_secure_roles((label, passive), setup, engine, progress)
-        return _result((label, passive), setup, ran.costs, ran.setup_bytes,
+        on_engine = tuple(SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None,
+                                      backend=backend) for j, X in enumerate(blocks))
+        ran = run_secure_roles(on_engine, setup, engine, progress)
+        return _result(on_engine, setup, ran.costs, ran.setup_bytes,
                        time.perf_counter() - start, backend, ran.weighting, ran.engine)
     opened = open_parties(blocks, y01, setup, rngs, backend)
     parties = opened.parties

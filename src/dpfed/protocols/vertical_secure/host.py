@@ -1,9 +1,10 @@
 """The secure vertical mode as the networked runtime runs it: a vertical job file with
 ``[params] secure = true`` (protocol ``vertical_secure``).
 
-Two parties, the label holder first, each on its column range of a data set or its own
-aligned table (:func:`dpfed.protocols.vertical.host.party_rows`). Each keeps its CKKS key
-pair in its job folder (``ckks.key``, owner-only) and every ciphertext it encrypts in
+A label holder first, then one to six passive parties, each on its column range of a data set
+or its own aligned table (:func:`dpfed.protocols.vertical.host.party_rows`). The key holders
+(the label holder and the first passive party) keep their CKKS key pairs in their job folders
+(``ckks.key``, owner-only); every party keeps every ciphertext it encrypts or folds in
 ``outbox/`` (a restarted party sends the same bytes again); its noise comes from its secret
 generator, as in every networked job. A protected party reserves the secure mode's
 Gaussian releases in its budget ledger (:attr:`~.setup.SecureSetup.release_count`) and
@@ -34,13 +35,14 @@ from dpfed.protocols.vertical_secure.messages import (
     GradientRelease,
     WeightRelease,
 )
-from dpfed.protocols.vertical_secure.party import SecureParty
+from dpfed.protocols.vertical_secure.party import KEY_HOLDERS, SecureParty
 from dpfed.protocols.vertical_secure.roles import Outbox, SecureRole
 from dpfed.protocols.vertical_secure.setup import (
     DEFAULT_DEGREE,
     DEFAULT_INTERCEPT_SCALE,
     DEFAULT_RADIUS,
     DEFAULT_ROUNDS,
+    MAX_PARTIES,
     ROW_SCALINGS,
     SecureSetup,
     secure_protection,
@@ -152,19 +154,23 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         self.n_samples, self.n_features = (int(v) for v in rows.block.shape)
         self.setup = secure_setup(cfg, self.n_samples, rows.widths)
         folder = spec.party(name).workdir / spec.id
-        key_pair = load_or_create_secret(folder, KEY_FILE,
-                                         lambda: ckks.KeyHolder().secret_bytes())
+        levels = self.setup.parties
+        key_pair = None  # only the key holders keep a key pair (party.KEY_HOLDERS)
+        if self.index in KEY_HOLDERS:
+            key_pair = load_or_create_secret(
+                folder, KEY_FILE, lambda: ckks.KeyHolder(levels=levels).secret_bytes())
         labels = None
         if self.index == 0:
             own_labels = cast(np.ndarray, rows.labels)  # the label holder's rows have labels
             labels = (check_binary_labels("labels", own_labels) > 0).astype(np.float64)
         party = SecureParty(self.index, rows.block, self.setup,
-                            noise_generator(spec, name, index=self.index, n_parties=2),
+                            noise_generator(spec, name, index=self.index,
+                                            n_parties=len(spec.names)),
                             y=labels, key_pair=key_pair)
         test_labels = None
         if self.index == 0 and rows.test_block is not None and rows.test_labels is not None:
             test_labels = check_binary_labels("test labels", rows.test_labels)
-        self.role = SecureRole(party, (spec.names[0], spec.names[1]), LEADER,
+        self.role = SecureRole(party, tuple(spec.names), LEADER,
                                outbox=Outbox(folder / "outbox"),
                                max_bytes=spec.max_message_bytes, test_rows=rows.test_block,
                                test_labels=test_labels)
@@ -242,8 +248,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
 
 
 class SecureVerticalProtocol(Protocol):
-    """Two parties, the label holder first, training a logistic regression with the products
-    under CKKS and Gaussian noise on d-vectors only."""
+    """A label holder and one to six passive parties training a logistic regression with the
+    products under CKKS and Gaussian noise on d-vectors only."""
 
     name = SECURE_PROTOCOL
     params = job_parameters(SecureParams)
@@ -255,12 +261,11 @@ class SecureVerticalProtocol(Protocol):
     report = RoundReport
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
-        if len(parties) != 2:
+        if not 2 <= len(parties) <= MAX_PARTIES:
             raise DpfedInputError(
-                f"a networked secure vertical job has two parties, the label holder and one "
-                f"passive party; found {len(parties)}. Three to seven parties run in one "
-                f"process only (dpfed train vertical --secure --split a,b,c; "
-                f"train_secure_vertical).")
+                f"a secure vertical job has a label holder and 1 to {MAX_PARTIES - 1} passive "
+                f"parties (the CKKS parameters of 128-bit security hold {MAX_PARTIES - 1} "
+                f"folds at most); found {len(parties)} parties.")
 
     def private(self, params: Mapping[str, Any]) -> bool:
         return True

@@ -23,21 +23,28 @@ import numpy as np
 from dpfed.engines import Engine, engine_summary, get_engine
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical_secure.messages import CipherPart
-from dpfed.protocols.vertical_secure.party import RoundCost, SecureParty
+from dpfed.protocols.vertical_secure.party import KEY_HOLDERS, RoundCost, SecureParty
 from dpfed.protocols.vertical_secure.roles import MemoryOutbox, SecureRole
 from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.protocols.vertical_secure.weighting import WeightedPassive
 from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.wire import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["LEADER", "NAMES", "EngineRun", "RoundSink", "run_secure_roles"]
+__all__ = ["LEADER", "NAMES", "EngineRun", "RoundSink", "party_names", "run_secure_roles"]
 
-#: The parties' names on the engine: the label holder's, then the passive party's.
+#: The parties' names on the engine with two parties: the label holder's, then the passive
+#: party's (:func:`party_names`).
 NAMES = ("label", "passive")
 #: Who takes the round reports.
 LEADER = "leader"
 #: Ciphertexts set up once: the public contexts and the encrypted labels.
 _SETUP_KINDS = ("public", "labels")
+
+
+def party_names(k: int) -> tuple[str, ...]:
+    """The names of ``k`` parties on the engine: :data:`NAMES` for two, else ``label``,
+    ``passive1``, ``passive2``, ..."""
+    return NAMES if k == 2 else (NAMES[0], *(f"{NAMES[1]}{j}" for j in range(1, k)))
 
 
 @dataclass
@@ -94,18 +101,19 @@ class RoundSink:
 
 
 def run_secure_roles(
-    parties: tuple[SecureParty, SecureParty],
+    parties: tuple[SecureParty, ...],
     setup: SecureSetup,
     engine: str | Engine,
     progress: Callable[[int, RoundCost | None], None] | None = None,
 ) -> EngineRun:
-    r"""Run both parties' roles on ``engine`` until the label holder reports the job finished;
+    r"""Run the parties' roles on ``engine`` until the label holder reports the job finished;
     leave each party (its block, its own model) in its final state.
 
     Parameters
     ----------
-    parties : (SecureParty, SecureParty)
-        The label holder and the passive party, with their CKKS key pairs.
+    parties : tuple of SecureParty
+        The label holder, then the passive parties; the key holders with their CKKS key
+        pairs.
     setup : SecureSetup
     engine : str or Engine
         ``"inprocess"``, ``"ray"`` or an engine instance (:func:`dpfed.engines.get_engine`).
@@ -122,10 +130,11 @@ def run_secure_roles(
     ProtocolError
         If the run ends before the label holder reports the job finished.
     """
-    if any(p.keys is None for p in parties):
-        raise ProtocolError("the secure roles run CKKS: both parties need their key pairs "
+    if any(p.keys is None for p in parties if p.index in KEY_HOLDERS):
+        raise ProtocolError("the secure roles run CKKS: the key holders need their key pairs "
                             "(backend 'ckks')")
-    roles = [SecureRole(p, NAMES, LEADER, outbox=MemoryOutbox(),
+    names = party_names(len(parties))
+    roles = [SecureRole(p, names, LEADER, outbox=MemoryOutbox(),
                         max_bytes=DEFAULT_MAX_MESSAGE_BYTES) for p in parties]
 
     def report(message: RoundReport) -> None:
@@ -136,7 +145,7 @@ def run_secure_roles(
     initial = [m for role in roles for m in role.start()]
     setup_bytes = sum(m.nbytes for m in initial
                       if isinstance(m, CipherPart) and m.kind in _SETUP_KINDS)
-    ran = get_engine(engine).run({NAMES[0]: roles[0], NAMES[1]: roles[1], LEADER: sink},
+    ran = get_engine(engine).run({**dict(zip(names, roles, strict=True)), LEADER: sink},
                                  initial)
     if not sink.finished:
         raise ProtocolError(f"the secure job stopped after round {max(sink.rounds, default=0)} "
@@ -144,7 +153,7 @@ def run_secure_roles(
     if progress is not None:
         progress(setup.rounds - 1, None)
     setup_share = [sum(m.nbytes for m in initial if isinstance(m, CipherPart)
-                       and m.kind in _SETUP_KINDS and m.sender == NAMES[k]) for k in (0, 1)]
+                       and m.kind in _SETUP_KINDS and m.sender == name) for name in names]
     costs = [RoundCost(k, role.seconds, role.bytes_sent - setup_share[k])
              for k, role in enumerate(roles)]
     return EngineRun(costs, setup_bytes, roles[0].weighting, engine_summary(ran))

@@ -1,33 +1,36 @@
-r"""The secure vertical protocol between two party processes: each party's transport-free
-state machine (the runtime delivers its messages; :mod:`dpfed.protocols.vertical_secure.host`).
+r"""The secure vertical protocol between party processes: each party's transport-free state
+machine (the runtime delivers its messages; :mod:`dpfed.protocols.vertical_secure.host`).
 
 The steps of :func:`dpfed.protocols.vertical_secure.party.block_update`, as messages. At the
-start each party sends its public CKKS context (:class:`CipherPart` ``"public"``) and releases
-its Gram matrix to itself; the label holder sends its encrypted labels (``"labels"``). Round
-:math:`t` then updates the label holder's block (A), then the passive party's (B):
+start the key holders (:data:`~dpfed.protocols.vertical_secure.party.KEY_HOLDERS`: the label
+holder and the first passive party) send their public CKKS contexts to every other party
+(:class:`CipherPart` ``"public"``, in pieces below the message limit), the label holder its
+encrypted labels to every passive party (``"labels"``), and each party releases its Gram
+matrix to itself. Round :math:`t` then updates the blocks in order, ``0, 1, ..., K - 1``;
+block ``j``'s key holder ``k`` is party 1 for block 0 and the label holder for every other
+(:func:`~dpfed.protocols.vertical_secure.party.exchange_order`):
 
-A1. passive -> label holder: :math:`\mathrm{Enc}_P(t_P^m)`, ``"powers"`` (block 0);
-A2. label holder -> passive: :math:`\mathrm{Enc}_P(X_0^\top r + \eta_0)`, ``"gradient"``;
-A3. passive -> label holder: the decrypted d-vector with the passive party's exact grid noise
-    (:class:`GradientRelease`); the label holder steps;
-B1. label holder -> passive: :math:`\mathrm{Enc}_L(t_L^m)` (block 1);
-B2. passive -> label holder: :math:`\mathrm{Enc}_L(X_1^\top r + \eta_1)`, the labels entering
-    encrypted;
-B3. label holder -> passive: the decrypted d-vector with the label holder's noise (if its data
-    is protected); the passive party steps, and sends A1 of the next round, or after the last
-    round :class:`FinalScores`, after which the label holder reports the job finished.
+1. ``k`` -> the first party of the route: :math:`\mathrm{Enc}_k(t_k^m)`, ``"powers"``; each
+   other party ``f`` on the route (every party but ``j`` and ``k``, in order) folds its own
+   scores in, :math:`\mathrm{Enc}_k((s + t_f)^m)`, and passes them on, the last to ``j``;
+2. ``j`` -> ``k``: :math:`\mathrm{Enc}_k(X_j^\top r + \eta_j)`, ``"gradient"`` (for
+   ``j >= 1`` the labels entering encrypted);
+3. ``k`` -> ``j``: the decrypted d-vector with ``k``'s exact grid noise
+   (:class:`GradientRelease`) when ``k``'s data or a folder's is protected; ``j`` steps.
+
+The label holder sends the powers of block ``j + 1`` as soon as it has released block ``j``'s
+gradient (and block 1's after its own step); party 1 sends block 0's of the next round after
+its own step. A party folds (or evaluates) powers only when Gauss-Seidel has its own block
+where the round needs it (stepped in the round if its block comes first), and keeps them
+waiting until then, so the order in which messages of different links arrive does not matter.
+With two parties there is no fold: party 1's powers go to the label holder and back, then
+the label holder's to party 1. A passive party's last word is :class:`FinalScores`, after its
+last step or its last fold; the label holder reports the job finished once every passive
+party's is in.
 
 When the label holder keeps an exact model of its own (``protect="passive"`` or
 ``"parties"``), it then weighs the passive scores against it
-(:mod:`dpfed.protocols.vertical_secure.weighting`): with the last B3 it sends
-:math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` (``"request"``); the passive party, after its
-last step, returns its three noisy statistics under the label holder's key
-(``"statistics"``, its round :math:`T + 1` release); the label holder decrypts them and
-takes its own model as its block. Under ``"passive"`` it sends the weight
-(:class:`WeightRelease`) and the passive party then sends :class:`FinalScores` with its
-weighted, clipped test shares; under ``"parties"`` the weight, a function of the label
-holder's protected data, stays with it: the passive party sends its plain shares right
-after its statistics and the label holder weighs them (:meth:`SecureRole.peer_share`).
+(:mod:`dpfed.protocols.vertical_secure.role_weighting`).
 
 The label holder reports every round to the leader (vertical's
 :class:`~dpfed.protocols.vertical.evaluation.RoundReport`; test figures only at the end, from
@@ -43,10 +46,8 @@ the party's kept secret (the host's).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
@@ -54,9 +55,7 @@ import numpy as np
 
 from dpfed.core.losses import score_metrics
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.privacy.noise_source import generator_state, restore_generator_state
 from dpfed.protocols.vertical.evaluation import RoundReport
-from dpfed.protocols.vertical.weighting import WeightingRequest
 from dpfed.protocols.vertical_secure.messages import (
     CipherPart,
     FinalScores,
@@ -65,31 +64,21 @@ from dpfed.protocols.vertical_secure.messages import (
     cipher_parts,
 )
 from dpfed.protocols.vertical_secure.party import (
+    KEY_HOLDERS,
     SecureParty,
     encrypted_gradient,
+    exchange_order,
     released_gradient,
     take_gradient,
 )
-from dpfed.protocols.vertical_secure.weighting import (
-    WeightedPassive,
-    choose_weight,
-    encrypted_statistics,
-    weighting_request,
-)
+from dpfed.protocols.vertical_secure.role_state import cut, load_role_state, role_state
+from dpfed.protocols.vertical_secure.role_weighting import WeighingSteps
+from dpfed.protocols.vertical_secure.weighting import WeightedPassive
 from dpfed.runtime.messages import Message, ProtocolError
 from dpfed.runtime.private_files import load_or_create_secret
 from dpfed.secure import ckks
 
 __all__ = ["Outbox", "SecureRole"]
-
-
-def _cut(raw: bytes, lengths: list[int]) -> list[bytes]:
-    """``raw`` cut into pieces of ``lengths``."""
-    out, at = [], 0
-    for v in lengths:
-        out.append(raw[at:at + v])
-        at += v
-    return out
 
 
 class Outbox:
@@ -109,7 +98,7 @@ class Outbox:
         raw = load_or_create_secret(self.folder, f"{name}.bin", packed)
         count = int.from_bytes(raw[:8], "little")
         lengths = [int.from_bytes(raw[8 + 8 * k:16 + 8 * k], "little") for k in range(count)]
-        return _cut(raw[8 + 8 * count:], lengths)
+        return cut(raw[8 + 8 * count:], lengths)
 
 
 class MemoryOutbox:
@@ -121,16 +110,17 @@ class MemoryOutbox:
         return make()
 
 
-class SecureRole:
+class SecureRole(WeighingSteps):
     """Party ``party.index`` (0: the label holder) of a networked secure job.
 
     Parameters
     ----------
     party : SecureParty
         Its rows, labels (the label holder), set-up and noise generator; its ``keys`` are its
-        kept key pair.
+        kept key pair (the key holders', :data:`~.party.KEY_HOLDERS`; the other passive
+        parties hold none).
     names : tuple of str
-        The label holder's and the passive party's names.
+        The parties' names, the label holder's first, in block order.
     leader : str
         Who receives the round reports.
     outbox : Outbox or MemoryOutbox
@@ -142,49 +132,70 @@ class SecureRole:
         The label holder's test labels in {-1, 1}.
     """
 
-    def __init__(self, party: SecureParty, names: tuple[str, str], leader: str, *,
+    def __init__(self, party: SecureParty, names: tuple[str, ...], leader: str, *,
                  outbox: Outbox | MemoryOutbox, max_bytes: int, test_rows: Any = None,
                  test_labels: np.ndarray | None = None) -> None:
-        if party.keys is None:
-            raise ProtocolError("a networked secure party needs its key pair")
-        self.party, self.names, self.leader = party, names, leader
+        if party.keys is None and party.index in KEY_HOLDERS:
+            raise ProtocolError("a networked secure key holder needs its key pair")
+        if len(names) != party.setup.parties:
+            raise ProtocolError(f"a secure job of {party.setup.parties} parties; found the "
+                                f"names {list(names)}")
+        self.party, self.names, self.leader = party, tuple(names), leader
         self.index = party.index
-        self.name, self.peer = names[self.index], names[1 - self.index]
+        self.name = names[self.index]
+        self.k = len(names)
         self.outbox, self.max_bytes = outbox, max_bytes
         self.test_rows, self.test_labels = test_rows, test_labels
         self.setup = party.setup
         self.inverse: np.ndarray | None = None
-        self.peer_public: bytes | None = None
+        self.publics: dict[int, bytes] = {}  # the key holders' public contexts
+        self._contexts: dict[int, ckks.PublicContext] = {}
         self.labels: list[bytes] | None = None  # the label holder's, under its key
         self.parts: dict[str, dict[int, list[bytes]]] = {}
+        self.waiting: dict[str, list[bytes]] = {}  # powers it cannot fold or evaluate yet
         self.own_noise: np.ndarray | None = None
-        self.round = 0  # the Gauss-Seidel round under way
+        self.round = 0  # the Gauss-Seidel round under way (its own block's)
         self.events: list[PrivacyEvent] = []
         self.bytes_sent = 0
         self.seconds = 0.0
         self.finished = False
         self.started = False
-        self.peer_costs: dict[str, float] = {}
-        self.request: list[bytes] | None = None  # the passive party's copy of Enc_L(r, c)
+        self.peer_costs: dict[str, float] = {}  # the passive parties' bytes, summed
+        self.request: list[bytes] | None = None  # a passive party's copy of Enc_L(r, c)
+        self.statistics: dict[int, list[bytes]] = {}  # the label holder's, by passive party
+        self.final_scores: dict[int, np.ndarray] = {}  # the label holder's, by passive party
         self.weighting: WeightedPassive | None = None
-        self.weight: float | None = None  # the passive party's copy of the weight
+        self.weight: float | None = None  # a passive party's copy of the weight
 
     # -- helpers ----------------------------------------------------------------------------
-    def _parts(self, kind: str, block: int, round: int, items: list[bytes]) -> list[Message]:
-        out = cipher_parts(self.name, self.peer, round, kind, block, items,
+    def _parts(self, to: int, kind: str, block: int, round: int,
+               items: list[bytes]) -> list[Message]:
+        out = cipher_parts(self.name, self.names[to], round, kind, block, items,
                            max_bytes=self.max_bytes)
         self.bytes_sent += sum(p.nbytes for p in out)
         return list(out)
 
+    def _context(self, holder: int) -> ckks.PublicContext:
+        """Key holder ``holder``'s public context, loaded once."""
+        if holder not in self._contexts:
+            self._contexts[holder] = ckks.PublicContext.from_bytes(self.publics[holder])
+        return self._contexts[holder]
+
+    def _route(self, block: int) -> tuple[int, ...]:
+        """Who the powers of ``block``'s update pass through after its key holder: the
+        folders in order, then the evaluator."""
+        return (*exchange_order(block, self.k)[1], block)
+
     def _powers(self, round: int, block: int) -> list[Message]:
-        """Its scaled scores' powers under its own key, for the peer's update of ``block``."""
+        """Its scaled scores' powers under its own key, for the update of ``block``, to the
+        first party of the block's route."""
         keys = self.party.keys
         assert keys is not None
         t = self.party.scaled_scores()
         items = self.outbox.kept(
             f"powers-{round}-{block}",
             lambda: [c for m in range(1, self.setup.degree + 1) for c in keys.encrypt(t**m)])
-        return self._parts("powers", block, round, items)
+        return self._parts(self._route(block)[0], "powers", block, round, items)
 
     def _event(self, round: int, label: str, sensitivity: float, coordinates: int) -> None:
         z = self.setup.noise_multiplier
@@ -193,55 +204,81 @@ class SecureRole:
             l2_sensitivity=sensitivity, sigma=z * sensitivity, label=label,
             coordinates=coordinates))
 
+    def _round_event(self, round: int) -> None:
+        """The round's release of its data (one a round: every party's view of a round is one
+        Gaussian release of multiplier ``z``, docs/privacy.md), if it is protected."""
+        if self.party.protected:
+            self._event(round + 1, "secure gradient", self.setup.gradient_sensitivity, 0)
+
+    def _expect(self, message: Message, index: int, what: str) -> None:
+        if message.sender != self.names[index]:
+            raise ProtocolError(f"{what} comes from {self.names[index]}; found one from "
+                                f"{message.sender}")
+
     # -- the protocol -----------------------------------------------------------------------
     def start(self) -> list[Message]:
-        """Its public context (and the label holder's encrypted labels), its Gram release,
-        and the passive party's first powers."""
+        """A key holder's public context to every other party (and the label holder's
+        encrypted labels to every passive party), its Gram release, and the first passive
+        party's first powers."""
         if self.started:
             raise ProtocolError(f"{self.name} has started already")
         self.started = True
         begun = time.perf_counter()
         party, keys = self.party, self.party.keys
-        assert keys is not None
-        out = self._parts("public", self.index, 0,
-                          self.outbox.kept("public", lambda: [keys.public_bytes()]))
+        out: list[Message] = []
+        if keys is not None:  # in pieces: 118 MB at N = 16384, above a message's limit
+            whole = self.outbox.kept("public", lambda: [keys.public_bytes()])[0]
+            piece = max(1, self.max_bytes // 4)
+            public = [whole[at:at + piece] for at in range(0, len(whole), piece)]
+            for other in range(self.k):
+                if other != self.index:
+                    out += self._parts(other, "public", self.index, 0, public)
         if self.index == 0:
-            assert party.y is not None
-            labels = party.y
-            out += self._parts("labels", 0, 0,
-                               self.outbox.kept("labels", lambda: keys.encrypt(labels)))
+            assert party.y is not None and keys is not None
+            y = party.y
+            labels = self.outbox.kept("labels", lambda: keys.encrypt(y))
+            for passive in self.passives:
+                out += self._parts(passive, "labels", 0, 0, labels)
         self.inverse = party.preconditioner(party.gram_release())
         if party.protected:  # every grid coordinate of the job is counted on this release
             self._event(0, "secure Gram", self.setup.gram_sensitivity, self.setup.coordinates)
         if self.index == 0 and not party.protected:
             party.warm_start()
-        if self.index == 1:
+        if self.index == exchange_order(0, self.k)[0]:
             out += self._powers(0, 0)
         self.seconds += time.perf_counter() - begun
         return out
 
     def handle(self, message: Message) -> list[Message]:
-        if message.sender != self.peer:
-            raise ProtocolError(f"{self.name} takes messages from {self.peer} only; found one "
+        if message.sender not in self.names or message.sender == self.name:
+            raise ProtocolError(f"{self.name} takes messages from the other parties "
+                                f"{[n for n in self.names if n != self.name]} only; found one "
                                 f"from {message.sender}")
         if self.finished:
             raise ProtocolError(f"{self.name} has finished; found {type(message).__name__}")
         begun = time.perf_counter()
         try:
-            if isinstance(message, CipherPart):
-                return self._take_part(message)
-            if isinstance(message, GradientRelease):
-                return self._step(message)
-            if isinstance(message, FinalScores) and self.index == 0:
-                return self._final(message)
-            if isinstance(message, WeightRelease) and self.index == 1:
-                return self._take_weight(message)
-            raise ProtocolError(f"{self.name} cannot take {type(message).__name__}")
+            out = self._dispatch(message)
+            return out + self._drain()
         finally:
             self.seconds += time.perf_counter() - begun
 
+    def _dispatch(self, message: Message) -> list[Message]:
+        if isinstance(message, CipherPart):
+            return self._take_part(message)
+        if isinstance(message, GradientRelease):
+            self._expect(message, exchange_order(message.block, self.k)[0], "a released "
+                         f"gradient of block {message.block}")
+            return self._step(message)
+        if isinstance(message, FinalScores) and self.index == 0:
+            return self._final(message)
+        if isinstance(message, WeightRelease) and self.index != 0:
+            self._expect(message, 0, "the weight")
+            return self._take_weight(message)
+        raise ProtocolError(f"{self.name} cannot take {type(message).__name__}")
+
     def _take_part(self, message: CipherPart) -> list[Message]:
-        key = f"{message.kind}-{message.round}-{message.block}"
+        key = f"{message.sender}|{message.kind}-{message.round}-{message.block}"
         got = self.parts.setdefault(key, {})
         if message.part in got or not 0 <= message.part < message.parts:
             raise ProtocolError(f"part {message.part} of {key} again or out of range")
@@ -250,162 +287,154 @@ class SecureRole:
             return []
         items = [i for k in range(message.parts) for i in got[k]]
         del self.parts[key]
-        if message.kind == "public":
-            self.peer_public = items[0]
+        return self._take_items(message, items)
+
+    def _take_items(self, message: CipherPart, items: list[bytes]) -> list[Message]:
+        kind, round, block = message.kind, message.round, message.block
+        if kind == "public" and block in KEY_HOLDERS and block != self.index:
+            self._expect(message, block, "a key holder's public context")
+            if block in self.publics:
+                raise ProtocolError(f"{self.name} has {message.sender}'s context already")
+            self.publics[block] = b"".join(items)
             return []
-        if message.kind == "labels" and self.index == 1:
+        if kind == "labels" and self.index != 0:
+            self._expect(message, 0, "the encrypted labels")
             self.labels = items
             return []
-        if message.kind == "powers":
-            return self._evaluate(message.round, message.block, items)
-        if message.kind == "gradient":
-            return self._release(message.round, message.block, items)
-        if message.kind == "request" and self.index == 1 and self.setup.weighted:
+        if kind == "powers" and self.index in self._route(block):
+            route = (exchange_order(block, self.k)[0], *self._route(block))
+            self._expect(message, route[route.index(self.index) - 1], f"the powers of block "
+                         f"{block}")
+            key = f"{round}-{block}"
+            if key in self.waiting or not 0 <= block < self.k:
+                raise ProtocolError(f"{self.name} has the powers of block {block} in round "
+                                    f"{round} already")
+            self.waiting[key] = items  # folded or evaluated when it is ready (_drain)
+            return []
+        if kind == "gradient":
+            self._expect(message, block, f"the gradient of block {block}")
+            return self._release(round, block, items)
+        if kind == "request" and self.index != 0 and self.setup.weighted:
+            self._expect(message, 0, "the weighting request")
             if self.request is not None:
                 raise ProtocolError(f"{self.name} has the weighting request already")
             self.request = items
             return self._statistics()
-        if message.kind == "statistics" and self.index == 0 and self.setup.weighted:
-            return self._weigh(items)
-        raise ProtocolError(f"{self.name} cannot take {message.kind!r} ciphertexts")
+        if kind == "statistics" and self.index == 0 and self.setup.weighted:
+            self._expect(message, block, f"party {block}'s statistics")
+            return self._take_statistics(block, items)
+        raise ProtocolError(f"{self.name} cannot take {kind!r} ciphertexts")
 
-    def _evaluate(self, round: int, block: int, items: list[bytes]) -> list[Message]:
-        """Step 2 of its own block's update: the encrypted gradient with its noise inside."""
-        if block != self.index or round != self.round or self.own_noise is not None:
-            raise ProtocolError(f"{self.name} did not expect powers for block {block} in round "
-                                f"{round}")
-        if self.peer_public is None or (self.index == 1 and self.labels is None):
-            raise ProtocolError(f"{self.name} has not received {self.peer}'s context and labels")
+    def _ready(self, round: int, block: int) -> bool:
+        """Whether it can fold (or, its own block, evaluate) the powers of ``block`` in
+        ``round``: it has the key holder's context (and the labels), and its own block is
+        where Gauss-Seidel has it then (stepped in ``round`` if it comes before ``block``)."""
+        holder = exchange_order(block, self.k)[0]
+        if holder not in self.publics:
+            return False
+        if block != self.index:
+            return self.round == (round + 1 if self.index < block else round)
+        if self.index != 0 and self.labels is None:
+            return False
+        return round == self.round and self.own_noise is None
+
+    def _drain(self) -> list[Message]:
+        """Fold or evaluate every waiting set of powers that has become ready."""
+        out: list[Message] = []
+        progressed = True
+        while progressed:
+            progressed = False
+            for key in sorted(self.waiting, key=lambda k: tuple(int(v) for v in k.split("-"))):
+                round, block = (int(v) for v in key.split("-"))
+                if self._ready(round, block):
+                    items = self.waiting.pop(key)
+                    out += (self._evaluate(round, block, items) if block == self.index
+                            else self._fold(round, block, items))
+                    progressed = True
+                    break
+        return out
+
+    def _powers_of(self, items: list[bytes]) -> list[list[bytes]]:
         chunks = ckks.chunk_count(self.setup.n_samples)
         if len(items) != chunks * self.setup.degree:
             raise ProtocolError(f"expected {chunks * self.setup.degree} ciphertexts of powers; "
                                 f"found {len(items)}")
-        powers = [items[m * chunks:(m + 1) * chunks] for m in range(self.setup.degree)]
+        return [items[m * chunks:(m + 1) * chunks] for m in range(self.setup.degree)]
+
+    def _fold(self, round: int, block: int, items: list[bytes]) -> list[Message]:
+        """A folder's step: its own scores folded into the powers, passed on along the
+        route."""
+        holder = exchange_order(block, self.k)[0]
+        public = self._context(holder)
+        powers = self._powers_of(items)
+        scores = self.party.scaled_scores()
+
+        def folded() -> list[bytes]:
+            out = ckks.fold_powers([public.load(m) for m in powers], scores)
+            return [bytes(c.serialize()) for chunks in out for c in chunks]
+
+        kept = self.outbox.kept(f"fold-{round}-{block}", folded)
+        route = self._route(block)
+        out = self._parts(route[route.index(self.index) + 1], "powers", block, round, kept)
+        last = (self.setup.rounds - 1, self.k - 1)
+        if (round, block) == last and not self.setup.weighted:  # its last part in the job
+            out += self._finish()
+        return out
+
+    def _evaluate(self, round: int, block: int, items: list[bytes]) -> list[Message]:
+        """Step 2 of its own block's update: the encrypted gradient with its noise inside."""
+        powers = self._powers_of(items)
+        holder = exchange_order(block, self.k)[0]
         party = self.party
         # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
         own_noise = cast(np.ndarray,
                          party.rng.normal(0.0, party.round_release.sigma, party.w.shape[0]))
         self.own_noise = own_noise
-        public = self.peer_public
+        if self.index not in KEY_HOLDERS:  # a folder's round event: it holds no key
+            self._round_event(round)
+        public = self._context(holder)
         # kept too: SEAL re-randomises a product by a plaintext that encodes to zero (a
         # column's all-zero chunk), so recomputing would not give the same bytes
         products = self.outbox.kept(
             f"gradient-{round}-{block}",
-            lambda: encrypted_gradient(party, ckks.PublicContext.from_bytes(public), powers,
-                                       self.labels, own_noise))
-        return self._parts("gradient", block, round, products)
+            lambda: encrypted_gradient(party, public, powers, self.labels, own_noise))
+        return self._parts(holder, "gradient", block, round, products)
 
     def _release(self, round: int, block: int, items: list[bytes]) -> list[Message]:
-        """Step 3 as key holder: decrypt, add its noise, return the d-vector."""
+        """Step 3 as key holder: decrypt, add its noise, return the d-vector; the label
+        holder then sends the powers of the next block, or ends its round."""
         keys = self.party.keys
-        assert keys is not None
-        if block == self.index or len(items) != self.setup.block_widths[block]:
+        holder, folders = exchange_order(block, self.k)
+        if (keys is None or holder != self.index
+                or len(items) != self.setup.block_widths[block]):
             raise ProtocolError(f"{self.name} did not expect a gradient of block {block} with "
                                 f"{len(items)} columns")
-        released = released_gradient(self.party, keys.decrypt_sums(items))
-        # the round's release of this party's data: its noise on the peer's gradient (the
-        # passive party in A, the label holder in B)
-        if self.party.protected:
-            self._event(round + 1, "secure gradient", self.setup.gradient_sensitivity, 0)
+        released = released_gradient(self.party, keys.decrypt_sums(items), bool(folders))
+        # the round's release of this party's data: its noise on the first gradient it
+        # returns in a round (the first passive party's: block 0; the label holder's: 1)
+        if block == min(b for b in range(self.k) if exchange_order(b, self.k)[0] == holder):
+            self._round_event(round)
         self.bytes_sent += 8 * released.shape[0]
-        out: list[Message] = [GradientRelease(self.name, self.peer, round, block, released)]
-        if self.index == 0:  # B3: the round is over for the label holder
+        out: list[Message] = [GradientRelease(self.name, self.names[block], round, block,
+                                              released)]
+        if self.index == 0 and block + 1 < self.k:
+            out += self._powers(round, block + 1)
+        elif self.index == 0:  # the last block: the round is over for the label holder
             self.round += 1
             if self.round < self.setup.rounds:  # the last one is reported with the figures
                 out.append(self._report(self.round, finished=False))
             elif self.setup.weighted:
                 out += self._request()
+            else:
+                out += self._maybe_finish()  # every passive party may have finished already
         return out
-
-    # -- the weighting (protect="passive") --------------------------------------------------
-    def _own_request(self) -> WeightingRequest:
-        party = self.party
-        if party.own_model is None:  # protect="parties": fitted only after every release
-            party.fit_own_model()
-        assert party.own_model is not None and party.y is not None
-        return weighting_request(np.asarray(party.rows @ party.own_model).ravel(), party.y)
-
-    def _request(self) -> list[Message]:
-        r"""The label holder's :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` at its own model."""
-        keys = self.party.keys
-        assert keys is not None
-        request = self._own_request()
-        items = self.outbox.kept("request", lambda: keys.encrypt(request.gradient)
-                                 + keys.encrypt(request.curvature))
-        return self._parts("request", 1, self.setup.rounds, items)
-
-    def _statistics(self) -> list[Message]:
-        """The passive party's noisy statistics under the label holder's key, once it has both
-        the request and its final block."""
-        if self.request is None or self.round != self.setup.rounds or self.weight is not None:
-            return []
-        if self.peer_public is None:
-            raise ProtocolError(f"{self.name} has not received {self.peer}'s context")
-        chunks = ckks.chunk_count(self.setup.n_samples)
-        if len(self.request) != 2 * chunks:
-            raise ProtocolError(f"expected {2 * chunks} ciphertexts of the weighting request; "
-                                f"found {len(self.request)}")
-        release = self.setup.statistics_release()
-        noise = release.noise(self.party.rng)
-        scores = np.asarray(self.party.rows @ self.party.w).ravel()
-        public, request = self.peer_public, self.request
-        items = self.outbox.kept("statistics", lambda: encrypted_statistics(
-            release, ckks.PublicContext.from_bytes(public),
-            [request[:chunks], request[chunks:]], scores, noise))
-        self._event(self.setup.rounds + 1, "secure weighting statistics", 1.0, 0)
-        self.request = None  # answered; nothing else waits for it
-        out = self._parts("statistics", 1, self.setup.rounds, items)
-        if self.setup.protect == "parties":  # the weight stays with the label holder
-            out += self._finish()
-        return out
-
-    def _weigh(self, items: list[bytes]) -> list[Message]:
-        """The label holder's weight from the decrypted statistics; its own model becomes its
-        block."""
-        keys, party = self.party.keys, self.party
-        assert keys is not None
-        if self.round != self.setup.rounds or self.weighting is not None or len(items) != 3:
-            raise ProtocolError(f"{self.name} did not expect {len(items)} statistics now")
-        released = keys.decrypt_sums(items)
-        if not np.all(np.isfinite(released)):
-            raise ProtocolError("the weighting statistics are not finite")
-        self.weighting = choose_weight(self.setup.statistics_release(), self._own_request(),
-                                       released)
-        assert party.own_model is not None
-        party.w = party.own_model.copy()
-        if self.setup.protect == "parties":  # a function of its protected data: kept
-            return []
-        return [WeightRelease(self.name, self.peer, self.setup.rounds, self.weighting.beta)]
-
-    def _take_weight(self, message: WeightRelease) -> list[Message]:
-        weight = float(message.weight)
-        if self.weight is not None or self.round != self.setup.rounds or not 0.0 <= weight <= 1:
-            raise ProtocolError(f"{self.name} did not expect the weight {weight} now")
-        self.weight = weight
-        return self._finish()
-
-    def share(self, scores: np.ndarray) -> np.ndarray:
-        """Its share of a prediction from its rows' ``scores``: the passive party's clipped
-        and weighted when the label holder told it the weight, else the scores."""
-        if self.index == 1 and self.weight is not None:
-            bound = self.setup.passive_score_bound
-            return cast(np.ndarray, self.weight * np.clip(scores, -bound, bound))
-        return scores
-
-    def peer_share(self, scores: np.ndarray) -> np.ndarray:
-        """What the label holder makes of the passive party's share under
-        ``protect="parties"``, where the weight stays with it: clipped and weighted; else the
-        share as sent."""
-        if self.index == 0 and self.setup.protect == "parties" and self.weighting is not None:
-            return self.weighting.share(scores)
-        return scores
 
     def _finish(self) -> list[Message]:
-        """The passive party's last word: its test shares and its bytes."""
+        """A passive party's last word: its test shares and its bytes."""
         self.finished = True
         scores = (np.zeros(0) if self.test_rows is None else self.share(
             np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()))
-        return [FinalScores(self.name, self.peer, self.round, scores, self.bytes_sent)]
+        return [FinalScores(self.name, self.names[0], self.round, scores, self.bytes_sent)]
 
     def _step(self, message: GradientRelease) -> list[Message]:
         """Step 4 of its own block's update, then what follows it."""
@@ -420,30 +449,46 @@ class SecureRole:
         take_gradient(self.party, values, self.own_noise, self.inverse)
         self.own_noise = None
         if self.index == 0:
-            return self._powers(self.round, 1)  # B1
+            return self._powers(self.round, 1)  # the label holder holds block 1's key
         self.round += 1
+        out: list[Message] = []
         if self.round < self.setup.rounds:
-            return self._powers(self.round, 0)  # A1 of the next round
+            if self.index == exchange_order(0, self.k)[0]:
+                out += self._powers(self.round, 0)  # block 0 of the next round
+            return out
         if self.setup.weighted:
             return self._statistics()  # if the request is in; else when it comes
-        return self._finish()
+        if self.index == self.k - 1:  # else it folds the last block's powers first
+            return self._finish()
+        return []
 
     def _final(self, message: FinalScores) -> list[Message]:
-        """The passive party's last word: the label holder reports the job finished."""
-        if (self.round != self.setup.rounds or self.own_noise is not None
-                or (self.setup.weighted and self.weighting is None)):
-            raise ProtocolError("the passive party finished before the last round")
-        self.peer_costs = {"bytes_sent": int(message.bytes_sent)}
+        """A passive party's last word; the label holder reports the job finished once every
+        passive party's is in."""
+        passive = self.names.index(message.sender)
+        if passive in self.final_scores or (self.setup.weighted and self.weighting is None
+                                            and self.setup.protect == "passive"):
+            raise ProtocolError(f"{message.sender} finished before the last round")
+        self.final_scores[passive] = np.asarray(message.test_scores,
+                                                dtype=np.float64).reshape(-1)
+        self.peer_costs[message.sender] = float(message.bytes_sent)
+        return self._maybe_finish()
+
+    def _maybe_finish(self) -> list[Message]:
+        if self.round != self.setup.rounds or len(self.final_scores) < self.k - 1 or (
+                self.setup.weighted and self.weighting is None):
+            return []
         figures: dict[str, float] = {}
-        theirs = np.asarray(message.test_scores, dtype=np.float64).reshape(-1)
+        theirs = [self.final_scores[m] for m in self.passives]
         # under "parties" its block is its exact model: figures of it stay with it
-        if (self.test_rows is not None and self.test_labels is not None and theirs.size
-                and self.setup.protect != "parties"):
+        if (self.test_rows is not None and self.test_labels is not None
+                and all(s.size for s in theirs) and self.setup.protect != "parties"):
             own = np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()
-            if own.shape != theirs.shape:
-                raise ProtocolError(f"the passive party scored {theirs.size} test rows; the "
-                                    f"label holder holds {own.size}")
-            figures = score_metrics(own + self.peer_share(theirs), self.test_labels)
+            if any(s.shape != own.shape for s in theirs):
+                raise ProtocolError(f"the passive parties scored {[s.size for s in theirs]} "
+                                    f"test rows; the label holder holds {own.size}")
+            total = own + sum((self.peer_share(s) for s in theirs), np.zeros_like(own))
+            figures = score_metrics(total, self.test_labels)
         self.finished = True
         return [self._report(self.setup.rounds, finished=True, **figures)]
 
@@ -454,59 +499,7 @@ class SecureRole:
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays: dict[str, np.ndarray] = {"w": self.party.w.copy()}
-        if self.inverse is not None:
-            arrays["inverse"] = self.inverse
-        if self.own_noise is not None:
-            arrays["own_noise"] = self.own_noise
-        if self.peer_public is not None:
-            arrays["peer_public"] = np.frombuffer(self.peer_public, dtype=np.uint8).copy()
-        if self.labels is not None:
-            arrays["labels"] = np.frombuffer(b"".join(self.labels), dtype=np.uint8).copy()
-        if self.request is not None:
-            arrays["request"] = np.frombuffer(b"".join(self.request), dtype=np.uint8).copy()
-        if self.party.own_model is not None:
-            arrays["own_model"] = self.party.own_model.copy()
-        parts = {}
-        for key, got in self.parts.items():
-            parts[key] = {str(k): [len(i) for i in items] for k, items in got.items()}
-            for k, items in got.items():
-                arrays[f"part|{key}|{k}"] = np.frombuffer(b"".join(items), dtype=np.uint8).copy()
-        meta = {
-            "round": self.round, "finished": self.finished, "started": self.started,
-            "rng": generator_state(self.party.rng), "bytes_sent": self.bytes_sent,
-            "seconds": self.seconds, "events": [asdict(e) for e in self.events],
-            "labels": None if self.labels is None else [len(i) for i in self.labels],
-            "parts": json.dumps(parts), "peer_costs": self.peer_costs,
-            "request": None if self.request is None else [len(i) for i in self.request],
-            "weight": self.weight,
-            "weighting": None if self.weighting is None else self.weighting.as_dict(),
-        }
-        return arrays, meta
+        return role_state(self)
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        cut = _cut
-        self.party.w = np.asarray(arrays["w"], dtype=np.float64).copy()
-        self.inverse = arrays.get("inverse")
-        self.own_noise = arrays.get("own_noise")
-        self.peer_public = arrays["peer_public"].tobytes() if "peer_public" in arrays else None
-        self.labels = (None if meta["labels"] is None
-                       else cut(arrays["labels"].tobytes(), meta["labels"]))
-        self.parts = {
-            key: {int(k): cut(arrays[f"part|{key}|{k}"].tobytes(), lengths)
-                  for k, lengths in got.items()}
-            for key, got in json.loads(meta["parts"]).items()
-        }
-        self.round, self.finished = int(meta["round"]), bool(meta["finished"])
-        self.started = bool(meta["started"])
-        restore_generator_state(self.party.rng, meta["rng"])
-        self.bytes_sent, self.seconds = int(meta["bytes_sent"]), float(meta["seconds"])
-        self.peer_costs = dict(meta.get("peer_costs", {}))
-        self.events = [PrivacyEvent(**e) for e in meta["events"]]
-        self.request = (None if meta.get("request") is None
-                        else cut(arrays["request"].tobytes(), meta["request"]))
-        if "own_model" in arrays:
-            self.party.own_model = np.asarray(arrays["own_model"], dtype=np.float64).copy()
-        self.weight = meta.get("weight")
-        chosen = meta.get("weighting")
-        self.weighting = None if chosen is None else WeightedPassive.from_dict(chosen)
+        load_role_state(self, arrays, meta)
