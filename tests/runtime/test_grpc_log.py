@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -70,10 +71,14 @@ def test_a_peer_retrying_is_reported_once_a_period_with_a_count():
 
 
 @pytest.mark.networked
-def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, job_certs):
+def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, job_certs,
+                                                                    monkeypatch):
     """The leader of a job with another CA, and a process presenting another CA's certificate
     to this party: the service's own log names both, and it stops cleanly."""
     import grpc
+
+    for chosen in ("GRPC_VERBOSITY", "GRPC_TRACE"):  # the service's own choice, not a user's
+        monkeypatch.delenv(chosen, raising=False)
 
     from dpfed.runtime.certs import init_certificates, load_identity
 
@@ -109,14 +114,18 @@ def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, j
     assert "CallNextHandshakerLocked" not in text and "Tracers" not in text
 
 
-def test_the_handshake_log_is_off_when_the_user_chose_grpcs_verbosity(monkeypatch):
-    from dpfed.runtime import grpc_log
-
-    # gRPC is imported in this process: it could no longer be asked for its trace
-    assert grpc_log.enable_handshake_log() is False
-    code = ("import os, sys; os.environ['GRPC_VERBOSITY'] = 'ERROR'; "
-            "from dpfed.runtime.grpc_log import enable_handshake_log as e; "
-            "print(e(), os.environ.get('GRPC_TRACE'))")
-    out = subprocess.run([__import__("sys").executable, "-c", code], capture_output=True,
-                         text=True, check=True).stdout
-    assert out.split() == ["False", "None"]
+@pytest.mark.parametrize(("before", "expected"), [
+    ("", ["True", "INFO", "handshaker"]),
+    ("os.environ['GRPC_VERBOSITY'] = 'ERROR'", ["False", "ERROR", "None"]),
+    ("os.environ['GRPC_TRACE'] = 'api'", ["False", "None", "api"]),
+    ("import grpc", ["False", "None", "None"]),  # too late: gRPC read its environment
+])
+def test_the_handshake_trace_is_asked_for_only_before_grpc_and_unless_the_user_chose(
+        before, expected):
+    """Run in a process of its own: asking changes the process's environment."""
+    code = ("import os\nfor k in ('GRPC_VERBOSITY', 'GRPC_TRACE'): os.environ.pop(k, None)\n"
+            f"{before}\nfrom dpfed.runtime.grpc_log import enable_handshake_log as e\n"
+            "print(e(), os.environ.get('GRPC_VERBOSITY'), os.environ.get('GRPC_TRACE'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == expected

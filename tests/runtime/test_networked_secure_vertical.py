@@ -182,7 +182,7 @@ def test_three_parties_fold_their_scores_over_the_network_through_a_restart(netj
                  params=params, budgets={name: BUDGET for name, _ in THREE},
                  job={"grace": 120.0})
     job.start_parties()
-    leader, lines = _lead_until_round(job, 1)
+    leader, lines = _lead_until_round(job, 1, timeout=300)  # keys and contexts of 118 MB first
     job.kill("shop")
     job.start_party("shop")
     logs = "".join(lines) + "".join(job.log(n) for n, _ in THREE)

@@ -49,13 +49,14 @@ def follow(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
 
 
 
-def _lead_until_round(job, k: int) -> tuple[subprocess.Popen, list[str]]:
-    """Start ``dpfed run`` and return once it has reported round ``k``."""
+def _lead_until_round(job, k: int, timeout: float = 60.0) -> tuple[subprocess.Popen, list[str]]:
+    """Start ``dpfed run`` and return once it has reported round ``k`` (failing after
+    ``timeout`` seconds, a bound for a hung job, not a speed requirement)."""
     interruptible()
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     lines: list[str] = []
     follow(leader, lines)
-    reached = wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=60)
+    reached = wait_for(lambda: any(f"round {k}:" in line for line in lines), timeout=timeout)
     assert reached, "".join(lines)
     return leader, lines
 

@@ -104,8 +104,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``dpfed`` command on ``argv`` (default: the process's arguments)."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if _chosen(args_in) == "party":
-        enable_handshake_log()  # the party names failed handshakes (before gRPC is imported)
+    if argv is None and _chosen(args_in) == "party":  # a party process (not a call in one)
+        enable_handshake_log()  # it names failed handshakes (asked before gRPC is imported)
     quiet_grpc()  # before anything imports gRPC
     try:
         args = build_parser(args_in).parse_args(args_in)

@@ -71,7 +71,7 @@ from dpfed.protocols.vertical_secure.party import (
     released_gradient,
     take_gradient,
 )
-from dpfed.protocols.vertical_secure.role_state import cut, load_role_state, role_state
+from dpfed.protocols.vertical_secure.role_state import CheckpointedRole, cut
 from dpfed.protocols.vertical_secure.role_weighting import WeighingSteps
 from dpfed.protocols.vertical_secure.weighting import WeightedPassive
 from dpfed.runtime.messages import Message, ProtocolError
@@ -110,7 +110,7 @@ class MemoryOutbox:
         return make()
 
 
-class SecureRole(WeighingSteps):
+class SecureRole(WeighingSteps, CheckpointedRole):
     """Party ``party.index`` (0: the label holder) of a networked secure job.
 
     Parameters
@@ -496,10 +496,3 @@ class SecureRole(WeighingSteps):
                 test_accuracy: float | None = None) -> RoundReport:
         return RoundReport(self.name, self.leader, round, None, test_log_loss, test_accuracy,
                            None, 0.0, None, None, finished)
-
-    # -- checkpoints ------------------------------------------------------------------------
-    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        return role_state(self)
-
-    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        load_role_state(self, arrays, meta)
