@@ -25,27 +25,20 @@ from dpfed.core.rows import Matrix
 from dpfed.core.xupdate import make_local_solver
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import generator_state, restore_generator_state
-from dpfed.protocols.vertical.mechanisms import (
-    DualRelease,
-    PartyMechanism,
-    SoundMechanism,
-    release_event,
+from dpfed.protocols.vertical.label_holder_start import (
+    LOCAL_MODEL_TOLERANCE as LOCAL_MODEL_TOLERANCE,  # re-exported: its home before the split
 )
+from dpfed.protocols.vertical.label_holder_start import LabelHolderStart
+from dpfed.protocols.vertical.label_holder_weighting import PassiveWeighting
+from dpfed.protocols.vertical.mechanisms import DualRelease, PartyMechanism
 from dpfed.protocols.vertical.messages import Broadcast, Scores
 from dpfed.protocols.vertical.weighting import (
     STATISTICS,
     PassiveWeight,
     StatisticsRelease,
     WeightingRequest,
-    choose_passive_weight,
-    fit_local_model,
-    third_derivative_bound,
 )
 from dpfed.runtime.messages import Message, ProtocolError
-
-#: A protected label holder's local model is solved to a gradient norm of this times ``L R``
-#: (the slack enters its sensitivity).
-LOCAL_MODEL_TOLERANCE = 1e-3
 
 
 class _BlockOwner:
@@ -240,7 +233,7 @@ class RoundRecord:
     passive_weight: float | None = None  # the label holder's weight of the passive scores
 
 
-class LabelHolder(_BlockOwner):
+class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
     """The party holding the labels; it also runs the central node (z- and dual updates).
 
     Parameters
@@ -578,87 +571,3 @@ class LabelHolder(_BlockOwner):
                 passive_weight=weight,
             ))
         return messages
-
-    # -- weighting of the passive parties ---------------------------------------------------
-    def _requests_statistics(self, round: int) -> bool:
-        """Whether the broadcast of ``round`` asks for statistics (before the last x-update)."""
-        return self.statistics_release is not None and round == self.max_rounds - 1
-
-    def _fit_local_model(self) -> None:
-        """The exact local-only model: what the label holder learns without federating."""
-        l2 = self.reg_weight * self.regularizer.strong_convexity
-        self.local_model = fit_local_model(self.block, self.labels, self.loss, l2)
-
-    def _request(self) -> tuple[WeightingRequest, np.ndarray]:
-        """The request to the first passive party (the others get it without the change), and
-        the part of the label holder's score change that clipping left out of it."""
-        release = self.statistics_release
-        if release is None or self.local_model is None:
-            raise ProtocolError(f"{self.name} has no local model to weigh the parties against.")
-        local = np.asarray(self.block @ self.local_model).reshape(-1)
-        change = np.asarray(self.block @ self.model).reshape(-1) - local
-        bound = release.score_bound
-        shared = np.clip(change, -bound, bound)
-        return WeightingRequest.at(self.loss, local, self.labels, shared), change - shared
-
-    def _weigh_passive_parties(self) -> float:
-        """Choose the passive weight, combine the label holder's own model accordingly."""
-        release = self.statistics_release
-        if release is None or self.local_model is None:
-            raise ProtocolError(f"{self.name} holds statistics it did not ask for.")
-        missing = [p for p in self.parties if p not in self.statistics]
-        if missing:
-            raise ProtocolError(f"{self.name} misses the weighting statistics of {missing}.")
-        request, left_out = self._request()
-        c3 = third_derivative_bound(self.loss)
-        self.weighting = choose_passive_weight(
-            own_change=left_out,
-            request=request,
-            upper_bounds=[release.upper(self.statistics[p]) for p in self.parties],
-            c3=0.0 if c3 is None else c3,
-        )
-        self.statistics = {}
-        beta = self.weighting.weight
-        self.model = (1.0 - beta) * self.local_model + beta * self.model
-        return beta
-
-    def _released_start(self) -> None:
-        """A protected label holder's round 0: it releases its regularised local model (output
-        perturbation) and the noisy dual of the central step from its scores alone, so the
-        first x-updates already fit what its own model leaves unexplained."""
-        mechanism = self.mechanism
-        if not isinstance(mechanism, SoundMechanism):
-            raise ProtocolError(f"{self.name}: a protected label holder needs the sound mechanism.")
-        slope = self.loss.lipschitz
-        if slope is None or not np.isfinite(slope):
-            raise DpfedInputError(
-                f"a protected label holder's local model needs a loss of bounded slope. Found "
-                f"{self.loss.name}."
-            )
-        mu = self.reg_weight * self.regularizer.strong_convexity + mechanism.prox_weight
-        tolerance = LOCAL_MODEL_TOLERANCE * float(slope) * mechanism.bounds.row_norm
-        # calibrated (and its premise checked) before the solve, which needs the same premise
-        release = mechanism.local_model_release(self.loss, tolerance, self.n_samples)
-        x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
-        noisy = release.noisy(self.rng, x)
-        self.events.append(release_event(self.name, 0, release, coordinates=x.size))
-        self.model = noisy
-        self.released_scores = np.asarray(self.block @ noisy).reshape(-1)
-        zeros = np.zeros(self.n_samples)
-        self.z = z_update(self.loss, self.released_scores, zeros, self.labels, self.rho)
-        dual = dual_update(zeros, self.released_scores, self.z, self.rho)
-        assert self.dual_release is not None
-        released, event = self.dual_release.apply(dual, party=self.name, round=0, rng=self.rng)
-        self.events.append(event)
-        self.dual, self.residual = released, released / self.rho
-
-    def _warm_start(self) -> None:
-        """Local-only ADMM on the label holder's block: nothing leaves the label holder."""
-        for _ in range(self.warm_start_rounds):
-            target = self.released_scores - self.residual - self.dual / self.rho
-            x = self.solver.solve(target, self.rho, self.model)
-            s = np.asarray(self.block @ x).reshape(-1)
-            self.model, self.released_scores = x, s
-            self.z = z_update(self.loss, s, self.dual, self.labels, self.rho)
-            self.dual = dual_update(self.dual, s, self.z, self.rho)
-            self.residual = s - self.z
