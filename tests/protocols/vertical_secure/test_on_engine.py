@@ -56,8 +56,10 @@ def test_three_parties_roles_fold_their_scores_in_turn_as_the_simulation_does(pr
     simulation, and one weight covers both passive parties' scores ("all", unweighted, runs
     over the network in tests/runtime/test_networked_secure_vertical.py)."""
     pytest.importorskip("tenseal")
-    blocks, y, _, _ = make_vertical_problem_with_test(n=300, split=(3, 2, 2))
-    setup = SecureSetup(300, (3, 2, 2), 2.0, 1e-5, rounds=2, degree=7, protect=protect)
+    # 5,000 rows: one ciphertext of N = 16384's 8,192 slots, where two-party contexts (4,096
+    # slots) would need two, so the parties must count the key holder's slots
+    blocks, y, _, _ = make_vertical_problem_with_test(n=5000, split=(3, 2, 2))
+    setup = SecureSetup(5000, (3, 2, 2), 2.0, 1e-5, rounds=2, degree=7, protect=protect)
     ran = train_secure_vertical(blocks, y, setup, seed=3, engine="inprocess")
     plain = train_secure_vertical(blocks, y, setup, seed=3, backend="plain")
     for a, b in zip(ran.blocks, plain.blocks, strict=True):

@@ -103,7 +103,7 @@ class WeighingSteps(ABC):
             return []
         if 0 not in self.publics:
             raise ProtocolError(f"{self.name} has not received {self.names[0]}'s context")
-        chunks = ckks.chunk_count(self.setup.n_samples)
+        chunks = ckks.chunk_count(self.setup.n_samples, self._context(0).slots)
         if len(self.request) != 2 * chunks:
             raise ProtocolError(f"expected {2 * chunks} ciphertexts of the weighting request; "
                                 f"found {len(self.request)}")

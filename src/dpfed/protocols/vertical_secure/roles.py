@@ -354,8 +354,10 @@ class SecureRole(WeighingSteps, CheckpointedRole):
                     break
         return out
 
-    def _powers_of(self, items: list[bytes]) -> list[list[bytes]]:
-        chunks = ckks.chunk_count(self.setup.n_samples)
+    def _powers_of(self, items: list[bytes], holder: int) -> list[list[bytes]]:
+        """The powers' ciphertexts by power (``slots`` values a ciphertext: the key holder's
+        ring, larger with more parties)."""
+        chunks = ckks.chunk_count(self.setup.n_samples, self._context(holder).slots)
         if len(items) != chunks * self.setup.degree:
             raise ProtocolError(f"expected {chunks * self.setup.degree} ciphertexts of powers; "
                                 f"found {len(items)}")
@@ -366,7 +368,7 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         route."""
         holder = exchange_order(block, self.k)[0]
         public = self._context(holder)
-        powers = self._powers_of(items)
+        powers = self._powers_of(items, holder)
         scores = self.party.scaled_scores()
 
         def folded() -> list[bytes]:
@@ -383,8 +385,8 @@ class SecureRole(WeighingSteps, CheckpointedRole):
 
     def _evaluate(self, round: int, block: int, items: list[bytes]) -> list[Message]:
         """Step 2 of its own block's update: the encrypted gradient with its noise inside."""
-        powers = self._powers_of(items)
         holder = exchange_order(block, self.k)[0]
+        powers = self._powers_of(items, holder)
         party = self.party
         # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
         own_noise = cast(np.ndarray,
