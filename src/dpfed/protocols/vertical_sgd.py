@@ -150,6 +150,37 @@ def train_vertical_sgd(
     y = check_binary_labels("labels", labels)
     if y.shape[0] != n:
         raise DpfedInputError(f"labels must have one entry per row ({n}). Found {y.shape[0]}.")
+    test_parts, y_test = _prepare_test(parts, test_blocks, test_labels)
+
+    n_parties = len(parts)
+    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_parties)]
+    # numpy's stubs take the size (an int typed Any) for None: arrays of shape (d_m,)
+    models = cast(list[np.ndarray], [init_scale * rng.standard_normal(b.shape[1])
+                                     for rng, b in zip(rngs, parts, strict=True)])
+    history: list[dict[str, Any]] = []
+    elapsed = 0.0
+    for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
+        _sgd_epoch(parts, y, models, rngs, lr=lr0 / np.sqrt(epoch), lam=lam,
+                   batch_size=batch_size, sigma=sigma)
+        elapsed += time.perf_counter() - start
+        history.append(
+            _evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma)
+        )
+    names = _party_names(n_parties)
+    return {
+        "history": history,
+        "models": {name: x.copy() for name, x in zip(names, models, strict=True)},
+        "final": dict(history[-1]),
+    }
+
+
+def _prepare_test(
+    parts: Sequence[Block],
+    test_blocks: Sequence[Block] | None,
+    test_labels: np.ndarray | None,
+) -> tuple[list[Block] | None, np.ndarray | None]:
+    """The test blocks and labels (None, None without them), checked against ``parts``."""
     test_parts, y_test = None, None
     if (test_blocks is None) != (test_labels is None):
         raise DpfedInputError(
@@ -176,43 +207,39 @@ def train_vertical_sgd(
                 f"test labels must have one entry per test row ({test_parts[0].shape[0]}). "
                 f"Found {y_test.shape[0]}."
             )
+    return test_parts, y_test
 
-    n_parties = len(parts)
-    rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_parties)]
-    # numpy's stubs take the size (an int typed Any) for None: arrays of shape (d_m,)
-    models = cast(list[np.ndarray], [init_scale * rng.standard_normal(b.shape[1])
-                                     for rng, b in zip(rngs, parts, strict=True)])
-    history: list[dict[str, Any]] = []
-    elapsed = 0.0
-    for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
-        lr = lr0 / np.sqrt(epoch)
-        order = rngs[0].permutation(n)
-        shuffled = [b[order] for b in parts]
-        y_epoch = y[order]
-        for lo in range(0, n, batch_size):
-            hi = min(lo + batch_size, n)
-            rows = [b[lo:hi] for b in shuffled]
-            s = _matvec(rows[0], models[0])
-            for m in range(1, n_parties):
-                u = _matvec(rows[m], models[m])
-                if sigma > 0.0:
-                    u = u + rngs[m].normal(0.0, sigma, size=u.shape[0])
-                s = s + u
-            yb = y_epoch[lo:hi]
-            g = -yb * expit(-yb * s) / (hi - lo)
-            for m in range(n_parties):
-                models[m] = (1.0 - lr * lam) * models[m] - lr * _rmatvec(rows[m], g)
-        elapsed += time.perf_counter() - start
-        history.append(
-            _evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma)
-        )
-    names = _party_names(n_parties)
-    return {
-        "history": history,
-        "models": {name: x.copy() for name, x in zip(names, models, strict=True)},
-        "final": dict(history[-1]),
-    }
+
+def _sgd_epoch(
+    parts: Sequence[Block],
+    y: np.ndarray,
+    models: list[np.ndarray],
+    rngs: Sequence[np.random.Generator],
+    *,
+    lr: float,
+    lam: float,
+    batch_size: int,
+    sigma: float,
+) -> None:
+    """One pass over the rows in the label holder's random order, updating ``models`` in
+    place; noise from each passive party's generator."""
+    n, n_parties = parts[0].shape[0], len(parts)
+    order = rngs[0].permutation(n)
+    shuffled = [b[order] for b in parts]
+    y_epoch = y[order]
+    for lo in range(0, n, batch_size):
+        hi = min(lo + batch_size, n)
+        rows = [b[lo:hi] for b in shuffled]
+        s = _matvec(rows[0], models[0])
+        for m in range(1, n_parties):
+            u = _matvec(rows[m], models[m])
+            if sigma > 0.0:
+                u = u + rngs[m].normal(0.0, sigma, size=u.shape[0])
+            s = s + u
+        yb = y_epoch[lo:hi]
+        g = -yb * expit(-yb * s) / (hi - lo)
+        for m in range(n_parties):
+            models[m] = (1.0 - lr * lam) * models[m] - lr * _rmatvec(rows[m], g)
 
 
 def _evaluate(epoch: int, elapsed: float, parts: Sequence[Block], y: np.ndarray,

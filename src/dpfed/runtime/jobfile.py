@@ -346,70 +346,18 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
         As :func:`load_job`.
     """
     path = Path(path)
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DpfedInputError(f"job file {str(path)!r} is not valid TOML: {exc}") from None
-    _reject_unknown(doc, {"job", "params", "tls", "leader", "party"}, str(path))
+    doc = _document(text, path)
     base = path.resolve().parent
     job = _table(doc, "job", str(path))
     _reject_unknown(job, _JOB_KEYS, "[job]")
     job_id = _name(_text(job, "id", "[job]"), "[job].id")
-    protocol = get_protocol(_text(job, "protocol", "[job]"))
-    raw_params = doc.get("params", {})
-    if isinstance(raw_params, dict) and protocol.variant(raw_params):
-        protocol = get_protocol(str(protocol.variant(raw_params)))
-    params = _params(raw_params, protocol)
-    # exact training scores are a diagnostic: on by default only when nothing is private
-    default_evaluate = "test" if protocol.private(params) else "full"
-    evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
-    if evaluate not in EVALUATE:
-        raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
-    simulation = _simulation(job, params)
-    fsync = job.get("fsync", False)
-    if not isinstance(fsync, bool):
-        raise DpfedInputError(f"[job].fsync must be true or false. Found {fsync!r}.")
+    protocol, params = _protocol_and_params(job, doc)
+    evaluate, simulation, fsync = _job_switches(job, protocol, params)
     tls = _table(doc, "tls", str(path))
     _reject_unknown(tls, {"ca"}, "[tls]")
-    leader_table = _table(doc, "leader", str(path))
-    _reject_unknown(leader_table, {"address", "listen", "certificate", "key"}, "[leader]")
-    leader = Endpoint(
-        LEADER,
-        _address(_text(leader_table, "address", "[leader]"), "[leader].address"),
-        _path(base, _text(leader_table, "certificate", "[leader]")),
-        _path(base, _text(leader_table, "key", "[leader]")),
-        _listen(leader_table, "[leader]"),
-    )
-    tables = doc.get("party")
-    if not isinstance(tables, list) or len(tables) < 2:
-        raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
-    align = job.get("align", "")
-    if "align" in job and align not in ALIGNMENTS:
-        raise DpfedInputError(f"[job].align must be one of {ALIGNMENTS}. Found {align!r}.")
-    min_rows = job.get("min_rows", 1)
-    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 1:
-        raise DpfedInputError(f"[job].min_rows must be an integer >= 1. Found {min_rows!r}.")
-    parties = tuple(_party(t, k, base, protocol, align) for k, t in enumerate(tables))
-    protocol.check_parties(parties)
-    names = [p.name for p in parties]
-    if len(set(names)) != len(names):
-        raise DpfedInputError(f"party names must be distinct. Found {names}.")
-    addresses = [leader.address, *(p.address for p in parties)]
-    if len(set(addresses)) != len(addresses):
-        raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
-    recipients = job.get("prediction_recipients", [names[0]])
-    if not (isinstance(recipients, list) and recipients
-            and all(r in (*names, LEADER) for r in recipients)):
-        raise DpfedInputError(
-            f"[job].prediction_recipients must list who may receive a prediction's scores, "
-            f"each a party ({', '.join(names)}) or {LEADER!r}. Found {recipients!r}."
-        )
-    predict_training_rows = job.get("predict_training_rows", False)
-    if not isinstance(predict_training_rows, bool):
-        raise DpfedInputError(
-            "[job].predict_training_rows must be true or false (whether `dpfed predict` may "
-            f"score the parties' training rows exactly). Found {predict_training_rows!r}."
-        )
+    leader = _leader(doc, path, base)
+    parties, align, min_rows = _parties(doc, job, base, protocol, leader)
+    recipients, predict_training_rows = _prediction_options(job, [p.name for p in parties])
     max_mb = _number(job, "max_message_mb", "[job]", 64)
     spec = JobSpec(
         path=path,
@@ -429,7 +377,7 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
         checkpoint=_path(base, _text(job, "checkpoint", "[job]", default=f"checkpoint/{job_id}")),
         fsync=fsync,
         simulation=simulation,
-        prediction_recipients=tuple(dict.fromkeys(recipients)),
+        prediction_recipients=recipients,
         predict_training_rows=predict_training_rows,
         align=align,
         min_rows=min_rows,
@@ -437,6 +385,99 @@ def parse_job(text: str, path: str | Path) -> JobSpec:
     )
     protocol.check_job(spec)
     return spec
+
+
+def _document(text: str, path: Path) -> dict[str, Any]:
+    """The job file's TOML document, with only the known top-level tables."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DpfedInputError(f"job file {str(path)!r} is not valid TOML: {exc}") from None
+    _reject_unknown(doc, {"job", "params", "tls", "leader", "party"}, str(path))
+    return doc
+
+
+def _protocol_and_params(
+    job: dict[str, Any], doc: dict[str, Any]
+) -> tuple[Protocol, dict[str, Any]]:
+    """``[job].protocol`` (or the variant ``[params]`` selects) and its ``[params]``."""
+    protocol = get_protocol(_text(job, "protocol", "[job]"))
+    raw_params = doc.get("params", {})
+    if isinstance(raw_params, dict) and protocol.variant(raw_params):
+        protocol = get_protocol(str(protocol.variant(raw_params)))
+    return protocol, _params(raw_params, protocol)
+
+
+def _job_switches(
+    job: dict[str, Any], protocol: Protocol, params: dict[str, Any]
+) -> tuple[str, bool, bool]:
+    """``[job].evaluate``, ``[job].simulation`` and ``[job].fsync``."""
+    # exact training scores are a diagnostic: on by default only when nothing is private
+    default_evaluate = "test" if protocol.private(params) else "full"
+    evaluate = _text(job, "evaluate", "[job]", default=default_evaluate)
+    if evaluate not in EVALUATE:
+        raise DpfedInputError(f"[job].evaluate must be one of {EVALUATE}. Found {evaluate!r}.")
+    simulation = _simulation(job, params)
+    fsync = job.get("fsync", False)
+    if not isinstance(fsync, bool):
+        raise DpfedInputError(f"[job].fsync must be true or false. Found {fsync!r}.")
+    return evaluate, simulation, fsync
+
+
+def _leader(doc: dict[str, Any], path: Path, base: Path) -> Endpoint:
+    """The ``[leader]`` table's endpoint."""
+    leader_table = _table(doc, "leader", str(path))
+    _reject_unknown(leader_table, {"address", "listen", "certificate", "key"}, "[leader]")
+    return Endpoint(
+        LEADER,
+        _address(_text(leader_table, "address", "[leader]"), "[leader].address"),
+        _path(base, _text(leader_table, "certificate", "[leader]")),
+        _path(base, _text(leader_table, "key", "[leader]")),
+        _listen(leader_table, "[leader]"),
+    )
+
+
+def _parties(
+    doc: dict[str, Any], job: dict[str, Any], base: Path, protocol: Protocol, leader: Endpoint
+) -> tuple[tuple[PartySpec, ...], str, int]:
+    """The ``[[party]]`` tables' parties (distinct names and addresses, the leader's
+    included), ``[job].align`` and ``[job].min_rows``."""
+    tables = doc.get("party")
+    if not isinstance(tables, list) or len(tables) < 2:
+        raise DpfedInputError(f"a job needs at least two [[party]] tables. Found {tables!r}.")
+    align = job.get("align", "")
+    if "align" in job and align not in ALIGNMENTS:
+        raise DpfedInputError(f"[job].align must be one of {ALIGNMENTS}. Found {align!r}.")
+    min_rows = job.get("min_rows", 1)
+    if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 1:
+        raise DpfedInputError(f"[job].min_rows must be an integer >= 1. Found {min_rows!r}.")
+    parties = tuple(_party(t, k, base, protocol, align) for k, t in enumerate(tables))
+    protocol.check_parties(parties)
+    names = [p.name for p in parties]
+    if len(set(names)) != len(names):
+        raise DpfedInputError(f"party names must be distinct. Found {names}.")
+    addresses = [leader.address, *(p.address for p in parties)]
+    if len(set(addresses)) != len(addresses):
+        raise DpfedInputError(f"every process needs its own address. Found {addresses}.")
+    return parties, align, min_rows
+
+
+def _prediction_options(job: dict[str, Any], names: list[str]) -> tuple[tuple[str, ...], bool]:
+    """``[job].prediction_recipients`` (without repeats) and ``[job].predict_training_rows``."""
+    recipients = job.get("prediction_recipients", [names[0]])
+    if not (isinstance(recipients, list) and recipients
+            and all(r in (*names, LEADER) for r in recipients)):
+        raise DpfedInputError(
+            f"[job].prediction_recipients must list who may receive a prediction's scores, "
+            f"each a party ({', '.join(names)}) or {LEADER!r}. Found {recipients!r}."
+        )
+    predict_training_rows = job.get("predict_training_rows", False)
+    if not isinstance(predict_training_rows, bool):
+        raise DpfedInputError(
+            "[job].predict_training_rows must be true or false (whether `dpfed predict` may "
+            f"score the parties' training rows exactly). Found {predict_training_rows!r}."
+        )
+    return tuple(dict.fromkeys(recipients)), predict_training_rows
 
 
 __all__ = [

@@ -333,6 +333,24 @@ def encode(
         of value, or the frame would exceed ``max_bytes``.
     """
     limit = _check_max_bytes(max_bytes)
+    kind = _registered_kind(message)
+    name = kind.cls.__name__
+    header = _base_header(message, job, seq)
+    scalars, entries, parts, offset = _lay_out_fields(kind, message)
+    header["scalars"] = scalars
+    header["arrays"] = entries
+    text = _header_text(header, name)
+    total = PREFIX_BYTES + len(text) + offset
+    if total > limit:
+        raise WireError(
+            f"the {name} frame would be {total} bytes, over max_bytes={limit}. "
+            f"Found arrays of {offset} bytes."
+        )
+    return b"".join([_PREFIX.pack(MAGIC, WIRE_VERSION, len(text)), text, *parts])
+
+
+def _registered_kind(message: Message) -> _Kind:
+    """The registry entry of ``message``'s class, which must be a registered Message."""
     if not isinstance(message, Message):
         raise WireError(f"message must be a Message. Found {type(message).__name__}.")
     cls = type(message)
@@ -343,18 +361,30 @@ def encode(
             f"wire; decorate it with register_message. Registered kinds: "
             f"{list(registered_kinds())}."
         )
-    name = cls.__name__
+    return kind
+
+
+def _base_header(message: Message, job: str, seq: int) -> dict[str, Any]:
+    """The header's job, kind, sender, recipient, round and sequence number, checked."""
     _check_name("job", job)
     _check_name("sender", message.sender)
     _check_name("recipient", message.recipient)
-    header: dict[str, Any] = {
+    return {
         "job": job,
-        "kind": name,
+        "kind": type(message).__name__,
         "sender": message.sender,
         "recipient": message.recipient,
         "round": _check_index("round", message.round),
         "seq": _check_index("seq", seq),
     }
+
+
+def _lay_out_fields(
+    kind: _Kind, message: Message
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[Any], int]:
+    """The message's scalars, its arrays' header entries, the payload's pieces (arrays and
+    alignment padding) and the payload's size."""
+    name = kind.cls.__name__
     scalars: dict[str, Any] = {}
     entries: list[dict[str, Any]] = []
     parts: list[Any] = []
@@ -389,8 +419,11 @@ def encode(
                     f"{where} must be a scalar. Found an array of shape {value.shape}."
                 )
             scalars[field.name] = _check_scalar_type(where, field, _scalar_for_wire(where, value))
-    header["scalars"] = scalars
-    header["arrays"] = entries
+    return scalars, entries, parts, offset
+
+
+def _header_text(header: dict[str, Any], name: str) -> bytes:
+    """The header as compact sorted JSON, padded so that the payload starts aligned."""
     try:
         text = json.dumps(header, separators=(",", ":"), sort_keys=True, allow_nan=False,
                           ensure_ascii=False).encode("utf-8")
@@ -399,13 +432,7 @@ def encode(
     text += b" " * (-(PREFIX_BYTES + len(text)) % _ALIGN)
     if len(text) > 0xFFFFFFFF:
         raise WireError(f"the {name} header must fit in 4 GiB. Found {len(text)} bytes.")
-    total = PREFIX_BYTES + len(text) + offset
-    if total > limit:
-        raise WireError(
-            f"the {name} frame would be {total} bytes, over max_bytes={limit}. "
-            f"Found arrays of {offset} bytes."
-        )
-    return b"".join([_PREFIX.pack(MAGIC, WIRE_VERSION, len(text)), text, *parts])
+    return text
 
 
 def _array_for_wire(where: str, value: np.ndarray) -> np.ndarray:

@@ -25,11 +25,11 @@ from dpfed._validation import (
     check_same_rows,
 )
 from dpfed.core.admm import ResidualBalancing
-from dpfed.core.losses import get_loss
+from dpfed.core.losses import Loss, get_loss
 from dpfed.core.regularizers import get_regularizer
 from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, Matrix, with_intercept
 from dpfed.core.threads import vector_work
-from dpfed.engines import Engine, engine_block, engine_summary, get_engine
+from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
 from dpfed.privacy.accounting import (
     Release,
@@ -207,144 +207,16 @@ class VerticalConfig:
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""
-        fit_intercept = (self.mechanism != "paper" if self.fit_intercept is None
-                         else bool(self.fit_intercept))
-        if fit_intercept:
-            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
-        loss = get_loss(self.loss)
-        get_regularizer(self.regularizer)
-        check_positive("lam", self.lam, allow_zero=True)
-        rule = (
-            sound_defaults(self.epsilon, 1, protect_label_holder=self.protect_label_holder)
-            if self.mechanism == "sound" and (self.epsilon is None or self.epsilon > 0)
-            else None
-        )
-        iterations = self.iterations
-        if iterations is None:
-            iterations = rule.iterations if rule is not None else 20
-        check_int("iterations", iterations, minimum=1)
-        model_fraction = self.model_fraction
-        if model_fraction is None:
-            model_fraction = rule.model_fraction if rule is not None else 0.5
-        if self.score_rounds is not None:
-            check_int("score_rounds", self.score_rounds, minimum=0)
-        if self.mechanism not in MECHANISMS:
-            raise DpfedInputError(
-                f"mechanism must be one of {MECHANISMS}. Found {self.mechanism!r}."
-            )
-        if self.accountant not in VERTICAL_ACCOUNTANTS:
-            raise DpfedInputError(
-                f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {self.accountant!r}."
-            )
-        rho = self.rho
-        if rho is None:
-            smooth_convex = math.isfinite(loss.smoothness) and loss.weak_convexity == 0
-            rho = loss.smoothness if smooth_convex else 1.0
-        check_positive("rho", rho)
-        loss.check_rho(rho)
-        if self.epsilon is not None:
-            check_positive("epsilon", self.epsilon)
-        if self.delta is not None:
-            check_open_unit("delta", self.delta)
-        if self.noise_multiplier is not None:
-            check_positive("noise_multiplier", self.noise_multiplier)
-        if self.noise_sigma is not None:
-            check_positive("noise_sigma", self.noise_sigma)
-        private = self.mechanism != "none"
-        # each mechanism names its own noise scale: a multiplier of the enforced sensitivity
-        # (sound) or the paper's absolute sigma (paper)
-        scales = {"noise_multiplier": self.noise_multiplier, "noise_sigma": self.noise_sigma}
-        noise_name = "noise_sigma" if self.mechanism == "paper" else "noise_multiplier"
-        other_name = "noise_multiplier" if self.mechanism == "paper" else "noise_sigma"
-        noise_given = any(v is not None for v in scales.values())
-        if not private and (self.epsilon is not None or noise_given):
-            raise DpfedInputError(
-                "epsilon, noise_multiplier and noise_sigma need a privacy mechanism (paper or "
-                f"sound). Found mechanism {self.mechanism!r}."
-            )
-        if private:
-            if self.delta is None:
-                raise DpfedInputError(f"the {self.mechanism} mechanism needs delta. Found none.")
-            if scales[other_name] is not None:
-                raise DpfedInputError(
-                    f"{other_name} belongs to the other mechanism; the {self.mechanism} "
-                    f"mechanism takes {noise_name}. Found {other_name}={scales[other_name]}."
-                )
-            noise = scales[noise_name]
-            if (self.epsilon is None) == (noise is None):
-                raise DpfedInputError(
-                    f"the {self.mechanism} mechanism takes exactly one of epsilon or "
-                    f"{noise_name}. Found epsilon={self.epsilon}, {noise_name}={noise}."
-                )
-        adaptive = (not private) if self.adaptive_rho is None else bool(self.adaptive_rho)
-        if adaptive and self.protect_label_holder:
-            raise DpfedInputError(
-                "adaptive rho reads the label holder's private residuals; it cannot be used "
-                "with protect_label_holder."
-            )
-        if self.tol is not None and self.protect_label_holder:
-            raise DpfedInputError(
-                "stopping on residuals reads the label holder's private state; it cannot be "
-                "used with protect_label_holder."
-            )
-        if self.protect_label_holder and self.mechanism != "sound":
-            raise DpfedInputError(
-                f"protect_label_holder is part of the sound mechanism. Found {self.mechanism!r}."
-            )
-        if self.protect_label_holder and (
-            loss.lipschitz is None or not math.isfinite(loss.lipschitz)
-        ):
-            raise DpfedInputError(
-                "protect_label_holder releases the label holder's local model, whose "
-                "sensitivity needs a loss of bounded slope (logistic, smoothed_hinge, sigmoid). "
-                f"Found {self.loss!r}."
-            )
-        acceleration = self.acceleration
-        if acceleration is None:
-            acceleration = "anderson" if not private else "none"
-        if acceleration not in ACCELERATIONS:
-            raise DpfedInputError(
-                f"acceleration must be one of {ACCELERATIONS}. Found {acceleration!r}."
-            )
-        if acceleration != "none" and (self.protect_label_holder or self.mechanism == "paper"):
-            raise DpfedInputError(
-                "acceleration changes the broadcast dual, whose analysis (protect_label_holder) "
-                "or ball (the paper mechanism) assumes plain rounds. Found acceleration "
-                f"{acceleration!r} with mechanism {self.mechanism!r}"
-                f"{' and protect_label_holder' if self.protect_label_holder else ''}."
-            )
-        warm = self.warm_start_rounds
-        if warm is None:
-            if self.mechanism == "sound" and not self.protect_label_holder:
-                warm = 30
-            elif not private and acceleration != "none":
-                warm = ACCELERATED_WARM_START
-            else:
-                warm = 0
-        if warm and self.protect_label_holder:
-            raise DpfedInputError("a warm start would release the label holder's exact model.")
+        fit_intercept, loss = _check_objective(self)
+        iterations, model_fraction = _resolve_rounds(self)
+        _check_choices(self)
+        rho = _resolve_rho(self, loss)
+        private = _check_budget(self)
+        adaptive = _check_protection(self, loss, private)
+        acceleration, warm = _resolve_acceleration(self, private)
         if self.b1 is not None:
             check_positive("b1", self.b1)
-        weighting = self.passive_weighting
-        if weighting is None:
-            weighting = (
-                self.mechanism == "sound" and not self.protect_label_holder
-                and supports_weighting(loss)
-            )
-        if weighting and self.mechanism != "sound":
-            raise DpfedInputError(
-                f"passive_weighting is part of the sound mechanism. Found {self.mechanism!r}."
-            )
-        if weighting and self.protect_label_holder:
-            raise DpfedInputError(
-                "passive_weighting broadcasts exact derivatives of the label holder's loss; it "
-                "cannot be used with protect_label_holder."
-            )
-        if weighting and not supports_weighting(loss):
-            raise DpfedInputError(
-                "passive_weighting needs a loss of bounded slope and curvature (logistic, "
-                f"smoothed_hinge, sigmoid). Found {self.loss!r}."
-            )
+        weighting = _resolve_weighting(self, loss)
         return replace(
             self, rho=float(rho), adaptive_rho=adaptive, fit_intercept=fit_intercept,
             warm_start_rounds=int(warm),
@@ -352,6 +224,186 @@ class VerticalConfig:
             iterations=int(iterations), model_fraction=float(model_fraction),
             passive_weighting=bool(weighting),
         )
+
+
+# The checks of VerticalConfig.validated, by concern, in the order it makes them.
+
+
+def _check_objective(cfg: VerticalConfig) -> tuple[bool, Loss]:
+    """The intercept (resolved), the loss, the regulariser and ``lam``."""
+    fit_intercept = (cfg.mechanism != "paper" if cfg.fit_intercept is None
+                     else bool(cfg.fit_intercept))
+    if fit_intercept:
+        with_intercept(np.zeros((1, 1)), cfg.intercept_scale)  # checks c in (0, 1)
+    loss = get_loss(cfg.loss)
+    get_regularizer(cfg.regularizer)
+    check_positive("lam", cfg.lam, allow_zero=True)
+    return fit_intercept, loss
+
+
+def _resolve_rounds(cfg: VerticalConfig) -> tuple[int, float]:
+    """The rounds and the model's budget share (defaults: the sound mechanism's public rule),
+    and the score rounds."""
+    rule = (
+        sound_defaults(cfg.epsilon, 1, protect_label_holder=cfg.protect_label_holder)
+        if cfg.mechanism == "sound" and (cfg.epsilon is None or cfg.epsilon > 0)
+        else None
+    )
+    iterations = cfg.iterations
+    if iterations is None:
+        iterations = rule.iterations if rule is not None else 20
+    check_int("iterations", iterations, minimum=1)
+    model_fraction = cfg.model_fraction
+    if model_fraction is None:
+        model_fraction = rule.model_fraction if rule is not None else 0.5
+    if cfg.score_rounds is not None:
+        check_int("score_rounds", cfg.score_rounds, minimum=0)
+    return iterations, model_fraction
+
+
+def _check_choices(cfg: VerticalConfig) -> None:
+    """The mechanism's and the accountant's names."""
+    if cfg.mechanism not in MECHANISMS:
+        raise DpfedInputError(
+            f"mechanism must be one of {MECHANISMS}. Found {cfg.mechanism!r}."
+        )
+    if cfg.accountant not in VERTICAL_ACCOUNTANTS:
+        raise DpfedInputError(
+            f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {cfg.accountant!r}."
+        )
+
+
+def _resolve_rho(cfg: VerticalConfig, loss: Loss) -> float:
+    """The ADMM penalty (default: the loss's smoothness bound, or 1), checked for ``loss``."""
+    rho = cfg.rho
+    if rho is None:
+        smooth_convex = math.isfinite(loss.smoothness) and loss.weak_convexity == 0
+        rho = loss.smoothness if smooth_convex else 1.0
+    check_positive("rho", rho)
+    loss.check_rho(rho)
+    return rho
+
+
+def _check_budget(cfg: VerticalConfig) -> bool:
+    """Epsilon, delta and the noise scales against the mechanism; whether it is private."""
+    if cfg.epsilon is not None:
+        check_positive("epsilon", cfg.epsilon)
+    if cfg.delta is not None:
+        check_open_unit("delta", cfg.delta)
+    if cfg.noise_multiplier is not None:
+        check_positive("noise_multiplier", cfg.noise_multiplier)
+    if cfg.noise_sigma is not None:
+        check_positive("noise_sigma", cfg.noise_sigma)
+    private = cfg.mechanism != "none"
+    # each mechanism names its own noise scale: a multiplier of the enforced sensitivity
+    # (sound) or the paper's absolute sigma (paper)
+    scales = {"noise_multiplier": cfg.noise_multiplier, "noise_sigma": cfg.noise_sigma}
+    noise_name = "noise_sigma" if cfg.mechanism == "paper" else "noise_multiplier"
+    other_name = "noise_multiplier" if cfg.mechanism == "paper" else "noise_sigma"
+    noise_given = any(v is not None for v in scales.values())
+    if not private and (cfg.epsilon is not None or noise_given):
+        raise DpfedInputError(
+            "epsilon, noise_multiplier and noise_sigma need a privacy mechanism (paper or "
+            f"sound). Found mechanism {cfg.mechanism!r}."
+        )
+    if private:
+        if cfg.delta is None:
+            raise DpfedInputError(f"the {cfg.mechanism} mechanism needs delta. Found none.")
+        if scales[other_name] is not None:
+            raise DpfedInputError(
+                f"{other_name} belongs to the other mechanism; the {cfg.mechanism} "
+                f"mechanism takes {noise_name}. Found {other_name}={scales[other_name]}."
+            )
+        noise = scales[noise_name]
+        if (cfg.epsilon is None) == (noise is None):
+            raise DpfedInputError(
+                f"the {cfg.mechanism} mechanism takes exactly one of epsilon or "
+                f"{noise_name}. Found epsilon={cfg.epsilon}, {noise_name}={noise}."
+            )
+    return private
+
+
+def _check_protection(cfg: VerticalConfig, loss: Loss, private: bool) -> bool:
+    """Adaptive rho (resolved) and the stopping rule against ``protect_label_holder``, which
+    needs the sound mechanism and a loss of bounded slope; returns adaptive rho."""
+    adaptive = (not private) if cfg.adaptive_rho is None else bool(cfg.adaptive_rho)
+    if adaptive and cfg.protect_label_holder:
+        raise DpfedInputError(
+            "adaptive rho reads the label holder's private residuals; it cannot be used "
+            "with protect_label_holder."
+        )
+    if cfg.tol is not None and cfg.protect_label_holder:
+        raise DpfedInputError(
+            "stopping on residuals reads the label holder's private state; it cannot be "
+            "used with protect_label_holder."
+        )
+    if cfg.protect_label_holder and cfg.mechanism != "sound":
+        raise DpfedInputError(
+            f"protect_label_holder is part of the sound mechanism. Found {cfg.mechanism!r}."
+        )
+    if cfg.protect_label_holder and (
+        loss.lipschitz is None or not math.isfinite(loss.lipschitz)
+    ):
+        raise DpfedInputError(
+            "protect_label_holder releases the label holder's local model, whose "
+            "sensitivity needs a loss of bounded slope (logistic, smoothed_hinge, sigmoid). "
+            f"Found {cfg.loss!r}."
+        )
+    return adaptive
+
+
+def _resolve_acceleration(cfg: VerticalConfig, private: bool) -> tuple[str, int]:
+    """The acceleration and the warm start rounds, resolved and checked."""
+    acceleration = cfg.acceleration
+    if acceleration is None:
+        acceleration = "anderson" if not private else "none"
+    if acceleration not in ACCELERATIONS:
+        raise DpfedInputError(
+            f"acceleration must be one of {ACCELERATIONS}. Found {acceleration!r}."
+        )
+    if acceleration != "none" and (cfg.protect_label_holder or cfg.mechanism == "paper"):
+        raise DpfedInputError(
+            "acceleration changes the broadcast dual, whose analysis (protect_label_holder) "
+            "or ball (the paper mechanism) assumes plain rounds. Found acceleration "
+            f"{acceleration!r} with mechanism {cfg.mechanism!r}"
+            f"{' and protect_label_holder' if cfg.protect_label_holder else ''}."
+        )
+    warm = cfg.warm_start_rounds
+    if warm is None:
+        if cfg.mechanism == "sound" and not cfg.protect_label_holder:
+            warm = 30
+        elif not private and acceleration != "none":
+            warm = ACCELERATED_WARM_START
+        else:
+            warm = 0
+    if warm and cfg.protect_label_holder:
+        raise DpfedInputError("a warm start would release the label holder's exact model.")
+    return acceleration, warm
+
+
+def _resolve_weighting(cfg: VerticalConfig, loss: Loss) -> bool:
+    """Passive weighting, resolved and checked."""
+    weighting = cfg.passive_weighting
+    if weighting is None:
+        weighting = (
+            cfg.mechanism == "sound" and not cfg.protect_label_holder
+            and supports_weighting(loss)
+        )
+    if weighting and cfg.mechanism != "sound":
+        raise DpfedInputError(
+            f"passive_weighting is part of the sound mechanism. Found {cfg.mechanism!r}."
+        )
+    if weighting and cfg.protect_label_holder:
+        raise DpfedInputError(
+            "passive_weighting broadcasts exact derivatives of the label holder's loss; it "
+            "cannot be used with protect_label_holder."
+        )
+    if weighting and not supports_weighting(loss):
+        raise DpfedInputError(
+            "passive_weighting needs a loss of bounded slope and curvature (logistic, "
+            f"smoothed_hinge, sigmoid). Found {cfg.loss!r}."
+        )
+    return weighting
 
 
 @dataclass
@@ -847,6 +899,24 @@ def train_vertical(
     cfg = (config or VerticalConfig()).validated()
     names = _party_names(len(blocks), names)
     n = _validate_data(blocks, labels, names, what="training")
+    y, y_test = _checked_labels(cfg, blocks, labels, names, test_blocks, test_labels)
+    setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
+    rngs = _party_rngs(setup.config, rngs, len(blocks))
+    run = _run_roles(setup, names, blocks, rngs, y, test_blocks, y_test,
+                     progress=progress, engine=engine)
+    return _vertical_result(setup, names, run)
+
+
+def _checked_labels(
+    cfg: VerticalConfig,
+    blocks: Sequence[Matrix],
+    labels: np.ndarray,
+    names: Sequence[str],
+    test_blocks: Sequence[Matrix] | None,
+    test_labels: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The training labels and the test labels (None without test data), checked with the
+    test blocks against the training blocks."""
     loss = get_loss(cfg.loss)
     y = check_binary_labels("labels", labels) if loss.binary else np.asarray(labels, float)
     if not np.all(np.isfinite(y)):
@@ -864,20 +934,51 @@ def train_vertical(
                     f"test block of {name} must have {b.shape[1]} columns. Found {tb.shape[1]}."
                 )
         y_test = check_binary_labels("test labels", cast(np.ndarray, test_labels))
+    return y, y_test
 
-    setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
-    cfg, mechanisms = setup.config, setup.mechanisms
+
+def _party_rngs(
+    cfg: VerticalConfig, rngs: Sequence[np.random.Generator] | None, n_parties: int
+) -> Sequence[np.random.Generator]:
+    """``rngs`` if it holds one generator per party, else the streams of ``cfg.seed``."""
     if rngs is None:
-        rngs = [party_rng(cfg.seed, m, len(blocks)) for m in range(len(blocks))]
-    elif len(rngs) != len(blocks):
-        raise DpfedInputError(f"rngs must hold one generator per party ({len(blocks)}). "
+        rngs = [party_rng(cfg.seed, m, n_parties) for m in range(n_parties)]
+    elif len(rngs) != n_parties:
+        raise DpfedInputError(f"rngs must hold one generator per party ({n_parties}). "
                               f"Found {len(rngs)}.")
+    return rngs
+
+
+@dataclass
+class _VerticalRun:
+    """The roles of an in-process run in their final state, and what the run recorded."""
+
+    holder: LabelHolder
+    passive: list[PassiveParty]
+    history: list[dict[str, Any]]
+    seconds: float  # training time, evaluation excluded
+    report: EngineReport
+
+
+def _run_roles(
+    setup: VerticalSetup,
+    names: Sequence[str],
+    blocks: Sequence[Matrix],
+    rngs: Sequence[np.random.Generator],
+    y: np.ndarray,
+    test_blocks: Sequence[Matrix] | None,
+    y_test: np.ndarray | None,
+    *,
+    progress: bool,
+    engine: str | Engine | None,
+) -> _VerticalRun:
+    """Build every party's role and run them on ``engine``, evaluating every round."""
+    cfg = setup.config
     passive = [
         cast(PassiveParty, make_vertical_role(setup, m, names, blocks[m], rng=rngs[m]))
         for m in range(1, len(blocks))
     ]
     history: list[dict[str, Any]] = []
-    ledger = PrivacyLedger()
     clock = {"train": 0.0, "since": time.perf_counter()}
     bar = progress_bar(cast(int, cfg.iterations), progress)
 
@@ -903,6 +1004,15 @@ def train_vertical(
     )
     if bar is not None:
         bar.close()
+    return _VerticalRun(holder, passive, history, clock["train"], report)
+
+
+def _vertical_result(
+    setup: VerticalSetup, names: Sequence[str], run: _VerticalRun
+) -> VerticalResult:
+    """The result of a finished run: models, ledger, privacy summary and notes."""
+    cfg, holder, passive = setup.config, run.holder, run.passive
+    ledger = PrivacyLedger()
     for event in _all_events(holder, passive):
         ledger.record(event)
     models = {holder.name: holder.model.copy()} | {p.name: p.model.copy() for p in passive}
@@ -923,9 +1033,10 @@ def train_vertical(
         left_parties=False,
     )
     return VerticalResult(
-        models, history, privacy, ledger, cfg, holder.history, clock["train"], mechanisms,
-        exact, None if holder.weighting is None else holder.weighting.as_dict(),
-        {r.name: r.score_bound for r in [holder, *passive]}, engine_summary(report),
+        models, run.history, privacy, ledger, cfg, holder.history, run.seconds,
+        setup.mechanisms, exact,
+        None if holder.weighting is None else holder.weighting.as_dict(),
+        {r.name: r.score_bound for r in [holder, *passive]}, engine_summary(run.report),
     )
 
 
