@@ -44,8 +44,9 @@ def _burn(stop: multiprocessing.synchronize.Event) -> None:  # type: ignore[name
 def _jobs(data_dir: str | None, iterations: int) -> dict[str, tuple[Callable[[], object], int]]:
     a9a = load_dataset("a9a", data_dir=data_dir)
     blocks = vertical_split(a9a.X_train, (66, 57))
-    vertical_cfg = VerticalConfig(iterations=iterations, rho=0.25, adaptive_rho=False, seed=0,
-                                  acceleration="none")
+    vertical_cfg = VerticalConfig(
+        iterations=iterations, rho=0.25, adaptive_rho=False, seed=0, acceleration="none"
+    )
     adult = load_dataset("adult", data_dir=data_dir)
     rows = horizontal_split(adult.X_train.shape[0], 10, rng=np.random.default_rng(0))
     clients = [(adult.X_train[r], adult.y_train[r]) for r in rows]
@@ -73,8 +74,10 @@ def measure(data_dir: str | None, *, busy: int, iterations: int, repeats: int) -
     out: dict = {job: {} for job in jobs}
     for state in ("idle", "busy"):
         stop = multiprocessing.Event()
-        burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True)
-                   for _ in range(busy if state == "busy" else 0)]
+        burners = [
+            multiprocessing.Process(target=_burn, args=(stop,), daemon=True)
+            for _ in range(busy if state == "busy" else 0)
+        ]
         for p in burners:
             p.start()
         time.sleep(1.0 if burners else 0.0)
@@ -93,38 +96,60 @@ def measure(data_dir: str | None, *, busy: int, iterations: int, repeats: int) -
                 p.join()
     for figures in out.values():
         figures["busy_over_idle_library_limit"] = (
-            figures["busy_library_limit"] / figures["idle_library_limit"])
+            figures["busy_library_limit"] / figures["idle_library_limit"]
+        )
         figures["busy_over_idle_blas_default"] = (
-            figures["busy_blas_default"] / figures["idle_blas_default"])
-    return {"cores": cores, "busy_processes": busy, "iterations": iterations,
-            "repeats": repeats, "seconds_per_iteration": out}
+            figures["busy_blas_default"] / figures["idle_blas_default"]
+        )
+    return {
+        "cores": cores,
+        "busy_processes": busy,
+        "iterations": iterations,
+        "repeats": repeats,
+        "seconds_per_iteration": out,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"),
-                        help="folder holding a9a/ and adult/ (default: $DPFED_DATA)")
-    parser.add_argument("--busy", type=int, default=2,
-                        help="CPU-bound processes running during the busy runs (default 2)")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("DPFED_DATA"),
+        help="folder holding a9a/ and adult/ (default: $DPFED_DATA)",
+    )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=2,
+        help="CPU-bound processes running during the busy runs (default 2)",
+    )
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--target", type=float, default=2.0,
-                        help="largest busy / idle ratio with the library's limit (default 2)")
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=2.0,
+        help="largest busy / idle ratio with the library's limit (default 2)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "busy.json")
     args = parser.parse_args(argv)
-    result = measure(args.data_dir, busy=args.busy, iterations=args.iterations,
-                     repeats=args.repeats)
-    ratios = {job: f["busy_over_idle_library_limit"]
-              for job, f in result["seconds_per_iteration"].items()}
+    result = measure(
+        args.data_dir, busy=args.busy, iterations=args.iterations, repeats=args.repeats
+    )
+    ratios = {
+        job: f["busy_over_idle_library_limit"] for job, f in result["seconds_per_iteration"].items()
+    }
     result["target"] = args.target
     result["met"] = all(r <= args.target for r in ratios.values())
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     for job, f in result["seconds_per_iteration"].items():
-        print(f"{job}: idle {f['idle_library_limit'] * 1e3:.1f} ms/it, busy "
-              f"{f['busy_library_limit'] * 1e3:.1f} ms/it (x{f['busy_over_idle_library_limit']:.2f}"
-              f"); BLAS default: idle {f['idle_blas_default'] * 1e3:.1f}, busy "
-              f"{f['busy_blas_default'] * 1e3:.1f} (x{f['busy_over_idle_blas_default']:.2f})")
+        print(
+            f"{job}: idle {f['idle_library_limit'] * 1e3:.1f} ms/it, busy "
+            f"{f['busy_library_limit'] * 1e3:.1f} ms/it (x{f['busy_over_idle_library_limit']:.2f}"
+            f"); BLAS default: idle {f['idle_blas_default'] * 1e3:.1f}, busy "
+            f"{f['busy_blas_default'] * 1e3:.1f} (x{f['busy_over_idle_blas_default']:.2f})"
+        )
     print(f"target busy/idle <= {args.target}: {'met' if result['met'] else 'NOT met'}")
     return 0 if result["met"] else 1
 

@@ -61,8 +61,11 @@ def _best_rate(fill, nbytes: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         fill()
         times.append(time.perf_counter() - t0)
-    return {"gb_per_s": nbytes / min(times) / 1e9,
-            "median_gb_per_s": nbytes / statistics.median(times) / 1e9, "seconds": times}
+    return {
+        "gb_per_s": nbytes / min(times) / 1e9,
+        "median_gb_per_s": nbytes / statistics.median(times) / 1e9,
+        "seconds": times,
+    }
 
 
 def bench_keystream(mib: int, repeats: int) -> dict:
@@ -159,8 +162,12 @@ def bench_noise(clients: int, dim: int) -> dict:
     for g in gens[:100]:
         g.standard_normal(out=out)
     sampling = (time.process_time() - t0) / (100 * dim)
-    return {"seeding_us_per_client": seeding * 1e6, "normal_ns_per_draw": sampling * 1e9,
-            "clients": clients, "dim": dim}
+    return {
+        "seeding_us_per_client": seeding * 1e6,
+        "normal_ns_per_draw": sampling * 1e9,
+        "clients": clients,
+        "dim": dim,
+    }
 
 
 def run_cell_child(n: int, d: int, workers: str, repeats: int) -> None:
@@ -197,8 +204,17 @@ def _tree_rss_mb(root: int) -> float:
 
 def bench_cell(n: int, d: int, workers: str, repeats: int) -> dict:
     """Run one cell in a subprocess; sample the memory of its process tree every 0.2 s."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), str(d),
-           "--workers", workers, "--repeats", str(repeats)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(n),
+        str(d),
+        "--workers",
+        workers,
+        "--repeats",
+        str(repeats),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = 0.0
     sampling = os.path.isdir("/proc")
@@ -217,12 +233,16 @@ def bench_cell(n: int, d: int, workers: str, repeats: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE / "results" / "dca.json"))
-    parser.add_argument("--cells", default=",".join(f"{n}x{d}" for n, d in DEFAULT_CELLS),
-                        help="comma-separated NxD cells, or 'table' for all 16 of the paper's")
+    parser.add_argument(
+        "--cells",
+        default=",".join(f"{n}x{d}" for n, d in DEFAULT_CELLS),
+        help="comma-separated NxD cells, or 'table' for all 16 of the paper's",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="secure sums per cell")
     parser.add_argument("--workers", default="auto")
-    parser.add_argument("--keystream-mib", type=int, default=256,
-                        help="MiB produced per timed keystream run")
+    parser.add_argument(
+        "--keystream-mib", type=int, default=256, help="MiB produced per timed keystream run"
+    )
     parser.add_argument("--keystream-repeats", type=int, default=5)
     parser.add_argument("--child", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -252,8 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{'released' if keystream['gil_released'] else 'held'})"
     )
     noise = bench_noise(20000, 10000)
-    print(f"noise: {noise['seeding_us_per_client']:.1f} us per client generator, "
-          f"{noise['normal_ns_per_draw']:.1f} ns per normal draw")
+    print(
+        f"noise: {noise['seeding_us_per_client']:.1f} us per client generator, "
+        f"{noise['normal_ns_per_draw']:.1f} ns per normal draw"
+    )
     results = []
     for n, d in cells:
         cell = bench_cell(n, d, args.workers, args.repeats)
@@ -267,8 +289,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{cell['workers']} worker(s), inputs {cell['values_seconds']:.2f} s), paper "
             f"{paper if paper is not None else '-'} s"
             + (f", {cell['ratio']:.0f}x" if cell["ratio"] else "")
-            + (f", target < {target:.2f} s {'met' if cell['target_met'] else 'NOT met'}"
-               if target else "")
+            + (
+                f", target < {target:.2f} s {'met' if cell['target_met'] else 'NOT met'}"
+                if target
+                else ""
+            )
             + f", peak RSS {cell['peak_rss_mb']:.0f} MiB (process tree, sampled: "
             f"{cell['peak_rss_mb_process_tree'] or 0:.0f} MiB)"
         )

@@ -53,14 +53,19 @@ def _lam(name: str, data: dict) -> tuple[float, str]:
 def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> dict:
     data = prepare(PLANS[name], data_dir)
     lam, lam_choice = _lam(name, data)
-    args = dict(lam=lam, test_blocks=data["test_blocks"], test_labels=data["y_test"],
-                fit_intercept=True)  # as dpfed's models, which fit one by default
+    args = dict(
+        lam=lam, test_blocks=data["test_blocks"], test_labels=data["y_test"], fit_intercept=True
+    )  # as dpfed's models, which fit one by default
     central = fit_centralized(data["blocks"], data["y"], **args)["test_log_loss"]
     local = fit_local_only(data["blocks"], data["y"], **args)["test_log_loss"]
     out: dict = {
-        "split": data["split"], "preprocessing": data["preprocessing"], "lam": lam,
-        "lam_choice": lam_choice, "central_test_log_loss": central,
-        "local_test_log_loss": local, "epsilons": {},
+        "split": data["split"],
+        "preprocessing": data["preprocessing"],
+        "lam": lam,
+        "lam_choice": lam_choice,
+        "central_test_log_loss": central,
+        "local_test_log_loss": local,
+        "epsilons": {},
     }
     for epsilon in epsilons:
         row: dict = {}
@@ -68,11 +73,16 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
             losses, accuracies, weights, rounds, spent = [], [], [], None, []
             start = time.perf_counter()
             for seed in seeds:
-                cfg = VerticalConfig(mechanism="sound", epsilon=epsilon, delta=delta, lam=lam,
-                                     seed=seed, **extra)
-                result = train_vertical(data["blocks"], data["y"], cfg,
-                                        test_blocks=data["test_blocks"],
-                                        test_labels=data["y_test"])
+                cfg = VerticalConfig(
+                    mechanism="sound", epsilon=epsilon, delta=delta, lam=lam, seed=seed, **extra
+                )
+                result = train_vertical(
+                    data["blocks"],
+                    data["y"],
+                    cfg,
+                    test_blocks=data["test_blocks"],
+                    test_labels=data["y_test"],
+                )
                 losses.append(result.final["test_log_loss"])
                 accuracies.append(result.final["test_accuracy"])
                 weights.append(None if result.weighting is None else result.weighting["weight"])
@@ -92,27 +102,38 @@ def measure_set(name: str, data_dir: str, *, epsilons, seeds, delta: float) -> d
             }
         out["epsilons"][f"{epsilon:g}"] = row
         d = row["default"]
-        print(f"  epsilon {epsilon:g}: T={d['rounds']} mean {d['mean']:.4f} (worst over local "
-              f"{d['worst_over_local']:+.4f}, over central {d['mean_over_central']:+.4f}); "
-              f"unweighted mean {row['unweighted']['mean']:.4f} (worst over local "
-              f"{row['unweighted']['worst_over_local']:+.4f}); protected accuracy "
-              f"{row['protected']['mean_accuracy']:.4f} (min "
-              f"{min(row['protected']['test_accuracy']):.4f})", flush=True)
+        print(
+            f"  epsilon {epsilon:g}: T={d['rounds']} mean {d['mean']:.4f} (worst over local "
+            f"{d['worst_over_local']:+.4f}, over central {d['mean_over_central']:+.4f}); "
+            f"unweighted mean {row['unweighted']['mean']:.4f} (worst over local "
+            f"{row['unweighted']['worst_over_local']:+.4f}); protected accuracy "
+            f"{row['protected']['mean_accuracy']:.4f} (min "
+            f"{min(row['protected']['test_accuracy']):.4f})",
+            flush=True,
+        )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_set_arguments(parser)
-    parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS),
-                        help="comma-separated target epsilons")
+    parser.add_argument(
+        "--epsilons",
+        default=",".join(f"{e:g}" for e in EPSILONS),
+        help="comma-separated target epsilons",
+    )
     parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     parser.add_argument("--delta", type=float, default=1e-5, help="target delta (default 1e-5)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "frontier.json")
     args = parser.parse_args(argv)
     epsilons = [float(e) for e in args.epsilons.split(",")]
-    result: dict = {"delta": args.delta, "seeds": list(range(args.seeds)), "configs": CONFIGS,
-                    "sets": {}, "skipped": {}}
+    result: dict = {
+        "delta": args.delta,
+        "seeds": list(range(args.seeds)),
+        "configs": CONFIGS,
+        "sets": {},
+        "skipped": {},
+    }
     for name in present_sets(args, result["skipped"]):
         print(f"{name}:", flush=True)
         result["sets"][name] = measure_set(

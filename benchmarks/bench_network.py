@@ -36,23 +36,43 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def write_job(folder: Path, data_dir: Path, *, job_id: str, iterations: int, evaluate: str,
-              certs: Path) -> Path:
+def write_job(
+    folder: Path, data_dir: Path, *, job_id: str, iterations: int, evaluate: str, certs: Path
+) -> Path:
     """A 3-party a9a job file in ``folder`` (fresh ports)."""
     ports = free_ports(4)
     lines = [
-        "[job]", f'id = "{job_id}"', 'protocol = "vertical"', f'evaluate = "{evaluate}"',
-        "round_timeout = 120.0", "grace = 10.0", "idle_timeout = 300.0", "",
-        "[params]", f"iterations = {iterations}", "adaptive_rho = false", "",
-        "[tls]", f'ca = "{certs / "ca.pem"}"', "",
-        "[leader]", f'address = "127.0.0.1:{ports[0]}"',
-        f'certificate = "{certs / "leader.pem"}"', f'key = "{certs / "leader.key"}"',
+        "[job]",
+        f'id = "{job_id}"',
+        'protocol = "vertical"',
+        f'evaluate = "{evaluate}"',
+        "round_timeout = 120.0",
+        "grace = 10.0",
+        "idle_timeout = 300.0",
+        "",
+        "[params]",
+        f"iterations = {iterations}",
+        "adaptive_rho = false",
+        "",
+        "[tls]",
+        f'ca = "{certs / "ca.pem"}"',
+        "",
+        "[leader]",
+        f'address = "127.0.0.1:{ports[0]}"',
+        f'certificate = "{certs / "leader.pem"}"',
+        f'key = "{certs / "leader.key"}"',
     ]
     for (name, (first, end)), port in zip(PARTIES, ports[1:], strict=True):
         lines += [
-            "", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{port}"',
-            'data = "a9a"', f'data_dir = "{data_dir}"', f"columns = [{first}, {end}]",
-            f'certificate = "{certs / (name + ".pem")}"', f'key = "{certs / (name + ".key")}"',
+            "",
+            "[[party]]",
+            f'name = "{name}"',
+            f'address = "127.0.0.1:{port}"',
+            'data = "a9a"',
+            f'data_dir = "{data_dir}"',
+            f"columns = [{first}, {end}]",
+            f'certificate = "{certs / (name + ".pem")}"',
+            f'key = "{certs / (name + ".key")}"',
         ]
     path = folder / f"{job_id}.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -95,7 +115,9 @@ def time_networked(config: Path, out: Path, env: dict) -> float:
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "dpfed.cli", "party", "--config", str(config), "--name", n],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for n in spec.names
     ]
@@ -138,8 +160,14 @@ def main(argv: list[str] | None = None) -> int:
             inproc, network = [], []
             for k in range(args.repeats):
                 job_id = f"bench-{evaluate}-{k}"
-                config = write_job(folder, data_dir, job_id=job_id, iterations=args.iterations,
-                                   evaluate=evaluate, certs=certs)
+                config = write_job(
+                    folder,
+                    data_dir,
+                    job_id=job_id,
+                    iterations=args.iterations,
+                    evaluate=evaluate,
+                    certs=certs,
+                )
                 inproc.append(time_inprocess(config))
                 network.append(time_networked(config, folder / f"{job_id}.json", env))
             t = args.iterations

@@ -43,10 +43,12 @@ def write_tables(folder: Path, rows: int, overlap: float, seed: int) -> dict[str
         header = "customer_id,x_" + name + (",income" if name == "label" else "")
         lines = [header]
         for v, x in zip(order, values, strict=True):
-            lines.append(f"C{v:08d},{x:.3f}" + ("," + (">50K" if x > 50 else "<=50K")
-                                                  if name == "label" else ""))
+            lines.append(
+                f"C{v:08d},{x:.3f}"
+                + ("," + (">50K" if x > 50 else "<=50K") if name == "label" else "")
+            )
         (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
-        schema = (['label = "income"', 'positive = ">50K"'] if name == "label" else [])
+        schema = ['label = "income"', 'positive = ">50K"'] if name == "label" else []
         schema += [f"[columns.x_{name}]", "bounds = [0, 100]"]
         (folder / f"{name}.schema.toml").write_text("\n".join(schema) + "\n")
         out[name] = [f"C{v:08d}" for v in order]
@@ -57,18 +59,41 @@ def write_job(folder: Path, data: Path, certs: Path, job_id: str) -> Path:
     from bench_network import free_ports
 
     ports = free_ports(len(PARTIES) + 1)
-    lines = ["[job]", f'id = "{job_id}"', 'protocol = "vertical"', 'align = "psi"',
-             "round_timeout = 120.0", "grace = 10.0", "idle_timeout = 300.0", "",
-             "[params]", 'mechanism = "none"', "iterations = 1", "",
-             "[tls]", f'ca = "{certs / "ca.pem"}"', "", "[leader]",
-             f'address = "127.0.0.1:{ports[0]}"', f'certificate = "{certs / "leader.pem"}"',
-             f'key = "{certs / "leader.key"}"']
+    lines = [
+        "[job]",
+        f'id = "{job_id}"',
+        'protocol = "vertical"',
+        'align = "psi"',
+        "round_timeout = 120.0",
+        "grace = 10.0",
+        "idle_timeout = 300.0",
+        "",
+        "[params]",
+        'mechanism = "none"',
+        "iterations = 1",
+        "",
+        "[tls]",
+        f'ca = "{certs / "ca.pem"}"',
+        "",
+        "[leader]",
+        f'address = "127.0.0.1:{ports[0]}"',
+        f'certificate = "{certs / "leader.pem"}"',
+        f'key = "{certs / "leader.key"}"',
+    ]
     for name, port in zip(PARTIES, ports[1:], strict=True):
-        lines += ["", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{port}"',
-                  f'certificate = "{certs / (name + ".pem")}"',
-                  f'key = "{certs / (name + ".key")}"', f'data_dir = "{data}"',
-                  f'data = "{name}.csv"', 'id_column = "customer_id"',
-                  f'schema = "{name}.schema.toml"', f'workdir = "{folder / "work" / name}"']
+        lines += [
+            "",
+            "[[party]]",
+            f'name = "{name}"',
+            f'address = "127.0.0.1:{port}"',
+            f'certificate = "{certs / (name + ".pem")}"',
+            f'key = "{certs / (name + ".key")}"',
+            f'data_dir = "{data}"',
+            f'data = "{name}.csv"',
+            'id_column = "customer_id"',
+            f'schema = "{name}.schema.toml"',
+            f'workdir = "{folder / "work" / name}"',
+        ]
     path = folder / f"{job_id}.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -80,9 +105,15 @@ def time_networked(config: Path, env: dict) -> dict:
     from dpfed.runtime.leader import run_alignment
 
     spec = load_job(config)
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "dpfed.cli", "party", "--config", str(config), "--name", n],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for n in spec.names]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dpfed.cli", "party", "--config", str(config), "--name", n],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for n in spec.names
+    ]
     try:
         started = time.perf_counter()
         result = run_alignment(spec, progress=False)
@@ -91,8 +122,11 @@ def time_networked(config: Path, env: dict) -> dict:
         for p in procs:  # they wait for the job itself: not part of the measurement
             p.kill()
             p.wait(timeout=30)
-    return {"wall_seconds": wall, "job_seconds": float(result["seconds"]),
-            "shared_rows": int(result["parts"]["train"]["rows"])}
+    return {
+        "wall_seconds": wall,
+        "job_seconds": float(result["seconds"]),
+        "shared_rows": int(result["parts"]["train"]["rows"]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,27 +158,37 @@ def main(argv: list[str] | None = None) -> int:
             run = time_networked(write_job(folder, data, certs, f"psi-{k}"), env)
             assert run["shared_rows"] == len(shared)
             networked.append(run)
-            print(f"repeat {k}: networked alignment {run['wall_seconds']:.2f} s "
-                  f"(job {run['job_seconds']:.2f} s), in-process PSI {inprocess[-1]:.2f} s, "
-                  f"{run['shared_rows']} shared rows")
+            print(
+                f"repeat {k}: networked alignment {run['wall_seconds']:.2f} s "
+                f"(job {run['job_seconds']:.2f} s), in-process PSI {inprocess[-1]:.2f} s, "
+                f"{run['shared_rows']} shared rows"
+            )
     wall = statistics.median(r["wall_seconds"] for r in networked)
     ref = statistics.median(inprocess)
     payload = {
         "benchmark": "an aligned job's PSI alignment job over the runtime against in-process PSI",
-        "rows_per_party": args.rows, "overlap": args.overlap, "repeats": args.repeats,
-        "shared_rows": networked[0]["shared_rows"], "message_bytes_in_process": nbytes,
-        "networked": networked, "in_process_seconds": inprocess,
-        "networked_median_seconds": wall, "in_process_median_seconds": ref,
+        "rows_per_party": args.rows,
+        "overlap": args.overlap,
+        "repeats": args.repeats,
+        "shared_rows": networked[0]["shared_rows"],
+        "message_bytes_in_process": nbytes,
+        "networked": networked,
+        "in_process_seconds": inprocess,
+        "networked_median_seconds": wall,
+        "in_process_median_seconds": ref,
         "ratio_networked_over_in_process": wall / ref,
-        "target_seconds": TARGET_SECONDS, "target_met": wall <= TARGET_SECONDS,
+        "target_seconds": TARGET_SECONDS,
+        "target_met": wall <= TARGET_SECONDS,
         "machine": machine_info(),
         "load_average_1m_end": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"median: networked {wall:.2f} s (target {TARGET_SECONDS:g} s), in process "
-          f"{ref:.2f} s ({wall / ref:.1f}x); wrote {out}")
+    print(
+        f"median: networked {wall:.2f} s (target {TARGET_SECONDS:g} s), in process "
+        f"{ref:.2f} s ({wall / ref:.1f}x); wrote {out}"
+    )
     return 0
 
 

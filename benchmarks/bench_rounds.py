@@ -53,12 +53,17 @@ class SetPlan:
 PLANS = {
     "a9a": SetPlan("a9a", (66, 57), 1e-4, "the paper's value", False, False),
     "adult": SetPlan("adult", None, 1e-4, "as a9a (the same census rows)", False, False),
-    "dexter": SetPlan("dexter", None, None, "best mean 5-fold CV test log loss of the "
-                      "centralised model on the training rows over " + ", ".join(
-                          f"{v:g}" for v in CV_GRID), False, True),
+    "dexter": SetPlan(
+        "dexter",
+        None,
+        None,
+        "best mean 5-fold CV test log loss of the "
+        "centralised model on the training rows over " + ", ".join(f"{v:g}" for v in CV_GRID),
+        False,
+        True,
+    ),
     "arcene": SetPlan("arcene", None, 1e-3, "dpfed reproduce vertical's (5-fold CV)", True, True),
-    "madelon": SetPlan("madelon", None, 3e-3, "dpfed reproduce vertical's (5-fold CV)", True,
-                       True),
+    "madelon": SetPlan("madelon", None, 3e-3, "dpfed reproduce vertical's (5-fold CV)", True, True),
 }
 
 
@@ -82,9 +87,13 @@ def prepare(plan: SetPlan, data_dir: str | None) -> dict:
     if not steps:
         steps.append("features as published")
     return {
-        "blocks": blocks, "y": np.asarray(ds.y_train, float), "test_blocks": test_blocks,
-        "y_test": np.asarray(ds.y_test, float), "split": list(split),
-        "preprocessing": "; ".join(steps), "shape": [int(x.shape[0]), int(x.shape[1])],
+        "blocks": blocks,
+        "y": np.asarray(ds.y_train, float),
+        "test_blocks": test_blocks,
+        "y_test": np.asarray(ds.y_test, float),
+        "split": list(split),
+        "preprocessing": "; ".join(steps),
+        "shape": [int(x.shape[0]), int(x.shape[1])],
         "test_rows": int(xt.shape[0]),
     }
 
@@ -96,8 +105,9 @@ def cross_validated_lam(blocks: list, y: np.ndarray, grid=CV_GRID, seed: int = 0
     scores = {}
     for lam in grid:
         losses = [
-            fit_centralized([x[tr]], y[tr], lam=lam, test_blocks=[x[va]],
-                            test_labels=y[va])["test_log_loss"]
+            fit_centralized([x[tr]], y[tr], lam=lam, test_blocks=[x[va]], test_labels=y[va])[
+                "test_log_loss"
+            ]
             for tr, va in folds
         ]
         scores[lam] = float(np.mean(losses))
@@ -131,8 +141,13 @@ def measure_set(plan: SetPlan, data_dir: str | None, *, rounds: int, margin: flo
     for name, extra in CONFIGS.items():
         cfg = VerticalConfig(lam=lam, iterations=rounds, fit_intercept=False, **extra)
         start = time.perf_counter()
-        result = train_vertical(data["blocks"], data["y"], cfg, test_blocks=data["test_blocks"],
-                                test_labels=data["y_test"])
+        result = train_vertical(
+            data["blocks"],
+            data["y"],
+            cfg,
+            test_blocks=data["test_blocks"],
+            test_labels=data["y_test"],
+        )
         losses = [h["test_log_loss"] for h in result.history]
         out["runs"][name] = {
             "acceleration": result.config.acceleration,
@@ -148,11 +163,16 @@ def measure_set(plan: SetPlan, data_dir: str | None, *, rounds: int, margin: flo
 
 def add_set_arguments(parser: argparse.ArgumentParser) -> None:
     """``--data-dir`` and ``--sets`` (the keys of :data:`PLANS`)."""
-    parser.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"),
-                        help="folder holding a9a/, adult/, dexter/, arcene/, madelon/ "
-                             "(default: $DPFED_DATA)")
-    parser.add_argument("--sets", default=",".join(PLANS),
-                        help=f"comma-separated data sets (default {','.join(PLANS)})")
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("DPFED_DATA"),
+        help="folder holding a9a/, adult/, dexter/, arcene/, madelon/ (default: $DPFED_DATA)",
+    )
+    parser.add_argument(
+        "--sets",
+        default=",".join(PLANS),
+        help=f"comma-separated data sets (default {','.join(PLANS)})",
+    )
 
 
 def present_sets(args: argparse.Namespace, skipped: dict) -> list[str]:
@@ -177,20 +197,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_set_arguments(parser)
     parser.add_argument("--rounds", type=int, default=60, help="rounds of every run (default 60)")
-    parser.add_argument("--margin", type=float, default=0.005,
-                        help="target: central test log loss + margin (default 0.005)")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=0.005,
+        help="target: central test log loss + margin (default 0.005)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "results" / "rounds.json")
     args = parser.parse_args(argv)
-    result: dict = {"rounds": args.rounds, "margin": args.margin, "parties": 2,
-                    "configs": CONFIGS, "sets": {}, "skipped": {}}
+    result: dict = {
+        "rounds": args.rounds,
+        "margin": args.margin,
+        "parties": 2,
+        "configs": CONFIGS,
+        "sets": {},
+        "skipped": {},
+    }
     for name in present_sets(args, result["skipped"]):
         entry = measure_set(PLANS[name], args.data_dir, rounds=args.rounds, margin=args.margin)
         result["sets"][name] = entry
         runs = entry["runs"]
-        print(f"{name}: split {entry['split']}, lam {entry['lam']:g}, central "
-              f"{entry['central_test_log_loss']:.4f}, local {entry['local_test_log_loss']:.4f}; "
-              "rounds to target " + ", ".join(
-                  f"{k} {v['rounds_to_target']}" for k, v in runs.items()), flush=True)
+        print(
+            f"{name}: split {entry['split']}, lam {entry['lam']:g}, central "
+            f"{entry['central_test_log_loss']:.4f}, local {entry['local_test_log_loss']:.4f}; "
+            "rounds to target "
+            + ", ".join(f"{k} {v['rounds_to_target']}" for k, v in runs.items()),
+            flush=True,
+        )
     write_result(args.out, result)
     return 0
 

@@ -55,38 +55,74 @@ def bench_bulk(sizes: list[int], repeats: int) -> list[dict]:
     from dpfed.privacy.discrete import discrete_gaussian, discrete_laplace
 
     cases = [
-        ("discrete_gaussian", "sigma2 = 2^40 (grid release: sigma / step in [2^20, 2^21))",
-         lambda n, g: discrete_gaussian(2**40, n, g), 2.0**20),
-        ("discrete_gaussian", "sigma2 = 2^48 (secure sum: client std 1 at 24 fractional bits)",
-         lambda n, g: discrete_gaussian(2**48, n, g), 2.0**24),
-        ("discrete_gaussian", "sigma2 = 1000", lambda n, g: discrete_gaussian(1000, n, g),
-         1000**0.5),
+        (
+            "discrete_gaussian",
+            "sigma2 = 2^40 (grid release: sigma / step in [2^20, 2^21))",
+            lambda n, g: discrete_gaussian(2**40, n, g),
+            2.0**20,
+        ),
+        (
+            "discrete_gaussian",
+            "sigma2 = 2^48 (secure sum: client std 1 at 24 fractional bits)",
+            lambda n, g: discrete_gaussian(2**48, n, g),
+            2.0**24,
+        ),
+        (
+            "discrete_gaussian",
+            "sigma2 = 1000",
+            lambda n, g: discrete_gaussian(1000, n, g),
+            1000**0.5,
+        ),
         ("discrete_gaussian", "sigma2 = 9/4", lambda n, g: discrete_gaussian("9/4", n, g), 1.5),
         ("discrete_laplace", "scale 2^20", lambda n, g: discrete_laplace(2**20, n, g), 2.0**20),
-        ("block_gaussian", "sigma2 = 2^48 (secure sum)",
-         lambda n, g: block_gaussian(2**48, n, g), 2.0**24),
-        ("block_gaussian", "sigma2 = 2^53 (a grid release's sigma / step in [2^26, 2^27))",
-         lambda n, g: block_gaussian(2**53, n, g), 2.0**26.5),
-        ("block_gaussian", "sigma2 = 2^16 (smallest served)",
-         lambda n, g: block_gaussian(2**16, n, g), 2.0**8),
+        (
+            "block_gaussian",
+            "sigma2 = 2^48 (secure sum)",
+            lambda n, g: block_gaussian(2**48, n, g),
+            2.0**24,
+        ),
+        (
+            "block_gaussian",
+            "sigma2 = 2^53 (a grid release's sigma / step in [2^26, 2^27))",
+            lambda n, g: block_gaussian(2**53, n, g),
+            2.0**26.5,
+        ),
+        (
+            "block_gaussian",
+            "sigma2 = 2^16 (smallest served)",
+            lambda n, g: block_gaussian(2**16, n, g),
+            2.0**8,
+        ),
     ]
     out = []
     for n in sizes:
         rng = np.random.default_rng(1)
         ref = _best(lambda n=n, rng=rng: rng.normal(0.0, 3.0, n), repeats)
         ref_rate = n / ref["cpu_seconds"]
-        print(f"n = {n:.0e}: rng.normal {ref_rate / 1e6:.1f} M/s "
-              f"({ref['cpu_seconds'] * 1e9 / n:.1f} ns per draw)")
+        print(
+            f"n = {n:.0e}: rng.normal {ref_rate / 1e6:.1f} M/s "
+            f"({ref['cpu_seconds'] * 1e9 / n:.1f} ns per draw)"
+        )
         for name, label, fn, sigma in cases:
             timing = _best(lambda fn=fn, n=n, rng=rng: fn(n, rng), repeats)
             rate = n / timing["cpu_seconds"]
-            row = {"sampler": name, "parameters": label, "n": n, "sigma": sigma,
-                   "samples_per_second": rate, "ns_per_sample": 1e9 / rate, **timing,
-                   "reference": "rng.normal(0, 3, n), same run", "reference_samples_per_second":
-                   ref_rate, "slowdown_vs_normal": ref_rate / rate}
+            row = {
+                "sampler": name,
+                "parameters": label,
+                "n": n,
+                "sigma": sigma,
+                "samples_per_second": rate,
+                "ns_per_sample": 1e9 / rate,
+                **timing,
+                "reference": "rng.normal(0, 3, n), same run",
+                "reference_samples_per_second": ref_rate,
+                "slowdown_vs_normal": ref_rate / rate,
+            }
             out.append(row)
-            print(f"  {name} {label}: {rate / 1e6:.2f} M/s ({1e9 / rate:.0f} ns), "
-                  f"{ref_rate / rate:.1f}x the time of rng.normal")
+            print(
+                f"  {name} {label}: {rate / 1e6:.2f} M/s ({1e9 / rate:.0f} ns), "
+                f"{ref_rate / rate:.1f}x the time of rng.normal"
+            )
     return out
 
 
@@ -119,7 +155,9 @@ def bench_per_client(clients: int, dim: int, sigma2: int, repeats: int) -> dict:
     normal_draws = normal_t["cpu_seconds"] - seed_t["cpu_seconds"]
     discrete_draws = discrete_t["cpu_seconds"] - seed_t["cpu_seconds"]
     out = {
-        "clients": clients, "dim": dim, "sigma2": sigma2,
+        "clients": clients,
+        "dim": dim,
+        "sigma2": sigma2,
         "seeding_cpu_seconds": seed_t["cpu_seconds"],
         "normal_cpu_seconds": normal_t["cpu_seconds"],
         "discrete_cpu_seconds": discrete_t["cpu_seconds"],
@@ -130,10 +168,12 @@ def bench_per_client(clients: int, dim: int, sigma2: int, repeats: int) -> dict:
         "added_cpu_seconds": discrete_draws - normal_draws,
         "slowdown_vs_normal": discrete_draws / normal_draws,
     }
-    print(f"per client (N = {clients}, d = {dim}, s^2 = {sigma2}): generators "
-          f"{seed_t['cpu_seconds']:.3f} s, normal draws {normal_draws:.3f} s, discrete draws "
-          f"{discrete_draws:.3f} s ({out['discrete_us_per_client']:.0f} us per client), "
-          f"+{out['added_cpu_seconds']:.3f} s")
+    print(
+        f"per client (N = {clients}, d = {dim}, s^2 = {sigma2}): generators "
+        f"{seed_t['cpu_seconds']:.3f} s, normal draws {normal_draws:.3f} s, discrete draws "
+        f"{discrete_draws:.3f} s ({out['discrete_us_per_client']:.0f} us per client), "
+        f"+{out['added_cpu_seconds']:.3f} s"
+    )
     return out
 
 
@@ -142,21 +182,30 @@ def bench_secure_sum(clients: int, dim: int, repeats: int) -> dict:
     from dpfed.experiments.dca_scaling import time_secure_sum
 
     paper = PAPER_SPARK_SECONDS.get((clients, dim))
-    out: dict = {"clients": clients, "dim": dim, "compute_nodes": 10, "paper_seconds": paper,
-                 "target_speedup": TARGET_SPEEDUP}
+    out: dict = {
+        "clients": clients,
+        "dim": dim,
+        "compute_nodes": 10,
+        "paper_seconds": paper,
+        "target_speedup": TARGET_SPEEDUP,
+    }
     for noise in ("gaussian", "discrete"):
         cell = time_secure_sum(clients, dim, 10, repeats=repeats, workers=1, noise=noise)
         out[noise] = {
-            "workers": cell["workers"], "seconds": cell["seconds"], "median": cell["median"],
+            "workers": cell["workers"],
+            "seconds": cell["seconds"],
+            "median": cell["median"],
             "noise_sampling_seconds": cell["timing"].get("noise_sampling", 0.0),
             "noise_seeding_seconds": cell["timing"].get("noise_seeding", 0.0),
             "speedup": paper / cell["median"] if paper else None,
         }
         if paper:
-            print(f"secure sum N = {clients}, d = {dim}, M = 10, 1 worker, {noise} noise: "
-                  f"{cell['median']:.3f} s ({paper / cell['median']:.0f}x the paper's "
-                  f"{paper:g} s; target {TARGET_SPEEDUP:.0f}x; drawing the noise "
-                  f"{out[noise]['noise_sampling_seconds']:.3f} s)")
+            print(
+                f"secure sum N = {clients}, d = {dim}, M = 10, 1 worker, {noise} noise: "
+                f"{cell['median']:.3f} s ({paper / cell['median']:.0f}x the paper's "
+                f"{paper:g} s; target {TARGET_SPEEDUP:.0f}x; drawing the noise "
+                f"{out[noise]['noise_sampling_seconds']:.3f} s)"
+            )
     return out
 
 
@@ -167,8 +216,11 @@ def bench_l2_laplace(dims: list[int], repeats: int, calls: int = 200) -> list[di
 
     out = []
     for dim, count in [(d, 1) for d in dims] + [(3, 100_000), (124, 1000)]:
-        value = np.random.default_rng(0).normal(size=(count, dim)) if count > 1 else \
-            np.random.default_rng(0).normal(size=dim)
+        value = (
+            np.random.default_rng(0).normal(size=(count, dim))
+            if count > 1
+            else np.random.default_rng(0).normal(size=dim)
+        )
         rng = np.random.default_rng(1)
         reps = calls if count == 1 else 1
 
@@ -182,15 +234,22 @@ def bench_l2_laplace(dims: list[int], repeats: int, calls: int = 200) -> list[di
 
         ref, timing = _best(floating, repeats), _best(exact, repeats)
         vectors = reps * count
-        row = {"dim": dim, "vectors_per_call": count, "calls": reps,
-               "exact_us_per_vector": timing["cpu_seconds"] / vectors * 1e6,
-               "float_us_per_vector": ref["cpu_seconds"] / vectors * 1e6,
-               "slowdown_vs_float": timing["cpu_seconds"] / ref["cpu_seconds"],
-               "exact": timing, "float": ref}
+        row = {
+            "dim": dim,
+            "vectors_per_call": count,
+            "calls": reps,
+            "exact_us_per_vector": timing["cpu_seconds"] / vectors * 1e6,
+            "float_us_per_vector": ref["cpu_seconds"] / vectors * 1e6,
+            "slowdown_vs_float": timing["cpu_seconds"] / ref["cpu_seconds"],
+            "exact": timing,
+            "float": ref,
+        }
         out.append(row)
-        print(f"l2-Laplace release d = {dim}, {count} vector(s) per call: exact "
-              f"{row['exact_us_per_vector']:.1f} us per vector, float "
-              f"{row['float_us_per_vector']:.1f} us ({row['slowdown_vs_float']:.1f}x)")
+        print(
+            f"l2-Laplace release d = {dim}, {count} vector(s) per call: exact "
+            f"{row['exact_us_per_vector']:.1f} us per vector, float "
+            f"{row['float_us_per_vector']:.1f} us ({row['slowdown_vs_float']:.1f}x)"
+        )
     return out
 
 
@@ -202,8 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=10000)
     parser.add_argument("--dim", type=int, default=1000)
     parser.add_argument("--skip-secure-sum", action="store_true")
-    parser.add_argument("--l2-dims", default="14,124",
-                        help="comma-separated dimensions of the l2-Laplace release (PVP)")
+    parser.add_argument(
+        "--l2-dims",
+        default="14,124",
+        help="comma-separated dimensions of the l2-Laplace release (PVP)",
+    )
     args = parser.parse_args(argv)
     from bench_dca import machine_info  # the same record of the machine as the DCA bench
 
@@ -211,12 +273,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     bulk = bench_bulk(sizes, args.repeats)
     per_client = bench_per_client(args.clients, args.dim, 2**48, args.repeats)
-    secure_sum = (None if args.skip_secure_sum
-                  else bench_secure_sum(args.clients, args.dim, args.repeats))
+    secure_sum = (
+        None if args.skip_secure_sum else bench_secure_sum(args.clients, args.dim, args.repeats)
+    )
     l2_laplace = bench_l2_laplace([int(d) for d in args.l2_dims.split(",")], args.repeats)
     payload = {
         "benchmark": "exact integer samplers (CKS, block envelope) against rng.normal, "
-                     "their cost in the DCA secure sum, and the exact l2-Laplace release",
+        "their cost in the DCA secure sum, and the exact l2-Laplace release",
         "timing": "CPU seconds of this process, best of the repeats (the secure sum: median)",
         "bulk": bulk,
         "per_client": per_client,

@@ -40,8 +40,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SPLITS = {"a9a": (66, 57), "adult": (53, 52), "breast_cancer": (15, 15),
-          "madelon": (250, 250)}
+SPLITS = {"a9a": (66, 57), "adult": (53, 52), "breast_cancer": (15, 15), "madelon": (250, 250)}
 #: The same columns with the passive block cut in two.
 THREE_PARTY_SPLITS = {"a9a": (66, 29, 28), "adult": (53, 26, 26)}
 
@@ -85,8 +84,9 @@ def _output_perturbation(X, y, X_eval, epsilon, delta, lam, rng) -> np.ndarray:
 
     n = X.shape[0]
     row_norm = float(np.max(np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())))
-    model = LogisticRegression(C=1.0 / (lam * n), fit_intercept=False, tol=1e-8,
-                               max_iter=5000).fit(X, y)
+    model = LogisticRegression(C=1.0 / (lam * n), fit_intercept=False, tol=1e-8, max_iter=5000).fit(
+        X, y
+    )
     sigma = calibrate_noise_multiplier(epsilon, delta, 1) * 2.0 * row_norm / (n * lam)
     w = model.coef_[0] + rng.normal(0.0, sigma, X.shape[1])
     return np.asarray(X_eval @ w)
@@ -109,14 +109,20 @@ def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
         order = rng.permutation(X.shape[0])
         cut = X.shape[0] // 5
         val, fit = order[:cut], order[cut:]
-        losses = [_metrics(y[val], _output_perturbation(
-            X[fit], y[fit], X[val], epsilon, delta, lam, rng))["log_loss"] for lam in RIDGES]
+        losses = [
+            _metrics(
+                y[val], _output_perturbation(X[fit], y[fit], X[val], epsilon, delta, lam, rng)
+            )["log_loss"]
+            for lam in RIDGES
+        ]
         lam = RIDGES[int(np.argmin(losses))]
         scores = _output_perturbation(X, y, X_test, epsilon, delta, lam, rng)
         runs.append({**_metrics(y_test, scores), "ridge": lam})
-    return {"accuracy": float(np.mean([r["accuracy"] for r in runs])),
-            "log_loss": float(np.mean([r["log_loss"] for r in runs])),
-            "ridges": [r["ridge"] for r in runs]}
+    return {
+        "accuracy": float(np.mean([r["accuracy"] for r in runs])),
+        "log_loss": float(np.mean([r["log_loss"] for r in runs])),
+        "ridges": [r["ridge"] for r in runs],
+    }
 
 
 def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> list[dict]:
@@ -127,23 +133,33 @@ def frontier(name, blocks, y, test_blocks, y_test, epsilons, seeds, delta) -> li
         for epsilon in epsilons:
             runs = []
             for seed in range(seeds):
-                setup = SecureSetup(blocks[0].shape[0], SPLITS[name], epsilon, delta,
-                                    protect=protect)
+                setup = SecureSetup(
+                    blocks[0].shape[0], SPLITS[name], epsilon, delta, protect=protect
+                )
                 result = train_secure_vertical(blocks, y, setup, seed=seed, backend="plain")
                 runs.append(_metrics(y_test, result.decision_function(test_blocks)))
                 if result.weighting is not None:
                     runs[-1]["weight"] = result.weighting.beta
             acc = [r["accuracy"] for r in runs]
             loss = [r["log_loss"] for r in runs]
-            rows.append({"data": name, "protect": protect, "epsilon": epsilon,
-                         "accuracy_mean": float(np.mean(acc)), "accuracy_worst": min(acc),
-                         "log_loss_mean": float(np.mean(loss)), "log_loss_worst": max(loss),
-                         "seeds": seeds})
+            rows.append(
+                {
+                    "data": name,
+                    "protect": protect,
+                    "epsilon": epsilon,
+                    "accuracy_mean": float(np.mean(acc)),
+                    "accuracy_worst": min(acc),
+                    "log_loss_mean": float(np.mean(loss)),
+                    "log_loss_worst": max(loss),
+                    "seeds": seeds,
+                }
+            )
             if protect != "all":  # the label holder's weight of the passive scores
                 rows[-1]["weights"] = [r["weight"] for r in runs]
             if protect == "all":
-                rows[-1]["central_dp"] = central_dp(blocks, y, test_blocks, y_test, epsilon,
-                                                    delta, seeds)
+                rows[-1]["central_dp"] = central_dp(
+                    blocks, y, test_blocks, y_test, epsilon, delta, seeds
+                )
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -157,12 +173,19 @@ def protocol_run(name, blocks, y, test_blocks, y_test, delta, split=None) -> dic
     secure = train_secure_vertical(blocks, y, setup, seed=0, backend="ckks")
     seconds = time.perf_counter() - start
     plain = train_secure_vertical(blocks, y, setup, seed=0, backend="plain")
-    difference = max(float(np.max(np.abs(a - b)))
-                     for a, b in zip(secure.blocks, plain.blocks, strict=True))
-    out = {"data": name, "split": list(split), "epsilon": 1.0, "protect": "all",
-           "seconds_end_to_end": seconds,
-           **secure.cost_summary(), "max_weight_difference_from_plain": difference,
-           **_metrics(y_test, secure.decision_function(test_blocks))}
+    difference = max(
+        float(np.max(np.abs(a - b))) for a, b in zip(secure.blocks, plain.blocks, strict=True)
+    )
+    out = {
+        "data": name,
+        "split": list(split),
+        "epsilon": 1.0,
+        "protect": "all",
+        "seconds_end_to_end": seconds,
+        **secure.cost_summary(),
+        "max_weight_difference_from_plain": difference,
+        **_metrics(y_test, secure.decision_function(test_blocks)),
+    }
     print(json.dumps(out), flush=True)
     return out
 
@@ -183,22 +206,29 @@ def more_parties(names, data_dir, epsilons, seeds, delta, protocol: bool) -> dic
                 for epsilon in epsilons:
                     metrics = []
                     for seed in range(seeds):
-                        setup = SecureSetup(blocks[0].shape[0], split, epsilon, delta,
-                                            protect=protect)
-                        result = train_secure_vertical(blocks, ds.y_train, setup, seed=seed,
-                                                       backend="plain")
-                        metrics.append(_metrics(ds.y_test,
-                                                result.decision_function(test_blocks)))
-                    rows.append({"data": name, "split": list(split), "protect": protect,
-                                 "epsilon": epsilon, "seeds": seeds,
-                                 "accuracy_mean": float(np.mean([m["accuracy"]
-                                                                 for m in metrics])),
-                                 "log_loss_mean": float(np.mean([m["log_loss"]
-                                                                 for m in metrics]))})
+                        setup = SecureSetup(
+                            blocks[0].shape[0], split, epsilon, delta, protect=protect
+                        )
+                        result = train_secure_vertical(
+                            blocks, ds.y_train, setup, seed=seed, backend="plain"
+                        )
+                        metrics.append(_metrics(ds.y_test, result.decision_function(test_blocks)))
+                    rows.append(
+                        {
+                            "data": name,
+                            "split": list(split),
+                            "protect": protect,
+                            "epsilon": epsilon,
+                            "seeds": seeds,
+                            "accuracy_mean": float(np.mean([m["accuracy"] for m in metrics])),
+                            "log_loss_mean": float(np.mean([m["log_loss"] for m in metrics])),
+                        }
+                    )
                     print(json.dumps(rows[-1]), flush=True)
             if protocol and name == "a9a" and len(split) == 3:
-                runs.append(protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test,
-                                         delta, split))
+                runs.append(
+                    protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test, delta, split)
+                )
     return {"frontier": rows, "protocol": runs}
 
 
@@ -212,22 +242,34 @@ def plot(rows: list[dict], refs: dict, path: Path) -> None:
     columns = min(2, len(names))
     grid = (len(names) + columns - 1) // columns
     fig, axes = plt.subplots(grid, columns, figsize=(6.5 * columns, 4.2 * grid), squeeze=False)
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
     for ax, name in zip(axes.flat, names, strict=False):
         shown = [refs[name]["label_holder_alone"]["log_loss"]]
         for protect, marker in (("all", "o"), ("parties", "D"), ("passive", "s")):
             sel = [r for r in rows if r["data"] == name and r["protect"] == protect]
-            ax.plot([r["epsilon"] for r in sel], [r["log_loss_mean"] for r in sel],
-                    marker=marker, label=f"secure, protect={protect}")
+            ax.plot(
+                [r["epsilon"] for r in sel],
+                [r["log_loss_mean"] for r in sel],
+                marker=marker,
+                label=f"secure, protect={protect}",
+            )
             shown += [r["log_loss_mean"] for r in sel]
             if protect == "all" and all("central_dp" in r for r in sel):
-                ax.plot([r["epsilon"] for r in sel], [r["central_dp"]["log_loss"] for r in sel],
-                        marker="^", linestyle="--",
-                        label="central DP (output perturbation, tuned)")
+                ax.plot(
+                    [r["epsilon"] for r in sel],
+                    [r["central_dp"]["log_loss"] for r in sel],
+                    marker="^",
+                    linestyle="--",
+                    label="central DP (output perturbation, tuned)",
+                )
         for ref, style in (("label_holder_alone", "--"), ("central_non_private", ":")):
-            ax.axhline(refs[name][ref]["log_loss"], linestyle=style, color="grey",
-                       label=ref.replace("_", " "))
+            ax.axhline(
+                refs[name][ref]["log_loss"],
+                linestyle=style,
+                color="grey",
+                label=ref.replace("_", " "),
+            )
         epsilons = sorted({r["epsilon"] for r in rows})
         ax.set_xscale("log")
         ax.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
@@ -247,18 +289,28 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"))
     p.add_argument("--data", nargs="+", default=sorted(SPLITS), choices=sorted(SPLITS))
-    p.add_argument("--protocol-data", nargs="+", default=["a9a", "adult"],
-                   choices=sorted(SPLITS), help="data sets of the CKKS runs")
+    p.add_argument(
+        "--protocol-data",
+        nargs="+",
+        default=["a9a", "adult"],
+        choices=sorted(SPLITS),
+        help="data sets of the CKKS runs",
+    )
     p.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 8.0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--no-protocol", action="store_true", help="skip the CKKS runs")
-    p.add_argument("--parties", action="store_true",
-                   help="also measure three parties against two (section 3)")
-    p.add_argument("--parties-only", action="store_true",
-                   help="measure section 3 alone and keep the saved sections 1-2")
-    p.add_argument("--replot", action="store_true",
-                   help="only redraw --plot from the results in --out")
+    p.add_argument(
+        "--parties", action="store_true", help="also measure three parties against two (section 3)"
+    )
+    p.add_argument(
+        "--parties-only",
+        action="store_true",
+        help="measure section 3 alone and keep the saved sections 1-2",
+    )
+    p.add_argument(
+        "--replot", action="store_true", help="only redraw --plot from the results in --out"
+    )
     p.add_argument("--out", default=str(HERE / "results" / "secure_vertical.json"))
     p.add_argument("--plot", default=str(HERE.parent / "docs" / "img" / "secure_frontier.png"))
     args = p.parse_args(argv)
@@ -271,8 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     parties_names = [n for n in args.data if n in THREE_PARTY_SPLITS]
     if args.parties_only:
         saved = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
-        saved["more_parties"] = more_parties(parties_names, args.data_dir, args.epsilons,
-                                             args.seeds, args.delta, not args.no_protocol)
+        saved["more_parties"] = more_parties(
+            parties_names,
+            args.data_dir,
+            args.epsilons,
+            args.seeds,
+            args.delta,
+            not args.no_protocol,
+        )
         Path(args.out).write_text(json.dumps(saved, indent=2))
         print(f"wrote {args.out}")
         return 0
@@ -283,20 +341,31 @@ def main(argv: list[str] | None = None) -> int:
         test_blocks = vertical_split(ds.X_test, list(SPLITS[name]))
         refs[name] = references(blocks, ds.y_train, test_blocks, ds.y_test)
         print(json.dumps({name: refs[name]}), flush=True)
-        rows += frontier(name, blocks, ds.y_train, test_blocks, ds.y_test, args.epsilons,
-                         args.seeds, args.delta)
+        rows += frontier(
+            name, blocks, ds.y_train, test_blocks, ds.y_test, args.epsilons, args.seeds, args.delta
+        )
         if not args.no_protocol and name in args.protocol_data:
-            runs.append(protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test,
-                                     args.delta))
+            runs.append(protocol_run(name, blocks, ds.y_train, test_blocks, ds.y_test, args.delta))
     if args.no_protocol and Path(args.out).exists():  # keep the saved CKKS runs
         runs = json.loads(Path(args.out).read_text()).get("protocol", [])
-    payload = {"platform": platform.platform(), "cpus": os.cpu_count(),
-               "python": sys.version.split()[0],
-               "load_average": os.getloadavg(), "references": refs, "frontier": rows,
-               "protocol": runs}
+    payload = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "load_average": os.getloadavg(),
+        "references": refs,
+        "frontier": rows,
+        "protocol": runs,
+    }
     if args.parties:
-        payload["more_parties"] = more_parties(parties_names, args.data_dir, args.epsilons,
-                                               args.seeds, args.delta, not args.no_protocol)
+        payload["more_parties"] = more_parties(
+            parties_names,
+            args.data_dir,
+            args.epsilons,
+            args.seeds,
+            args.delta,
+            not args.no_protocol,
+        )
     Path(args.out).write_text(json.dumps(payload, indent=2))
     if args.plot:
         plot(rows, refs, Path(args.plot))

@@ -69,8 +69,12 @@ def _first_reaching(history: list[dict], target: float) -> dict | None:
 def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
     """Per-iteration time of ``train_vertical`` and its time to the target test loss."""
     cfg = VerticalConfig(
-        lam=args.lam, rho=args.rho, iterations=args.dpfed_iterations, mechanism="none",
-        adaptive_rho=False, acceleration="none",  # the prototype's iterates: plain rounds
+        lam=args.lam,
+        rho=args.rho,
+        iterations=args.dpfed_iterations,
+        mechanism="none",
+        adaptive_rho=False,
+        acceleration="none",  # the prototype's iterates: plain rounds
         fit_intercept=False,  # the prototype's model has none
     )
     per_iter = []
@@ -106,16 +110,29 @@ def bench_dpfed(blocks, y, test_blocks, y_test, args) -> dict:
         z_times.append(time.perf_counter() - start)
     # Time to target: evaluation is excluded from the history's seconds.
     run = train_vertical(
-        blocks, y, VerticalConfig(
-            lam=args.lam, rho=args.rho, iterations=args.max_iterations, mechanism="none",
-            adaptive_rho=False, acceleration="none", fit_intercept=False,
+        blocks,
+        y,
+        VerticalConfig(
+            lam=args.lam,
+            rho=args.rho,
+            iterations=args.max_iterations,
+            mechanism="none",
+            adaptive_rho=False,
+            acceleration="none",
+            fit_intercept=False,
         ),
-        test_blocks=test_blocks, test_labels=y_test,
+        test_blocks=test_blocks,
+        test_labels=y_test,
     )
     hit = _first_reaching(run.history, args.target)
     return {
-        "config": {"lam": args.lam, "rho": args.rho, "adaptive_rho": False,
-                   "iterations": args.dpfed_iterations, "repeats": args.repeats},
+        "config": {
+            "lam": args.lam,
+            "rho": args.rho,
+            "adaptive_rho": False,
+            "iterations": args.dpfed_iterations,
+            "repeats": args.repeats,
+        },
         "per_iteration_seconds": statistics.median(per_iter),
         "per_iteration_seconds_all_repeats": per_iter,
         "x_update_seconds": statistics.median(x_times),
@@ -133,15 +150,20 @@ def bench_prototype(blocks, y, test_blocks, y_test, args, dpfed_iterations_to_ta
     proto = _load_prototype()
     to_target = args.prototype_budget > 0
     run = proto.prototype_admm(
-        blocks, y, lam=args.lam, rho=args.rho,
+        blocks,
+        y,
+        lam=args.lam,
+        rho=args.rho,
         iterations=args.max_iterations if to_target else args.prototype_iterations,
         min_iterations=args.prototype_iterations,
         target=args.target if to_target else None,
         max_seconds=args.prototype_budget if to_target else None,
-        test_blocks=test_blocks, test_labels=y_test,
+        test_blocks=test_blocks,
+        test_labels=y_test,
         callback=lambda e: print(
             f"  prototype iteration {e['iteration']}: {e['x_seconds'] + e['z_seconds']:.2f} s, "
-            f"test log loss {e['test_log_loss']:.4f}", flush=True,
+            f"test log loss {e['test_log_loss']:.4f}",
+            flush=True,
         ),
     )
     history = run["history"]
@@ -149,8 +171,12 @@ def bench_prototype(blocks, y, test_blocks, y_test, args, dpfed_iterations_to_ta
     per_iteration = history[-1]["seconds"] / iters
     hit = _first_reaching(history, args.target)
     out = {
-        "config": {"lam": args.lam, "rho": args.rho, "lbfgs_options": "scipy defaults",
-                   "z_update": "scipy.optimize.minimize_scalar (Brent) per sample"},
+        "config": {
+            "lam": args.lam,
+            "rho": args.rho,
+            "lbfgs_options": "scipy defaults",
+            "z_update": "scipy.optimize.minimize_scalar (Brent) per sample",
+        },
         "iterations_run": iters,
         "per_iteration_seconds": per_iteration,
         "x_update_seconds": statistics.mean(h["x_seconds"] for h in history),
@@ -181,24 +207,46 @@ def _ratio(a, b):
 def build_parser() -> argparse.ArgumentParser:
     """The command line of the benchmark."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None,
-                        help="folder holding a9a/a9a and a9a/a9a.t (default: $DPFED_DATA)")
-    parser.add_argument("--out", default=str(HERE / "results" / "vertical.json"),
-                        help="JSON file to write (default: benchmarks/results/vertical.json)")
-    parser.add_argument("--prototype-iterations", type=int, default=3,
-                        help="iterations of the prototype at least (default 3)")
-    parser.add_argument("--prototype-budget", type=float, default=300.0,
-                        help="seconds the prototype may run towards the target; 0 extrapolates "
-                        "from its per-iteration time (default 300)")
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder holding a9a/a9a and a9a/a9a.t (default: $DPFED_DATA)",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(HERE / "results" / "vertical.json"),
+        help="JSON file to write (default: benchmarks/results/vertical.json)",
+    )
+    parser.add_argument(
+        "--prototype-iterations",
+        type=int,
+        default=3,
+        help="iterations of the prototype at least (default 3)",
+    )
+    parser.add_argument(
+        "--prototype-budget",
+        type=float,
+        default=300.0,
+        help="seconds the prototype may run towards the target; 0 extrapolates "
+        "from its per-iteration time (default 300)",
+    )
     parser.add_argument("--dpfed-iterations", type=int, default=20)
-    parser.add_argument("--max-iterations", type=int, default=100,
-                        help="cap on iterations when running to the target")
+    parser.add_argument(
+        "--max-iterations",
+        type=int,
+        default=100,
+        help="cap on iterations when running to the target",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="dpfed timing repeats (median)")
     parser.add_argument("--target", type=float, default=0.3290, help="test log loss target")
     parser.add_argument("--lam", type=float, default=1e-4)
     parser.add_argument("--rho", type=float, default=0.25)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="BLAS threads for both sides (0: library default; default 1)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads for both sides (0: library default; default 1)",
+    )
     return parser
 
 
@@ -217,28 +265,32 @@ def run(blocks, y, test_blocks, y_test, args: argparse.Namespace) -> dict:
     limiter = threadpool_limits(limits=args.threads) if args.threads > 0 else None
     try:
         info = machine_info(args.threads)
-        print(f"dpfed train_vertical: {args.dpfed_iterations} iterations x {args.repeats}",
-              flush=True)
+        print(
+            f"dpfed train_vertical: {args.dpfed_iterations} iterations x {args.repeats}", flush=True
+        )
         ours = bench_dpfed(blocks, y, test_blocks, y_test, args)
         print("prototype (L-BFGS-B x-update, minimize_scalar per sample z-update)", flush=True)
-        theirs = bench_prototype(
-            blocks, y, test_blocks, y_test, args, ours["iterations_to_target"]
-        )
+        theirs = bench_prototype(blocks, y, test_blocks, y_test, args, ours["iterations_to_target"])
     finally:
         if limiter is not None:
             limiter.restore_original_limits()
     return {
         "benchmark": "vertical ADMM sharing, logistic + L2",
-        "data": {"train_rows": int(y.shape[0]), "test_rows": int(y_test.shape[0]),
-                 "split": [int(b.shape[1]) for b in blocks]},
+        "data": {
+            "train_rows": int(y.shape[0]),
+            "test_rows": int(y_test.shape[0]),
+            "split": [int(b.shape[1]) for b in blocks],
+        },
         "target_test_log_loss": args.target,
         "machine": info,
         "dpfed": ours,
         "prototype": theirs,
-        "ratio_per_iteration": _ratio(theirs["per_iteration_seconds"],
-                                      ours["per_iteration_seconds"]),
-        "ratio_time_to_target": _ratio(theirs["time_to_target_seconds"],
-                                       ours["time_to_target_seconds"]),
+        "ratio_per_iteration": _ratio(
+            theirs["per_iteration_seconds"], ours["per_iteration_seconds"]
+        ),
+        "ratio_time_to_target": _ratio(
+            theirs["time_to_target_seconds"], ours["time_to_target_seconds"]
+        ),
         "notes": [
             "per-iteration time = training seconds / iterations; dpfed's includes the one-off "
             "spectral factorisation of each block in its first round and the in-process "
@@ -278,21 +330,39 @@ def _fmt(v, unit: str = "s") -> str:
 def _print_table(r: dict) -> None:
     a, b = r["dpfed"], r["prototype"]
     rows = [
-        ("per iteration", a["per_iteration_seconds"], b["per_iteration_seconds"],
-         r["ratio_per_iteration"]),
-        ("x-update", a["x_update_seconds"], b["x_update_seconds"],
-         _ratio(b["x_update_seconds"], a["x_update_seconds"])),
-        ("z-update", a["z_update_seconds"], b["z_update_seconds"],
-         _ratio(b["z_update_seconds"], a["z_update_seconds"])),
-        (f"to test loss <= {r['target_test_log_loss']}", a["time_to_target_seconds"],
-         b["time_to_target_seconds"], r["ratio_time_to_target"]),
+        (
+            "per iteration",
+            a["per_iteration_seconds"],
+            b["per_iteration_seconds"],
+            r["ratio_per_iteration"],
+        ),
+        (
+            "x-update",
+            a["x_update_seconds"],
+            b["x_update_seconds"],
+            _ratio(b["x_update_seconds"], a["x_update_seconds"]),
+        ),
+        (
+            "z-update",
+            a["z_update_seconds"],
+            b["z_update_seconds"],
+            _ratio(b["z_update_seconds"], a["z_update_seconds"]),
+        ),
+        (
+            f"to test loss <= {r['target_test_log_loss']}",
+            a["time_to_target_seconds"],
+            b["time_to_target_seconds"],
+            r["ratio_time_to_target"],
+        ),
     ]
     print(f"\n{'':28s}{'dpfed':>14s}{'prototype':>14s}{'ratio':>10s}")
     for name, x, y, q in rows:
         ratio = f"{q:.0f}x" if q is not None else "-"
         print(f"{name:28s}{_fmt(x):>14s}{_fmt(y):>14s}{ratio:>10s}")
-    print(f"iterations to target: dpfed {a['iterations_to_target']}, "
-          f"prototype {b['iterations_to_target']} ({b['time_to_target_method']})")
+    print(
+        f"iterations to target: dpfed {a['iterations_to_target']}, "
+        f"prototype {b['iterations_to_target']} ({b['time_to_target_method']})"
+    )
 
 
 if __name__ == "__main__":

@@ -196,7 +196,13 @@ def prototype_admm(
             others = s_old - scores[m]
             new_models.append(
                 x_update_lbfgs(
-                    block, others, z, dual, reg_weight=reg_weight, rho=rho, x0=models[m],
+                    block,
+                    others,
+                    z,
+                    dual,
+                    reg_weight=reg_weight,
+                    rho=rho,
+                    x0=models[m],
                     options=lbfgs_options,
                 )
             )

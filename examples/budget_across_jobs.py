@@ -36,9 +36,11 @@ def print_ledgers(folder: Path) -> None:
     for name in BUDGETED:
         with BudgetLedger(ledger_path(folder, name)) as ledger:
             for e in ledger.summary()["entries"]:
-                print(f"    {e['party']:<5} on {e['dataset']}: budget {e['epsilon']:g}  "
-                      f"spent {e['spent']:.3f}  committed {e['committed']:.3f}  "
-                      f"remaining {e['remaining']:.3f}")
+                print(
+                    f"    {e['party']:<5} on {e['dataset']}: budget {e['epsilon']:g}  "
+                    f"spent {e['spent']:.3f}  committed {e['committed']:.3f}  "
+                    f"remaining {e['remaining']:.3f}"
+                )
 
 
 def main() -> None:
@@ -55,13 +57,21 @@ def main() -> None:
         folder = (args.keep or Path(tmp)).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         make_certificates(folder)
-        print(f"bank and shop hold a budget of epsilon {args.budget:g} (delta 1e-5); every job "
-              f"asks for epsilon {args.epsilon:g}, its rounds from the sound mechanism's rule")
+        print(
+            f"bank and shop hold a budget of epsilon {args.budget:g} (delta 1e-5); every job "
+            f"asks for epsilon {args.epsilon:g}, its rounds from the sound mechanism's rule"
+        )
         for k in range(1, args.max_jobs + 1):
             job_id = f"job-{k}"
             # no iterations: the public rule picks the rounds (one below epsilon 3)
-            config = write_job(folder, job_id, epsilon=args.epsilon, budget=args.budget,
-                               iterations=None, first_port=args.port)
+            config = write_job(
+                folder,
+                job_id,
+                epsilon=args.epsilon,
+                budget=args.budget,
+                iterations=None,
+                first_port=args.port,
+            )
             out = folder / f"{job_id}.json"
             done = run_job(config, out)
             if done.returncode == 2 and "refused the job" in done.stderr:

@@ -102,27 +102,35 @@ def main() -> None:
         path, bounds = args.csv, args.bounds
         if path is None:
             path, bounds = write_breast_cancer_csv(Path(tmp))
-            print("no CSV given: scikit-learn's breast cancer data, written with its declared "
-                  "bounds to a temporary folder")
+            print(
+                "no CSV given: scikit-learn's breast cancer data, written with its declared "
+                "bounds to a temporary folder"
+            )
         names, X, y, classes = read_csv(path, args.label)
         if bounds is not None:
             lo, hi = read_bounds(bounds, names)
     X_train, X_test, y_train, y_test = train_test_split(
-        X, y, test_size=args.test_size, random_state=args.seed, stratify=y)
+        X, y, test_size=args.test_size, random_state=args.seed, stratify=y
+    )
     if bounds is None:
-        print("WARNING: no --bounds: columns scaled by the training rows' min and max; the "
-              "epsilon below assumes those constants public")
+        print(
+            "WARNING: no --bounds: columns scaled by the training rows' min and max; the "
+            "epsilon below assumes those constants public"
+        )
         lo, hi = X_train.min(axis=0), X_train.max(axis=0)
         hi = np.where(hi > lo, hi, lo + 1.0)  # a constant column
     X_train, X_test = (scale_columns(A, lo, hi, (-1.0, 1.0)) for A in (X_train, X_test))
     split = even_split(X.shape[1], args.parties)
-    print(f"{len(X_train)} training and {len(X_test)} test rows, {X.shape[1]} features split "
-          f"{'|'.join(map(str, split))} between {args.parties} parties; label {args.label!r}: "
-          f"{classes[0]} = 0, {classes[1]} = 1")
+    print(
+        f"{len(X_train)} training and {len(X_test)} test rows, {X.shape[1]} features split "
+        f"{'|'.join(map(str, split))} between {args.parties} parties; label {args.label!r}: "
+        f"{classes[0]} = 0, {classes[1]} = 1"
+    )
 
     common = {"split": split, "lam": args.lam, "random_state": args.seed}
     private = VerticalLogisticRegression(
-        mechanism="sound", epsilon=args.epsilon, delta=args.delta, **common).fit(X_train, y_train)
+        mechanism="sound", epsilon=args.epsilon, delta=args.delta, **common
+    ).fit(X_train, y_train)
     exact = VerticalLogisticRegression(mechanism="none", **common).fit(X_train, y_train)
     # the same objective as dpfed's, (1/N) sum loss + lam/2 ||w||^2, with scikit-learn's
     # (unregularised) intercept
@@ -140,8 +148,10 @@ def main() -> None:
     print("\n".join(f"{label:<40} {acc:.3f}" for label, acc in rows))
 
     spent = private.privacy_spent_
-    print(f"\nprivacy_spent_: epsilon = {spent['epsilon']:.4g} at delta = {spent['delta']:g} "
-          f"({spent['mechanism']} mechanism, {spent['accountant']} accountant)")
+    print(
+        f"\nprivacy_spent_: epsilon = {spent['epsilon']:.4g} at delta = {spent['delta']:g} "
+        f"({spent['mechanism']} mechanism, {spent['accountant']} accountant)"
+    )
     for party, figures in spent["per_party"].items():
         print(f"  {party}: epsilon {figures['epsilon']:.4g} over {figures['releases']} releases")
     weight = private.history_[-1].get("passive_weight")

@@ -46,8 +46,11 @@ def free_ports(n: int, first: int = 18050) -> list[int]:
 
 def make_certificates(folder: Path) -> None:
     """``dpfed certs init``: a CA and certificates for the leader and every party."""
-    done = subprocess.run([*DPFED, "certs", "init", "--out", str(folder / "certs"),
-                           "--parties", ",".join(PARTIES)], capture_output=True, text=True)
+    done = subprocess.run(
+        [*DPFED, "certs", "init", "--out", str(folder / "certs"), "--parties", ",".join(PARTIES)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         sys.exit(f"error: dpfed certs init: {done.stderr.strip()}")
 
@@ -84,14 +87,20 @@ key = "certs/{name}.key"
 {budget}"""
 
 
-def write_job(folder: Path, job_id: str, *, epsilon: float, budget: float,
-              iterations: int | None = 10, first_port: int = 18050) -> Path:
+def write_job(
+    folder: Path,
+    job_id: str,
+    *,
+    epsilon: float,
+    budget: float,
+    iterations: int | None = 10,
+    first_port: int = 18050,
+) -> Path:
     """Write ``folder/<job_id>.toml``: the walkthrough's job file on free ports (no
     ``iterations``: the sound mechanism's public rule picks the rounds)."""
     leader, *ports = free_ports(1 + len(PARTIES), first_port)
     # rounds above the sound mechanism's public rule must be asked for by name
-    rounds = ("" if iterations is None
-              else f"iterations = {iterations}\nrounds_above_rule = true\n")
+    rounds = "" if iterations is None else f"iterations = {iterations}\nrounds_above_rule = true\n"
     text = JOB.format(job_id=job_id, iterations=rounds, epsilon=epsilon, port=leader)
     for (name, (first, end)), port in zip(PARTIES.items(), ports, strict=True):
         limit = f"budget = {{ epsilon = {budget}, delta = 1e-5 }}\n" if name in BUDGETED else ""
@@ -101,8 +110,9 @@ def write_job(folder: Path, job_id: str, *, epsilon: float, budget: float,
     return config
 
 
-def with_parties(config: Path, parties, command: list[str], *, timeout: float = 120.0,
-                 log_prefix: str = "") -> subprocess.CompletedProcess:
+def with_parties(
+    config: Path, parties, command: list[str], *, timeout: float = 120.0, log_prefix: str = ""
+) -> subprocess.CompletedProcess:
     """Start one ``dpfed party`` per party of ``parties``, run the leader's ``command`` (the
     arguments after ``dpfed``) in the job file's folder, and stop the parties (each exits by
     itself when the job or prediction ends; any still running is killed). Each party's output
@@ -114,11 +124,17 @@ def with_parties(config: Path, parties, command: list[str], *, timeout: float = 
     try:
         for name in parties:
             with (folder / "logs" / f"{log_prefix}{name}.log").open("ab") as log:
-                procs.append(subprocess.Popen(
-                    [*DPFED, "party", "--config", config.name, "--name", name],
-                    cwd=folder, stdout=log, stderr=subprocess.STDOUT))
-        done = subprocess.run([*DPFED, *command], cwd=folder, capture_output=True, text=True,
-                              timeout=timeout)
+                procs.append(
+                    subprocess.Popen(
+                        [*DPFED, "party", "--config", config.name, "--name", name],
+                        cwd=folder,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+        done = subprocess.run(
+            [*DPFED, *command], cwd=folder, capture_output=True, text=True, timeout=timeout
+        )
         finished = True
         return done
     finally:  # on any error (a timeout, Ctrl-C) the parties are stopped at once
@@ -132,8 +148,13 @@ def with_parties(config: Path, parties, command: list[str], *, timeout: float = 
 
 def run_job(config: Path, out: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
     """The walkthrough's parties and ``dpfed run`` on ``config`` (:func:`with_parties`)."""
-    return with_parties(config, PARTIES, ["run", "--config", config.name, "--out", str(out)],
-                        timeout=timeout, log_prefix=f"{config.stem}-")
+    return with_parties(
+        config,
+        PARTIES,
+        ["run", "--config", config.name, "--out", str(out)],
+        timeout=timeout,
+        log_prefix=f"{config.stem}-",
+    )
 
 
 def ledger_path(folder: Path, name: str) -> Path:
@@ -149,8 +170,12 @@ def show_ledgers(folder: Path) -> None:
         if not path.exists():
             print(f"(no ledger: {name}'s rows are not protected, so it releases nothing noisy)")
             continue
-        shown = subprocess.run([*DPFED, "budget", "show", "--ledger", str(path)],
-                               capture_output=True, text=True, check=True)
+        shown = subprocess.run(
+            [*DPFED, "budget", "show", "--ledger", str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         print(shown.stdout.rstrip())
 
 
@@ -168,8 +193,14 @@ def main() -> None:
         folder = (args.keep or Path(tmp)).resolve()
         folder.mkdir(parents=True, exist_ok=True)
         make_certificates(folder)
-        config = write_job(folder, "bc-sound", epsilon=args.epsilon, budget=args.budget,
-                           iterations=args.iterations, first_port=args.port)
+        config = write_job(
+            folder,
+            "bc-sound",
+            epsilon=args.epsilon,
+            budget=args.budget,
+            iterations=args.iterations,
+            first_port=args.port,
+        )
         print(f"job file {config} (certificates in {folder / 'certs'})")
         done = run_job(config, folder / "result.json")
         if done.returncode != 0:

@@ -55,15 +55,17 @@ def breast_cancer_tables(out: Path, seed: int = 0) -> None:
     part = rng.choice(["train", "test", "new"], size=n, p=[0.7, 0.2, 0.1])
     bounds = {b.column: (b.lo, b.hi) for b in DATASET_SPECS["breast_cancer"].columns}
     diagnosis = np.where(data.target == 1, "benign", "malignant")
-    size = np.where(data.data[:, 0] < 12, "small", np.where(data.data[:, 0] < 16, "medium",
-                                                             "large"))
+    size = np.where(
+        data.data[:, 0] < 12, "small", np.where(data.data[:, 0] < 16, "medium", "large")
+    )
     for k, (name, at) in enumerate(ORGANISATIONS.items()):
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
         columns = [str(data.feature_names[j]) for j in at]
         schema = ['label = "diagnosis"\npositive = "benign"' if k == 0 else ""]
-        schema += [f'[columns."{c}"]\nbounds = [{bounds[c][0]!r}, {bounds[c][1]!r}]'
-                   for c in columns]
+        schema += [
+            f'[columns."{c}"]\nbounds = [{bounds[c][0]!r}, {bounds[c][1]!r}]' for c in columns
+        ]
         if k == 0:
             schema.append('[columns.size]\ncategories = ["small", "medium", "large"]')
         (folder / "schema.toml").write_text("\n\n".join(schema) + "\n")
@@ -71,8 +73,10 @@ def breast_cancer_tables(out: Path, seed: int = 0) -> None:
             held = rng.random(n) < 0.9 if file != "test" else np.ones(n, dtype=bool)
             rows = rng.permutation(np.flatnonzero((part == file) & held))
             header = ["patient", *columns] + (["size"] if k == 0 else [])
-            lines = [[ids[r], *(f"{data.data[r, j]:.6g}" for j in at)]
-                     + ([size[r]] if k == 0 else []) for r in rows]
+            lines = [
+                [ids[r], *(f"{data.data[r, j]:.6g}" for j in at)] + ([size[r]] if k == 0 else [])
+                for r in rows
+            ]
             if file == "train":  # patients of its own: rows of others under new IDs
                 lines += [[f"Q{k}{j:06d}", *line[1:]] for j, line in enumerate(lines[:30])]
             if k == 0 and file != "new":
@@ -83,26 +87,64 @@ def breast_cancer_tables(out: Path, seed: int = 0) -> None:
                 csv.writer(handle).writerows([header, *lines])
     with open(out / "answers.csv", "w", newline="") as handle:
         csv.writer(handle).writerows(
-            [["patient", "diagnosis"], *([ids[r], diagnosis[r]] for r in np.flatnonzero(
-                part == "new"))])
+            [
+                ["patient", "diagnosis"],
+                *([ids[r], diagnosis[r]] for r in np.flatnonzero(part == "new")),
+            ]
+        )
 
 
-def job_file(folder: Path, tables: Path, parties: list[str], id_column: str, *,
-             epsilon: float | None, iterations: int, port: int) -> Path:
+def job_file(
+    folder: Path,
+    tables: Path,
+    parties: list[str],
+    id_column: str,
+    *,
+    epsilon: float | None,
+    iterations: int,
+    port: int,
+) -> Path:
     """The aligned job's file on free loopback ports (the label holder first)."""
     leader, *ports = free_ports(1 + len(parties), port)
-    params = ('mechanism = "none"' if epsilon is None else
-              f'mechanism = "sound"\nepsilon = {epsilon}\ndelta = 1e-5')
-    lines = ["[job]", 'id = "own-tables"', 'protocol = "vertical"', 'align = "psi"',
-             'evaluate = "test"', "round_timeout = 120.0", "", "[params]", params,
-             f"iterations = {iterations}" if epsilon is None else "", "", "[tls]",
-             'ca = "certs/ca.pem"', "", "[leader]", f'address = "127.0.0.1:{leader}"',
-             'certificate = "certs/leader.pem"', 'key = "certs/leader.key"']
+    params = (
+        'mechanism = "none"'
+        if epsilon is None
+        else f'mechanism = "sound"\nepsilon = {epsilon}\ndelta = 1e-5'
+    )
+    lines = [
+        "[job]",
+        'id = "own-tables"',
+        'protocol = "vertical"',
+        'align = "psi"',
+        'evaluate = "test"',
+        "round_timeout = 120.0",
+        "",
+        "[params]",
+        params,
+        f"iterations = {iterations}" if epsilon is None else "",
+        "",
+        "[tls]",
+        'ca = "certs/ca.pem"',
+        "",
+        "[leader]",
+        f'address = "127.0.0.1:{leader}"',
+        'certificate = "certs/leader.pem"',
+        'key = "certs/leader.key"',
+    ]
     for name, p in zip(parties, ports, strict=True):
-        lines += ["", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{p}"',
-                  f'certificate = "certs/{name}.pem"', f'key = "certs/{name}.key"',
-                  f'data_dir = "{tables / name}"', 'data = "train.csv"', 'test = "test.csv"',
-                  f'id_column = "{id_column}"', 'schema = "schema.toml"']
+        lines += [
+            "",
+            "[[party]]",
+            f'name = "{name}"',
+            f'address = "127.0.0.1:{p}"',
+            f'certificate = "certs/{name}.pem"',
+            f'key = "certs/{name}.key"',
+            f'data_dir = "{tables / name}"',
+            'data = "train.csv"',
+            'test = "test.csv"',
+            f'id_column = "{id_column}"',
+            'schema = "schema.toml"',
+        ]
         if epsilon is not None and name != parties[0]:  # the rows the sound mechanism protects
             lines.append(f"budget = {{ epsilon = {2 * epsilon}, delta = 1e-5 }}")
     config = folder / "job.toml"
@@ -121,17 +163,28 @@ def check(done: subprocess.CompletedProcess, folder: Path, what: str) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tables", type=Path, metavar="DIR",
-                   help="a folder per party (train.csv, test.csv, new.csv, schema.toml) and "
-                        "answers.csv, as tools/make_party_tables.py writes (default: make "
-                        "them from breast cancer)")
-    p.add_argument("--epsilon", type=float, default=None,
-                   help="train with the sound mechanism at this epsilon (delta 1e-5), each "
-                        "party other than the label holder with a budget of twice it; "
-                        "default: no privacy mechanism")
-    p.add_argument("--iterations", type=int, default=20,
-                   help="ADMM rounds without a mechanism (the sound mechanism's rule picks "
-                        "its own)")
+    p.add_argument(
+        "--tables",
+        type=Path,
+        metavar="DIR",
+        help="a folder per party (train.csv, test.csv, new.csv, schema.toml) and "
+        "answers.csv, as tools/make_party_tables.py writes (default: make "
+        "them from breast cancer)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="train with the sound mechanism at this epsilon (delta 1e-5), each "
+        "party other than the label holder with a budget of twice it; "
+        "default: no privacy mechanism",
+    )
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=20,
+        help="ADMM rounds without a mechanism (the sound mechanism's rule picks its own)",
+    )
     p.add_argument("--keep", type=Path, metavar="DIR", help="run in DIR and keep it")
     # its own range: examples/networked_job.py starts at 18050, and the test suite runs
     # both at once (a port found free can be taken by the other before its party binds it)
@@ -147,34 +200,71 @@ def main() -> None:
             breast_cancer_tables(tables)
         # the label holder is the party whose schema names the label
         found = sorted(d.name for d in tables.iterdir() if (d / "schema.toml").is_file())
-        parties = sorted(found, key=lambda n: load_schema(tables / n / "schema.toml").label
-                         is None)
+        parties = sorted(found, key=lambda n: load_schema(tables / n / "schema.toml").label is None)
         with open(tables / "answers.csv") as handle:
             answers = dict(csv.reader(handle))
         id_column = next(iter(answers))  # the answers' header names the ID column
         positive = load_schema(tables / parties[0] / "schema.toml").positive
-        done = subprocess.run([*DPFED, "certs", "init", "--out", str(folder / "certs"),
-                               "--parties", ",".join(parties)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                *DPFED,
+                "certs",
+                "init",
+                "--out",
+                str(folder / "certs"),
+                "--parties",
+                ",".join(parties),
+            ],
+            capture_output=True,
+            text=True,
+        )
         check(done, folder, "dpfed certs init")
-        config = job_file(folder, tables, parties, id_column, epsilon=args.epsilon,
-                          iterations=args.iterations, port=args.port)
-        print(f"job file {config}: parties {', '.join(parties)} ({parties[0]} holds the "
-              "labels), rows aligned by private set intersection")
-        check(with_parties(config, parties, ["run", "--config", config.name, "--out",
-                                             "result.json"], timeout=600), folder, "dpfed run")
-        check(with_parties(config, parties, ["predict", "--config", config.name, "--data",
-                                             "new.csv", "--out", "receipt.json"],
-                           timeout=600), folder, "dpfed predict")
+        config = job_file(
+            folder,
+            tables,
+            parties,
+            id_column,
+            epsilon=args.epsilon,
+            iterations=args.iterations,
+            port=args.port,
+        )
+        print(
+            f"job file {config}: parties {', '.join(parties)} ({parties[0]} holds the "
+            "labels), rows aligned by private set intersection"
+        )
+        check(
+            with_parties(
+                config,
+                parties,
+                ["run", "--config", config.name, "--out", "result.json"],
+                timeout=600,
+            ),
+            folder,
+            "dpfed run",
+        )
+        check(
+            with_parties(
+                config,
+                parties,
+                ["predict", "--config", config.name, "--data", "new.csv", "--out", "receipt.json"],
+                timeout=600,
+            ),
+            folder,
+            "dpfed predict",
+        )
         receipt = json.loads((folder / "receipt.json").read_text())
         scored = json.loads(Path(receipt["path"]).read_text())
         truth = np.array([answers[i] == positive for i in scored["ids"]])
         accuracy = np.mean((np.asarray(scored["probability"]) > 0.5) == truth)
         test = json.loads((folder / "result.json").read_text())["final"]["test_accuracy"]
         missing = scored["not_scored"]
-        print(f"{parties[0]} scored {len(scored['ids'])} new rows by ID: accuracy "
-              f"{accuracy:.4f} against answers.csv (test accuracy after training {test:.4f}); "
-              f"{missing['rows']} of its IDs not scored (missing at "
-              + ", ".join(f"{k}: {v}" for k, v in missing["missing_at"].items()) + ")")
+        print(
+            f"{parties[0]} scored {len(scored['ids'])} new rows by ID: accuracy "
+            f"{accuracy:.4f} against answers.csv (test accuracy after training {test:.4f}); "
+            f"{missing['rows']} of its IDs not scored (missing at "
+            + ", ".join(f"{k}: {v}" for k, v in missing["missing_at"].items())
+            + ")"
+        )
         if args.keep:
             print(f"kept {folder}")
 

@@ -49,21 +49,35 @@ def regression(args: argparse.Namespace, rng: np.random.Generator) -> None:
     (X_train, X_test), (y_train, y_test) = np.split(X, 2), np.split(y, 2)
     fits = {
         f"DP, {label}": fit_dp_linreg(
-            X_train, y_train, epsilon=args.epsilon, delta=args.delta, mode="distributed",
-            projection=projection, compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-            rng=args.seed)
+            X_train,
+            y_train,
+            epsilon=args.epsilon,
+            delta=args.delta,
+            mode="distributed",
+            projection=projection,
+            compute_nodes=args.compute_nodes,
+            tolerated=args.tolerated,
+            rng=args.seed,
+        )
         for label, projection in (("with projection", True), ("no projection", False))
     }
     fits["non-private"] = fit_dp_linreg(X_train, y_train, mode="nonprivate")
-    print(f"\nDP Bayesian linear regression: {n} clients with one row each ({d} features), "
-          f"epsilon {args.epsilon:g}, delta {args.delta:g}, statistics by the secure sum")
+    print(
+        f"\nDP Bayesian linear regression: {n} clients with one row each ({d} features), "
+        f"epsilon {args.epsilon:g}, delta {args.delta:g}, statistics by the secure sum"
+    )
     for label, fit in fits.items():
         mae = mean_absolute_error(y_test, fit.predict(X_test))
-        print(f"  {label:<20} test mean absolute error {mae:.4f}  "
-              f"coef {np.array2string(fit.coef, precision=2)}")
+        print(
+            f"  {label:<20} test mean absolute error {mae:.4f}  "
+            f"coef {np.array2string(fit.coef, precision=2)}"
+        )
         if fit.calibration is not None:
-            print(f"  {'':<20} epsilon accounted for its noise: "
-                  f"{fit.calibration.epsilon_accounted:.4g}")
+            print(
+                f"  {'':<20} epsilon accounted for its noise: "
+                f"{fit.calibration.epsilon_accounted:.4g}"
+            )
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -84,34 +98,61 @@ def main() -> None:
     # replacing one client's vector moves the sum by at most 2 C in l2 norm
     cal = calibrate_dca(args.epsilon, args.delta, 2 * args.bound, args.clients, args.tolerated)
     # exact ring noise: the distributed discrete Gaussian's bound asks a few per cent more
-    client_std = calibrate_dca_discrete(args.epsilon, args.delta, 2 * args.bound, args.clients,
-                                        args.tolerated, args.dim, DEFAULT_FRACTIONAL_BITS)
+    client_std = calibrate_dca_discrete(
+        args.epsilon,
+        args.delta,
+        2 * args.bound,
+        args.clients,
+        args.tolerated,
+        args.dim,
+        DEFAULT_FRACTIONAL_BITS,
+    )
     dropped = rng.choice(args.clients, size=args.dropped, replace=False)
-    result = secure_sum(values, noise_std=client_std, rng=args.seed,
-                        compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-                        dropped=dropped.tolist(), noise="discrete")
+    result = secure_sum(
+        values,
+        noise_std=client_std,
+        rng=args.seed,
+        compute_nodes=args.compute_nodes,
+        tolerated=args.tolerated,
+        dropped=dropped.tolist(),
+        noise="discrete",
+    )
     plain = values[result.included].sum(axis=0)
     error = result.total - plain
     expected = client_std * np.sqrt(result.included.size)
-    print(f"{args.clients} clients x {args.dim} dimensions, {args.compute_nodes} compute nodes, "
-          f"T = {args.tolerated}; {result.dropped.size} clients dropped out, "
-          f"{result.included.size} summed")
-    print(f"calibration (distributed discrete Gaussian, exact in the ring): epsilon "
-          f"{args.epsilon:g}, delta {args.delta:g}, sensitivity {cal.l2_sensitivity:g}: each "
-          f"client adds std {client_std:.4f} ({client_std / cal.client_std - 1:.1%} more than "
-          f"continuous noise drawn in floating point, {cal.method}, would need)")
+    print(
+        f"{args.clients} clients x {args.dim} dimensions, {args.compute_nodes} compute nodes, "
+        f"T = {args.tolerated}; {result.dropped.size} clients dropped out, "
+        f"{result.included.size} summed"
+    )
+    print(
+        f"calibration (distributed discrete Gaussian, exact in the ring): epsilon "
+        f"{args.epsilon:g}, delta {args.delta:g}, sensitivity {cal.l2_sensitivity:g}: each "
+        f"client adds std {client_std:.4f} ({client_std / cal.client_std - 1:.1%} more than "
+        f"continuous noise drawn in floating point, {cal.method}, would need)"
+    )
     print(f"{'coordinate':>10} {'secure sum':>12} {'plain sum':>12} {'difference':>11}")
     for j in range(min(args.dim, 5)):
         print(f"{j:>10} {result.total[j]:>12.3f} {plain[j]:>12.3f} {error[j]:>11.3f}")
     rms = np.sqrt(np.mean(error**2))
-    print(f"noise in the released sum: {rms:.3f} (root mean square over {args.dim} coordinates),"
-          f" {expected:.3f} expected (sqrt({result.included.size}) x client std)")
-    print(f"compute node 0 published {result.node_sums[0][0]:#018x}, ... (uniformly random "
-          "on its own)")
+    print(
+        f"noise in the released sum: {rms:.3f} (root mean square over {args.dim} coordinates),"
+        f" {expected:.3f} expected (sqrt({result.included.size}) x client std)"
+    )
+    print(
+        f"compute node 0 published {result.node_sums[0][0]:#018x}, ... (uniformly random "
+        "on its own)"
+    )
     try:
-        secure_sum(values, noise_std=client_std, rng=args.seed,
-                   compute_nodes=args.compute_nodes, tolerated=args.tolerated,
-                   dropped=range(args.tolerated + 1), noise="discrete")
+        secure_sum(
+            values,
+            noise_std=client_std,
+            rng=args.seed,
+            compute_nodes=args.compute_nodes,
+            tolerated=args.tolerated,
+            dropped=range(args.tolerated + 1),
+            noise="discrete",
+        )
     except DpfedInputError as refused:
         print(f"with {args.tolerated + 1} clients dropped: refused: {refused}")
     else:

@@ -169,8 +169,11 @@ def _os_interrupt_handler() -> int | None:
 def _interrupt_state() -> tuple[object, int | None, frozenset]:
     """How this process takes SIGINT: its Python handler, the kernel's, and whether the main
     thread blocks it."""
-    return (signal.getsignal(signal.SIGINT), _os_interrupt_handler(),
-            frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT})
+    return (
+        signal.getsignal(signal.SIGINT),
+        _os_interrupt_handler(),
+        frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])) & {signal.SIGINT},
+    )
 
 
 _INTERRUPT = _interrupt_state()
@@ -189,9 +192,11 @@ def pytest_runtest_teardown(item, nextitem):
         _LOCAL_RAY.release()
     if _interrupt_state() != _INTERRUPT:
         INTERRUPT_CHANGED.append(item.nodeid)
-        item.warn(pytest.PytestWarning(
-            f"this test changed how the process takes SIGINT ({_interrupt_state()!r}); "
-            "restored"))
+        item.warn(
+            pytest.PytestWarning(
+                f"this test changed how the process takes SIGINT ({_interrupt_state()!r}); restored"
+            )
+        )
         signal.signal(signal.SIGINT, _INTERRUPT[0])  # installs Python's C handler again
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT} - _INTERRUPT[2])
 
@@ -206,8 +211,9 @@ def pytest_terminal_summary(terminalreporter):
 PARTY_TABLE_COLUMNS = {"label": range(0, 4), "bank": range(4, 9), "shop": range(9, 14)}
 
 
-def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0,
-                       per_party: bool = False) -> dict[str, set[str]]:
+def write_party_tables(
+    folder: Path, *, n_test: int = 120, seed: int = 0, per_party: bool = False
+) -> dict[str, set[str]]:
     """Three parties' CSVs from breast cancer: string IDs, each table shuffled, each party
     missing about 10 % of the shared customers and holding 20 of its own; the label holder
     also has a categorical column of raw strings. Returns each party's training IDs.
@@ -234,8 +240,10 @@ def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0,
             for r in rows:
                 values = [ids[r], *(f"{X[r, c]:.6g}" for c in cols)]
                 if name == "label":
-                    values += ["large" if X[r, 0] > 15 else "small",
-                               "benign" if y[r] == 1 else "malignant"]
+                    values += [
+                        "large" if X[r, 0] > 15 else "small",
+                        "benign" if y[r] == 1 else "malignant",
+                    ]
                 lines.append(",".join(values))
             if part == "train":
                 for e in extra:  # customers nobody else has
@@ -249,12 +257,14 @@ def write_party_tables(folder: Path, *, n_test: int = 120, seed: int = 0,
             (own / f"{name}.{part}.csv").write_text("\n".join(lines) + "\n")
         upper = np.ceil(X[:, list(cols)].max(axis=0) * 1.5)
         schema = ['label = "diagnosis"\npositive = "benign"\n' if name == "label" else ""]
-        schema += [f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper,
-                                                                              strict=True)]
+        schema += [
+            f"[columns.f{c}]\nbounds = [0, {u:g}]\n" for c, u in zip(cols, upper, strict=True)
+        ]
         if name == "label":
             schema.append('[columns.size]\ncategories = ["small", "large"]\n')
         (folder / name if per_party else folder).joinpath(f"{name}.schema.toml").write_text(
-            "\n".join(schema))
+            "\n".join(schema)
+        )
     return held
 
 

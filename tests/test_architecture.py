@@ -54,8 +54,9 @@ def test_the_layer_contract_holds():
     if lint is None:
         pytest.skip("import-linter is not installed (pip install '.[test]')")
     root = Path(__file__).resolve().parents[1]  # the project, whose pyproject.toml holds it
-    done = subprocess.run([lint, "--config", str(root / "pyproject.toml")], cwd=root,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [lint, "--config", str(root / "pyproject.toml")], cwd=root, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-3000:]
 
 
@@ -74,6 +75,9 @@ def test_dp_accounting_is_imported_by_the_accounting_module_only():
                 names = [node.module or ""]
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 names = [node.value] if node.value.startswith("dp_accounting.") else []
-            found += [f"{path.relative_to(SRC)}: {n}" for n in names
-                      if n == "dp_accounting" or n.startswith("dp_accounting.")]
+            found += [
+                f"{path.relative_to(SRC)}: {n}"
+                for n in names
+                if n == "dp_accounting" or n.startswith("dp_accounting.")
+            ]
     assert found == []

@@ -29,9 +29,14 @@ def test_non_regular_targets_are_refused(tmp_path):
     os.mkfifo(fifo)
     link = tmp_path / "link"
     link.symlink_to("/dev/null")
-    for path, says in [(fifo, "a FIFO"), ("/dev/null", "a character device"),
-                       (link, "a character device"), (tmp_path / "x" / ".." / "pipe", "FIFO"),
-                       (tmp_path, "a folder"), ("/proc/self/r.json", "/proc")]:
+    for path, says in [
+        (fifo, "a FIFO"),
+        ("/dev/null", "a character device"),
+        (link, "a character device"),
+        (tmp_path / "x" / ".." / "pipe", "FIFO"),
+        (tmp_path, "a folder"),
+        ("/proc/self/r.json", "/proc"),
+    ]:
         assert says in output_refusal(path)
         with pytest.raises(DpfedInputError, match="cannot write the output"):
             write_json_atomic(path, {})

@@ -22,9 +22,20 @@ def test_the_changelog_has_a_section_for_this_version():
 @pytest.mark.networked  # pip in a process of its own
 def test_the_wheel_carries_the_version_and_the_data_files(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps",
-         "--quiet", "--wheel-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--quiet",
+            "--wheel-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     (wheel,) = tmp_path.glob("dpfed-*.whl")

@@ -47,12 +47,12 @@ def test_the_registered_protocols_take_their_job_parameters_from_the_configs():
     # selects the secure mode, a protocol with parameters of its own)
     assert get_protocol("vertical").params == VERTICAL_PARAMS
     assert set(VERTICAL_PARAMS) - {"rounds_above_rule", "secure"} == set(
-        job_parameters(VerticalConfig))
+        job_parameters(VerticalConfig)
+    )
     assert VERTICAL_PARAMS["rounds_above_rule"].kind is bool
     assert VERTICAL_PARAMS["secure"].kind is bool
     assert get_protocol("vertical_secure").params["secure"].kind is bool
-    assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_parameters(
-        ConsensusConfig)
+    assert get_protocol("consensus").params == CONSENSUS_PARAMS == job_parameters(ConsensusConfig)
     graph = {"graph", "graph_seed", "p", "radius"}
     assert set(DECENTRALIZED_PARAMS) - graph == set(parameter_names(DecentralizedConfig))
     assert VERTICAL_PARAMS["bounds"].toml_types == (dict,)  # the job file has every field
@@ -74,8 +74,15 @@ def test_a_tuple_parameter_reads_its_length_from_its_type():
 
 
 def test_a_job_table_builds_the_config_with_nested_bounds_and_tuples():
-    cfg = vertical_config({"mechanism": "sound", "epsilon": 1, "delta": 1e-5, "tol": [1e-4, 1e-3],
-                           "bounds": {"row_norm": 1, "score_clip": 0.5}})
+    cfg = vertical_config(
+        {
+            "mechanism": "sound",
+            "epsilon": 1,
+            "delta": 1e-5,
+            "tol": [1e-4, 1e-3],
+            "bounds": {"row_norm": 1, "score_clip": 0.5},
+        }
+    )
     assert cfg.bounds == SoundBounds(row_norm=1.0, score_clip=0.5)
     assert cfg.tol == (1e-4, 1e-3)
     with pytest.raises(DpfedInputError, match=r"\[params\]\.bounds has unknown keys \['clip'\]"):
@@ -85,7 +92,8 @@ def test_a_job_table_builds_the_config_with_nested_bounds_and_tuples():
     with pytest.raises(DpfedInputError, match=r"unknown keys \['noise_sigmaa'\]"):
         config_from_table(VerticalConfig, {"noise_sigmaa": 1.0})
     decentralized = config_from_table(
-        DecentralizedConfig, {"node_alphas": [1, 0.5], "graph": "ring"}, exclude=("graph",))
+        DecentralizedConfig, {"node_alphas": [1, 0.5], "graph": "ring"}, exclude=("graph",)
+    )
     assert decentralized.node_alphas == (1.0, 0.5)
 
 
@@ -93,16 +101,23 @@ def test_command_line_options_are_generated_and_read_back():
     parser = argparse.ArgumentParser()
     add_config_arguments(parser, ConsensusConfig, exclude=("seed",))
     args = parser.parse_args(["--mechanism", "gaussian", "--epsilon", "1", "--lam", "0.01"])
-    assert config_kwargs(ConsensusConfig, args) == {"mechanism": "gaussian", "epsilon": 1.0,
-                                                     "lam": 0.01}
+    assert config_kwargs(ConsensusConfig, args) == {
+        "mechanism": "gaussian",
+        "epsilon": 1.0,
+        "lam": 0.01,
+    }
     with pytest.raises(SystemExit):
         parser.parse_args(["--mechanism", "laplace"])  # choices come from the definition
     vertical = argparse.ArgumentParser()
     add_config_arguments(vertical, VerticalConfig)
-    args = vertical.parse_args(["--no-adaptive-rho", "--tol", "1e-4", "1e-3",
-                                "--protect-label-holder"])
-    assert config_kwargs(VerticalConfig, args) == {"adaptive_rho": False, "tol": (1e-4, 1e-3),
-                                                   "protect_label_holder": True}
+    args = vertical.parse_args(
+        ["--no-adaptive-rho", "--tol", "1e-4", "1e-3", "--protect-label-holder"]
+    )
+    assert config_kwargs(VerticalConfig, args) == {
+        "adaptive_rho": False,
+        "tol": (1e-4, 1e-3),
+        "protect_label_holder": True,
+    }
 
 
 def test_a_field_without_its_definition_is_refused():

@@ -31,9 +31,23 @@ import numpy as np
 from dpfed.data.specs import ADULT_CATEGORIES, DATASET_SPECS
 from dpfed.data.tables import load_schema, read_table
 
-COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
-           "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
-           "hours-per-week", "native-country", "income")
+COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income",
+)
 
 #: Which party holds which columns (the bank also holds the label).
 PARTIES = {
@@ -74,8 +88,9 @@ def schema_text(party: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_party(folder: Path, name: str, rows: list[dict[str, str]], ids: list[str],
-                rng: np.random.Generator) -> None:
+def write_party(
+    folder: Path, name: str, rows: list[dict[str, str]], ids: list[str], rng: np.random.Generator
+) -> None:
     order = rng.permutation(len(rows))
     header = ["customer_id", *PARTIES[name]] + (["income"] if name == LABEL_HOLDER else [])
     with open(folder, "w", newline="") as handle:
@@ -85,8 +100,9 @@ def write_party(folder: Path, name: str, rows: list[dict[str, str]], ids: list[s
             out.writerow([ids[i], *(rows[i][c] for c in header[1:])])
 
 
-def split(rows: list[dict[str, str]], folder: Path, file: str, rng: np.random.Generator,
-          first_id: int) -> dict[str, int]:
+def split(
+    rows: list[dict[str, str]], folder: Path, file: str, rng: np.random.Generator, first_id: int
+) -> dict[str, int]:
     """Every row gets an ID; each party keeps about SHARED of them plus OWN rows of its own
     (drawn from the same rows, under new IDs)."""
     n = len(rows)
@@ -139,11 +155,16 @@ def main(argv: list[str] | None = None) -> None:
     write_new([test_rows[i] for i in carved[:NEW]], out, rng)
     test = split([test_rows[i] for i in sorted(carved[NEW:])], out, "test.csv", rng, 5_000_000)
     for name in PARTIES:
-        table = read_table(out / name / "train.csv", id_column="customer_id",
-                           schema=load_schema(out / name / "schema.toml"))
-        print(f"{name}: {train[name]} training rows, {test[name]} test rows, new customers "
-              f"in new.csv; encoded "
-              f"{table.X.shape[1]} columns ({', '.join(PARTIES[name])})")
+        table = read_table(
+            out / name / "train.csv",
+            id_column="customer_id",
+            schema=load_schema(out / name / "schema.toml"),
+        )
+        print(
+            f"{name}: {train[name]} training rows, {test[name]} test rows, new customers "
+            f"in new.csv; encoded "
+            f"{table.X.shape[1]} columns ({', '.join(PARTIES[name])})"
+        )
 
 
 if __name__ == "__main__":

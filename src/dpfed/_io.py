@@ -48,10 +48,19 @@ def output_refusal(path: str | os.PathLike[str]) -> str | None:
     if resolved.exists():
         mode = os.stat(resolved).st_mode
         if not stat.S_ISREG(mode):
-            kind = ("a folder" if stat.S_ISDIR(mode) else "a character device"
-                    if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
-                    else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
-                    if stat.S_ISSOCK(mode) else "not a regular file")
+            kind = (
+                "a folder"
+                if stat.S_ISDIR(mode)
+                else "a character device"
+                if stat.S_ISCHR(mode)
+                else "a block device"
+                if stat.S_ISBLK(mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a regular file"
+            )
             return f"{str(target)!r} is {kind}; only a regular file is ever replaced"
     for tree in SYSTEM_TREES:
         if resolved == tree or tree in resolved.parents:
@@ -79,8 +88,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     target = Path(path)
     if not target.parent.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        print(f"dpfed: made the folder {str(target.parent)!r} for {target.name}",
-              file=sys.stderr)
+        print(f"dpfed: made the folder {str(target.parent)!r} for {target.name}", file=sys.stderr)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
@@ -98,5 +106,4 @@ def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
     Non-finite floats are written as the strings ``"inf"``, ``"-inf"``, ``"nan"`` so the file
     stays valid JSON.
     """
-    return write_text_atomic(path, json.dumps(jsonable(payload), indent=2, allow_nan=False)
-                             + "\n")
+    return write_text_atomic(path, json.dumps(jsonable(payload), indent=2, allow_nan=False) + "\n")

@@ -87,9 +87,7 @@ def check_binary_labels(name: str, labels: np.ndarray) -> np.ndarray:
         return 2.0 * y - 1.0
     outside = sorted(values - {-1.0, 0.0, 1.0})
     shown = outside[:5] if outside else sorted(values)
-    raise DpfedInputError(
-        f"{name} must be binary, in {{-1, 1}} or {{0, 1}}. Found values {shown}."
-    )
+    raise DpfedInputError(f"{name} must be binary, in {{-1, 1}} or {{0, 1}}. Found values {shown}.")
 
 
 def check_same_rows(names: Iterable[str], counts: Iterable[int]) -> int:

@@ -110,8 +110,9 @@ class Parameter:
             )
             if self.length is not None and not (numbers and len(value) == self.length):
                 names = ", ".join(m.lower() for m in self.info.metavar or ())
-                raise DpfedInputError(f"{where} must be [{names}], {self.length} finite numbers. "
-                                      f"Found {value!r}.")
+                raise DpfedInputError(
+                    f"{where} must be [{names}], {self.length} finite numbers. Found {value!r}."
+                )
             if not numbers:
                 raise DpfedInputError(f"{where} must be a list of finite numbers. Found {value!r}.")
             return [float(v) for v in value]
@@ -126,11 +127,21 @@ class Parameter:
         return value
 
 
-def param(default: Any = None, *, help: str, public: bool = True,
-          choices: Iterable[str] | None = None, metavar: Iterable[str] | None = None) -> Any:
+def param(
+    default: Any = None,
+    *,
+    help: str,
+    public: bool = True,
+    choices: Iterable[str] | None = None,
+    metavar: Iterable[str] | None = None,
+) -> Any:
     """A configuration field with its default and its :class:`ParamInfo`."""
-    info = ParamInfo(help, public, None if choices is None else tuple(choices),
-                     None if metavar is None else tuple(metavar))
+    info = ParamInfo(
+        help,
+        public,
+        None if choices is None else tuple(choices),
+        None if metavar is None else tuple(metavar),
+    )
     return dataclasses.field(default=default, metadata={_KEY: info})
 
 
@@ -192,8 +203,9 @@ def _number(where: str, value: Any) -> float:
     return value
 
 
-def config_from_table(config: type, table: Mapping[str, Any], *, where: str = "[params]",
-                      exclude: Iterable[str] = ()) -> Any:
+def config_from_table(
+    config: type, table: Mapping[str, Any], *, where: str = "[params]", exclude: Iterable[str] = ()
+) -> Any:
     """The ``config`` dataclass from a job-file table (values read by :meth:`Parameter.read`);
     keys in ``exclude`` belong to something else and are left out.
 
@@ -210,8 +222,9 @@ def config_from_table(config: type, table: Mapping[str, Any], *, where: str = "[
     by_name = {p.name: p for p in parameters(config) if p.name not in skip}
     unknown = sorted(set(table) - set(by_name))
     if unknown:
-        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
-                              f"{sorted(by_name)}.")
+        raise DpfedInputError(
+            f"{where} has unknown keys {unknown}. Expected some of {sorted(by_name)}."
+        )
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         p = by_name[key]
@@ -268,7 +281,7 @@ def option_name(name: str) -> str:
 def _tuple_arity(config: type, name: str) -> int | None:
     """The length of a fixed-length tuple parameter, None for ``tuple[float, ...]``."""
     hint = typing.get_type_hints(config)[name]
-    for arm in (typing.get_args(hint) or (hint,)):
+    for arm in typing.get_args(hint) or (hint,):
         if typing.get_origin(arm) is tuple:
             args = typing.get_args(arm)
             return None if len(args) == 2 and args[1] is Ellipsis else len(args)
@@ -322,8 +335,10 @@ def add_config_arguments(
             hints = typing.get_type_hints(p.kind)
             for f in dataclasses.fields(p.kind):
                 group.add_argument(
-                    option_name(f"{p.name}_{f.name}"), dest=f"{p.name}.{f.name}",
-                    type=_PARSERS[hints[f.name]], default=None,
+                    option_name(f"{p.name}_{f.name}"),
+                    dest=f"{p.name}.{f.name}",
+                    type=_PARSERS[hints[f.name]],
+                    default=None,
                     help=f"{p.name}.{f.name} (default {f.default} once any of them is given)",
                 )
             continue

@@ -47,8 +47,16 @@ def test_the_paper_mechanisms_scores_give_the_row_away_whatever_its_epsilon():
 @pytest.mark.parametrize(("mechanism", "loss"), CERTIFIED_LOSSES)
 @pytest.mark.parametrize("broken", ["known-noise", "sensitivity"])
 def test_a_broken_configuration_is_caught(mechanism, loss, broken):
-    result = run_audit(mechanism, epsilon=1.0, delta=1e-5, runs=BROKEN_RUNS, seed=2,
-                       broken=broken, factor=100.0, loss=loss)
+    result = run_audit(
+        mechanism,
+        epsilon=1.0,
+        delta=1e-5,
+        runs=BROKEN_RUNS,
+        seed=2,
+        broken=broken,
+        factor=100.0,
+        loss=loss,
+    )
     assert result["epsilon_lower_bound"] > result["claimed_epsilon"], result
 
 
@@ -77,15 +85,39 @@ def test_unknown_mechanism_and_breakage_are_refused():
 def test_the_command_writes_the_documented_record(tmp_path):
     out = tmp_path / "audit.json"
     done = subprocess.run(
-        [sys.executable, "-m", "dpfed.cli", "audit", "--mechanism", "secure-sum-gaussian",
-         "--runs", "50", "--broken", "sensitivity", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "dpfed.cli",
+            "audit",
+            "--mechanism",
+            "secure-sum-gaussian",
+            "--runs",
+            "50",
+            "--broken",
+            "sensitivity",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "VIOLATION" in done.stdout
     record = json.loads(out.read_text())
-    for key in ("claimed_epsilon", "delta", "epsilon_lower_bound", "confidence", "runs", "tpr",
-                "fpr", "statistic", "neighbours"):
+    for key in (
+        "claimed_epsilon",
+        "delta",
+        "epsilon_lower_bound",
+        "confidence",
+        "runs",
+        "tpr",
+        "fpr",
+        "statistic",
+        "neighbours",
+    ):
         assert key in record
     assert record["runs"] == 50 and record["confidence"] == 0.95
 
@@ -94,7 +126,8 @@ def test_the_command_writes_the_documented_record(tmp_path):
 def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     records = audit_all(tmp_path / "audit", runs=20, broken_runs=20, workers=2)
     assert [(r["mechanism"], r["loss"], r["broken"]) for r in records] == [
-        (m, loss, b) for m, loss, b, _ in audit_tasks(20, 20)]
+        (m, loss, b) for m, loss, b, _ in audit_tasks(20, 20)
+    ]
     folder = tmp_path / "audit"
     listed = json.loads((folder / "audit.json").read_text())
     assert len(listed) == len(records) and "roc" not in listed[0]
@@ -105,18 +138,21 @@ def test_all_audits_write_the_table_the_records_and_the_roc(tmp_path):
     assert (folder / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="every audit twice, on Ray and in a process pool: "
-                           "set DPFED_REPRODUCE=1; CI checks Ray's equality on the Bayesian "
-                           "and consensus runs")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="every audit twice, on Ray and in a process pool: "
+    "set DPFED_REPRODUCE=1; CI checks Ray's equality on the Bayesian "
+    "and consensus runs",
+)
 def test_all_audits_on_ray_tasks_give_the_same_records(tmp_path, local_ray):
     from dpfed.engines.tasks import RayExecutor
 
     # every audit on either side, with few runs: what is compared is the records, not the bounds
     on_ray = audit_all(tmp_path / "ray", runs=8, broken_runs=8, executor=RayExecutor())
     here = audit_all(tmp_path / "here", runs=8, broken_runs=8, workers=2)
-    assert [{k: v for k, v in r.items() if k != "seconds"} for r in on_ray] == \
-        [{k: v for k, v in r.items() if k != "seconds"} for r in here]
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in on_ray] == [
+        {k: v for k, v in r.items() if k != "seconds"} for r in here
+    ]
 
 
 @pytest.mark.parametrize("mechanism", ONE_RUN)
@@ -128,8 +164,9 @@ def test_one_run_audits_stay_below_the_claim_and_catch_the_broken(mechanism):
     assert honest["runs"] == 1 and honest["guesses"] == 60
     assert 0.0 <= honest["epsilon_lower_bound"] <= honest["claimed_epsilon"]
     for broken in ("known-noise", "sensitivity"):
-        caught = run_one_run_audit(mechanism, epsilon=1.0, canaries=300, seed=3,
-                                   broken=broken, factor=1000.0)
+        caught = run_one_run_audit(
+            mechanism, epsilon=1.0, canaries=300, seed=3, broken=broken, factor=1000.0
+        )
         assert caught["epsilon_lower_bound"] > caught["claimed_epsilon"], caught
 
 
@@ -145,6 +182,17 @@ def test_a_mechanism_without_canaries_says_which_have_them():
 def test_one_audit_refuses_the_ray_engine(tmp_path):
     from dpfed.cli import main
 
-    code = main(["audit", "--mechanism", "secure-sum-gaussian", "--runs", "10", "--engine", "ray",
-                 "--out", str(tmp_path / "a.json")])
+    code = main(
+        [
+            "audit",
+            "--mechanism",
+            "secure-sum-gaussian",
+            "--runs",
+            "10",
+            "--engine",
+            "ray",
+            "--out",
+            str(tmp_path / "a.json"),
+        ]
+    )
     assert code == 2 and not (tmp_path / "a.json").exists()

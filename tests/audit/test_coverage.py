@@ -40,8 +40,14 @@ def _vertical(mechanism: str, protect: bool = False) -> Callable[[str], None]:
         errors = []
         for extra in attempts:
             try:
-                cfg = VerticalConfig(loss=loss, mechanism=mechanism, epsilon=1.0, delta=1e-5,
-                                     protect_label_holder=protect, **extra).validated()
+                cfg = VerticalConfig(
+                    loss=loss,
+                    mechanism=mechanism,
+                    epsilon=1.0,
+                    delta=1e-5,
+                    protect_label_holder=protect,
+                    **extra,
+                ).validated()
                 vertical_setup(cfg, [3, 3], N)
                 return
             except DpfedInputError as exc:
@@ -54,8 +60,9 @@ def _vertical(mechanism: str, protect: bool = False) -> Callable[[str], None]:
 def _secure(protect: bool) -> Callable[[str], None]:
     def accept(loss: str) -> None:
         """The secure mode's refusals, as ``dpfed train vertical --secure`` makes them."""
-        cfg = VerticalConfig(loss=loss, mechanism="sound", epsilon=1.0, delta=1e-5,
-                             protect_label_holder=protect).validated()
+        cfg = VerticalConfig(
+            loss=loss, mechanism="sound", epsilon=1.0, delta=1e-5, protect_label_holder=protect
+        ).validated()
         refusals = secure_refusals(argparse.Namespace(engine="inprocess"), cfg)
         if refusals:
             raise DpfedInputError("; ".join(refusals))
@@ -81,7 +88,9 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
     ("vertical", "paper"): ("vertical-paper", _vertical("paper")),
     ("vertical", "sound"): ("vertical-sound", _vertical("sound")),
     ("vertical", "sound+protect_label_holder"): (
-        "vertical-sound-label-holder", _vertical("sound", protect=True)),
+        "vertical-sound-label-holder",
+        _vertical("sound", protect=True),
+    ),
     ("vertical", "secure"): ("vertical-secure-passive", _secure(False)),
     ("vertical", "secure+protect_label_holder"): ("vertical-secure", _secure(True)),
     # the same rounds as protect_label_holder alone: the passive party's view of the labels
@@ -97,11 +106,15 @@ WALK: dict[tuple[str, str], tuple[str, Callable[[str], None]]] = {
 def test_every_private_mechanism_of_every_protocol_is_walked():
     private = {("vertical", m) for m in _choices(VerticalConfig, "mechanism") if m != "none"}
     private.add(("vertical", "sound+protect_label_holder"))
-    private |= {("vertical", "secure"), ("vertical", "secure+protect_label_holder"),
-                ("vertical", "secure+label_holder_keeps_model")}
+    private |= {
+        ("vertical", "secure"),
+        ("vertical", "secure+protect_label_holder"),
+        ("vertical", "secure+label_holder_keeps_model"),
+    }
     private |= {("consensus", m) for m in _choices(ConsensusConfig, "mechanism") if m != "none"}
-    private |= {("decentralized", m)
-                for m in _choices(DecentralizedConfig, "perturbation") if m != "none"}
+    private |= {
+        ("decentralized", m) for m in _choices(DecentralizedConfig, "perturbation") if m != "none"
+    }
     assert private == set(WALK)
     walked = {auditor for auditor, _ in WALK.values()}
     # the mechanisms without a loss: the secure sum and the Bayesian regression's statistics

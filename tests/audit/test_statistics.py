@@ -39,8 +39,10 @@ def test_the_bound_never_exceeds_the_true_epsilon_of_a_gaussian_test(mu):
     delta = 1e-5
     true_eps = gaussian_epsilon_heterogeneous([1.0 / mu], delta)
     rng = np.random.default_rng(int(mu * 10))
-    bounds = [epsilon_lower_bound(rng.normal(size=400), rng.normal(mu, 1.0, size=400),
-                                  delta).epsilon for _ in range(40)]
+    bounds = [
+        epsilon_lower_bound(rng.normal(size=400), rng.normal(mu, 1.0, size=400), delta).epsilon
+        for _ in range(40)
+    ]
     assert sum(b > true_eps for b in bounds) <= 5
     if mu >= 2:
         assert np.median(bounds) > 0
@@ -68,8 +70,7 @@ def test_too_few_runs_are_refused():
 
 def test_one_run_p_value_is_the_binomial_tail_without_delta():
     q = 1 / (1 + math.exp(-1.0))
-    assert one_run_p_value(1000, 100, 70, 1.0, 0.0) == pytest.approx(
-        stats.binom.sf(69, 100, q))
+    assert one_run_p_value(1000, 100, 70, 1.0, 0.0) == pytest.approx(stats.binom.sf(69, 100, q))
     # delta only adds to it, by at most 2 m delta
     with_delta = one_run_p_value(1000, 100, 70, 1.0, 1e-5)
     assert 0 < with_delta - one_run_p_value(1000, 100, 70, 1.0, 0.0) <= 2 * 1000 * 1e-5
@@ -89,6 +90,7 @@ def test_one_run_bound_stays_below_randomized_responses_epsilon(epsilon):
     is exactly eps-DP): the bound stays below eps in (nearly) all of 40 audits."""
     rng = np.random.default_rng(int(epsilon * 10))
     q = 1 / (1 + math.exp(-epsilon))
-    bounds = [one_run_epsilon_lower_bound(1000, 200, int(rng.binomial(200, q)), 0.0)
-              for _ in range(40)]
+    bounds = [
+        one_run_epsilon_lower_bound(1000, 200, int(rng.binomial(200, q)), 0.0) for _ in range(40)
+    ]
     assert sum(b > epsilon for b in bounds) <= 4

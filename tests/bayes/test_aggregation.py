@@ -31,15 +31,17 @@ def _sigma():
     return z * statistics_sensitivity(7.5, 7.5, 2)
 
 
-@pytest.mark.parametrize(("mode", "factor", "reps"),
-                         [("trusted", 1.0, 4000), ("input", 30.0, 4000),
-                          ("distributed", 30.0 / 29.0, 400)])
+@pytest.mark.parametrize(
+    ("mode", "factor", "reps"),
+    [("trusted", 1.0, 4000), ("input", 30.0, 4000), ("distributed", 30.0 / 29.0, 400)],
+)
 def test_empirical_noise_variance_of_the_released_statistics(stats, mode, factor, reps):
     sigma = _sigma()
     exact = stats.sum(axis=0)
     rng = np.random.default_rng(1)
-    draws = np.array([noisy_sum(stats, mode=mode, sigma_std=sigma, rng=rng).total - exact
-                      for _ in range(reps)])
+    draws = np.array(
+        [noisy_sum(stats, mode=mode, sigma_std=sigma, rng=rng).total - exact for _ in range(reps)]
+    )
     var = draws.var(axis=0, ddof=1)
     expected = sigma**2 * factor
     # every statistic gets the variance; pooled over the 5 statistics the relative error of
@@ -61,12 +63,20 @@ def test_distributed_passes_the_per_client_std_to_the_secure_sum(stats):
     seen = {}
 
     def fake(values, *, noise_std, compute_nodes, tolerated, rng):
-        seen.update(values=values, noise_std=noise_std, compute_nodes=compute_nodes,
-                    tolerated=tolerated)
+        seen.update(
+            values=values, noise_std=noise_std, compute_nodes=compute_nodes, tolerated=tolerated
+        )
         return SimpleNamespace(total=values.sum(axis=0))
 
-    noisy_sum(stats, mode="distributed", sigma_std=6.0, rng=np.random.default_rng(0),
-              compute_nodes=4, tolerated=5, aggregate=fake)
+    noisy_sum(
+        stats,
+        mode="distributed",
+        sigma_std=6.0,
+        rng=np.random.default_rng(0),
+        compute_nodes=4,
+        tolerated=5,
+        aggregate=fake,
+    )
     np.testing.assert_allclose(seen["noise_std"], 6.0 / np.sqrt(30 - 5 - 1))
     assert seen["compute_nodes"] == 4 and seen["tolerated"] == 5
     np.testing.assert_array_equal(seen["values"], stats)
@@ -78,28 +88,56 @@ def test_distributed_with_a_sensitivity_adds_exact_ring_noise(stats):
     sigma = _sigma()
     sens = statistics_sensitivity(7.5, 7.5, 2)
     n, dim = stats.shape
-    out = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
-                    tolerated=2, l2_sensitivity=sens)
+    out = noisy_sum(
+        stats,
+        mode="distributed",
+        sigma_std=sigma,
+        rng=np.random.default_rng(4),
+        tolerated=2,
+        l2_sensitivity=sens,
+    )
     ring = out.ring
     assert ring is not None and ring.honest == n - 2 - 1 and ring.dim == dim
     assert ring.grid_sensitivity == pytest.approx(sens * 2**24 + np.sqrt(dim), rel=1e-15)
     assert (ring.honest * ring.sigma2) ** 0.5 / ring.grid_sensitivity >= sigma / sens
     assert ring.sigma2 == ring_sigma2(ring.client_std, 24)
     # the same generator seed reproduces the release; the noise has the ring's variance
-    again = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
-                      tolerated=2, l2_sensitivity=sens)
+    again = noisy_sum(
+        stats,
+        mode="distributed",
+        sigma_std=sigma,
+        rng=np.random.default_rng(4),
+        tolerated=2,
+        l2_sensitivity=sens,
+    )
     np.testing.assert_array_equal(out.total, again.total)
     rng = np.random.default_rng(5)
     exact = stats.sum(axis=0)
-    draws = np.array([noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=rng,
-                                tolerated=2, l2_sensitivity=sens).total - exact
-                      for _ in range(300)])
+    draws = np.array(
+        [
+            noisy_sum(
+                stats,
+                mode="distributed",
+                sigma_std=sigma,
+                rng=rng,
+                tolerated=2,
+                l2_sensitivity=sens,
+            ).total
+            - exact
+            for _ in range(300)
+        ]
+    )
     expected = n * ring.sigma2 / 2.0**48
     assert abs(draws.var(axis=0, ddof=1).mean() / expected - 1) < 5 * np.sqrt(2 / draws.size)
     # a custom aggregate keeps its own (float) contract
-    plain = noisy_sum(stats, mode="distributed", sigma_std=sigma, rng=np.random.default_rng(4),
-                      l2_sensitivity=sens,
-                      aggregate=lambda v, **kw: SimpleNamespace(total=v.sum(axis=0)))
+    plain = noisy_sum(
+        stats,
+        mode="distributed",
+        sigma_std=sigma,
+        rng=np.random.default_rng(4),
+        l2_sensitivity=sens,
+        aggregate=lambda v, **kw: SimpleNamespace(total=v.sum(axis=0)),
+    )
     assert plain.ring is None
 
 

@@ -23,8 +23,8 @@ def test_tight_projection_splits_the_budget_jointly():
     cal = calibrate_releases(1.0, 1e-4, projection=True, std_share=0.3)
     z = calibrate_releases(1.0, 1e-4, projection=False).noise_multipliers[0]
     z1, z2 = cal.noise_multipliers
-    assert z1 ** -2 + z2 ** -2 == pytest.approx(z ** -2, rel=1e-12)
-    assert z1 ** -2 == pytest.approx(0.3 * z ** -2, rel=1e-12)
+    assert z1**-2 + z2**-2 == pytest.approx(z**-2, rel=1e-12)
+    assert z1**-2 == pytest.approx(0.3 * z**-2, rel=1e-12)
     assert cal.epsilon_accounted <= 1.0 * (1 + 1e-9)
     # the PLD accountant, composing the two releases separately, agrees
     assert gaussian_releases_epsilon([z1, z2], 1e-4) == pytest.approx(1.0, rel=1e-3)
@@ -35,15 +35,17 @@ def test_centring_without_projection_is_a_first_release_of_its_own():
     z = calibrate_releases(1.0, 1e-4, projection=False).noise_multipliers[0]
     cal = calibrate_releases(1.0, 1e-4, projection=False, centre=True, centre_share=0.2)
     z1, z2 = cal.noise_multipliers
-    assert z1 ** -2 == pytest.approx(0.2 * z ** -2) and z2 ** -2 == pytest.approx(0.8 * z ** -2)
+    assert z1**-2 == pytest.approx(0.2 * z**-2) and z2**-2 == pytest.approx(0.8 * z**-2)
     assert cal.first_share == 0.2 and cal.first_release == "column sums (centring)"
     assert cal.epsilon_accounted <= 1.0 * (1 + 1e-9)
     assert gaussian_releases_epsilon([z1, z2], 1e-4) == pytest.approx(1.0, rel=1e-3)
     assert cal.to_json()["first_release"] == "column sums (centring)"
     # with projection the sums share the moments release: same multipliers, std_share
     with_proj = calibrate_releases(1.0, 1e-4, projection=True, centre=True, centre_share=0.2)
-    assert with_proj.noise_multipliers == calibrate_releases(
-        1.0, 1e-4, projection=True).noise_multipliers
+    assert (
+        with_proj.noise_multipliers
+        == calibrate_releases(1.0, 1e-4, projection=True).noise_multipliers
+    )
     assert with_proj.first_share == 0.3 and "column sums" in with_proj.first_release
     paper = calibrate_releases(0.5, 1e-4, projection=False, centre=True, calibration="paper")
     flat = [v for budget in paper.release_budgets for v in budget]
@@ -73,8 +75,9 @@ def test_no_calibration_states_an_epsilon_below_the_noise_s_exact_epsilon():
     for calibration in ("tight", "paper"):
         for epsilon in (0.5, 2.0, 40.0):
             for projection in (False, True):
-                cal = calibrate_releases(epsilon, 1e-5, projection=projection,
-                                         calibration=calibration)
+                cal = calibrate_releases(
+                    epsilon, 1e-5, projection=projection, calibration=calibration
+                )
                 assert cal.epsilon >= cal.epsilon_accounted * (1 - 1e-9)
                 assert cal.epsilon >= epsilon
 

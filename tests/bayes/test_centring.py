@@ -25,11 +25,14 @@ def rows():
     return X, y
 
 
-@pytest.mark.parametrize(("mode", "factor", "reps"), [
-    ("trusted", 1.0, 1500),
-    ("distributed", 30 / 29, 400),  # through the real secure sum (dpfed.dca.secure_sum)
-    ("input", 30.0, 1500),
-])
+@pytest.mark.parametrize(
+    ("mode", "factor", "reps"),
+    [
+        ("trusted", 1.0, 1500),
+        ("distributed", 30 / 29, 400),  # through the real secure sum (dpfed.dca.secure_sum)
+        ("input", 30.0, 1500),
+    ],
+)
 def test_noise_of_the_means_is_as_calibrated(rows, mode, factor, reps):
     X, y = rows
     true = np.append(np.clip(X, -1.0, 1.0).mean(axis=0), y.mean())
@@ -37,8 +40,16 @@ def test_noise_of_the_means_is_as_calibrated(rows, mode, factor, reps):
     sigma = z * sum_sensitivity(1.0, 1.0, 3)
     draws = []
     for k in range(reps):
-        est = estimate_means(X, y, bound_x=1.0, bound_y=1.0, noise_multiplier=z, mode=mode,
-                             rng=np.random.default_rng([4, k]), compute_nodes=3)
+        est = estimate_means(
+            X,
+            y,
+            bound_x=1.0,
+            bound_y=1.0,
+            noise_multiplier=z,
+            mode=mode,
+            rng=np.random.default_rng([4, k]),
+            compute_nodes=3,
+        )
         draws.append(est.means)
     err = (np.array(draws) - true) * 30  # noise in the released sums
     np.testing.assert_allclose(err.var(axis=0), sigma**2 * factor, rtol=0.15)
@@ -48,8 +59,9 @@ def test_noise_of_the_means_is_as_calibrated(rows, mode, factor, reps):
 
 def test_sensitivity_and_weights():
     assert sum_sensitivity(7.5, 7.5, 11) == pytest.approx(2 * 7.5 * np.sqrt(12))
-    np.testing.assert_allclose(first_moment_scale([1.0, 2.0], 3.0),
-                               np.array([1.0, 2.0, 3.0]) / np.sqrt(2))
+    np.testing.assert_allclose(
+        first_moment_scale([1.0, 2.0], 3.0), np.array([1.0, 2.0, 3.0]) / np.sqrt(2)
+    )
 
 
 def test_exact_means_and_centre_rows(rows):
@@ -69,11 +81,32 @@ def test_exact_means_and_centre_rows(rows):
 def test_bad_arguments(rows):
     X, y = rows
     with pytest.raises(DpfedInputError, match="nonprivate"):
-        estimate_means(X, y, bound_x=1.0, bound_y=1.0, noise_multiplier=1.0,
-                       mode="nonprivate", rng=np.random.default_rng(0))
+        estimate_means(
+            X,
+            y,
+            bound_x=1.0,
+            bound_y=1.0,
+            noise_multiplier=1.0,
+            mode="nonprivate",
+            rng=np.random.default_rng(0),
+        )
     with pytest.raises(DpfedInputError, match="noise_multiplier"):
-        estimate_means(X, y, bound_x=1.0, bound_y=1.0, noise_multiplier=0.0, mode="trusted",
-                       rng=np.random.default_rng(0))
+        estimate_means(
+            X,
+            y,
+            bound_x=1.0,
+            bound_y=1.0,
+            noise_multiplier=0.0,
+            mode="trusted",
+            rng=np.random.default_rng(0),
+        )
     with pytest.raises(DpfedInputError, match="bound_y"):
-        estimate_means(X, y, bound_x=1.0, bound_y=-1.0, noise_multiplier=1.0, mode="trusted",
-                       rng=np.random.default_rng(0))
+        estimate_means(
+            X,
+            y,
+            bound_x=1.0,
+            bound_y=-1.0,
+            noise_multiplier=1.0,
+            mode="trusted",
+            rng=np.random.default_rng(0),
+        )

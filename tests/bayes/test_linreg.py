@@ -74,8 +74,18 @@ def test_clipping_is_enforced_on_what_clients_send(data):
     y = y.copy()
     y[1] = 1e3
     spy = Spy()
-    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode="distributed", bound_x=2.0,
-                        bound_y=1.5, rng=0, aggregate=spy, centre=False)
+    fit = fit_dp_linreg(
+        X,
+        y,
+        epsilon=1.0,
+        delta=1e-4,
+        mode="distributed",
+        bound_x=2.0,
+        bound_y=1.5,
+        rng=0,
+        aggregate=spy,
+        centre=False,
+    )
     assert len(spy.calls) == 1  # the paper's algorithm: one release
     sent = spy.calls[0]["values"]
     np.testing.assert_allclose(sent, row_statistics(np.clip(X, -2, 2), np.clip(y, -1.5, 1.5)))
@@ -87,14 +97,15 @@ def test_clipping_is_enforced_on_what_clients_send(data):
 
 def test_large_budget_approaches_the_clipped_nonprivate_fit(data):
     X, y = data
-    fit = fit_dp_linreg(X, y, epsilon=1e7, delta=1e-4, mode="trusted", calibration="paper",
-                        rng=1, centre=False)
-    clipped = fit_dp_linreg(np.clip(X, -7.5, 7.5), np.clip(y, -7.5, 7.5), mode="nonprivate",
-                            centre=False)
+    fit = fit_dp_linreg(
+        X, y, epsilon=1e7, delta=1e-4, mode="trusted", calibration="paper", rng=1, centre=False
+    )
+    clipped = fit_dp_linreg(
+        np.clip(X, -7.5, 7.5), np.clip(y, -7.5, 7.5), mode="nonprivate", centre=False
+    )
     np.testing.assert_allclose(fit.coef, clipped.coef, rtol=1e-3)
     # with centring: the DP means approach the clipped rows' means
-    fit = fit_dp_linreg(X, y, epsilon=1e7, delta=1e-4, mode="trusted", calibration="paper",
-                        rng=1)
+    fit = fit_dp_linreg(X, y, epsilon=1e7, delta=1e-4, mode="trusted", calibration="paper", rng=1)
     Xc, yc = np.clip(X, -7.5, 7.5), np.clip(y, -7.5, 7.5)
     np.testing.assert_allclose(fit.centring.means, np.append(Xc.mean(0), yc.mean()), atol=1e-4)
     centred = fit_dp_linreg(Xc, yc, mode="nonprivate")
@@ -105,9 +116,18 @@ def test_projection_report_and_bounds(data):
     X, y = data
     spy = Spy()
     cache = ThresholdCache()
-    fit = fit_dp_linreg(X, y, epsilon=2.0, delta=1e-4, mode="distributed", projection=True,
-                        rng=np.random.default_rng(3), aggregate=spy, threshold_repeats=2,
-                        threshold_cache=cache)
+    fit = fit_dp_linreg(
+        X,
+        y,
+        epsilon=2.0,
+        delta=1e-4,
+        mode="distributed",
+        projection=True,
+        rng=np.random.default_rng(3),
+        aggregate=spy,
+        threshold_repeats=2,
+        threshold_cache=cache,
+    )
     assert len(spy.calls) == 2  # moments (with the column sums), then statistics
     assert spy.calls[0]["values"].shape == (400, 8)
     assert fit.bounds.shape == (4,) and np.all(fit.bounds <= 7.5) and np.all(fit.bounds > 0)
@@ -120,8 +140,18 @@ def test_projection_report_and_bounds(data):
     assert "column sums" in report["releases"][0]["what"] and report["centre"] is True
     assert report["epsilon_accounted"] <= 2.0 * (1 + 1e-9)
     assert cache.misses == 1
-    fit_dp_linreg(X, y, epsilon=2.0, delta=1e-4, mode="distributed", projection=True, rng=4,
-                  aggregate=spy, threshold_repeats=2, threshold_cache=cache)
+    fit_dp_linreg(
+        X,
+        y,
+        epsilon=2.0,
+        delta=1e-4,
+        mode="distributed",
+        projection=True,
+        rng=4,
+        aggregate=spy,
+        threshold_repeats=2,
+        threshold_cache=cache,
+    )
     assert cache.hits == 1
 
 
@@ -138,35 +168,53 @@ def test_distributed_mode_accounts_its_exact_ring_noise(data, projection):
     # the default secure sum: every release's noise is exact in the ring, and the accounted
     # epsilon is the distributed discrete Gaussian's RDP figure of the noise actually added
     X, y = data
-    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode="distributed", rng=3,
-                        projection=projection, threshold_repeats=1, tolerated=4)
+    fit = fit_dp_linreg(
+        X,
+        y,
+        epsilon=1.0,
+        delta=1e-4,
+        mode="distributed",
+        rng=3,
+        projection=projection,
+        threshold_repeats=1,
+        tolerated=4,
+    )
     privacy = fit.privacy()
     assert privacy["sampler"] == RING_SAMPLER
     assert "Renyi" in privacy["composition"]
-    rings = [r for r in (getattr(fit.stds, "ring", None), getattr(fit.centring, "ring", None))
-             if r is not None]
+    rings = [
+        r
+        for r in (getattr(fit.stds, "ring", None), getattr(fit.centring, "ring", None))
+        if r is not None
+    ]
     assert len(rings) == 1  # moments (projection) or column sums (centring): one first release
     final = RingRelease.for_sum(fit.sigma_std, fit.sensitivity, 400, 4, n_statistics(3))
-    expected = distributed_discrete_releases_epsilon(
-        [rings[0].as_tuple(), final.as_tuple()], 1e-4)
+    expected = distributed_discrete_releases_epsilon([rings[0].as_tuple(), final.as_tuple()], 1e-4)
     assert privacy["epsilon_accounted"] == pytest.approx(expected, rel=1e-12)
     assert expected <= 1.0 and privacy["epsilon"] == 1.0
     # calibrated by RDP, so the figure is the target (not the lower PLD one)
     assert expected == pytest.approx(1.0, rel=1e-3)
     # the paper's calibration: the accounted RDP figure, never below the stated one
-    paper = fit_dp_linreg(X, y, epsilon=2.0, delta=1e-4, mode="distributed", rng=3,
-                          calibration="paper", projection=projection, threshold_repeats=1)
+    paper = fit_dp_linreg(
+        X,
+        y,
+        epsilon=2.0,
+        delta=1e-4,
+        mode="distributed",
+        rng=3,
+        calibration="paper",
+        projection=projection,
+        threshold_repeats=1,
+    )
     assert paper.privacy()["epsilon"] >= paper.privacy()["epsilon_accounted"] - 1e-12
     assert paper.privacy()["epsilon"] >= 2.0
 
 
 def test_paper_calibration_note_for_epsilon_at_least_one(data):
     X, y = data
-    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, calibration="paper", rng=0,
-                        centre=False)
+    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, calibration="paper", rng=0, centre=False)
     assert any("only for epsilon < 1" in n for n in fit.privacy()["notes"])
-    fit = fit_dp_linreg(X, y, epsilon=0.5, delta=1e-4, calibration="paper", rng=0,
-                        centre=False)
+    fit = fit_dp_linreg(X, y, epsilon=0.5, delta=1e-4, calibration="paper", rng=0, centre=False)
     assert not any("only for epsilon < 1" in n for n in fit.privacy()["notes"])
     # with centring the budget is split 0.3 : 0.7 (basic composition): epsilon 0.3 and 0.7
     fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, calibration="paper", rng=0)
@@ -198,8 +246,17 @@ def test_centring_release_is_accounted_and_calibrated(data):
     X, y = data
     X = X + 1.0
     spy = Spy()
-    fit = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, mode="distributed", bound_x=6.0,
-                        bound_y=5.0, rng=0, aggregate=spy)
+    fit = fit_dp_linreg(
+        X,
+        y,
+        epsilon=1.0,
+        delta=1e-4,
+        mode="distributed",
+        bound_x=6.0,
+        bound_y=5.0,
+        rng=0,
+        aggregate=spy,
+    )
     assert len(spy.calls) == 2  # column sums, then statistics
     Xc, yc = np.clip(X, -6.0, 6.0), np.clip(y, -5.0, 5.0)
     np.testing.assert_allclose(spy.calls[0]["values"], np.column_stack([Xc, yc]))
@@ -207,7 +264,7 @@ def test_centring_release_is_accounted_and_calibrated(data):
     cal = fit.calibration
     z = calibrate_releases(1.0, 1e-4, projection=False).noise_multipliers[0]
     z0, z1 = cal.noise_multipliers
-    assert z0 ** -2 == pytest.approx(0.3 * z ** -2) and z1 ** -2 == pytest.approx(0.7 * z ** -2)
+    assert z0**-2 == pytest.approx(0.3 * z**-2) and z1**-2 == pytest.approx(0.7 * z**-2)
     assert cal.epsilon_accounted <= 1.0 * (1 + 1e-9)
     assert cal.first_release == "column sums (centring)"
     # its noise: sigma = z0 * 2 sqrt(sum c^2), split over N - 1 clients in the secure sum
@@ -216,12 +273,13 @@ def test_centring_release_is_accounted_and_calibrated(data):
     assert fit.centring.sensitivity == pytest.approx(sens)
     assert fit.centring.sigma_std == pytest.approx(z0 * sens)
     np.testing.assert_allclose(spy.calls[0]["noise_std"], z0 * sens / np.sqrt(400 - 1))
-    np.testing.assert_allclose(fit.centring.mean_noise_std,
-                               z0 * sens * np.sqrt(400 / 399) / 400)
+    np.testing.assert_allclose(fit.centring.mean_noise_std, z0 * sens * np.sqrt(400 / 399) / 400)
     # the privacy report lists it
     report = fit.privacy()
     assert [r["what"] for r in report["releases"]] == [
-        "column sums (the DP means of the centring)", "sufficient statistics"]
+        "column sums (the DP means of the centring)",
+        "sufficient statistics",
+    ]
     first = report["releases"][0]
     assert first["noise_multiplier"] == z0 and first["l2_sensitivity"] == pytest.approx(sens)
     assert first["sigma_std"] == pytest.approx(z0 * sens) and report["first_share"] == 0.3
@@ -236,13 +294,24 @@ def test_centring_noise_variance_is_as_calibrated():
     rng = np.random.default_rng(5)
     X, y = rng.uniform(-2, 2, size=(60, 3)), rng.uniform(-2, 2, size=60)
     true = np.append(X.mean(0), y.mean())
-    draws = np.array([
-        fit_dp_linreg(X, y, epsilon=2.0, delta=1e-4, mode="trusted", bound_x=2.0, bound_y=2.0,
-                      rng=np.random.default_rng([9, k])).centring.means
-        for k in range(1500)
-    ])
-    z0 = calibrate_releases(2.0, 1e-4, projection=False, centre=True,
-                            coordinates=n_statistics(3) + 8).noise_multipliers[0]
+    draws = np.array(
+        [
+            fit_dp_linreg(
+                X,
+                y,
+                epsilon=2.0,
+                delta=1e-4,
+                mode="trusted",
+                bound_x=2.0,
+                bound_y=2.0,
+                rng=np.random.default_rng([9, k]),
+            ).centring.means
+            for k in range(1500)
+        ]
+    )
+    z0 = calibrate_releases(
+        2.0, 1e-4, projection=False, centre=True, coordinates=n_statistics(3) + 8
+    ).noise_multipliers[0]
     sigma = z0 * sum_sensitivity(2.0, 2.0, 3)
     measured = ((draws - true) * 60).var(axis=0)
     np.testing.assert_allclose(measured, sigma**2, rtol=0.12)
@@ -252,8 +321,17 @@ def test_centring_noise_variance_is_as_calibrated():
 def test_projection_reuses_the_moments_release_for_the_means(data):
     X, y = data
     spy = Spy()
-    fit = fit_dp_linreg(X + 2.0, y, epsilon=2.0, delta=1e-4, mode="distributed",
-                        projection=True, rng=1, aggregate=spy, threshold_repeats=1)
+    fit = fit_dp_linreg(
+        X + 2.0,
+        y,
+        epsilon=2.0,
+        delta=1e-4,
+        mode="distributed",
+        projection=True,
+        rng=1,
+        aggregate=spy,
+        threshold_repeats=1,
+    )
     assert len(spy.calls) == 2
     Xc, yc = np.clip(X + 2.0, -7.5, 7.5), np.clip(y, -7.5, 7.5)
     v = np.column_stack([Xc, yc])
@@ -265,8 +343,9 @@ def test_projection_reuses_the_moments_release_for_the_means(data):
     assert fit.centring.release == "marginal moments"
     z0 = fit.calibration.noise_multipliers[0]
     np.testing.assert_allclose(spy.calls[0]["noise_std"], z0 * sens / np.sqrt(399))
-    np.testing.assert_allclose(fit.centring.mean_noise_std,
-                               z0 * sens * np.sqrt(400 / 399) / w / 400)
+    np.testing.assert_allclose(
+        fit.centring.mean_noise_std, z0 * sens * np.sqrt(400 / 399) / w / 400
+    )
     # the variance is taken around the DP means
     second = fit.stds.variances + fit.centring.means**2
     assert np.all(np.isfinite(second))
@@ -296,8 +375,7 @@ class Shift:
 def test_predictions_use_the_dp_means(data):
     X, y = data
     X, y = X + np.array([1.0, -2.0, 0.5]), y + 3.0
-    kwargs = dict(epsilon=1.0, delta=1e-4, mode="distributed", bound_x=50.0, bound_y=50.0,
-                  rng=0)
+    kwargs = dict(epsilon=1.0, delta=1e-4, mode="distributed", bound_x=50.0, bound_y=50.0, rng=0)
     exact = fit_dp_linreg(X, y, aggregate=Shift(np.zeros(4)), **kwargs)
     np.testing.assert_allclose(exact.centring.means, np.append(X.mean(0), y.mean()))
     # the released target sum is off by 400 * 0.25: the DP target mean is off by 0.25
@@ -322,10 +400,14 @@ def test_centre_false_is_the_papers_algorithm(data):
     assert len(a.privacy()["releases"]) == 1 and a.privacy()["centre"] is False
     np.testing.assert_allclose(a.predict(X), X @ a.coef)
     d = X.shape[1]  # the default mode is trusted: its noise is drawn exactly on a grid
-    assert a.calibration.noise_multipliers == calibrate_releases(
-        1.0, 1e-4, projection=False, coordinates=n_statistics(d) + 2 * (d + 1)
-    ).noise_multipliers
+    assert (
+        a.calibration.noise_multipliers
+        == calibrate_releases(
+            1.0, 1e-4, projection=False, coordinates=n_statistics(d) + 2 * (d + 1)
+        ).noise_multipliers
+    )
     assert a.privacy()["sampler"].startswith("exact discrete Gaussian")
-    b = fit_dp_linreg(X, y, epsilon=1.0, delta=1e-4, rng=3, projection=True, centre=False,
-                      threshold_repeats=1)
+    b = fit_dp_linreg(
+        X, y, epsilon=1.0, delta=1e-4, rng=3, projection=True, centre=False, threshold_repeats=1
+    )
     assert not b.stds.first_moments and b.stds.means is None and b.centring is None

@@ -46,8 +46,16 @@ def test_matches_ridge_and_bayesian_ridge(problem):
     np.testing.assert_allclose(post.mean, ridge.coef_, rtol=1e-9)
     # BayesianRidge with Gamma hyperpriors concentrated at the fixed precisions
     k = 1e12
-    br = BayesianRidge(fit_intercept=False, alpha_1=k * lam, alpha_2=k, lambda_1=k * lam0,
-                       lambda_2=k, alpha_init=lam, lambda_init=lam0, max_iter=5).fit(X, y)
+    br = BayesianRidge(
+        fit_intercept=False,
+        alpha_1=k * lam,
+        alpha_2=k,
+        lambda_1=k * lam0,
+        lambda_2=k,
+        alpha_init=lam,
+        lambda_init=lam0,
+        max_iter=5,
+    ).fit(X, y)
     assert br.alpha_ == pytest.approx(lam, rel=1e-8)
     assert br.lambda_ == pytest.approx(lam0, rel=1e-8)
     np.testing.assert_allclose(post.mean, br.coef_, rtol=1e-7)

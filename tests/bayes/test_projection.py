@@ -36,19 +36,32 @@ def test_grid_is_the_papers():
 
 def test_stds_with_little_noise_are_root_mean_squares(rows):
     X, y = rows
-    est = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1e-6,
-                                 mode="trusted", rng=np.random.default_rng(1))
+    est = estimate_marginal_stds(
+        X,
+        y,
+        bound_x=7.5,
+        bound_y=7.5,
+        noise_multiplier=1e-6,
+        mode="trusted",
+        rng=np.random.default_rng(1),
+    )
     Xc = np.clip(X, -7.5, 7.5)
     expected = np.sqrt(np.mean(np.column_stack([Xc, y]) ** 2, axis=0))
     np.testing.assert_allclose(est.stds, expected, rtol=1e-4)
     assert not est.fallback.any()
     assert est.sensitivity == pytest.approx(np.sqrt(4 * 7.5**4))
-    with_mean = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1e-6,
-                                       mode="trusted", rng=np.random.default_rng(1),
-                                       first_moments=True)
+    with_mean = estimate_marginal_stds(
+        X,
+        y,
+        bound_x=7.5,
+        bound_y=7.5,
+        noise_multiplier=1e-6,
+        mode="trusted",
+        rng=np.random.default_rng(1),
+        first_moments=True,
+    )
     np.testing.assert_allclose(with_mean.stds, np.column_stack([Xc, y]).std(axis=0), rtol=1e-4)
-    np.testing.assert_allclose(with_mean.means, np.column_stack([Xc, y]).mean(axis=0),
-                               atol=1e-4)
+    np.testing.assert_allclose(with_mean.means, np.column_stack([Xc, y]).mean(axis=0), atol=1e-4)
     # default weights of the sums: c / sqrt(2), exact sensitivity sqrt(sum_j 2 c_j^4)
     np.testing.assert_allclose(with_mean.first_scale, np.full(4, 7.5 / np.sqrt(2)))
     assert with_mean.sensitivity == pytest.approx(np.sqrt(4 * 2 * 7.5**4))
@@ -64,16 +77,26 @@ def test_first_moments_noise_and_variance_around_the_dp_mean(rows):
         total = values.sum(axis=0) + rng.normal(size=values.shape[1]) * 1e-9
         return SimpleNamespace(total=total)
 
-    est = estimate_marginal_stds(X + 1.0, y, bound_x=7.5, bound_y=7.5, noise_multiplier=2.0,
-                                 mode="distributed", rng=np.random.default_rng(0),
-                                 first_moments=True, first_scale=1.0, aggregate=spy)
+    est = estimate_marginal_stds(
+        X + 1.0,
+        y,
+        bound_x=7.5,
+        bound_y=7.5,
+        noise_multiplier=2.0,
+        mode="distributed",
+        rng=np.random.default_rng(0),
+        first_moments=True,
+        first_scale=1.0,
+        aggregate=spy,
+    )
     # unit weights: the exact sensitivity G(7.5, 1) per coordinate, below c^4 + 4 c^2
     per = moment_pair_sensitivity_squared(7.5, 1.0)
     assert est.sensitivity == pytest.approx(np.sqrt(4 * per))
     assert est.sensitivity < np.sqrt(4 * (7.5**4 + 4 * 7.5**2))
     np.testing.assert_allclose(spy_calls[0], 2.0 * est.sensitivity / np.sqrt(1999))
-    np.testing.assert_allclose(est.mean_noise_std,
-                               2.0 * est.sensitivity * np.sqrt(2000 / 1999) / 2000)
+    np.testing.assert_allclose(
+        est.mean_noise_std, 2.0 * est.sensitivity * np.sqrt(2000 / 1999) / 2000
+    )
     v = np.column_stack([np.clip(X + 1.0, -7.5, 7.5), y])
     np.testing.assert_allclose(est.means, v.mean(axis=0), atol=1e-9)
     np.testing.assert_allclose(est.variances, (v * v).mean(axis=0) - est.means**2, atol=1e-9)
@@ -87,14 +110,28 @@ def test_non_positive_variance_falls_back_to_half(rows):
         total[1] = -5.0
         return SimpleNamespace(total=total)
 
-    est = estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1.0,
-                                 mode="distributed", rng=np.random.default_rng(0),
-                                 aggregate=negative)
+    est = estimate_marginal_stds(
+        X,
+        y,
+        bound_x=7.5,
+        bound_y=7.5,
+        noise_multiplier=1.0,
+        mode="distributed",
+        rng=np.random.default_rng(0),
+        aggregate=negative,
+    )
     assert est.fallback.tolist() == [False, True, False, False]
     assert est.stds[1] == 0.5 and est.variances[1] < 0
     with pytest.raises(DpfedInputError, match="nonprivate"):
-        estimate_marginal_stds(X, y, bound_x=7.5, bound_y=7.5, noise_multiplier=1.0,
-                               mode="nonprivate", rng=np.random.default_rng(0))
+        estimate_marginal_stds(
+            X,
+            y,
+            bound_x=7.5,
+            bound_y=7.5,
+            noise_multiplier=1.0,
+            mode="nonprivate",
+            rng=np.random.default_rng(0),
+        )
 
 
 def test_vectorised_sensitivity_grid():

@@ -26,8 +26,7 @@ from dpfed.bayes import (
 def _extreme_rows(cx, cy, levels=(-1.0, -0.5, 0.0, 0.5, 1.0)):
     """Every row with each coordinate in levels * bound: shape (K, d + 1)."""
     bounds = np.append(cx, cy)
-    return np.array([np.array(p) * bounds for p in itertools.product(levels,
-                                                                      repeat=bounds.size)])
+    return np.array([np.array(p) * bounds for p in itertools.product(levels, repeat=bounds.size)])
 
 
 def _pairwise_sq_diffs(rows):
@@ -99,8 +98,18 @@ def _pair_brute_force(c, w, points=2001):
     return ((a * a - b * b) ** 2 + w * w * (a - b) ** 2).max()
 
 
-@pytest.mark.parametrize(("c", "w"), [(7.5, 1.0), (7.5, 7.5 / np.sqrt(2)), (2.0, 1.0),
-                                      (1.0, 1.0), (1.45, 1.0), (3.0, 0.1), (0.5, 2.0)])
+@pytest.mark.parametrize(
+    ("c", "w"),
+    [
+        (7.5, 1.0),
+        (7.5, 7.5 / np.sqrt(2)),
+        (2.0, 1.0),
+        (1.0, 1.0),
+        (1.45, 1.0),
+        (3.0, 0.1),
+        (0.5, 2.0),
+    ],
+)
 def test_moment_pair_sensitivity_is_the_exact_maximum(c, w):
     # the square and the (weighted) value of one coordinate change together: the exact
     # maximum over v, v' in [-c, c], not the sum of the separate maxima c^4 + 4 w^2 c^2
@@ -126,9 +135,11 @@ def test_moment_sensitivity_with_first_moments_is_exact_and_joint():
     ma = row_moments(a[:, :2], a[:, 2], first=True, first_scale=w)
     mb = row_moments(b[:, :2], b[:, 2], first=True, first_scale=w)
     assert np.sqrt(((ma - mb) ** 2).sum(axis=1)).max() <= moment_sensitivity(
-        cx, cy, first=True, first_scale=w)
+        cx, cy, first=True, first_scale=w
+    )
     assert moment_sensitivity(cx, cy, first=True, first_scale=w) == pytest.approx(
-        np.sqrt(2 * (c**4).sum()))
+        np.sqrt(2 * (c**4).sum())
+    )
     np.testing.assert_allclose(ma[:, 3:], a * w)
     with pytest.raises(DpfedInputError, match="first_scale must hold finite numbers > 0"):
         row_moments(a[:, :2], a[:, 2], first=True, first_scale=0.0)

@@ -58,10 +58,12 @@ def test_lbfgs_x_update_is_the_exact_solve(proto) -> None:
     rng = np.random.default_rng(2)
     others, z, dual = (rng.standard_normal(200) for _ in range(3))
     block = sp.csr_matrix(blocks[0])
-    x = proto.x_update_lbfgs(block, others, z, dual, reg_weight=0.02, rho=0.25,
-                             x0=np.zeros(3), options=TIGHT)
-    exact = make_local_solver(blocks[0], L2(), 0.02).solve(z - others - dual / 0.25, 0.25,
-                                                           np.zeros(3))
+    x = proto.x_update_lbfgs(
+        block, others, z, dual, reg_weight=0.02, rho=0.25, x0=np.zeros(3), options=TIGHT
+    )
+    exact = make_local_solver(blocks[0], L2(), 0.02).solve(
+        z - others - dual / 0.25, 0.25, np.zeros(3)
+    )
     np.testing.assert_allclose(x, exact, atol=1e-7)
 
 
@@ -70,12 +72,29 @@ def test_prototype_iterates_agree_with_train_vertical(proto, options) -> None:
     blocks, y, test, yt = _problem()
     lam, rho = 1e-2, 0.25
     ours = train_vertical(
-        blocks, y, VerticalConfig(lam=lam, rho=rho, iterations=5, adaptive_rho=False,
-                                 acceleration="none", fit_intercept=False),  # as the prototype
-        test_blocks=test, test_labels=yt,
+        blocks,
+        y,
+        VerticalConfig(
+            lam=lam,
+            rho=rho,
+            iterations=5,
+            adaptive_rho=False,
+            acceleration="none",
+            fit_intercept=False,
+        ),  # as the prototype
+        test_blocks=test,
+        test_labels=yt,
     )
-    theirs = proto.prototype_admm(blocks, y, lam=lam, rho=rho, iterations=5,
-                                  test_blocks=test, test_labels=yt, lbfgs_options=options)
+    theirs = proto.prototype_admm(
+        blocks,
+        y,
+        lam=lam,
+        rho=rho,
+        iterations=5,
+        test_blocks=test,
+        test_labels=yt,
+        lbfgs_options=options,
+    )
     assert len(theirs["history"]) == 5
     for x, (name, model) in zip(theirs["models"], ours.models.items(), strict=True):
         np.testing.assert_allclose(x, model, atol=1e-4, err_msg=name)
@@ -87,16 +106,24 @@ def test_prototype_iterates_agree_with_train_vertical(proto, options) -> None:
 
 def test_prototype_stops_at_the_target_after_min_iterations(proto) -> None:
     blocks, y, test, yt = _problem()
-    full = proto.prototype_admm(blocks, y, lam=1e-2, iterations=8, test_blocks=test,
-                                test_labels=yt)
+    full = proto.prototype_admm(blocks, y, lam=1e-2, iterations=8, test_blocks=test, test_labels=yt)
     losses = [h["test_log_loss"] for h in full["history"]]
     target = losses[3]
     first = next(i for i, v in enumerate(losses) if v <= target) + 1
-    stopped = proto.prototype_admm(blocks, y, lam=1e-2, iterations=8, test_blocks=test,
-                                   test_labels=yt, target=target)
+    stopped = proto.prototype_admm(
+        blocks, y, lam=1e-2, iterations=8, test_blocks=test, test_labels=yt, target=target
+    )
     assert len(stopped["history"]) == first
-    late = proto.prototype_admm(blocks, y, lam=1e-2, iterations=8, test_blocks=test,
-                                test_labels=yt, target=10.0, min_iterations=3)
+    late = proto.prototype_admm(
+        blocks,
+        y,
+        lam=1e-2,
+        iterations=8,
+        test_blocks=test,
+        test_labels=yt,
+        target=10.0,
+        min_iterations=3,
+    )
     assert len(late["history"]) == 3
     timed = [h["x_seconds"] + h["z_seconds"] for h in full["history"]]
     assert full["history"][-1]["seconds"] == pytest.approx(sum(timed), rel=0.05, abs=1e-3)
@@ -105,11 +132,24 @@ def test_prototype_stops_at_the_target_after_min_iterations(proto) -> None:
 def test_benchmark_report_on_a_small_problem(tmp_path: Path) -> None:
     bench = _module("bench_vertical")
     blocks, y, test, yt = _problem(n=300, n_test=150)
-    args = bench.build_parser().parse_args([
-        "--out", str(tmp_path / "r.json"), "--dpfed-iterations", "3", "--repeats", "1",
-        "--max-iterations", "15", "--lam", "1e-2", "--target", "0.6",
-        "--prototype-iterations", "2",
-    ])
+    args = bench.build_parser().parse_args(
+        [
+            "--out",
+            str(tmp_path / "r.json"),
+            "--dpfed-iterations",
+            "3",
+            "--repeats",
+            "1",
+            "--max-iterations",
+            "15",
+            "--lam",
+            "1e-2",
+            "--target",
+            "0.6",
+            "--prototype-iterations",
+            "2",
+        ]
+    )
     report = bench.run(blocks, y, test, yt, args)
     json.dumps(report)
     assert report["machine"]["cpu_count"] and report["machine"]["numpy"] == np.__version__
@@ -117,11 +157,28 @@ def test_benchmark_report_on_a_small_problem(tmp_path: Path) -> None:
     assert report["prototype"]["time_to_target_method"].startswith("measured")
     assert report["ratio_per_iteration"] > 0 and report["ratio_time_to_target"] > 0
     extrapolated = bench.run(
-        blocks, y, test, yt, bench.build_parser().parse_args([
-            "--dpfed-iterations", "2", "--repeats", "1", "--max-iterations", "15",
-            "--lam", "1e-2", "--target", "0.6", "--prototype-iterations", "1",
-            "--prototype-budget", "0",
-        ]),
+        blocks,
+        y,
+        test,
+        yt,
+        bench.build_parser().parse_args(
+            [
+                "--dpfed-iterations",
+                "2",
+                "--repeats",
+                "1",
+                "--max-iterations",
+                "15",
+                "--lam",
+                "1e-2",
+                "--target",
+                "0.6",
+                "--prototype-iterations",
+                "1",
+                "--prototype-budget",
+                "0",
+            ]
+        ),
     )
     assert extrapolated["prototype"]["iterations_run"] == 1
     assert extrapolated["prototype"]["time_to_target_method"].startswith("extrapolated")

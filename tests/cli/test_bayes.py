@@ -14,24 +14,52 @@ from dpfed.cli import main
 
 @pytest.fixture(scope="module")
 def data_dir() -> Path:
-    base = Path(os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" /
-                "data")
-    if not all((base / rel).is_file() for rel in ("wine_quality/winequality-red.csv",
-                                                  "abalone/abalone.data")):
+    base = Path(
+        os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" / "data"
+    )
+    if not all(
+        (base / rel).is_file()
+        for rel in ("wine_quality/winequality-red.csv", "abalone/abalone.data")
+    ):
         pytest.skip("Wine Quality / Abalone not found under $DPFED_DATA")
     return base
 
 
 def _train(tmp_path, data_dir, *extra, data="wine-red"):
     out = tmp_path / "r.json"
-    code = main(["train", "bayes-linreg", "--data", data, "--data-dir", str(data_dir),
-                 "--runs", "2", "--quiet", "--out", str(out), *extra])
+    code = main(
+        [
+            "train",
+            "bayes-linreg",
+            "--data",
+            data,
+            "--data-dir",
+            str(data_dir),
+            "--runs",
+            "2",
+            "--quiet",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
     return code, out
 
 
 def test_distributed_with_projection_writes_mae_per_run_and_median(tmp_path, data_dir, capsys):
-    code, out = _train(tmp_path, data_dir, "--epsilon", "1", "--delta", "1e-4",
-                       "--projection", "--mode", "distributed", "--compute-nodes", "3")
+    code, out = _train(
+        tmp_path,
+        data_dir,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--projection",
+        "--mode",
+        "distributed",
+        "--compute-nodes",
+        "3",
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["protocol"] == "bayes-linreg"
@@ -48,28 +76,61 @@ def test_distributed_with_projection_writes_mae_per_run_and_median(tmp_path, dat
     assert result["preprocessing"]["scaling"] == "declared public bounds"
     assert result["preprocessing"]["target"] == {"quality": [0.0, 10.0]}
     assert result["config"]["compute_nodes"] == 3 and result["config"]["projection"] is True
-    assert all(r["thresholds"]["p_x"] in np.round(np.arange(0.1, 2.05, 0.1), 10)
-               for r in result["runs"])
+    assert all(
+        r["thresholds"]["p_x"] in np.round(np.arange(0.1, 2.05, 0.1), 10) for r in result["runs"]
+    )
     printed = capsys.readouterr().out
     assert "median test MAE over 2 runs" in printed and "wrote" in printed
     # the same seed gives the same numbers
-    code, again = _train(tmp_path / "b", data_dir, "--epsilon", "1", "--delta", "1e-4",
-                         "--projection", "--mode", "distributed", "--compute-nodes", "3")
+    code, again = _train(
+        tmp_path / "b",
+        data_dir,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--projection",
+        "--mode",
+        "distributed",
+        "--compute-nodes",
+        "3",
+    )
     assert json.loads(again.read_text())["mae"] == result["mae"]
 
 
 def test_centring_release_and_no_centre(tmp_path, data_dir):
-    code, out = _train(tmp_path, data_dir, "--epsilon", "1", "--delta", "1e-4",
-                       "--mode", "trusted", "--centre-share", "0.2")
+    code, out = _train(
+        tmp_path,
+        data_dir,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--mode",
+        "trusted",
+        "--centre-share",
+        "0.2",
+    )
     assert code == 0
     result = json.loads(out.read_text())
     releases = result["privacy"]["releases"]
-    assert [r["what"] for r in releases] == ["column sums (the DP means of the centring)",
-                                             "sufficient statistics"]
+    assert [r["what"] for r in releases] == [
+        "column sums (the DP means of the centring)",
+        "sufficient statistics",
+    ]
     assert result["privacy"]["first_share"] == 0.2 and result["config"]["centre_share"] == 0.2
     assert result["privacy"]["epsilon_accounted"] <= 1.0 + 1e-9
-    code, out = _train(tmp_path / "p", data_dir, "--epsilon", "1", "--delta", "1e-4",
-                       "--mode", "trusted", "--no-centre")
+    code, out = _train(
+        tmp_path / "p",
+        data_dir,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--mode",
+        "trusted",
+        "--no-centre",
+    )
     assert code == 0
     paper = json.loads(out.read_text())
     assert paper["privacy"]["centre"] is False and len(paper["privacy"]["releases"]) == 1
@@ -78,9 +139,20 @@ def test_centring_release_and_no_centre(tmp_path, data_dir):
 
 
 def test_paper_calibration_notes_epsilon_at_least_one(tmp_path, data_dir):
-    code, out = _train(tmp_path, data_dir, "--epsilon", "1", "--delta", "1e-4",
-                       "--mode", "trusted", "--calibration", "paper", "--no-centre",
-                       data="abalone")
+    code, out = _train(
+        tmp_path,
+        data_dir,
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--mode",
+        "trusted",
+        "--calibration",
+        "paper",
+        "--no-centre",
+        data="abalone",
+    )
     assert code == 0
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["calibration"] == "paper"
@@ -88,9 +160,11 @@ def test_paper_calibration_notes_epsilon_at_least_one(tmp_path, data_dir):
 
 
 def test_paper_calibration_stores_the_accounted_epsilon_when_it_is_larger(
-        tmp_path, data_dir, capsys):
-    code, out = _train(tmp_path, data_dir, "--epsilon", "40", "--delta", "1e-5",
-                       "--calibration", "paper")
+    tmp_path, data_dir, capsys
+):
+    code, out = _train(
+        tmp_path, data_dir, "--epsilon", "40", "--delta", "1e-5", "--calibration", "paper"
+    )
     assert code == 0
     privacy = json.loads(out.read_text())["privacy"]
     # the distributed mode's exact ring noise is accounted by Renyi DP: 47.03, above the
@@ -106,8 +180,9 @@ def test_nonprivate_and_input_modes(tmp_path, data_dir):
     assert code == 0
     nonprivate = json.loads(out.read_text())
     assert nonprivate["privacy"]["epsilon"] == 0.0 and nonprivate["median"] < 1.2
-    code, out = _train(tmp_path / "i", data_dir, "--mode", "input", "--epsilon", "1",
-                       "--delta", "1e-4")
+    code, out = _train(
+        tmp_path / "i", data_dir, "--mode", "input", "--epsilon", "1", "--delta", "1e-4"
+    )
     assert code == 0
     assert json.loads(out.read_text())["median"] > nonprivate["median"]
 
@@ -125,8 +200,17 @@ def test_bad_input_exits_2_without_output(tmp_path, data_dir, capsys):
 
 
 def test_runs_on_ray_tasks_give_the_same_result(tmp_path, data_dir, local_ray):
-    options = ("--epsilon", "1", "--delta", "1e-4", "--projection", "--mode", "distributed",
-               "--compute-nodes", "3")
+    options = (
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--projection",
+        "--mode",
+        "distributed",
+        "--compute-nodes",
+        "3",
+    )
     code, here = _train(tmp_path / "here", data_dir, *options)
     assert code == 0
     code, on_ray = _train(tmp_path / "ray", data_dir, *options, "--engine", "ray")

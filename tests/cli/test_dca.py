@@ -8,8 +8,22 @@ from dpfed.cli import main
 
 
 def test_bench_prints_seconds_last_and_compares_with_the_paper(capsys):
-    code = main(["dca", "bench", "--clients", "100", "--dim", "10", "--compute-nodes", "10",
-                 "--repeats", "2", "--workers", "1"])
+    code = main(
+        [
+            "dca",
+            "bench",
+            "--clients",
+            "100",
+            "--dim",
+            "10",
+            "--compute-nodes",
+            "10",
+            "--repeats",
+            "2",
+            "--workers",
+            "1",
+        ]
+    )
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1].startswith("seconds: ")
@@ -21,8 +35,26 @@ def test_bench_prints_seconds_last_and_compares_with_the_paper(capsys):
 
 
 def test_bench_json_and_a_cell_outside_the_table(capsys):
-    code = main(["dca", "bench", "--clients", "50", "--dim", "3", "--compute-nodes", "3",
-                 "--tolerated", "2", "--drop", "2", "--encrypt", "--workers", "1", "--json"])
+    code = main(
+        [
+            "dca",
+            "bench",
+            "--clients",
+            "50",
+            "--dim",
+            "3",
+            "--compute-nodes",
+            "3",
+            "--tolerated",
+            "2",
+            "--drop",
+            "2",
+            "--encrypt",
+            "--workers",
+            "1",
+            "--json",
+        ]
+    )
     assert code == 0
     lines = capsys.readouterr().out.strip().splitlines()
     cell = json.loads(lines[-2])
@@ -34,9 +66,11 @@ def test_bench_json_and_a_cell_outside_the_table(capsys):
 
 @pytest.mark.parametrize(
     "extra, message",
-    [(["--drop", "2"], "--drop must be at most --tolerated"),
-     (["--workers", "many"], "--workers must be 'auto'"),
-     (["--tolerated", "99"], "tolerated must be at most N - 1")],
+    [
+        (["--drop", "2"], "--drop must be at most --tolerated"),
+        (["--workers", "many"], "--workers must be 'auto'"),
+        (["--tolerated", "99"], "tolerated must be at most N - 1"),
+    ],
 )
 def test_bench_bad_input_exits_2(capsys, extra, message):
     code = main(["dca", "bench", "--clients", "10", "--dim", "2", *extra])
@@ -47,8 +81,20 @@ def test_bench_bad_input_exits_2(capsys, extra, message):
 @pytest.mark.parametrize("noise", ["gaussian", "discrete"])
 def test_reproduce_dca_scaling_quick(tmp_path, capsys, noise):
     out = tmp_path / "dca"
-    code = main(["reproduce", "dca-scaling", "--out", str(out), "--quick", "--quiet",
-                 "--workers", "1", "--noise", noise])
+    code = main(
+        [
+            "reproduce",
+            "dca-scaling",
+            "--out",
+            str(out),
+            "--quick",
+            "--quiet",
+            "--workers",
+            "1",
+            "--noise",
+            noise,
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["plan"]["noise"] == noise

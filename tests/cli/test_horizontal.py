@@ -14,14 +14,31 @@ from dpfed.protocols.decentralized.driver import (
     joint_objective,
 )
 
-HISTORY_KEYS = ("iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
-                "epsilon")
+HISTORY_KEYS = (
+    "iteration",
+    "seconds",
+    "train_objective",
+    "test_log_loss",
+    "test_accuracy",
+    "epsilon",
+)
 
 
 def _run(tmp_path, protocol, *extra, count=("--clients", "3")):
     out = tmp_path / "r.json"
-    args = ["train", protocol, "--data", "breast_cancer", *count, "--iterations", "5",
-            "--quiet", "--out", str(out), *extra]
+    args = [
+        "train",
+        protocol,
+        "--data",
+        "breast_cancer",
+        *count,
+        "--iterations",
+        "5",
+        "--quiet",
+        "--out",
+        str(out),
+        *extra,
+    ]
     return main(args), out
 
 
@@ -59,8 +76,18 @@ def test_consensus_writes_the_result_schema(tmp_path, capsys):
 
 
 def test_consensus_with_gaussian_noise_reports_its_privacy(tmp_path, capsys):
-    extra = ["--mechanism", "gaussian", "--epsilon", "1", "--delta", "1e-5", "--seed", "0",
-             "--accountant", "rdp"]
+    extra = [
+        "--mechanism",
+        "gaussian",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-5",
+        "--seed",
+        "0",
+        "--accountant",
+        "rdp",
+    ]
     code, out = _run(tmp_path, "consensus", *extra)
     assert code == 0
     result = json.loads(out.read_text())
@@ -79,12 +106,12 @@ def test_consensus_with_gaussian_noise_reports_its_privacy(tmp_path, capsys):
     assert code == 0
     repeat = json.loads(again.read_text())
     assert [h["train_objective"] for h in repeat["history"]] == [
-        h["train_objective"] for h in result["history"]]
+        h["train_objective"] for h in result["history"]
+    ]
 
 
 def test_decentralized_writes_the_result_schema(tmp_path, capsys):
-    code, out = _run(tmp_path, "decentralized", "--graph", "ring",
-                     count=("--nodes", "4"))
+    code, out = _run(tmp_path, "decentralized", "--graph", "ring", count=("--nodes", "4"))
     assert code == 0
     result = json.loads(out.read_text())
     _check_schema(result, "decentralized")
@@ -99,8 +126,19 @@ def test_decentralized_writes_the_result_schema(tmp_path, capsys):
 
 
 def test_decentralized_with_dvp_reports_the_honest_total(tmp_path):
-    code, out = _run(tmp_path, "decentralized", "--graph", "ring", "--perturbation", "dvp",
-                     "--alpha", "1", "--seed", "0", count=("--nodes", "4"))
+    code, out = _run(
+        tmp_path,
+        "decentralized",
+        "--graph",
+        "ring",
+        "--perturbation",
+        "dvp",
+        "--alpha",
+        "1",
+        "--seed",
+        "0",
+        count=("--nodes", "4"),
+    )
     assert code == 0
     result = json.loads(out.read_text())
     _check_schema(result, "decentralized")
@@ -108,19 +146,31 @@ def test_decentralized_with_dvp_reports_the_honest_total(tmp_path):
     assert privacy["mechanism"] == "dvp"
     assert privacy["alpha_per_release"] == [1.0] * 5
     assert privacy["epsilon"] == pytest.approx(5.0)  # basic composition of 5 releases
-    assert result["config"]["rho"] == pytest.approx(10 ** -2.5)
+    assert result["config"]["rho"] == pytest.approx(10**-2.5)
     assert [h["epsilon"] for h in result["history"]] == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0])
 
 
 def test_decentralized_with_one_alpha_per_node(tmp_path):
-    code, out = _run(tmp_path, "decentralized", "--graph", "ring", "--perturbation", "pvp",
-                     "--node-alphas", "1,0.5,2,1", "--seed", "0", count=("--nodes", "4"))
+    code, out = _run(
+        tmp_path,
+        "decentralized",
+        "--graph",
+        "ring",
+        "--perturbation",
+        "pvp",
+        "--node-alphas",
+        "1,0.5,2,1",
+        "--seed",
+        "0",
+        count=("--nodes", "4"),
+    )
     assert code == 0
     privacy = json.loads(out.read_text())["privacy"]
     assert privacy["most_exposed_node"] == "node2"
     assert privacy["epsilon"] == pytest.approx(10.0)  # 5 releases at alpha 2
     assert {k: v["epsilon"] for k, v in privacy["per_node"].items()} == pytest.approx(
-        {"node0": 5.0, "node1": 2.5, "node2": 10.0, "node3": 5.0})
+        {"node0": 5.0, "node1": 2.5, "node2": 10.0, "node3": 5.0}
+    )
 
 
 def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
@@ -128,13 +178,35 @@ def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
     paths = []
     for name, n in (("train.svm", 160), ("test.svm", 60)):
         X = rng.normal(size=(n, 5))
-        dump_svmlight_file(X, np.where(X[:, 0] - X[:, 2] > 0, 1, -1), str(tmp_path / name),
-                           zero_based=False)
+        dump_svmlight_file(
+            X, np.where(X[:, 0] - X[:, 2] > 0, 1, -1), str(tmp_path / name), zero_based=False
+        )
         paths.append(str(tmp_path / name))
     out = tmp_path / "r.json"
-    code = main(["train", "decentralized", "--data", paths[0], "--test", paths[1],
-                 "--nodes", "4", "--graph", "complete", "--iterations", "3", "--eta", "0.5",
-                 "--loss-scale", "10", "--rho", "0.1", "--out", str(out)])
+    code = main(
+        [
+            "train",
+            "decentralized",
+            "--data",
+            paths[0],
+            "--test",
+            paths[1],
+            "--nodes",
+            "4",
+            "--graph",
+            "complete",
+            "--iterations",
+            "3",
+            "--eta",
+            "0.5",
+            "--loss-scale",
+            "10",
+            "--rho",
+            "0.1",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["graph"]["edges"] == 6
@@ -142,20 +214,35 @@ def test_decentralized_from_a_libsvm_file_with_a_test_file(tmp_path):
     assert result["preprocessing"]["scaling"] == "none"
 
 
-@pytest.mark.parametrize("protocol, extra, match", [
-    ("consensus", ["--mechanism", "gaussian", "--epsilon", "1"], "delta"),
-    ("consensus", ["--mechanism", "gaussian", "--epsilon", "1", "--noise-multiplier", "2",
-                   "--delta", "1e-5"], "exactly one of epsilon or noise_multiplier"),
-    ("consensus", ["--epsilon", "1"], "gaussian"),
-    ("consensus", ["--lam", "0"], "lam"),
-    ("decentralized", ["--perturbation", "dvp"], "needs alpha"),
-    ("decentralized", ["--perturbation", "pvp", "--alpha", "-1"], "alpha"),
-    ("decentralized", ["--alpha", "1"], "alpha needs perturbation"),
-    ("decentralized", ["--perturbation", "dvp", "--node-alphas", "1,1"], "one alpha per node"),
-    ("decentralized", ["--graph", "erdos-renyi", "--p", "0"], "4 connected components"),
-    ("decentralized", ["--graph", "ring", "--p", "0.5"], "p is only used"),
-    ("decentralized", ["--eta", "0"], "eta"),
-])
+@pytest.mark.parametrize(
+    "protocol, extra, match",
+    [
+        ("consensus", ["--mechanism", "gaussian", "--epsilon", "1"], "delta"),
+        (
+            "consensus",
+            [
+                "--mechanism",
+                "gaussian",
+                "--epsilon",
+                "1",
+                "--noise-multiplier",
+                "2",
+                "--delta",
+                "1e-5",
+            ],
+            "exactly one of epsilon or noise_multiplier",
+        ),
+        ("consensus", ["--epsilon", "1"], "gaussian"),
+        ("consensus", ["--lam", "0"], "lam"),
+        ("decentralized", ["--perturbation", "dvp"], "needs alpha"),
+        ("decentralized", ["--perturbation", "pvp", "--alpha", "-1"], "alpha"),
+        ("decentralized", ["--alpha", "1"], "alpha needs perturbation"),
+        ("decentralized", ["--perturbation", "dvp", "--node-alphas", "1,1"], "one alpha per node"),
+        ("decentralized", ["--graph", "erdos-renyi", "--p", "0"], "4 connected components"),
+        ("decentralized", ["--graph", "ring", "--p", "0.5"], "p is only used"),
+        ("decentralized", ["--eta", "0"], "eta"),
+    ],
+)
 def test_bad_input_exits_2_with_a_message_and_no_file(tmp_path, capsys, protocol, extra, match):
     count = ("--clients", "3") if protocol == "consensus" else ("--nodes", "4")
     code, out = _run(tmp_path, protocol, *extra, count=count)
@@ -167,8 +254,9 @@ def test_bad_input_exits_2_with_a_message_and_no_file(tmp_path, capsys, protocol
 
 
 def test_a_disconnected_graph_names_its_components(tmp_path, capsys):
-    code, out = _run(tmp_path, "decentralized", "--graph", "erdos-renyi", "--p", "0",
-                     count=("--nodes", "4"))
+    code, out = _run(
+        tmp_path, "decentralized", "--graph", "erdos-renyi", "--p", "0", count=("--nodes", "4")
+    )
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert "disconnected" in err and "components" in err
@@ -186,15 +274,16 @@ def test_a_ring_needs_three_nodes(tmp_path, capsys):
     assert "ring" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("protocol, count", [("consensus", ("--clients", "3")),
-                                             ("decentralized", ("--nodes", "4"))])
-def test_engine_ray_writes_the_same_result_and_its_workers(tmp_path, protocol, count,
-                                                           local_ray):
+@pytest.mark.parametrize(
+    "protocol, count", [("consensus", ("--clients", "3")), ("decentralized", ("--nodes", "4"))]
+)
+def test_engine_ray_writes_the_same_result_and_its_workers(tmp_path, protocol, count, local_ray):
     (tmp_path / "here").mkdir()
     (tmp_path / "ray").mkdir()
     assert _run(tmp_path / "here", protocol, count=count)[0] == 0
-    code, out = _run(tmp_path / "ray", protocol, "--engine", "ray", "--ray-workers", "2",
-                     count=count)
+    code, out = _run(
+        tmp_path / "ray", protocol, "--engine", "ray", "--ray-workers", "2", count=count
+    )
     assert code == 0
     here = json.loads((tmp_path / "here" / "r.json").read_text())
     on_ray = json.loads(out.read_text())
@@ -207,8 +296,22 @@ def test_engine_ray_writes_the_same_result_and_its_workers(tmp_path, protocol, c
 
 
 def test_ray_options_need_the_ray_engine(tmp_path):
-    code = main(["train", "consensus", "--data", "breast_cancer", "--clients", "3",
-                 "--iterations", "2", "--out", str(tmp_path / "r.json"), "--ray-workers", "2"])
+    code = main(
+        [
+            "train",
+            "consensus",
+            "--data",
+            "breast_cancer",
+            "--clients",
+            "3",
+            "--iterations",
+            "2",
+            "--out",
+            str(tmp_path / "r.json"),
+            "--ray-workers",
+            "2",
+        ]
+    )
     assert code == 2 and not (tmp_path / "r.json").exists()
 
 
@@ -229,8 +332,7 @@ def test_the_central_reference_solves_the_nodes_problem_with_or_without_the_inte
     parts = [(data.X_train[i], data.y_train[i]) for i in horizontal_split(len(data.y_train), 3)]
     for config in (DecentralizedConfig(), DecentralizedConfig(fit_intercept=False)):
         rows = [(config.prepare_rows(X), y) for X, y in parts]
-        terms = {"loss": get_loss(config.loss), "loss_scale": config.loss_scale,
-                 "rho": config.rho}
+        terms = {"loss": get_loss(config.loss), "loss_scale": config.loss_scale, "rho": config.rho}
         expected = joint_objective(centralized_optimum(rows, **terms), rows, **terms)
         got = central_reference(parts, config, {"train_objective": None})["objective"]
         assert got == pytest.approx(expected, rel=1e-12)

@@ -17,8 +17,21 @@ from dpfed.runtime.jobfile import load_job
 
 def test_certs_init_writes_a_ca_and_one_identity_per_party_and_the_leader(tmp_path, capsys):
     out = tmp_path / "certs"
-    assert main(["certs", "init", "--out", str(out), "--parties", "label,bank",
-                 "--host", "bank=10.0.0.7"]) == 0
+    assert (
+        main(
+            [
+                "certs",
+                "init",
+                "--out",
+                str(out),
+                "--parties",
+                "label,bank",
+                "--host",
+                "bank=10.0.0.7",
+            ]
+        )
+        == 0
+    )
     for name in ("leader", "label", "bank"):
         identity = load_identity(out / f"{name}.pem", out / f"{name}.key", out / "ca.pem")
         assert identity.name == name
@@ -31,16 +44,35 @@ def test_certs_init_writes_a_ca_and_one_identity_per_party_and_the_leader(tmp_pa
 
 
 def test_certs_init_refuses_a_malformed_host(tmp_path, capsys):
-    assert main(["certs", "init", "--out", str(tmp_path / "c"), "--parties", "a,b",
-                 "--host", "bank"]) == 2
+    assert (
+        main(["certs", "init", "--out", str(tmp_path / "c"), "--parties", "a,b", "--host", "bank"])
+        == 2
+    )
     assert "--host must be NAME=HOST. Found 'bank'" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
 
 
 def test_budget_set_show_close(tmp_path, capsys):
     ledger_path = tmp_path / "ledger.sqlite"
-    assert main(["budget", "set", "--ledger", str(ledger_path), "--dataset", "d",
-                 "--party", "bank", "--epsilon", "2", "--delta", "1e-5"]) == 0
+    assert (
+        main(
+            [
+                "budget",
+                "set",
+                "--ledger",
+                str(ledger_path),
+                "--dataset",
+                "d",
+                "--party",
+                "bank",
+                "--epsilon",
+                "2",
+                "--delta",
+                "1e-5",
+            ]
+        )
+        == 0
+    )
     with BudgetLedger(ledger_path) as ledger:
         ledger.open_job("j1", "d", "bank", [5.0, 5.0])
         ledger.record("j1", [PrivacyEvent("bank", 1, "gaussian", 5.0, 1.0, 5.0, "scores")])
@@ -48,8 +80,10 @@ def test_budget_set_show_close(tmp_path, capsys):
     assert main(["budget", "show", "--ledger", str(ledger_path)]) == 0
     text = capsys.readouterr().out
     assert "bank" in text and "j1" in text and "open" in text
-    assert main(["budget", "close", "--ledger", str(ledger_path), "--job", "j1",
-                 "--party", "bank"]) == 0
+    assert (
+        main(["budget", "close", "--ledger", str(ledger_path), "--job", "j1", "--party", "bank"])
+        == 0
+    )
     capsys.readouterr()
     assert main(["budget", "show", "--ledger", str(ledger_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -61,24 +95,51 @@ def test_budget_set_show_close(tmp_path, capsys):
 
 def test_budget_abandon_withdraws_an_unused_job_and_closes_a_used_one(tmp_path, capsys):
     ledger_path = tmp_path / "ledger.sqlite"
-    assert main(["budget", "set", "--ledger", str(ledger_path), "--dataset", "d",
-                 "--party", "bank", "--epsilon", "8", "--delta", "1e-5"]) == 0
+    assert (
+        main(
+            [
+                "budget",
+                "set",
+                "--ledger",
+                str(ledger_path),
+                "--dataset",
+                "d",
+                "--party",
+                "bank",
+                "--epsilon",
+                "8",
+                "--delta",
+                "1e-5",
+            ]
+        )
+        == 0
+    )
     with BudgetLedger(ledger_path) as ledger:
         ledger.open_job("unused", "d", "bank", [5.0, 5.0])
         ledger.open_job("used", "d", "bank", [5.0, 5.0])
         ledger.record("used", [PrivacyEvent("bank", 1, "gaussian", 5.0, 1.0, 5.0, "scores")])
     capsys.readouterr()
-    for job, says in [("unused", "withdrawn: it released nothing"),
-                      ("used", "closed: its 1 recorded release(s) stay spent")]:
-        assert main(["budget", "abandon", "--ledger", str(ledger_path), "--job", job,
-                     "--party", "bank"]) == 0
+    for job, says in [
+        ("unused", "withdrawn: it released nothing"),
+        ("used", "closed: its 1 recorded release(s) stay spent"),
+    ]:
+        assert (
+            main(
+                ["budget", "abandon", "--ledger", str(ledger_path), "--job", job, "--party", "bank"]
+            )
+            == 0
+        )
         assert says in capsys.readouterr().out
     with BudgetLedger(ledger_path) as ledger:
         assert [(j["id"], j["status"]) for j in ledger.jobs()] == [("used", "closed")]
         assert [w["job"] for w in ledger.withdrawals()] == ["unused"]
         assert ledger.open_job("unused", "d", "bank", [5.0]).resumed is False  # runs again
-    assert main(["budget", "abandon", "--ledger", str(ledger_path), "--job", "nope",
-                 "--party", "bank"]) == 2
+    assert (
+        main(
+            ["budget", "abandon", "--ledger", str(ledger_path), "--job", "nope", "--party", "bank"]
+        )
+        == 2
+    )
     assert "--job must name a job" in capsys.readouterr().err
 
 
@@ -97,7 +158,6 @@ def test_run_with_a_bad_job_file_names_the_key(tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
-
 def _budget_job(tmp_path, budget_line: str) -> Path:
     parties = "".join(
         f"""
@@ -113,7 +173,8 @@ key = "c.key"
         for port, (name, a, b) in enumerate([("label", 0, 15), ("bank", 15, 30)], start=1)
     )
     path = tmp_path / "job.toml"
-    path.write_text("""[job]
+    path.write_text(
+        """[job]
 id = "j"
 protocol = "vertical"
 [params]
@@ -126,12 +187,13 @@ ca = "ca.pem"
 address = "127.0.0.1:9"
 certificate = "l.pem"
 key = "l.key"
-""" + parties)
+"""
+        + parties
+    )
     return path
 
 
-def test_budget_check_says_whether_a_job_fits_and_the_largest_epsilon_that_would(
-        tmp_path, capsys):
+def test_budget_check_says_whether_a_job_fits_and_the_largest_epsilon_that_would(tmp_path, capsys):
     config = _budget_job(tmp_path, "budget = { epsilon = 4.0, delta = 1e-5 }")
     assert main(["budget", "check", "--config", str(config), "--json"]) == 0
     label, bank = json.loads(capsys.readouterr().out)
@@ -146,8 +208,7 @@ def test_budget_check_says_whether_a_job_fits_and_the_largest_epsilon_that_would
     ledger_path.parent.mkdir(parents=True)
     with BudgetLedger(ledger_path) as ledger:
         ledger.set_budget(spec.party("bank").dataset, "bank", 4.0, 1e-5)
-        ledger.open_job("earlier", spec.party("bank").dataset, "bank",
-                        _plan_of(spec, "bank", 3.0))
+        ledger.open_job("earlier", spec.party("bank").dataset, "bank", _plan_of(spec, "bank", 3.0))
         remaining = ledger.summary()["entries"][0]["remaining"]
     assert remaining == pytest.approx(1.0, abs=0.01)
     assert main(["budget", "check", "--config", str(config), "--name", "bank"]) == 0

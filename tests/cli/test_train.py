@@ -18,16 +18,18 @@ from dpfed.protocols.decentralized.driver import DecentralizedConfig
 from dpfed.protocols.vertical.calibration import SoundBounds, sound_defaults
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds
 
-CONFIGS = {"vertical": VerticalConfig, "consensus": ConsensusConfig,
-           "decentralized": DecentralizedConfig}
+CONFIGS = {
+    "vertical": VerticalConfig,
+    "consensus": ConsensusConfig,
+    "decentralized": DecentralizedConfig,
+}
 
 
 def _train_parser(protocol: str) -> argparse.ArgumentParser:
     parser = build_parser()
     train = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     command = train.choices["train"]
-    protocols = next(a for a in command._actions
-                     if isinstance(a, argparse._SubParsersAction))
+    protocols = next(a for a in command._actions if isinstance(a, argparse._SubParsersAction))
     return protocols.choices[protocol]
 
 
@@ -45,39 +47,73 @@ def test_every_config_field_has_an_option(protocol):
 
 
 def _parse(protocol: str, *extra: str) -> argparse.Namespace:
-    required = {"vertical": ["--data", "x", "--split", "1,1"],
-                "consensus": ["--data", "x", "--clients", "2"],
-                "decentralized": ["--data", "x", "--nodes", "3"]}[protocol]
+    required = {
+        "vertical": ["--data", "x", "--split", "1,1"],
+        "consensus": ["--data", "x", "--clients", "2"],
+        "decentralized": ["--data", "x", "--nodes", "3"],
+    }[protocol]
     return _train_parser(protocol).parse_args(
-        [*required, "--iterations", "5", "--out", "o.json", *extra])
+        [*required, "--iterations", "5", "--out", "o.json", *extra]
+    )
 
 
 def test_options_become_config_fields_of_their_type():
-    args = _parse("vertical", "--mechanism", "sound", "--epsilon", "2", "--delta", "1e-5",
-                  "--tol", "1e-4", "1e-3", "--no-adaptive-rho", "--model-fraction", "0.7",
-                  "--score-rounds", "3", "--bounds-row-norm", "2", "--seed", "4")
+    args = _parse(
+        "vertical",
+        "--mechanism",
+        "sound",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-5",
+        "--tol",
+        "1e-4",
+        "1e-3",
+        "--no-adaptive-rho",
+        "--model-fraction",
+        "0.7",
+        "--score-rounds",
+        "3",
+        "--bounds-row-norm",
+        "2",
+        "--seed",
+        "4",
+    )
     got = config_kwargs(VerticalConfig, args)
-    assert got == {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 5,
-                   "tol": (1e-4, 1e-3), "adaptive_rho": False, "model_fraction": 0.7,
-                   "score_rounds": 3, "bounds": SoundBounds(row_norm=2.0), "seed": 4}
+    assert got == {
+        "mechanism": "sound",
+        "epsilon": 2.0,
+        "delta": 1e-5,
+        "iterations": 5,
+        "tol": (1e-4, 1e-3),
+        "adaptive_rho": False,
+        "model_fraction": 0.7,
+        "score_rounds": 3,
+        "bounds": SoundBounds(row_norm=2.0),
+        "seed": 4,
+    }
     VerticalConfig(**got).validated()
-    alphas = config_kwargs(DecentralizedConfig, _parse("decentralized", "--node-alphas",
-                                                       "1,0.5,2"))
+    alphas = config_kwargs(DecentralizedConfig, _parse("decentralized", "--node-alphas", "1,0.5,2"))
     assert alphas["node_alphas"] == (1.0, 0.5, 2.0)
 
 
 def test_options_left_out_keep_the_config_or_command_defaults():
     assert config_kwargs(VerticalConfig, _parse("vertical")) == {"iterations": 5}
-    assert config_kwargs(ConsensusConfig, _parse("consensus")) == {"iterations": 5,
-                                                                   **CONSENSUS_DEFAULTS}
+    assert config_kwargs(ConsensusConfig, _parse("consensus")) == {
+        "iterations": 5,
+        **CONSENSUS_DEFAULTS,
+    }
 
 
-@pytest.mark.parametrize(("extra", "match"), [
-    (["--mechanism", "loud"], "invalid choice: 'loud'"),
-    (["--epsilon", "one"], "expected a number, got 'one'"),
-    (["--tol", "1e-4"], "expected 2 arguments"),
-    (["--bounds-row-norm", "x"], "expected a number, got 'x'"),
-])
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--mechanism", "loud"], "invalid choice: 'loud'"),
+        (["--epsilon", "one"], "expected a number, got 'one'"),
+        (["--tol", "1e-4"], "expected 2 arguments"),
+        (["--bounds-row-norm", "x"], "expected a number, got 'x'"),
+    ],
+)
 def test_bad_options_are_refused_by_name(capsys, extra, match):
     with pytest.raises(SystemExit) as stop:
         _parse("vertical", *extra)
@@ -94,8 +130,11 @@ def test_help_shows_the_defaults_and_the_command_rules(capsys):
 
 def _without_grpc(monkeypatch) -> None:
     """As if the net extra were not installed (grpc cannot be imported)."""
-    for name in [m for m in sys.modules if m.startswith(("dpfed.cli.net", "dpfed.runtime.party",
-                                                         "dpfed.runtime.leader"))]:
+    for name in [
+        m
+        for m in sys.modules
+        if m.startswith(("dpfed.cli.net", "dpfed.runtime.party", "dpfed.runtime.leader"))
+    ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "grpc", None)
 
@@ -103,8 +142,10 @@ def _without_grpc(monkeypatch) -> None:
 def test_a_run_configures_its_own_command_only(monkeypatch):
     # without grpc (the 'net' extra) every other command still runs ...
     _without_grpc(monkeypatch)
-    assert main(["privacy", "epsilon", "--noise-multiplier", "2", "--steps", "3",
-                 "--delta", "1e-5"]) == 0
+    assert (
+        main(["privacy", "epsilon", "--noise-multiplier", "2", "--steps", "3", "--delta", "1e-5"])
+        == 0
+    )
     assert "dpfed.cli.net" not in sys.modules
 
 
@@ -116,9 +157,11 @@ def test_a_missing_extra_is_named(monkeypatch, capsys):
 
 @pytest.mark.parametrize("protocol", sorted(CONFIGS))
 def test_rounds_are_optional_for_every_train_command(protocol):
-    required = {"vertical": ["--data", "x", "--split", "1,1"],
-                "consensus": ["--data", "x", "--clients", "2"],
-                "decentralized": ["--data", "x", "--nodes", "3"]}[protocol]
+    required = {
+        "vertical": ["--data", "x", "--split", "1,1"],
+        "consensus": ["--data", "x", "--clients", "2"],
+        "decentralized": ["--data", "x", "--nodes", "3"],
+    }[protocol]
     args = _train_parser(protocol).parse_args([*required, "--out", "o.json"])
     assert args.iterations is None  # the configuration's default or public rule decides
 
@@ -152,10 +195,33 @@ def test_secure_vertical_trains_under_encryption_and_writes_its_costs(tmp_path, 
     import json
 
     out = tmp_path / "secure.json"
-    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
-                 "--secure", "--epsilon", "2", "--delta", "1e-5", "--protect-label-holder",
-                 "--iterations", "3", "--seed", "0", "--baselines", "--quiet",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "vertical",
+                "--data",
+                "breast_cancer",
+                "--split",
+                "15,15",
+                "--secure",
+                "--epsilon",
+                "2",
+                "--delta",
+                "1e-5",
+                "--protect-label-holder",
+                "--iterations",
+                "3",
+                "--seed",
+                "0",
+                "--baselines",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "secure mode: 3 rounds, protecting every party and the labels" in shown
     result = json.loads(out.read_text())
@@ -173,10 +239,33 @@ def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, ca
     import json
 
     out = tmp_path / "parties.json"
-    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
-                 "--secure", "--epsilon", "8", "--delta", "1e-5", "--protect-label-holder",
-                 "--label-holder-keeps-model", "--iterations", "2", "--seed", "0", "--quiet",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "vertical",
+                "--data",
+                "breast_cancer",
+                "--split",
+                "15,15",
+                "--secure",
+                "--epsilon",
+                "8",
+                "--delta",
+                "1e-5",
+                "--protect-label-holder",
+                "--label-holder-keeps-model",
+                "--iterations",
+                "2",
+                "--seed",
+                "0",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "the label holder keeps its own model" in shown
     assert "the label holder's own model plus" in shown and "passive party's scores" in shown
@@ -198,9 +287,32 @@ def test_secure_vertical_runs_its_parties_on_ray(tmp_path, capsys, local_ray):
     from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 
     out = tmp_path / "ray.json"
-    assert main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
-                 "--secure", "--epsilon", "8", "--delta", "1e-5", "--iterations", "1",
-                 "--seed", "0", "--engine", "ray", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "vertical",
+                "--data",
+                "breast_cancer",
+                "--split",
+                "15,15",
+                "--secure",
+                "--epsilon",
+                "8",
+                "--delta",
+                "1e-5",
+                "--iterations",
+                "1",
+                "--seed",
+                "0",
+                "--engine",
+                "ray",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "round 1/1 done" in shown
     result = json.loads(out.read_text())
@@ -217,16 +329,34 @@ def test_secure_vertical_runs_its_parties_on_ray(tmp_path, capsys, local_ray):
     assert result["privacy"]["epsilon"] == plain.privacy()["epsilon"]
 
 
-@pytest.mark.parametrize(("extra", "match"), [
-    (["--loss", "sigmoid"], "--secure fits the logistic loss"),
-    (["--mechanism", "paper"], "--mechanism paper is another protocol"),
-    (["--label-holder-keeps-model"], "goes with --secure --protect-label-holder"),
-])
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--loss", "sigmoid"], "--secure fits the logistic loss"),
+        (["--mechanism", "paper"], "--mechanism paper is another protocol"),
+        (["--label-holder-keeps-model"], "goes with --secure --protect-label-holder"),
+    ],
+)
 def test_secure_vertical_refuses_what_it_does_not_take(tmp_path, capsys, extra, match):
     pytest.importorskip("tenseal")
-    code = main(["train", "vertical", "--data", "breast_cancer", "--split", "15,15",
-                 "--secure", "--epsilon", "1", "--delta", "1e-5", *extra,
-                 "--out", str(tmp_path / "r.json")])
+    code = main(
+        [
+            "train",
+            "vertical",
+            "--data",
+            "breast_cancer",
+            "--split",
+            "15,15",
+            "--secure",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            *extra,
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
     assert code == 2
     assert match in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()

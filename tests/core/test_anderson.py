@@ -62,5 +62,6 @@ def test_bad_memory_or_state_is_refused():
         AndersonAcceleration(0)
     with pytest.raises(ValueError, match="both"):
         AndersonAcceleration(2).load_state_dict(
-            {"points": np.zeros((2, 3))}, {"last_norm": None, "extrapolated": False,
-                                           "rejections": 0})
+            {"points": np.zeros((2, 3))},
+            {"last_norm": None, "extrapolated": False, "rejections": 0},
+        )

@@ -33,8 +33,11 @@ def _problem(n, d, seed, *, per_row: bool, terms: str = "all") -> LocalProblem:
     if terms == "prox":
         return LocalProblem(loss_weight=weight, l2=0.0, prox=0.7, center=rng.normal(size=d))
     return LocalProblem(
-        loss_weight=weight, l2=float(rng.uniform(0.05, 1.0)), linear=rng.normal(size=d),
-        prox=float(rng.uniform(0.1, 2.0)), center=rng.normal(size=d),
+        loss_weight=weight,
+        l2=float(rng.uniform(0.05, 1.0)),
+        linear=rng.normal(size=d),
+        prox=float(rng.uniform(0.1, 2.0)),
+        center=rng.normal(size=d),
     )
 
 
@@ -49,8 +52,10 @@ def _gradient(X, y, loss, p: LocalProblem, f):
 
 def _reference(X, y, loss, p: LocalProblem):
     res = scipy.optimize.minimize(
-        lambda f: local_objective(X, y, loss, p, f), np.zeros(X.shape[1]),
-        jac=lambda f: _gradient(X, y, loss, p, f), method="L-BFGS-B",
+        lambda f: local_objective(X, y, loss, p, f),
+        np.zeros(X.shape[1]),
+        jac=lambda f: _gradient(X, y, loss, p, f),
+        method="L-BFGS-B",
         options={"gtol": 1e-13, "ftol": 1e-16, "maxiter": 20000, "maxcor": 30},
     )
     return res.x
@@ -154,8 +159,9 @@ def test_bad_loss_weights_are_refused(weight):
         LocalProblem(loss_weight=weight, l2=1.0)
 
 
-@pytest.mark.parametrize("l2, prox", [(0.0, 0.0), (-1.0, 2.0), (1.0, -0.5), (np.nan, 1.0),
-                                      (1.0, np.inf)])
+@pytest.mark.parametrize(
+    "l2, prox", [(0.0, 0.0), (-1.0, 2.0), (1.0, -0.5), (np.nan, 1.0), (1.0, np.inf)]
+)
 def test_problems_without_strong_convexity_are_refused(l2, prox):
     with pytest.raises(DpfedInputError, match="strong"):
         LocalProblem(loss_weight=1.0, l2=l2, prox=prox)

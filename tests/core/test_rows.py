@@ -23,8 +23,12 @@ def test_the_intercept_column_keeps_rows_within_the_unit_ball_and_splits_back(sp
     w = rng.normal(size=5)
     coef, intercept = split_intercept(w, fit_intercept=True, scale=0.3)
     clipped = clip_rows(X, 1.0)
-    np.testing.assert_allclose(np.asarray(clipped @ coef).ravel() + intercept,
-                               np.asarray(rows @ w).ravel(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(clipped @ coef).ravel() + intercept,
+        np.asarray(rows @ w).ravel(),
+        rtol=0,
+        atol=1e-12,
+    )
     assert split_intercept(w, fit_intercept=False) == (pytest.approx(w), 0.0)
     assert model_rows(X, bounded=False, fit_intercept=False) is X
 

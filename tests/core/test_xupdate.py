@@ -50,7 +50,9 @@ def test_spectral_solver_on_a_ball_is_the_constrained_minimiser(shape):
     x = solver.solve(c, rho, np.zeros(shape[1]))
     assert np.linalg.norm(x) <= radius * (1 + 1e-9)
     ref = minimize(
-        lambda u: _objective(D, c, u, lam, rho), np.zeros(shape[1]), method="SLSQP",
+        lambda u: _objective(D, c, u, lam, rho),
+        np.zeros(shape[1]),
+        method="SLSQP",
         constraints=[{"type": "ineq", "fun": lambda u: radius**2 - u @ u}],
         options={"ftol": 1e-14, "maxiter": 1000},
     ).x

@@ -30,8 +30,7 @@ def test_reads_rows_with_one_hot_sex(tmp_path):
     data = read_abalone(_write(tmp_path, ROWS))
     assert data.X.shape == (3, 10) and data.feature_names == ABALONE_FEATURES
     np.testing.assert_array_equal(data.X[:, :3], np.eye(3))  # M, F, I
-    np.testing.assert_array_equal(data.X[2, 3:], [0.33, 0.255, 0.08, 0.205, 0.0895, 0.0395,
-                                                  0.055])
+    np.testing.assert_array_equal(data.X[2, 3:], [0.33, 0.255, 0.08, 0.205, 0.0895, 0.0395, 0.055])
     assert data.y.tolist() == [15.0, 9.0, 7.0] and data.target_name == "Rings"
 
 
@@ -70,8 +69,9 @@ def test_registry_names_missing_file(tmp_path):
 
 
 def test_real_file():
-    base = Path(os.environ.get("DPFED_DATA") or
-                Path(__file__).parents[2] / ".." / "shared" / "data")
+    base = Path(
+        os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" / "data"
+    )
     if not (base / "abalone" / "abalone.data").is_file():
         pytest.skip("Abalone not found under $DPFED_DATA (abalone/abalone.data)")
     data = load_regression_dataset("abalone", base)

@@ -55,11 +55,10 @@ def test_equal_rows_have_equal_digests_dense_or_sparse():
     assert dense[0] == dense[3]  # -0.0 is 0.0
     assert len(set(dense[:3])) == 3
     # an explicit zero or unsorted, duplicated entries of a sparse row change nothing
-    odd = sp.csr_matrix((np.array([0.0, 1.0, 0.5]), np.array([2, 1, 1]), np.array([0, 3])),
-                        shape=(1, 3))
+    odd = sp.csr_matrix(
+        (np.array([0.0, 1.0, 0.5]), np.array([2, 1, 1]), np.array([0, 3])), shape=(1, 3)
+    )
     assert row_digests(odd) == [dense[0]]
     # a value one ulp away, or the same values in a wider row, is another row
     assert row_digests(np.array([[0.0, np.nextafter(1.5, 2.0), 0.0]])) != [dense[0]]
     assert row_digests(np.array([[0.0, 1.5, 0.0, 0.0]])) != [dense[0]]
-
-

@@ -15,8 +15,9 @@ from dpfed.data import RegressionData, random_split, read_abalone, read_wine, sc
 def _data(seed=0, n=50):
     rng = np.random.default_rng(seed)
     X = np.column_stack([rng.exponential(size=n), rng.normal(3, 2, n), np.full(n, 4.0)])
-    return RegressionData("toy", X, rng.integers(3, 9, n).astype(float), ("a", "b", "c"), "t",
-                          "synthetic")
+    return RegressionData(
+        "toy", X, rng.integers(3, 9, n).astype(float), ("a", "b", "c"), "t", "synthetic"
+    )
 
 
 BOUNDS = [(0.0, 10.0), (-10.0, 20.0), (0.0, 8.0)]
@@ -49,21 +50,26 @@ def test_declared_bounds_centre_at_midpoint_and_scale_to_length_ten():
 
 
 def test_scale_to_range_refuses_missing_or_bad_bounds():
-    with pytest.raises(DpfedInputError, match=r"no public bounds are declared for data set "
-                                              r"'toy'.*never from the data"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"no public bounds are declared for data set "
+        r"'toy'.*never from the data",
+    ):
         scale_to_range(_data())
     with pytest.raises(DpfedInputError, match="bounds and target_bounds go together"):
         scale_to_range(_data(), bounds=BOUNDS)
     with pytest.raises(DpfedInputError, match=r"one \(lo, hi\) pair per feature column \(3\)"):
         scale_to_range(_data(), bounds=BOUNDS[:2], target_bounds=TARGET)
     with pytest.raises(DpfedInputError, match="lower < upper"):
-        scale_to_range(_data(), bounds=[(0.0, 1.0), (1.0, 0.0), (0.0, 1.0)],
-                       target_bounds=TARGET)
+        scale_to_range(_data(), bounds=[(0.0, 1.0), (1.0, 0.0), (0.0, 1.0)], target_bounds=TARGET)
     with pytest.raises(DpfedInputError, match="length"):
         scale_to_range(_data(), length=0, bounds=BOUNDS, target_bounds=TARGET)
     renamed = dataclasses.replace(_data(), name="wine-red")
-    with pytest.raises(DpfedInputError, match=r"declared bounds of 'wine-red' are for the "
-                                              r"columns .*fixed acidity"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"declared bounds of 'wine-red' are for the "
+        r"columns .*fixed acidity",
+    ):
         scale_to_range(renamed)
 
 
@@ -81,10 +87,13 @@ def test_random_split_is_disjoint_and_seeded():
         random_split(10, 5, np.random.default_rng(0), n_train=6)
 
 
-@pytest.mark.parametrize(("read", "label", "separator"), [
-    (read_wine, "Wine Quality file", "semicolon"),
-    (read_abalone, "Abalone file", "comma"),
-])
+@pytest.mark.parametrize(
+    ("read", "label", "separator"),
+    [
+        (read_wine, "Wine Quality file", "semicolon"),
+        (read_abalone, "Abalone file", "comma"),
+    ],
+)
 def test_readers_refuse_what_is_not_a_readable_text_file(tmp_path, read, label, separator):
     with pytest.raises(DpfedInputError, match="must be the path of"):
         read(3)
@@ -92,6 +101,9 @@ def test_readers_refuse_what_is_not_a_readable_text_file(tmp_path, read, label, 
         read(tmp_path / "missing.csv")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(DpfedInputError, match=f"{label} .* is not UTF-8 text \\(byte 0\\). "
-                                              f"Expected the {separator}-separated UCI file"):
+    with pytest.raises(
+        DpfedInputError,
+        match=f"{label} .* is not UTF-8 text \\(byte 0\\). "
+        f"Expected the {separator}-separated UCI file",
+    ):
         read(binary)

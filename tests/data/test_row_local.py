@@ -55,8 +55,9 @@ def test_breast_cancer_rows_are_scaled_on_their_own(monkeypatch):
     original = sklearn.datasets.load_breast_cancer
     bunch = original()
     n_test = round(0.3 * bunch.target.size)
-    train_idx, _ = stratified_split(np.where(bunch.target == 1, 1.0, -1.0), n_test,
-                                    np.random.default_rng(0))
+    train_idx, _ = stratified_split(
+        np.where(bunch.target == 1, 1.0, -1.0), n_test, np.random.default_rng(0)
+    )
     before = load_dataset("breast_cancer")
 
     def extreme():

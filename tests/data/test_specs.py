@@ -76,9 +76,7 @@ def test_tables_match_the_readers_columns():
     assert DATASET_SPECS["abalone"].column_names == ABALONE_FEATURES
     from sklearn.datasets import load_breast_cancer
 
-    assert DATASET_SPECS["breast_cancer"].column_names == tuple(
-        load_breast_cancer().feature_names
-    )
+    assert DATASET_SPECS["breast_cancer"].column_names == tuple(load_breast_cancer().feature_names)
 
 
 def test_records_say_which_preprocessing_and_are_json():
@@ -101,8 +99,11 @@ def test_records_say_which_preprocessing_and_are_json():
 
 def test_parties_preprocessing_one_record_or_per_party():
     party = SimpleNamespace
-    same = [party(name="a", data="adult", role=""), party(name="b", data="adult", role=""),
-            party(name="s", data="x.svm", role="server")]
+    same = [
+        party(name="a", data="adult", role=""),
+        party(name="b", data="adult", role=""),
+        party(name="s", data="x.svm", role="server"),
+    ]
     assert parties_preprocessing(same) == preprocessing_of("adult")
     mixed = [party(name="a", data="adult", role=""), party(name="b", data="b.svm", role="")]
     record = parties_preprocessing(mixed)
@@ -111,7 +112,8 @@ def test_parties_preprocessing_one_record_or_per_party():
 
 
 def test_spec_scale_and_record():
-    spec = DatasetSpec("toy", (ColumnBound("a", 0.0, 2.0, "declared for the test"),),
-                       (-1.0, 1.0), "nowhere")
+    spec = DatasetSpec(
+        "toy", (ColumnBound("a", 0.0, 2.0, "declared for the test"),), (-1.0, 1.0), "nowhere"
+    )
     np.testing.assert_allclose(spec.scale(np.array([[0.0], [1.0], [5.0]])), [[-1], [0], [1]])
     assert spec.record(extra=1) | {} == spec.record() | {"extra": 1}

@@ -59,19 +59,29 @@ def test_a_table_is_encoded_from_its_schema_alone(tmp_path):
     path, schema = _files(tmp_path, BANK, BANK_SCHEMA)
     table = read_table(path, id_column="customer_id", schema=schema)
     assert table.ids == ("C1000003", "C1000001", "C1000002")  # the file's order
-    assert table.feature_names == ("age", "workclass=Private", "workclass=Federal-gov",
-                                   "workclass=other", "balance")
-    np.testing.assert_allclose(table.X, [
-        [8 / 73, 1, 0, 0, 100.5 / 1000],
-        [1.0, 0, 1, 0, 0.0],  # -20 clipped to the bound 0
-        [0.0, 0, 0, 1, 1.0],  # an unknown category -> other; 5000 clipped to 1000
-    ])
+    assert table.feature_names == (
+        "age",
+        "workclass=Private",
+        "workclass=Federal-gov",
+        "workclass=other",
+        "balance",
+    )
+    np.testing.assert_allclose(
+        table.X,
+        [
+            [8 / 73, 1, 0, 0, 100.5 / 1000],
+            [1.0, 0, 1, 0, 0.0],  # -20 clipped to the bound 0
+            [0.0, 0, 0, 1, 1.0],  # an unknown category -> other; 5000 clipped to 1000
+        ],
+    )
     assert table.clipped == {"age": 0, "balance": 2}
     assert table.y is None
     record = schema.record()
     assert record["columns"]["age"] == [17.0, 90.0]
-    assert record["columns"]["workclass"] == {"categories": ["Private", "Federal-gov"],
-                                              "other": True}
+    assert record["columns"]["workclass"] == {
+        "categories": ["Private", "Federal-gov"],
+        "other": True,
+    }
     # rows taken in another order (an agreed intersection's)
     taken = table.take(["C1000001", "C1000002"])
     np.testing.assert_array_equal(taken.X, table.X[[1, 2]])
@@ -88,18 +98,30 @@ def test_the_label_holder_reads_its_labels(tmp_path):
     assert unlabelled.y is None
 
 
-@pytest.mark.parametrize(("table", "says"), [
-    (BANK.replace("C1000002", "C1000001"), "line 4: the ID 'C1000001' appears twice (first on "
-                                           "line 3)"),
-    (BANK.replace("C1000002", ""), "line 4: the ID ('customer_id') is empty"),
-    (BANK.replace(", balance", "").replace(", 100.5", "").replace(", -20", "")
-     .replace(", 5000", ""), "lacks the column(s) ['balance']"),
-    (BANK.replace("100.5", "lots"), "line 2: column 'balance' is numeric in the schema, but "
-                                    "holds 'lots'"),
-    (BANK.replace("100.5", "nan"), "holds 'nan'. Expected a finite number"),
-    (BANK.replace("Federal-gov, -20", "Federal-gov"), "line 3: 3 values for 4 columns"),
-    ("", "is empty: expected a header row"),
-])
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [
+        (
+            BANK.replace("C1000002", "C1000001"),
+            "line 4: the ID 'C1000001' appears twice (first on line 3)",
+        ),
+        (BANK.replace("C1000002", ""), "line 4: the ID ('customer_id') is empty"),
+        (
+            BANK.replace(", balance", "")
+            .replace(", 100.5", "")
+            .replace(", -20", "")
+            .replace(", 5000", ""),
+            "lacks the column(s) ['balance']",
+        ),
+        (
+            BANK.replace("100.5", "lots"),
+            "line 2: column 'balance' is numeric in the schema, but holds 'lots'",
+        ),
+        (BANK.replace("100.5", "nan"), "holds 'nan'. Expected a finite number"),
+        (BANK.replace("Federal-gov, -20", "Federal-gov"), "line 3: 3 values for 4 columns"),
+        ("", "is empty: expected a header row"),
+    ],
+)
 def test_bad_tables_are_refused_by_name(tmp_path, table, says):
     path, schema = _files(tmp_path, table, BANK_SCHEMA)
     with pytest.raises(DpfedInputError) as refused:
@@ -109,24 +131,32 @@ def test_bad_tables_are_refused_by_name(tmp_path, table, says):
 
 def test_an_unknown_category_is_refused_without_other(tmp_path):
     path, schema = _files(tmp_path, BANK, BANK_SCHEMA.replace("other = true", ""))
-    with pytest.raises(DpfedInputError, match=r"line 4: column 'workclass' holds "
-                                              r"'Never-worked'.*other = true"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"line 4: column 'workclass' holds "
+        r"'Never-worked'.*other = true",
+    ):
         read_table(path, id_column="customer_id", schema=schema)
 
 
-@pytest.mark.parametrize(("doc", "says"), [
-    ({"columns": {"a": {"bounds": [1, 1]}}}, "lower < upper"),
-    ({"columns": {"a": {"bounds": [0, 1], "categories": ["x"]}}}, "not both"),
-    ({"columns": {"a": {"categories": []}}}, "non-empty list"),
-    ({"columns": {"a": {"categories": ["x", "x"]}}}, "lists a value twice"),
-    ({"columns": {"a": {"categories": ["x"], "other": "yes"}}}, "true or false"),
-    ({"columns": {"a": {}}}, "must declare bounds"),
-    ({"columns": {}}, "at least one"),
-    ({"label": "y", "columns": {"a": {"bounds": [0, 1]}}}, "label and positive go together"),
-    ({"label": "a", "positive": "1", "columns": {"a": {"bounds": [0, 1]}}},
-     "cannot also be a feature"),
-    ({"colums": {}}, "unknown keys ['colums']"),
-])
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        ({"columns": {"a": {"bounds": [1, 1]}}}, "lower < upper"),
+        ({"columns": {"a": {"bounds": [0, 1], "categories": ["x"]}}}, "not both"),
+        ({"columns": {"a": {"categories": []}}}, "non-empty list"),
+        ({"columns": {"a": {"categories": ["x", "x"]}}}, "lists a value twice"),
+        ({"columns": {"a": {"categories": ["x"], "other": "yes"}}}, "true or false"),
+        ({"columns": {"a": {}}}, "must declare bounds"),
+        ({"columns": {}}, "at least one"),
+        ({"label": "y", "columns": {"a": {"bounds": [0, 1]}}}, "label and positive go together"),
+        (
+            {"label": "a", "positive": "1", "columns": {"a": {"bounds": [0, 1]}}},
+            "cannot also be a feature",
+        ),
+        ({"colums": {}}, "unknown keys ['colums']"),
+    ],
+)
 def test_bad_schemas_are_refused_by_name(doc, says):
     with pytest.raises(DpfedInputError) as refused:
         schema_from_dict(doc, "bank.schema.toml")
@@ -135,27 +165,46 @@ def test_bad_schemas_are_refused_by_name(doc, says):
 
 def test_two_parties_declaring_one_column_are_refused():
     bank = schema_from_dict({"columns": {"age": {"bounds": [0, 1]}}})
-    shop = schema_from_dict({"label": "age", "positive": "1",
-                             "columns": {"visits": {"bounds": [0, 1]}}})
-    check_disjoint({"bank": bank, "other": schema_from_dict(
-        {"columns": {"visits2": {"bounds": [0, 1]}}})})
+    shop = schema_from_dict(
+        {"label": "age", "positive": "1", "columns": {"visits": {"bounds": [0, 1]}}}
+    )
+    check_disjoint(
+        {"bank": bank, "other": schema_from_dict({"columns": {"visits2": {"bounds": [0, 1]}}})}
+    )
     with pytest.raises(DpfedInputError, match="'bank' and 'shop' both declare the column 'age'"):
         check_disjoint({"bank": bank, "shop": shop})
 
 
 def test_a_draft_reads_the_data_says_so_loudly_and_loads(tmp_path, capsys):
     (tmp_path / "shop.csv").write_text(SHOP)
-    text = draft_schema(tmp_path / "shop.csv", id_column="customer_id", label="income",
-                        positive=">50K")
+    text = draft_schema(
+        tmp_path / "shop.csv", id_column="customer_id", label="income", positive=">50K"
+    )
     assert text.startswith("# DRAFT SCHEMA, READ FROM THE DATA: NOT PUBLIC UNTIL A PERSON")
     assert text.count("READ FROM THE DATA: replace") == 1
     schema = schema_from_dict(tomllib.loads(text))
     assert schema.label == "income" and schema.positive == ">50K"
     assert [c.name for c in schema.columns] == ["visits"]  # not the ID, not the label
     out = tmp_path / "shop.schema.toml"
-    assert main(["schema", "draft", "--data", str(tmp_path / "shop.csv"), "--id",
-                 "customer_id", "--label", "income", "--positive", ">50K",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "schema",
+                "draft",
+                "--data",
+                str(tmp_path / "shop.csv"),
+                "--id",
+                "customer_id",
+                "--label",
+                "income",
+                "--positive",
+                ">50K",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert out.read_text() == text
     assert "DRAFT" in capsys.readouterr().err
     assert main(["schema", "draft", "--data", str(tmp_path / "shop.csv"), "--id", "nope"]) == 2
@@ -177,9 +226,14 @@ def test_three_organisations_tables_made_from_adult_read_through_their_schemas(t
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     module.main(["--out", str(tmp_path)])
-    tables = {name: read_table(tmp_path / name / "train.csv", id_column="customer_id",
-                               schema=load_schema(tmp_path / name / "schema.toml"))
-              for name in module.PARTIES}
+    tables = {
+        name: read_table(
+            tmp_path / name / "train.csv",
+            id_column="customer_id",
+            schema=load_schema(tmp_path / name / "schema.toml"),
+        )
+        for name in module.PARTIES
+    }
     check_disjoint({name: t.schema for name, t in tables.items()})
     ids = {name: set(t.ids) for name, t in tables.items()}
     common = set.intersection(*ids.values())
@@ -195,11 +249,20 @@ def test_three_organisations_tables_made_from_adult_read_through_their_schemas(t
     answers = (tmp_path / "answers.csv").read_text().splitlines()
     assert answers[0] == "customer_id,income" and len(answers) == 2001
     known = {line.split(",")[0] for line in answers[1:]}
-    tested = set(read_table(tmp_path / "bank" / "test.csv", id_column="customer_id",
-                            schema=load_schema(tmp_path / "bank" / "schema.toml")).ids)
+    tested = set(
+        read_table(
+            tmp_path / "bank" / "test.csv",
+            id_column="customer_id",
+            schema=load_schema(tmp_path / "bank" / "schema.toml"),
+        ).ids
+    )
     for name in module.PARTIES:
-        new = read_table(tmp_path / name / "new.csv", id_column="customer_id", labels=False,
-                         schema=load_schema(tmp_path / name / "schema.toml"))
+        new = read_table(
+            tmp_path / name / "new.csv",
+            id_column="customer_id",
+            labels=False,
+            schema=load_schema(tmp_path / name / "schema.toml"),
+        )
         assert set(new.ids) <= known and not set(new.ids) & (ids[name] | tested)
         assert 0.94 * 2000 < len(new.ids) < 0.995 * 2000
 
@@ -209,21 +272,25 @@ def test_a_parquet_table_reads_as_the_same_csv_does(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     path, schema = _files(tmp_path, BANK, BANK_SCHEMA)
     from_csv = read_table(path, id_column="customer_id", schema=schema)
-    columns = {"customer_id": ["C1000003", "C1000001", "C1000002"], "age": [25, 90, 17],
-               "workclass": ["Private", "Federal-gov", "Never-worked"],
-               "balance": [100.5, -20.0, 5000.0]}
+    columns = {
+        "customer_id": ["C1000003", "C1000001", "C1000002"],
+        "age": [25, 90, 17],
+        "workclass": ["Private", "Federal-gov", "Never-worked"],
+        "balance": [100.5, -20.0, 5000.0],
+    }
     pq.write_table(pa.table(columns), tmp_path / "bank.parquet")
-    from_parquet = read_table(tmp_path / "bank.parquet", id_column="customer_id",
-                              schema=schema)
+    from_parquet = read_table(tmp_path / "bank.parquet", id_column="customer_id", schema=schema)
     assert from_parquet.ids == from_csv.ids
     np.testing.assert_array_equal(from_parquet.X, from_csv.X)
     # a missing value and a duplicate ID are refused by line, as in a CSV
-    pq.write_table(pa.table({**columns, "balance": [100.5, None, 5000.0]}),
-                   tmp_path / "gap.parquet")
+    pq.write_table(
+        pa.table({**columns, "balance": [100.5, None, 5000.0]}), tmp_path / "gap.parquet"
+    )
     with pytest.raises(DpfedInputError, match="line 3: column 'balance' is numeric"):
         read_table(tmp_path / "gap.parquet", id_column="customer_id", schema=schema)
-    pq.write_table(pa.table({**columns, "customer_id": ["C1", "C2", "C1"]}),
-                   tmp_path / "twice.parquet")
+    pq.write_table(
+        pa.table({**columns, "customer_id": ["C1", "C2", "C1"]}), tmp_path / "twice.parquet"
+    )
     with pytest.raises(DpfedInputError, match="line 4: the ID 'C1' appears twice"):
         read_table(tmp_path / "twice.parquet", id_column="customer_id", schema=schema)
     (tmp_path / "bad.parquet").write_text("not parquet")

@@ -18,8 +18,9 @@ ROW2 = "7.8;0.88;0;2.6;0.098;25;67;0.9968;3.2;0.68;9.8;6"
 
 
 def _data_dir() -> Path:
-    value = os.environ.get("DPFED_DATA") or str(Path(__file__).parents[2] / ".." / "shared" /
-                                                "data")
+    value = os.environ.get("DPFED_DATA") or str(
+        Path(__file__).parents[2] / ".." / "shared" / "data"
+    )
     return Path(value)
 
 
@@ -32,8 +33,9 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_reads_header_and_rows(tmp_path):
     data = read_wine(_write(tmp_path, f"{HEADER}\n{ROW1}\n\n{ROW2}\n"), name="tiny")
     assert data.name == "tiny" and data.X.shape == (2, 11) and data.y.tolist() == [5.0, 6.0]
-    np.testing.assert_array_equal(data.X[1], [7.8, 0.88, 0, 2.6, 0.098, 25, 67, 0.9968, 3.2,
-                                              0.68, 9.8])
+    np.testing.assert_array_equal(
+        data.X[1], [7.8, 0.88, 0, 2.6, 0.098, 25, 67, 0.9968, 3.2, 0.68, 9.8]
+    )
     assert data.feature_names == WINE_FEATURES and data.target_name == "quality"
     assert data.X.dtype == np.float64 and data.X.flags.c_contiguous
 
@@ -47,8 +49,10 @@ def test_unquoted_header_and_crlf_are_accepted(tmp_path):
 @pytest.mark.parametrize(
     ("header", "match"),
     [
-        (HEADER.replace('"alcohol"', '"alcool"'),
-         r"line 1.*column 11 named 'alcool' where 'alcohol' was expected"),
+        (
+            HEADER.replace('"alcohol"', '"alcool"'),
+            r"line 1.*column 11 named 'alcool' where 'alcohol' was expected",
+        ),
         (HEADER.rsplit(";", 1)[0], r"line 1.*Found 11 fields"),
         (ROW1, r"line 1: the header must name"),
     ],
@@ -86,8 +90,10 @@ def test_empty_and_header_only_files(tmp_path):
 
 def test_real_files():
     base = _data_dir()
-    if not all((base / "wine_quality" / f).is_file()
-               for f in ("winequality-red.csv", "winequality-white.csv")):
+    if not all(
+        (base / "wine_quality" / f).is_file()
+        for f in ("winequality-red.csv", "winequality-white.csv")
+    ):
         pytest.skip("Wine Quality not found under $DPFED_DATA (wine_quality/winequality-*.csv)")
     red = load_regression_dataset("wine-red", base)
     white = load_regression_dataset("wine-white", base)

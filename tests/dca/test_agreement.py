@@ -36,8 +36,12 @@ def test_more_than_tolerated_dropouts_are_refused():
 
 @pytest.mark.parametrize(
     "dropped, match",
-    [([7], "dropped client must be < 5"), ({1: [3]}, "node missing client 1 must be < 2"),
-     ({1: []}, "at least one node"), ("abc", "client indices")],
+    [
+        ([7], "dropped client must be < 5"),
+        ({1: [3]}, "node missing client 1 must be < 2"),
+        ({1: []}, "at least one node"),
+        ("abc", "client indices"),
+    ],
 )
 def test_bad_specifications_are_refused(dropped, match):
     with pytest.raises(DpfedInputError, match=match):

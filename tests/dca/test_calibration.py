@@ -38,7 +38,8 @@ def test_classic_above_epsilon_one_is_refused(epsilon):
         DpfedInputError,
         match=r"method 'classic'.*proven only for a per-release epsilon <= 1, i\.e\. noise "
         r"multiplier >= 4\.84 at per-release delta 1e-05; found epsilon "
-        + f"{epsilon:g}" + r"\. Use method 'pld' or 'rdp'",
+        + f"{epsilon:g}"
+        + r"\. Use method 'pld' or 'rdp'",
     ):
         calibrate_dca(epsilon, 1e-5, 1.0, n_clients=50, method="classic")
     if epsilon < 10:  # (PLD calibration at tiny noise takes seconds)
@@ -54,8 +55,7 @@ def test_classic_at_epsilon_one_is_inside_the_range():
     assert not any("epsilon" in note for note in cal.notes)
 
 
-CLASSIC_GRID = [(eps, delta) for eps in (0.01, 0.1, 0.5, 0.9, 1.0)
-                for delta in (1e-2, 1e-5, 1e-9)]
+CLASSIC_GRID = [(eps, delta) for eps in (0.01, 0.1, 0.5, 0.9, 1.0) for delta in (1e-2, 1e-5, 1e-9)]
 
 
 @pytest.mark.parametrize(("epsilon", "delta"), CLASSIC_GRID)
@@ -107,17 +107,23 @@ def test_empirical_variance_of_the_aggregated_noise():
     """
     n, t, d = 10, 3, 20000
     cal = calibrate_dca(0.8, 1e-5, 1.0, n_clients=n, tolerated=t, method="classic")
-    res = secure_sum(np.zeros((n, d)), noise_std=cal.client_std, rng=2024, compute_nodes=3,
-                     tolerated=t)
+    res = secure_sum(
+        np.zeros((n, d)), noise_std=cal.client_std, rng=2024, compute_nodes=3, tolerated=t
+    )
     expected = n * cal.sigma_std**2 / (n - t - 1)
     assert aggregate_noise_variance(cal.sigma_std, n, t) == pytest.approx(expected)
     assert res.total.var() == pytest.approx(expected, rel=0.05)
     assert abs(res.total.mean()) < 5 * math.sqrt(expected / d)
     # after T dropouts, the N - T remaining clients' noise still exceeds sigma_std^2
-    dropped = secure_sum(np.zeros((n, d)), noise_std=cal.client_std, rng=2024, compute_nodes=3,
-                         tolerated=t, dropped=[0, 1, 2])
-    assert dropped.total.var() == pytest.approx((n - t) / (n - t - 1) * cal.sigma_std**2,
-                                                rel=0.05)
+    dropped = secure_sum(
+        np.zeros((n, d)),
+        noise_std=cal.client_std,
+        rng=2024,
+        compute_nodes=3,
+        tolerated=t,
+        dropped=[0, 1, 2],
+    )
+    assert dropped.total.var() == pytest.approx((n - t) / (n - t - 1) * cal.sigma_std**2, rel=0.05)
     assert dropped.total.var() > 0.95 * cal.sigma_std**2
 
 

@@ -70,7 +70,9 @@ def test_a_clients_envelopes_each_open_at_their_node_only():
     contexts = [MessageContext("j", 1, k) for k in range(3)]
     envs = seal_for_nodes([b"a", b"b", b"c"], [n.public_bytes for n in nodes], contexts)
     assert [open_envelope(e, n, c) for e, n, c in zip(envs, nodes, contexts, strict=True)] == [
-        b"a", b"b", b"c"
+        b"a",
+        b"b",
+        b"c",
     ]
     with pytest.raises(EnvelopeError):  # node 1 replays node 0's envelope as its own
         open_envelope(envs[0], nodes[1], contexts[1])

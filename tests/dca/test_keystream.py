@@ -34,7 +34,7 @@ def test_ranges_across_segment_boundaries():
     whole = MaskStream(KEY).words(3 * segment)
     for offset, count in ((segment - 3, 7), (segment + 1, segment), (5, 2 * segment), (0, 1)):
         np.testing.assert_array_equal(
-            MaskStream(KEY, chunk_bytes=4096).words(count, offset), whole[offset:offset + count]
+            MaskStream(KEY, chunk_bytes=4096).words(count, offset), whole[offset : offset + count]
         )
 
 

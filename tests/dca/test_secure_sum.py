@@ -66,13 +66,24 @@ def test_same_seed_same_sum_and_generator_seeds_work(z):
 def test_streaming_blocks_give_the_same_result_as_one_array(z, block_size):
     whole = secure_sum(z, noise_std=0.3, rng=1, compute_nodes=4, mask_stream=MaskStream(KEY))
     by_callable = secure_sum(
-        lambda a, b: z[a:b], n_clients=57, dim=11, noise_std=0.3, rng=1, compute_nodes=4,
-        block_size=block_size, mask_stream=MaskStream(KEY),
+        lambda a, b: z[a:b],
+        n_clients=57,
+        dim=11,
+        noise_std=0.3,
+        rng=1,
+        compute_nodes=4,
+        block_size=block_size,
+        mask_stream=MaskStream(KEY),
     )
     pieces = [z[:5], z[5:6], z[6:40], z[40:]]
     by_iterable = secure_sum(
-        iter(pieces), n_clients=57, noise_std=0.3, rng=1, compute_nodes=4,
-        block_size=block_size, mask_stream=MaskStream(KEY),
+        iter(pieces),
+        n_clients=57,
+        noise_std=0.3,
+        rng=1,
+        compute_nodes=4,
+        block_size=block_size,
+        mask_stream=MaskStream(KEY),
     )
     for res in (by_callable, by_iterable):
         np.testing.assert_array_equal(res.total_encoded, whole.total_encoded)
@@ -82,8 +93,14 @@ def test_streaming_blocks_give_the_same_result_as_one_array(z, block_size):
 @pytest.mark.parametrize(("m", "noise"), [(1, "gaussian"), (2, "discrete"), (6, "gaussian")])
 def test_fast_explicit_and_encrypted_paths_agree_bit_for_bit(z, m, noise):
     noise_std = np.linspace(0.0, 1.0, 11) if noise == "gaussian" else 0.6
-    kwargs = dict(noise_std=noise_std, rng=4, compute_nodes=m, noise=noise,
-                  dropped={3: [0], 20: [m - 1]}, tolerated=2)
+    kwargs = dict(
+        noise_std=noise_std,
+        rng=4,
+        compute_nodes=m,
+        noise=noise,
+        dropped={3: [0], 20: [m - 1]},
+        tolerated=2,
+    )
     fast = secure_sum(z, mask_stream=MaskStream(KEY), **kwargs)
     explicit = secure_sum(z, mask_stream=MaskStream(KEY), materialize=True, block_size=8, **kwargs)
     sealed = secure_sum(z[:, :], mask_stream=MaskStream(KEY), encrypt=True, **kwargs)
@@ -107,8 +124,15 @@ def test_mask_sums_across_stream_segments(n, d, m):
 
 
 def test_dropped_clients_are_excluded_consistently(z):
-    res = secure_sum(z, noise_std=0.2, rng=8, compute_nodes=3, tolerated=3,
-                     dropped={2: [1], 10: [0, 2], 30: [2]}, noise="gaussian")
+    res = secure_sum(
+        z,
+        noise_std=0.2,
+        rng=8,
+        compute_nodes=3,
+        tolerated=3,
+        dropped={2: [1], 10: [0, 2], 30: [2]},
+        noise="gaussian",
+    )
     assert res.dropped.tolist() == [2, 10, 30]
     assert res.received.tolist() == [56, 56, 55]
     kept = [i for i in range(57) if i not in (2, 10, 30)]
@@ -157,8 +181,17 @@ def test_workers_give_the_same_sum(z):
 
 def test_timing_reports_every_phase(z):
     res = secure_sum(z, noise_std=0.1, rng=0)
-    for key in ("values", "noise_seeding", "noise_sampling", "encode", "masks", "sums",
-                "agreement", "decode", "wall"):
+    for key in (
+        "values",
+        "noise_seeding",
+        "noise_sampling",
+        "encode",
+        "masks",
+        "sums",
+        "agreement",
+        "decode",
+        "wall",
+    ):
         assert res.timing[key] >= 0.0, key
     assert res.timing["wall"] >= res.timing["masks"]
 
@@ -168,16 +201,20 @@ def test_discrete_noise_is_added_exactly_in_the_ring(z):
     from dpfed.dca.noise import noise_seed
 
     seed, f = 11, 24
-    res = secure_sum(z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete",
-                     fractional_bits=f)
+    res = secure_sum(
+        z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete", fractional_bits=f
+    )
     s2 = ring_sigma2(0.5, f)
     base = noise_seed(seed)
-    expected = sum(np.rint(np.ldexp(z[i], f)).astype(np.int64)
-                   + client_discrete_noise(base, i, z.shape[1], s2) for i in range(z.shape[0]))
+    expected = sum(
+        np.rint(np.ldexp(z[i], f)).astype(np.int64) + client_discrete_noise(base, i, z.shape[1], s2)
+        for i in range(z.shape[0])
+    )
     assert np.array_equal(res.total_encoded.view(np.int64), expected)
     assert res.noise == "discrete"
-    again = secure_sum(z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete",
-                       fractional_bits=f, workers=2)
+    again = secure_sum(
+        z, noise_std=0.5, rng=seed, compute_nodes=3, noise="discrete", fractional_bits=f, workers=2
+    )
     assert np.array_equal(again.total_encoded, res.total_encoded)
 
 
@@ -192,10 +229,13 @@ def test_the_default_noise_is_exact_and_per_coordinate_noise_must_ask_for_floats
     assert floats.noise == "gaussian"
 
 
-@pytest.mark.parametrize(("noise_std", "noise", "match"), [
-    (np.linspace(0.5, 1.0, 11), "discrete", "one noise_std for every coordinate"),
-    (1.0, "laplace", "noise must be one of"),
-])
+@pytest.mark.parametrize(
+    ("noise_std", "noise", "match"),
+    [
+        (np.linspace(0.5, 1.0, 11), "discrete", "one noise_std for every coordinate"),
+        (1.0, "laplace", "noise must be one of"),
+    ],
+)
 def test_discrete_noise_refuses_what_it_cannot_draw(z, noise_std, noise, match):
     with pytest.raises(DpfedInputError, match=match):
         secure_sum(z, noise_std=noise_std, rng=1, noise=noise)

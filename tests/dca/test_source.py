@@ -55,10 +55,13 @@ def test_callables_must_return_the_asked_shape():
 
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"values": np.zeros((0, 3))}, "N, D >= 1"), ({"values": Z, "n_clients": 6}, "n_clients = 6"),
-     ({"values": lambda a, b: Z}, "n_clients is needed"),
-     ({"values": lambda a, b: Z, "n_clients": 7}, "dim is needed"),
-     ({"values": 3.0, "n_clients": 7}, "must be an")],
+    [
+        ({"values": np.zeros((0, 3))}, "N, D >= 1"),
+        ({"values": Z, "n_clients": 6}, "n_clients = 6"),
+        ({"values": lambda a, b: Z}, "n_clients is needed"),
+        ({"values": lambda a, b: Z, "n_clients": 7}, "dim is needed"),
+        ({"values": 3.0, "n_clients": 7}, "must be an"),
+    ],
 )
 def test_bad_sources_are_refused(kwargs, match):
     with pytest.raises(DpfedInputError, match=match):

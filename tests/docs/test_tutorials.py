@@ -23,14 +23,21 @@ DOCS = Path(__file__).parents[2] / "docs"
 TUTORIALS = sorted((DOCS / "tutorials").glob("*.md"))
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
 #: Named data sets the tutorials read from DPFED_DATA (breast_cancer ships with scikit-learn).
-NEEDS = {"a9a": "a9a/a9a", "adult": "adult/adult.data",
-         "wine-red": "wine_quality/winequality-red.csv"}
+NEEDS = {
+    "a9a": "a9a/a9a",
+    "adult": "adult/adult.data",
+    "wine-red": "wine_quality/winequality-red.csv",
+}
 
 
 def commands(page: Path) -> list[str]:
     """The ``$ `` lines of the page's console blocks, in order."""
-    return [line[2:].strip() for block in BLOCK.findall(page.read_text())
-            for line in block.splitlines() if line.startswith("$ ")]
+    return [
+        line[2:].strip()
+        for block in BLOCK.findall(page.read_text())
+        for line in block.splitlines()
+        if line.startswith("$ ")
+    ]
 
 
 #: The most rounds a tutorial's command runs in CI (unless DPFED_REPRODUCE is set).
@@ -52,8 +59,13 @@ RUN_BY_EXAMPLE = {"own-tables": "examples/own_tables_by_id.py"}
 
 
 def test_every_tutorial_shows_commands():
-    assert {p.stem for p in TUTORIALS} == {"vertical", "consensus", "decentralized",
-                                           "secure-sum", "own-tables"}
+    assert {p.stem for p in TUTORIALS} == {
+        "vertical",
+        "consensus",
+        "decentralized",
+        "secure-sum",
+        "own-tables",
+    }
     for page in TUTORIALS:
         if page.stem in RUN_BY_EXAMPLE:
             script = RUN_BY_EXAMPLE[page.stem]
@@ -80,13 +92,18 @@ def test_a_tutorials_commands_run_as_written(page, tmp_path):
         assert argv[0] == "dpfed", line
         if not os.environ.get("DPFED_REPRODUCE"):
             argv = capped(argv)
-        done = subprocess.run([sys.executable, "-m", "dpfed.cli", *argv[1:]], cwd=tmp_path,
-                              env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "dpfed.cli", *argv[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
 
 
 def test_ci_caps_only_the_rounds():
     argv = ["dpfed", "train", "decentralized", "--iterations", "100", "--seed", "0"]
-    assert capped(argv) == ["dpfed", "train", "decentralized", "--iterations", "10", "--seed",
-                            "0"]
+    assert capped(argv) == ["dpfed", "train", "decentralized", "--iterations", "10", "--seed", "0"]
     assert capped(["dpfed", "privacy", "epsilon", "--steps", "20"])[-1] == "20"

@@ -23,12 +23,14 @@ pytest.importorskip("ray")
 
 def _same(a: dict, b: dict) -> None:
     """Two results' JSON equal but for timings and the engine's own report."""
+
     def strip(result: dict) -> str:
         result = dict(result)
         result.pop("engine", None)
         result.pop("seconds", None)
-        result["history"] = [{k: v for k, v in e.items() if k != "seconds"}
-                             for e in result["history"]]
+        result["history"] = [
+            {k: v for k, v in e.items() if k != "seconds"} for e in result["history"]
+        ]
         result["final"] = {k: v for k, v in result["final"].items() if k != "seconds"}
         return json.dumps(result, sort_keys=True, default=str)
 
@@ -48,11 +50,18 @@ def _horizontal_parts(n_parts: int, seed: int = 0, n: int = 600, d: int = 6):
 @pytest.mark.parametrize("protect", [False, True])
 def test_vertical_on_ray_equals_inprocess(local_ray, protect):
     blocks, y, test_blocks, y_test = make_vertical_problem_with_test(split=(4, 3, 2))
-    config = VerticalConfig(mechanism="sound", epsilon=2.0, delta=1e-5, iterations=4, seed=3,
-                            protect_label_holder=protect)
+    config = VerticalConfig(
+        mechanism="sound",
+        epsilon=2.0,
+        delta=1e-5,
+        iterations=4,
+        seed=3,
+        protect_label_holder=protect,
+    )
     runs = [
-        train_vertical(blocks, y, config, test_blocks=test_blocks, test_labels=y_test,
-                       engine=engine)
+        train_vertical(
+            blocks, y, config, test_blocks=test_blocks, test_labels=y_test, engine=engine
+        )
         for engine in ("inprocess", "ray")
     ]
     _same(runs[0].to_json(), runs[1].to_json())
@@ -68,10 +77,13 @@ def test_vertical_on_ray_equals_inprocess(local_ray, protect):
 
 def test_consensus_on_ray_equals_inprocess(local_ray):
     parts, X_test, y_test = _horizontal_parts(12)
-    config = ConsensusConfig(mechanism="gaussian", epsilon=1.0, delta=1e-5, iterations=5,
-                             seed=1, lam=1e-3, rho=0.5)
-    runs = [train_consensus(parts, config, X_test=X_test, y_test=y_test, engine=engine)
-            for engine in ("inprocess", "ray")]
+    config = ConsensusConfig(
+        mechanism="gaussian", epsilon=1.0, delta=1e-5, iterations=5, seed=1, lam=1e-3, rho=0.5
+    )
+    runs = [
+        train_consensus(parts, config, X_test=X_test, y_test=y_test, engine=engine)
+        for engine in ("inprocess", "ray")
+    ]
     _same(runs[0].to_json(), runs[1].to_json())
     assert np.array_equal(runs[0].model, runs[1].model)
     assert [r.model.tolist() for r in runs[0].rounds] == [r.model.tolist() for r in runs[1].rounds]
@@ -81,11 +93,19 @@ def test_consensus_on_ray_equals_inprocess(local_ray):
 def test_decentralized_on_ray_equals_inprocess(local_ray, perturbation):
     parts, X_test, y_test = _horizontal_parts(8, seed=2)
     graph = make_graph("ring", len(parts))
-    config = DecentralizedConfig(perturbation=perturbation, alpha=0.5, iterations=4, seed=5,
-                                 loss_scale=100.0, rho=1e-2, eta=1.0)
-    runs = [train_decentralized(parts, graph, config, X_test=X_test, y_test=y_test,
-                                engine=engine)
-            for engine in ("inprocess", RayEngine(workers=3))]
+    config = DecentralizedConfig(
+        perturbation=perturbation,
+        alpha=0.5,
+        iterations=4,
+        seed=5,
+        loss_scale=100.0,
+        rho=1e-2,
+        eta=1.0,
+    )
+    runs = [
+        train_decentralized(parts, graph, config, X_test=X_test, y_test=y_test, engine=engine)
+        for engine in ("inprocess", RayEngine(workers=3))
+    ]
     _same(runs[0].to_json(), runs[1].to_json())
     for name, model in runs[0].models.items():
         assert np.array_equal(model, runs[1].models[name])

@@ -49,12 +49,19 @@ def test_secure_sum_on_ray_tasks_equals_inprocess_bit_for_bit(local_ray):
     from dpfed.engines.tasks import RayExecutor
 
     source = UniformClients(7, seed=4)
-    common = dict(n_clients=5000, dim=7, noise_std=0.5, rng=11, compute_nodes=4, tolerated=2,
-                  dropped=[3, 4000], block_size=256)
+    common = dict(
+        n_clients=5000,
+        dim=7,
+        noise_std=0.5,
+        rng=11,
+        compute_nodes=4,
+        tolerated=2,
+        dropped=[3, 4000],
+        block_size=256,
+    )
     inprocess = secure_sum(source, **common, mask_stream=MaskStream())
     executor = RayExecutor()
-    on_ray = secure_sum(source, **common, workers=2, executor=executor,
-                        mask_stream=MaskStream())
+    on_ray = secure_sum(source, **common, workers=2, executor=executor, mask_stream=MaskStream())
     assert np.array_equal(inprocess.total_encoded, on_ray.total_encoded)
     assert np.array_equal(inprocess.total, on_ray.total)
     assert np.array_equal(inprocess.included, on_ray.included)
@@ -73,10 +80,12 @@ def test_the_benchmark_reports_each_nodes_memory_and_the_same_total(local_ray):
 
 
 def test_node_usage_keeps_each_process_once_at_its_peak():
-    usage = [{"node": "a", "pid": 1, "peak_rss_bytes": 5},
-             {"node": "a", "pid": 1, "peak_rss_bytes": 7},
-             {"node": "a", "pid": 2, "peak_rss_bytes": 3},
-             {"node": "b", "pid": 9, "peak_rss_bytes": 4}]
+    usage = [
+        {"node": "a", "pid": 1, "peak_rss_bytes": 5},
+        {"node": "a", "pid": 1, "peak_rss_bytes": 7},
+        {"node": "a", "pid": 2, "peak_rss_bytes": 3},
+        {"node": "b", "pid": 9, "peak_rss_bytes": 4},
+    ]
     assert node_usage(usage) == {
         "a": {"workers": 2, "peak_rss_bytes_sum": 10, "peak_rss_bytes_max": 7},
         "b": {"workers": 1, "peak_rss_bytes_sum": 4, "peak_rss_bytes_max": 4},

@@ -26,8 +26,9 @@ def _optimum(X: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
         grad = X.T @ (-y / (1.0 + np.exp(m))) / len(y) + lam * w
         return value, grad
 
-    return minimize(f, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B",
-                    options={"ftol": 1e-15, "gtol": 1e-12}).x
+    return minimize(
+        f, np.zeros(X.shape[1]), jac=True, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12}
+    ).x
 
 
 def test_centralized_is_the_optimum_of_the_averaged_objective() -> None:
@@ -60,8 +61,11 @@ def test_sparse_and_dense_blocks_and_01_labels_agree() -> None:
     blocks, y, test, yt = _problem()
     dense = fit_centralized(blocks, y, lam=1e-3, test_blocks=test, test_labels=yt)
     mixed = fit_centralized(
-        [sp.csr_matrix(blocks[0]), blocks[1]], (y + 1) / 2, lam=1e-3,
-        test_blocks=[test[0], sp.csc_matrix(test[1])], test_labels=(yt + 1) / 2,
+        [sp.csr_matrix(blocks[0]), blocks[1]],
+        (y + 1) / 2,
+        lam=1e-3,
+        test_blocks=[test[0], sp.csc_matrix(test[1])],
+        test_labels=(yt + 1) / 2,
     )
     np.testing.assert_allclose(mixed["coef"], dense["coef"], atol=1e-6)
     assert mixed["test_log_loss"] == pytest.approx(dense["test_log_loss"], abs=1e-7)
@@ -120,13 +124,12 @@ def test_with_an_intercept_the_baselines_are_scikit_learns() -> None:
 
     blocks, y, test, yt = _problem()
     lam = 1e-2
-    out = fit_local_only(blocks, y, lam=lam, test_blocks=test, test_labels=yt,
-                         fit_intercept=True)
-    ref = LogisticRegression(C=1.0 / (lam * len(y)), tol=1e-10, max_iter=10000).fit(
-        blocks[0], y)
+    out = fit_local_only(blocks, y, lam=lam, test_blocks=test, test_labels=yt, fit_intercept=True)
+    ref = LogisticRegression(C=1.0 / (lam * len(y)), tol=1e-10, max_iter=10000).fit(blocks[0], y)
     np.testing.assert_allclose(out["coef"], ref.coef_.ravel(), atol=1e-6)
     assert out["intercept"] == pytest.approx(float(ref.intercept_[0]), abs=1e-6)
     scores = test[0] @ ref.coef_.ravel() + ref.intercept_[0]
-    assert out["test_log_loss"] == pytest.approx(float(np.mean(np.logaddexp(0.0, -yt * scores))),
-                                                 abs=1e-6)
+    assert out["test_log_loss"] == pytest.approx(
+        float(np.mean(np.logaddexp(0.0, -yt * scores))), abs=1e-6
+    )
     assert fit_centralized(blocks, y, lam=lam)["intercept"] == 0.0  # the paper's: none

@@ -26,8 +26,7 @@ def data():
 
 
 def test_get_params_and_clone():
-    est = DPBayesianLinearRegression(2.0, 1e-5, mode="distributed", projection=True,
-                                     random_state=3)
+    est = DPBayesianLinearRegression(2.0, 1e-5, mode="distributed", projection=True, random_state=3)
     params = est.get_params()
     assert params["epsilon"] == 2.0 and params["delta"] == 1e-5
     assert params["mode"] == "distributed" and params["projection"] is True
@@ -41,8 +40,7 @@ def test_nonprivate_equals_ridge(data):
     X, y = data
     X, y = X + 2.0, y - 1.0
     # the paper's algorithm: no intercept
-    model = DPBayesianLinearRegression(mode="nonprivate", lam=2.0, lam0=4.0,
-                                       centre=False).fit(X, y)
+    model = DPBayesianLinearRegression(mode="nonprivate", lam=2.0, lam0=4.0, centre=False).fit(X, y)
     ridge = Ridge(alpha=2.0, fit_intercept=False).fit(X, y)
     np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-9)
     np.testing.assert_allclose(model.predict(X), ridge.predict(X), rtol=1e-9)
@@ -60,9 +58,14 @@ def test_nonprivate_equals_ridge(data):
 def test_predictions_centre_by_the_dp_means(data):
     X, y = data
     X, y = X + np.array([1.0, -1.0, 2.0, 0.0]), y + 1.5
-    model = DPBayesianLinearRegression(3.0, mode="distributed", projection=True,
-                                       threshold_repeats=1, aggregate=_fake_secure_sum,
-                                       random_state=2).fit(X, y)
+    model = DPBayesianLinearRegression(
+        3.0,
+        mode="distributed",
+        projection=True,
+        threshold_repeats=1,
+        aggregate=_fake_secure_sum,
+        random_state=2,
+    ).fit(X, y)
     m = model.means_
     assert m.shape == (5,) and not np.allclose(m, np.append(X.mean(0), y.mean()))
     np.testing.assert_allclose(m, model.fit_result_.centring.means)
@@ -76,9 +79,11 @@ def test_predictions_centre_by_the_dp_means(data):
 
 @pytest.mark.parametrize(
     "params",
-    [dict(mode="trusted"), dict(mode="input", epsilon=1.0),
-     dict(mode="distributed", projection=True, threshold_repeats=2,
-          aggregate=_fake_secure_sum)],
+    [
+        dict(mode="trusted"),
+        dict(mode="input", epsilon=1.0),
+        dict(mode="distributed", projection=True, threshold_repeats=2, aggregate=_fake_secure_sum),
+    ],
 )
 def test_private_fits_are_seeded_and_report_privacy(data, params):
     X, y = data

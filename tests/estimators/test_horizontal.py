@@ -22,13 +22,28 @@ def data():
     "estimator",
     [
         ConsensusLogisticRegression(n_clients=4, iterations=15, rho=0.05, random_state=0),
-        ConsensusLogisticRegression(n_clients=4, iterations=5, mechanism="gaussian",
-                                    epsilon=5.0, delta=1e-5, accountant="rdp", random_state=0),
-        DecentralizedLogisticRegression(n_nodes=4, iterations=15, loss_scale=10.0, rho=0.01,
-                                        eta=0.5, random_state=0),
-        DecentralizedLogisticRegression(n_nodes=4, iterations=5, loss_scale=10.0, rho=0.01,
-                                        eta=0.5, perturbation="dvp", alpha=1.0,
-                                        random_state=0),
+        ConsensusLogisticRegression(
+            n_clients=4,
+            iterations=5,
+            mechanism="gaussian",
+            epsilon=5.0,
+            delta=1e-5,
+            accountant="rdp",
+            random_state=0,
+        ),
+        DecentralizedLogisticRegression(
+            n_nodes=4, iterations=15, loss_scale=10.0, rho=0.01, eta=0.5, random_state=0
+        ),
+        DecentralizedLogisticRegression(
+            n_nodes=4,
+            iterations=5,
+            loss_scale=10.0,
+            rho=0.01,
+            eta=0.5,
+            perturbation="dvp",
+            alpha=1.0,
+            random_state=0,
+        ),
     ],
 )
 def test_fit_predict_and_privacy(data, estimator):
@@ -40,8 +55,10 @@ def test_fit_predict_and_privacy(data, estimator):
     assert proba.shape == (240, 2) and np.allclose(proba.sum(axis=1), 1.0)
     assert len(model.history_) == estimator.iterations
     assert "epsilon" in model.privacy_spent_
-    if estimator.get_params().get("mechanism", estimator.get_params().get("perturbation")) \
-            == "none":
+    if (
+        estimator.get_params().get("mechanism", estimator.get_params().get("perturbation"))
+        == "none"
+    ):
         assert model.score(X, y) > 0.85
     again = clone(estimator).fit(X, y)
     np.testing.assert_array_equal(again.coef_, model.coef_)  # seeded: reproducible
@@ -54,8 +71,13 @@ def test_wrong_width_is_refused(data):
         model.predict(X[:, :4])
 
 
-@pytest.mark.parametrize("estimator", [ConsensusLogisticRegression(n_clients=4, iterations=60),
-                                       DecentralizedLogisticRegression(n_nodes=4, iterations=60)])
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        ConsensusLogisticRegression(n_clients=4, iterations=60),
+        DecentralizedLogisticRegression(n_nodes=4, iterations=60),
+    ],
+)
 def test_the_intercept_fits_a_base_rate_the_rows_alone_cannot(estimator):
     """Rows whose direction says nothing about the label (unit rows spread on a circle) and
     a base rate of 0.2: only the intercept can learn it; the estimator's score is
@@ -72,7 +94,8 @@ def test_the_intercept_fits_a_base_rate_the_rows_alone_cannot(estimator):
     np.testing.assert_allclose(scores, X @ with_intercept.coef_[0] + with_intercept.intercept_[0])
 
     def log_loss(model):
-        return float(np.mean(np.logaddexp(0.0, -np.where(y > 0, 1, -1)
-                                          * model.decision_function(X))))
+        return float(
+            np.mean(np.logaddexp(0.0, -np.where(y > 0, 1, -1) * model.decision_function(X)))
+        )
 
     assert log_loss(with_intercept) < log_loss(without) - 0.1

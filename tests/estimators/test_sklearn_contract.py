@@ -40,21 +40,22 @@ GRAPH = {"n_nodes": 3, "iterations": 5, "loss_scale": 10.0, "rho": 0.01, "eta": 
 ESTIMATORS = [
     VerticalLogisticRegression(iterations=5),
     VerticalLogisticRegression(mechanism="sound", iterations=5, **NOISE),
-    VerticalLogisticRegression(mechanism="sound", iterations=5, protect_label_holder=True,
-                               **NOISE),
+    VerticalLogisticRegression(mechanism="sound", iterations=5, protect_label_holder=True, **NOISE),
     VerticalLinearClassifier(loss="smoothed_hinge", iterations=5),
     VerticalLinearClassifier(mechanism="paper", iterations=3, **NOISE),
     ConsensusLogisticRegression(n_clients=3, iterations=5),
-    ConsensusLogisticRegression(n_clients=3, iterations=5, mechanism="gaussian",
-                                accountant="rdp", **NOISE),
+    ConsensusLogisticRegression(
+        n_clients=3, iterations=5, mechanism="gaussian", accountant="rdp", **NOISE
+    ),
     DecentralizedLogisticRegression(**GRAPH),
     DecentralizedLogisticRegression(perturbation="dvp", alpha=1.0, **GRAPH),
     DecentralizedLogisticRegression(perturbation="pvp", alpha=1.0, **GRAPH),
     DPBayesianLinearRegression(mode="nonprivate"),
     DPBayesianLinearRegression(),
     DPBayesianLinearRegression(mode="input"),
-    DPBayesianLinearRegression(mode="distributed", projection=True, threshold_repeats=1,
-                               compute_nodes=3),
+    DPBayesianLinearRegression(
+        mode="distributed", projection=True, threshold_repeats=1, compute_nodes=3
+    ),
 ]
 
 #: Checks expected to fail, by estimator class name: ``{check name: reason}``. There are none:
@@ -134,8 +135,9 @@ def _rows(n: int = 120, d: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarr
 
 CLASSIFIERS = [
     VerticalLogisticRegression(split=[3, 2], iterations=5),
-    VerticalLogisticRegression(split=[3, 2], mechanism="sound", iterations=5, random_state=1,
-                               **NOISE),
+    VerticalLogisticRegression(
+        split=[3, 2], mechanism="sound", iterations=5, random_state=1, **NOISE
+    ),
     ConsensusLogisticRegression(n_clients=3, iterations=5, random_state=0),
     DecentralizedLogisticRegression(graph="complete", random_state=0, **GRAPH),
 ]
@@ -147,13 +149,15 @@ CLASSIFIERS = [
 def test_01_and_pm1_labels_reach_the_protocol_as_they_are(mechanism: dict) -> None:
     X, y01 = _rows()
     y_pm = 2.0 * y01 - 1.0
-    run = train_vertical([X[:, :3], X[:, 3:]], y_pm,
-                         VerticalConfig(iterations=5, seed=1, lam=1e-4, **mechanism))
+    run = train_vertical(
+        [X[:, :3], X[:, 3:]], y_pm, VerticalConfig(iterations=5, seed=1, lam=1e-4, **mechanism)
+    )
     coefs, intercept = run.coefficients()
     expected = np.concatenate(list(coefs.values()))
     for y in (y01, y_pm, y_pm.astype(int), y01.astype(float)):
-        clf = VerticalLogisticRegression(split=[3, 2], iterations=5, random_state=1,
-                                         **mechanism).fit(X, y)
+        clf = VerticalLogisticRegression(
+            split=[3, 2], iterations=5, random_state=1, **mechanism
+        ).fit(X, y)
         np.testing.assert_array_equal(clf.coef_[0], expected)  # bit for bit
         assert clf.intercept_[0] == intercept
         np.testing.assert_array_equal(clf.classes_, np.unique(y))
@@ -164,8 +168,12 @@ def test_01_and_pm1_labels_reach_the_protocol_as_they_are(mechanism: dict) -> No
 def test_any_two_labels_are_classes(estimator) -> None:
     X, y01 = _rows()
     reference = clone(estimator).fit(X, y01)
-    for labels in (np.array(["no", "yes"]), np.array([3, 7]), np.array([False, True]),
-                   np.array([-1.0, 0.0])):
+    for labels in (
+        np.array(["no", "yes"]),
+        np.array([3, 7]),
+        np.array([False, True]),
+        np.array([-1.0, 0.0]),
+    ):
         y = labels[y01]
         clf = clone(estimator).fit(X, y)
         np.testing.assert_array_equal(clf.classes_, labels)
@@ -178,9 +186,14 @@ def test_any_two_labels_are_classes(estimator) -> None:
 def test_one_class_or_more_than_two_are_refused(estimator) -> None:
     X, y01 = _rows()
     name = type(estimator).__name__
-    with pytest.raises(ValueError, match=(r"Only binary classification is supported.*"
-                                          rf"{name} needs exactly 2 classes in y\. "
-                                          r"Found 3 classes: \[0, 1, 2\]")):
+    with pytest.raises(
+        ValueError,
+        match=(
+            r"Only binary classification is supported.*"
+            rf"{name} needs exactly 2 classes in y\. "
+            r"Found 3 classes: \[0, 1, 2\]"
+        ),
+    ):
         clone(estimator).fit(X, np.arange(len(y01)) % 3)
     with pytest.raises(DpfedInputError, match=r"Found 1 class: \['a'\]"):
         clone(estimator).fit(X, np.full(len(y01), "a"))
@@ -196,8 +209,9 @@ def test_sparse_rows_fit_and_predict_like_dense_ones(estimator) -> None:
     for matrix in (sp.csr_matrix, sp.csc_matrix, sp.coo_array):
         sparse = clone(estimator).fit(matrix(X), y01)
         np.testing.assert_allclose(sparse.coef_, dense.coef_, rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(sparse.decision_function(matrix(X)),
-                                   dense.decision_function(X), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            sparse.decision_function(matrix(X)), dense.decision_function(X), rtol=1e-9, atol=1e-12
+        )
 
 
 def test_too_few_rows_for_the_configuration_are_named() -> None:
@@ -217,15 +231,21 @@ def test_too_few_rows_for_the_configuration_are_named() -> None:
 def test_a_wrong_width_is_a_dpfed_input_error_in_scikit_learn_words(estimator) -> None:
     X, y01 = _rows()
     model = clone(estimator).fit(X, y01 if is_classifier(estimator) else X[:, 0])
-    with pytest.raises(DpfedInputError, match=(f"X has 4 features, but {type(estimator).__name__} "
-                                               "is expecting 5 features as input")):
+    with pytest.raises(
+        DpfedInputError,
+        match=(
+            f"X has 4 features, but {type(estimator).__name__} is expecting 5 features as input"
+        ),
+    ):
         model.predict(X[:, :4])
 
 
 def test_sample_weight_is_refused_by_name_and_other_keywords_as_python_would():
     X, y = make_classification(n_samples=60, n_features=4, random_state=0)
-    for estimator in (VerticalLogisticRegression(split=[2, 2], iterations=2),
-                      ConsensusLogisticRegression(n_clients=2, iterations=2)):
+    for estimator in (
+        VerticalLogisticRegression(split=[2, 2], iterations=2),
+        ConsensusLogisticRegression(n_clients=2, iterations=2),
+    ):
         with pytest.raises(DpfedInputError, match="does not take sample_weight"):
             estimator.fit(X, y, sample_weight=np.ones(60))
         with pytest.raises(TypeError, match="unexpected keyword"):
@@ -245,5 +265,6 @@ def test_a_scaler_fitted_on_the_rows_in_front_of_a_private_estimator_is_warned_a
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         VerticalLogisticRegression(**private).fit(X, y)  # raw rows: no warning
-        make_pipeline(StandardScaler(), VerticalLogisticRegression(
-            split=[2, 2], iterations=2)).fit(X, y)  # no mechanism: nothing to void
+        make_pipeline(StandardScaler(), VerticalLogisticRegression(split=[2, 2], iterations=2)).fit(
+            X, y
+        )  # no mechanism: nothing to void

@@ -32,19 +32,22 @@ def test_estimator_contract_and_predictions():
 def test_the_intercept_is_the_label_holders_and_predicts_with_the_coefficients(fit_intercept):
     X, y = _data()
     y = np.where(X[:, 0] + 0.5 > 0, 1.0, -1.0)  # a threshold away from the origin
-    clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-3, iterations=40,
-                                     fit_intercept=fit_intercept).fit(X, y)
+    clf = VerticalLogisticRegression(
+        split=[3, 2, 2], lam=1e-3, iterations=40, fit_intercept=fit_intercept
+    ).fit(X, y)
     # unbounded rows (no mechanism): the scores are the rows times coef_ plus intercept_
-    np.testing.assert_allclose(clf.decision_function(X), X @ clf.coef_[0] + clf.intercept_[0],
-                               atol=1e-9)
+    np.testing.assert_allclose(
+        clf.decision_function(X), X @ clf.coef_[0] + clf.intercept_[0], atol=1e-9
+    )
     assert (clf.intercept_[0] > 0.1) if fit_intercept else clf.intercept_[0] == 0.0
     assert clf.party_models_["label"].shape == (3 + int(fit_intercept),)
 
 
 def test_estimator_reports_privacy_spent():
     X, y = _data()
-    clf = VerticalLogisticRegression(split=[3, 2, 2], lam=1e-2, mechanism="sound",
-                                     epsilon=2.0, delta=1e-5, random_state=0).fit(X, y)
+    clf = VerticalLogisticRegression(
+        split=[3, 2, 2], lam=1e-2, mechanism="sound", epsilon=2.0, delta=1e-5, random_state=0
+    ).fit(X, y)
     spent = clf.privacy_spent_
     assert spent["mechanism"] == "sound" and spent["accountant"] == "pld"
     assert 1.9 < spent["epsilon"] <= 2.0
@@ -55,12 +58,18 @@ def test_estimator_with_the_paper_mechanism_spends_no_certified_epsilon():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(30, 43))  # party1 holds 40 columns of 30 rows: d_m > N
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
-    clf = VerticalLogisticRegression(split=[3, 40], lam=1e-2, iterations=3, mechanism="paper",
-                                     epsilon=1.0, delta=1e-5, random_state=0).fit(X, y)
+    clf = VerticalLogisticRegression(
+        split=[3, 40],
+        lam=1e-2,
+        iterations=3,
+        mechanism="paper",
+        epsilon=1.0,
+        delta=1e-5,
+        random_state=0,
+    ).fit(X, y)
     spent = clf.privacy_spent_
     assert spent["epsilon"] is None and spent["paper_epsilon"] == pytest.approx(1.0)
-    assert any(r.startswith("party1:") and "lambda_min" in r
-               for r in spent["paper_epsilon_reason"])
+    assert any(r.startswith("party1:") and "lambda_min" in r for r in spent["paper_epsilon_reason"])
     assert all(h["epsilon"] is None for h in clf.history_)
 
 
@@ -77,8 +86,15 @@ def test_the_secure_estimator_fits_under_encryption_with_an_intercept():
     pytest.importorskip("tenseal")
     blocks, y = make_vertical_problem(n=600, split=(3, 2))
     X = np.hstack(blocks)
-    clf = VerticalLogisticRegression(split=[3, 2], secure=True, epsilon=8.0, delta=1e-5,
-                                     iterations=3, protect_label_holder=True, random_state=0)
+    clf = VerticalLogisticRegression(
+        split=[3, 2],
+        secure=True,
+        epsilon=8.0,
+        delta=1e-5,
+        iterations=3,
+        protect_label_holder=True,
+        random_state=0,
+    )
     labels = np.where(y > 0, 3, 1)  # any two labels
     assert clf.fit(X, labels) is clf
     assert clf.coef_.shape == (1, 5) and clf.intercept_.shape == (1,)
@@ -93,13 +109,18 @@ def test_the_secure_estimator_fits_under_encryption_with_an_intercept():
     assert 0.0 <= keeps.passive_weight_ <= 1.0
 
 
-@pytest.mark.parametrize(("params", "match"), [
-    ({}, "needs epsilon and delta"),
-    ({"epsilon": 1.0, "delta": 1e-5, "loss": "sigmoid"}, "logistic loss"),
-    ({"epsilon": 1.0, "delta": 1e-5, "mechanism": "paper"}, "own mechanism"),
-    ({"epsilon": 1.0, "delta": 1e-5, "label_holder_keeps_model": True},
-     "goes with protect_label_holder"),
-])
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({}, "needs epsilon and delta"),
+        ({"epsilon": 1.0, "delta": 1e-5, "loss": "sigmoid"}, "logistic loss"),
+        ({"epsilon": 1.0, "delta": 1e-5, "mechanism": "paper"}, "own mechanism"),
+        (
+            {"epsilon": 1.0, "delta": 1e-5, "label_holder_keeps_model": True},
+            "goes with protect_label_holder",
+        ),
+    ],
+)
 def test_the_secure_estimator_refuses_what_it_cannot_fit(params, match):
     X, y = _data()
     with pytest.raises(DpfedInputError, match=match):

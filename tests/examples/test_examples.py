@@ -34,8 +34,10 @@ KEY_LINES: dict[str, str] = {
 }
 TIMEOUT = 120.0
 #: Examples whose behaviour CI checks elsewhere, run with DPFED_REPRODUCE=1, and where.
-REPRODUCE_ONLY = {"budget_across_jobs.py": "jobs composing in one budget: CI checks it in "
-                                           "tests/runtime/test_networked_vertical.py"}
+REPRODUCE_ONLY = {
+    "budget_across_jobs.py": "jobs composing in one budget: CI checks it in "
+    "tests/runtime/test_networked_vertical.py"
+}
 
 
 def needs_net(script: Path) -> bool:
@@ -74,8 +76,13 @@ def _run_example(script: Path, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "DPFED_DATA"}
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, str(script), *ARGS.get(script.name, [])], cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [sys.executable, str(script), *ARGS.get(script.name, [])],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=TIMEOUT)

@@ -20,10 +20,13 @@ def adult_dir() -> Path:
     """The folder holding ``adult/adult.data`` and ``adult/adult.test``; skips without it."""
     value = os.environ.get("DPFED_DATA", "")
     base = Path(value) if value else None
-    if base is None or not all((base / "adult" / f).is_file()
-                               for f in ("adult.data", "adult.test")):
-        pytest.skip("UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
-                    "adult/adult.data and adult/adult.test)")
+    if base is None or not all(
+        (base / "adult" / f).is_file() for f in ("adult.data", "adult.test")
+    ):
+        pytest.skip(
+            "UCI Adult not found under $DPFED_DATA (set DPFED_DATA to a folder holding "
+            "adult/adult.data and adult/adult.test)"
+        )
     return base
 
 
@@ -35,8 +38,18 @@ def reproduce() -> Callable[..., dict]:
     def run(command: str, out: Path, base: Path) -> dict:
         buffer = io.StringIO()
         with contextlib.redirect_stdout(buffer):
-            code = main(["reproduce", command, "--out", str(out), "--data-dir", str(base),
-                         "--quick", "--quiet"])
+            code = main(
+                [
+                    "reproduce",
+                    command,
+                    "--out",
+                    str(out),
+                    "--data-dir",
+                    str(base),
+                    "--quick",
+                    "--quiet",
+                ]
+            )
         assert code == 0
         return json.loads(buffer.getvalue())
 
@@ -59,8 +72,18 @@ def check_missing_data(tmp_path, monkeypatch) -> Callable[..., None]:
         with pytest.raises(DpfedInputError, match=first_file):
             run(out, data_dir=empty, quick=True)
         assert not out.exists()
-        code = main(["reproduce", command, "--out", str(out), "--data-dir", str(empty),
-                     "--quick", "--quiet"])
+        code = main(
+            [
+                "reproduce",
+                command,
+                "--out",
+                str(out),
+                "--data-dir",
+                str(empty),
+                "--quick",
+                "--quiet",
+            ]
+        )
         assert code == 2
 
     return check
@@ -70,8 +93,7 @@ def _without_timings(value):
     """``value`` without its wall-clock entries (``seconds``, at every level) and the output
     folder (``out_dir``): what may differ between two runs of the same reproduction."""
     if isinstance(value, dict):
-        return {k: _without_timings(v) for k, v in value.items()
-                if k not in ("seconds", "out_dir")}
+        return {k: _without_timings(v) for k, v in value.items() if k not in ("seconds", "out_dir")}
     if isinstance(value, list):
         return [_without_timings(v) for v in value]
     return value

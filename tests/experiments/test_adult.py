@@ -21,16 +21,15 @@ def test_adult_folder_names_the_missing_file(tmp_path):
 
 
 def test_quick_parts_are_subsampled_unit_rows_split_evenly(adult_dir):
-    data = load_adult_parts(adult_dir, parties=4, max_train_rows=1000, max_test_rows=500,
-                            seed=0)
+    data = load_adult_parts(adult_dir, parties=4, max_train_rows=1000, max_test_rows=500, seed=0)
     info = data.describe()
     assert info["n_train"] == 1000 and info["n_test"] == 500 and info["parties"] == 4
     assert info["rows_per_party"] == [250] * 4 and info["n_features"] == 105
     assert info["preprocessing"].startswith(
-        "rows subsampled to 1000 train / 500 test (default_rng(0), quick mode); ")
+        "rows subsampled to 1000 train / 500 test (default_rng(0), quick mode); "
+    )
     X, y = data.stacked()
     assert X.shape == (1000, 105) and set(np.unique(y)) <= {-1.0, 1.0}
     assert np.allclose(np.linalg.norm(X, axis=1), 1.0)
-    again = load_adult_parts(adult_dir, parties=4, max_train_rows=1000, max_test_rows=500,
-                             seed=0)
+    again = load_adult_parts(adult_dir, parties=4, max_train_rows=1000, max_test_rows=500, seed=0)
     assert np.array_equal(again.stacked()[0], X)

@@ -22,13 +22,19 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _data_dir() -> Path:
-    base = Path(os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" /
-                "data")
-    needed = ("wine_quality/winequality-red.csv", "wine_quality/winequality-white.csv",
-              "abalone/abalone.data")
+    base = Path(
+        os.environ.get("DPFED_DATA") or Path(__file__).parents[2] / ".." / "shared" / "data"
+    )
+    needed = (
+        "wine_quality/winequality-red.csv",
+        "wine_quality/winequality-white.csv",
+        "abalone/abalone.data",
+    )
     if not all((base / rel).is_file() for rel in needed):
-        pytest.skip("Wine Quality / Abalone not found under $DPFED_DATA (set DPFED_DATA to a "
-                    "folder holding wine_quality/ and abalone/)")
+        pytest.skip(
+            "Wine Quality / Abalone not found under $DPFED_DATA (set DPFED_DATA to a "
+            "folder holding wine_quality/ and abalone/)"
+        )
     return base
 
 
@@ -40,8 +46,12 @@ def quick_run(tmp_path_factory, reproduce):
 
 def test_quick_run_writes_every_file(quick_run):
     out, summary = quick_run
-    assert summary["files"] == ["bayes_linreg.json", "bayes_linreg.png", "summary.md",
-                                "summary.json"]
+    assert summary["files"] == [
+        "bayes_linreg.json",
+        "bayes_linreg.png",
+        "summary.md",
+        "summary.json",
+    ]
     for name in summary["files"]:
         assert (out / name).is_file(), name
     png = (out / "bayes_linreg.png").read_bytes()
@@ -86,22 +96,24 @@ def test_quick_run_results(quick_run):
     assert summary["cache"]["searches"] == 2 * len(plan.datasets) * len(plan.epsilons)
 
 
-
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="the plan on an executor: "
-                           "set DPFED_REPRODUCE=1; CI checks executors on other plans")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="the plan on an executor: set DPFED_REPRODUCE=1; CI checks executors on other plans",
+)
 @pytest.mark.networked
-def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path,
-                                                            without_timings):
+def test_the_cells_on_an_executor_give_the_same_reproduction(quick_run, tmp_path, without_timings):
     out, _ = quick_run
-    with ProcessPoolExecutor(max_workers=2,
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        repro.run_bayes_linreg_reproduction(tmp_path / "pool", data_dir=_data_dir(), quick=True,
-                                            executor=pool)
+    with ProcessPoolExecutor(
+        max_workers=2, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        repro.run_bayes_linreg_reproduction(
+            tmp_path / "pool", data_dir=_data_dir(), quick=True, executor=pool
+        )
     for name in ("summary.json", "bayes_linreg.json"):
         parallel = json.loads((tmp_path / "pool" / name).read_text())
-        assert without_timings(parallel) == without_timings(
-            json.loads((out / name).read_text())), name
+        assert without_timings(parallel) == without_timings(json.loads((out / name).read_text())), (
+            name
+        )
 
 
 def test_holm_adjust():
@@ -110,16 +122,24 @@ def test_holm_adjust():
 
 
 def test_missing_data_is_a_clear_input_error(check_missing_data):
-    check_missing_data(repro.run_bayes_linreg_reproduction, "bayes-linreg",
-                       r"wine_quality[/\\]winequality-red\.csv")
+    check_missing_data(
+        repro.run_bayes_linreg_reproduction,
+        "bayes-linreg",
+        r"wine_quality[/\\]winequality-red\.csv",
+    )
 
 
 def test_no_centre_runs_the_papers_algorithm(tmp_path):
-    plan = repro.BayesLinregPlan(quick=True, datasets=("wine-red",), epsilons=(1.0,), runs=2,
-                                 methods=("nonprivate", "trusted"), threshold_repeats=1,
-                                 centre=False)
-    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(),
-                                                  plan=plan)
+    plan = repro.BayesLinregPlan(
+        quick=True,
+        datasets=("wine-red",),
+        epsilons=(1.0,),
+        runs=2,
+        methods=("nonprivate", "trusted"),
+        threshold_repeats=1,
+        centre=False,
+    )
+    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(), plan=plan)
     assert summary["plan"]["centre"] is False
     fig = json.loads((tmp_path / "out" / "bayes_linreg.json").read_text())
     report = fig["privacy"]["wine-red"]["trusted"]["1"]
@@ -134,38 +154,47 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch):
         raise RuntimeError("simulated crash before the figure")
 
     monkeypatch.setattr(repro, "_indistinguishability", broken)
-    plan = repro.BayesLinregPlan(quick=True, datasets=("wine-red",), epsilons=(1.0,), runs=2,
-                                 methods=("nonprivate", "trusted"), threshold_repeats=1)
+    plan = repro.BayesLinregPlan(
+        quick=True,
+        datasets=("wine-red",),
+        epsilons=(1.0,),
+        runs=2,
+        methods=("nonprivate", "trusted"),
+        threshold_repeats=1,
+    )
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="simulated crash"):
         repro.run_bayes_linreg_reproduction(out, data_dir=base, plan=plan)
     assert list(out.iterdir()) == []
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="the plan's extreme budgets on red wine: "
-                           "set DPFED_REPRODUCE=1; CI runs the quick run")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="the plan's extreme budgets on red wine: set DPFED_REPRODUCE=1; CI runs the quick run",
+)
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_SLOW"),
-                    reason="the smallest and largest budgets on one data set take half a "
-                           "minute; set DPFED_SLOW=1")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_SLOW"),
+    reason="the smallest and largest budgets on one data set take half a minute; set DPFED_SLOW=1",
+)
 def test_full_plan_on_red_wine(tmp_path):
     """The full plan's 25 runs at its two extreme budgets (the middle four are checked by the
     full reproduction under DPFED_REPRODUCE=1)."""
     full = repro.full_plan()
-    plan = dataclasses.replace(full, datasets=("wine-red",),
-                               epsilons=(full.epsilons[0], full.epsilons[-1]))
-    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(),
-                                                  plan=plan)
+    plan = dataclasses.replace(
+        full, datasets=("wine-red",), epsilons=(full.epsilons[0], full.epsilons[-1])
+    )
+    summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir(), plan=plan)
     assert summary["indistinguishable"]["n_tests"] == 4
     assert summary["indistinguishable"]["indistinguishable"] is True
     assert summary["projection_at_epsilon1"]["all_beat"] is True
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="the full experiment takes about 5 minutes on 2 cores; set "
-                           "DPFED_REPRODUCE=1")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="the full experiment takes about 5 minutes on 2 cores; set DPFED_REPRODUCE=1",
+)
 def test_full_reproduction(tmp_path):
     summary = repro.run_bayes_linreg_reproduction(tmp_path / "out", data_dir=_data_dir())
     assert summary["indistinguishable"]["n_tests"] == 36

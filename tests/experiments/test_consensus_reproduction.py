@@ -56,8 +56,14 @@ def test_quick_run_json_keys(quick_run):
     assert zs == sorted(zs, reverse=True)
     assert 0.5 < fig["centralized"]["test_accuracy"] <= 1.0
     h = summary["headlines"]
-    assert {"epsilon1_accuracy", "target_met_mean", "target_met_every_seed", "noise_multiplier",
-            "nonprivate_accuracy", "centralized_accuracy"} <= set(h)
+    assert {
+        "epsilon1_accuracy",
+        "target_met_mean",
+        "target_met_every_seed",
+        "noise_multiplier",
+        "nonprivate_accuracy",
+        "centralized_accuracy",
+    } <= set(h)
     assert _finite(h["epsilon1_accuracy"]["mean"]) and _finite(h["epsilon1_accuracy"]["min"])
     assert isinstance(h["target_met_mean"], bool)
     assert isinstance(h["target_met_every_seed"], bool)
@@ -74,9 +80,21 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
         raise RuntimeError("simulated crash before the figure")
 
     monkeypatch.setattr(repro, "_centralized", broken)
-    monkeypatch.setattr(repro, "quick_plan", lambda: repro.ConsensusPlan(
-        quick=True, clients=4, lam=1e-5, rho=0.015, iterations=2, epsilons=(5.0,),
-        seeds=(0,), max_train_rows=400, max_test_rows=200))
+    monkeypatch.setattr(
+        repro,
+        "quick_plan",
+        lambda: repro.ConsensusPlan(
+            quick=True,
+            clients=4,
+            lam=1e-5,
+            rho=0.015,
+            iterations=2,
+            epsilons=(5.0,),
+            seeds=(0,),
+            max_train_rows=400,
+            max_test_rows=200,
+        ),
+    )
     out = tmp_path / "out"
     with pytest.raises(RuntimeError, match="simulated crash"):
         repro.run_consensus_reproduction(out, data_dir=base, quick=True)
@@ -84,10 +102,12 @@ def test_failure_midway_leaves_no_summary(tmp_path, monkeypatch, adult_dir):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="the full plan's epsilon-1 level takes half a minute; CI checks the "
-                           "same figure on one seed (tests/protocols/consensus/test_driver.py); "
-                           "set DPFED_REPRODUCE=1")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="the full plan's epsilon-1 level takes half a minute; CI checks the "
+    "same figure on one seed (tests/protocols/consensus/test_driver.py); "
+    "set DPFED_REPRODUCE=1",
+)
 def test_full_consensus(tmp_path, adult_dir, monkeypatch):
     """The full plan on all of Adult at its one level the target is about, epsilon 1 (the
     other levels' runs are independent of it, take four fifths of the time and are checked
@@ -109,15 +129,17 @@ def test_full_consensus(tmp_path, adult_dir, monkeypatch):
     assert headlines["target_met_mean"] == (acc["mean"] >= repro.TARGET_ACCURACY)
 
 
-
-def test_the_grid_on_ray_tasks_gives_the_same_reproduction(quick_run, tmp_path, adult_dir,
-                                                            local_ray, without_timings):
+def test_the_grid_on_ray_tasks_gives_the_same_reproduction(
+    quick_run, tmp_path, adult_dir, local_ray, without_timings
+):
     from dpfed.engines.tasks import RayExecutor
 
     out, serial = quick_run
-    summary = repro.run_consensus_reproduction(tmp_path / "ray", data_dir=adult_dir, quick=True,
-                                               executor=RayExecutor())
+    summary = repro.run_consensus_reproduction(
+        tmp_path / "ray", data_dir=adult_dir, quick=True, executor=RayExecutor()
+    )
     assert without_timings(summary) == without_timings(serial)
     figure = json.loads((tmp_path / "ray" / "consensus.json").read_text())
     assert without_timings(figure) == without_timings(
-        json.loads((out / "consensus.json").read_text()))
+        json.loads((out / "consensus.json").read_text())
+    )

@@ -70,7 +70,8 @@ def test_quick_run_json_keys(quick_run):
     fig3 = json.loads((out / "fig3_convergence.json").read_text())
     assert fig3["alphas"] == list(plan.convergence_alphas)
     assert {(r["alpha"], r["method"]) for r in fig3["final"]} == {
-        (a, m) for a in plan.convergence_alphas for m in ("dvp", "pvp")}
+        (a, m) for a in plan.convergence_alphas for m in ("dvp", "pvp")
+    }
     assert set(fig3["references"]) == {"none_dvp", "none_pvp", "none_paper"}
     for run in fig3["runs"].values():
         if not run["failed"]:
@@ -101,9 +102,16 @@ def test_quick_run_json_keys(quick_run):
     assert eta["methods"]["dvp"]["chosen_eta"] in plan.eta_grid
 
     h = summary["headlines"]
-    for key in ("nonprivate_relative_gap", "dvp_alpha1_mer", "nonprivate_mer",
-                "dvp_alpha1_mer_points_above_nonprivate", "dvp_mer_target_met",
-                "seed_robustness", "fits", "epsilon_totals"):
+    for key in (
+        "nonprivate_relative_gap",
+        "dvp_alpha1_mer",
+        "nonprivate_mer",
+        "dvp_alpha1_mer_points_above_nonprivate",
+        "dvp_mer_target_met",
+        "seed_robustness",
+        "fits",
+        "epsilon_totals",
+    ):
         assert key in h, key
     assert _finite(h["dvp_alpha1_mer"]) and _finite(h["nonprivate_mer"])
     assert [e["alpha"] for e in h["epsilon_totals"]] == list(plan.tradeoff_alphas)
@@ -122,11 +130,22 @@ def test_missing_data_is_a_clear_input_error(tmp_path, monkeypatch):
     with pytest.raises(DpfedInputError, match=r"adult[/\\]adult\.test"):
         repro.run_decentralized_reproduction(tmp_path / "out", data_dir=empty, quick=True)
     with pytest.raises(DpfedInputError, match="not an existing folder"):
-        repro.run_decentralized_reproduction(tmp_path / "out", data_dir=tmp_path / "nope",
-                                             quick=True)
+        repro.run_decentralized_reproduction(
+            tmp_path / "out", data_dir=tmp_path / "nope", quick=True
+        )
     assert not (tmp_path / "out").exists()
-    code = main(["reproduce", "decentralized", "--out", str(tmp_path / "out"), "--data-dir",
-                 str(tmp_path / "nope"), "--quick", "--quiet"])
+    code = main(
+        [
+            "reproduce",
+            "decentralized",
+            "--out",
+            str(tmp_path / "out"),
+            "--data-dir",
+            str(tmp_path / "nope"),
+            "--quick",
+            "--quiet",
+        ]
+    )
     assert code == 2
 
 
@@ -153,10 +172,17 @@ def _short_plan() -> repro.DecentralizedPlan:
 def test_parallel_runs_match_sequential(tmp_path, adult_dir):
     base = adult_dir
     plan = _short_plan()
-    data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
-                            max_test_rows=plan.max_test_rows)
-    specs = [repro.paper_spec("dvp", plan, alpha=1.0), repro.paper_spec("pvp", plan, alpha=0.1),
-             repro.paper_spec("none", plan)]
+    data = load_adult_parts(
+        base,
+        parties=plan.nodes,
+        max_train_rows=plan.max_train_rows,
+        max_test_rows=plan.max_test_rows,
+    )
+    specs = [
+        repro.paper_spec("dvp", plan, alpha=1.0),
+        repro.paper_spec("pvp", plan, alpha=0.1),
+        repro.paper_spec("none", plan),
+    ]
     steps = []
     with limit_blas_threads():
         sequential = [repro.execute_run(s, data) for s in specs]
@@ -177,10 +203,13 @@ def test_run_spec_keys_are_distinct():
     specs = repro._all_specs(plan)
     assert len({s.key for s in specs}) == len(specs)
     # figure 3's alphas are reused by figure 4, seed 0 of the seed study by figure 3
-    assert len(specs) == (len(plan.graphs) + 2
-                          + 2 * len(plan.tradeoff_alphas)
-                          + 2 * len(plan.seed_alphas) * (len(plan.seeds) - 1)
-                          + 2 * (len(plan.eta_grid) - 1))
+    assert len(specs) == (
+        len(plan.graphs)
+        + 2
+        + 2 * len(plan.tradeoff_alphas)
+        + 2 * len(plan.seed_alphas) * (len(plan.seeds) - 1)
+        + 2 * (len(plan.eta_grid) - 1)
+    )
 
 
 @pytest.mark.slow
@@ -208,9 +237,11 @@ def _relative_gap(run: dict, optimum: dict) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="100 iterations on all of Adult, 2 minutes of a 15-minute CI; set "
-                    "DPFED_REPRODUCE=1 to run them")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="100 iterations on all of Adult, 2 minutes of a 15-minute CI; set "
+    "DPFED_REPRODUCE=1 to run them",
+)
 def test_full_adult_nonprivate_reaches_the_centralised_optimum_and_dvp_stays_close(full_adult):
     """The headline figures on all of Adult, 10 nodes: the non-private runs end within 1e-3
     (relative) of the centralised optimum on the ring and the Erdos-Renyi graph, and DVP at
@@ -233,8 +264,12 @@ def test_runs_on_ray_tasks_equal_sequential_bit_for_bit(tmp_path, adult_dir, loc
     from dpfed.engines.tasks import RayExecutor
 
     plan = _short_plan()
-    data = load_adult_parts(adult_dir, parties=plan.nodes, max_train_rows=plan.max_train_rows,
-                            max_test_rows=plan.max_test_rows)
+    data = load_adult_parts(
+        adult_dir,
+        parties=plan.nodes,
+        max_train_rows=plan.max_train_rows,
+        max_test_rows=plan.max_test_rows,
+    )
     specs = [repro.paper_spec("dvp", plan, alpha=1.0), repro.paper_spec("pvp", plan, alpha=0.1)]
     steps = []
     with limit_blas_threads():
@@ -246,5 +281,6 @@ def test_runs_on_ray_tasks_equal_sequential_bit_for_bit(tmp_path, adult_dir, loc
         cache.close()
     assert steps == [s.key for s in specs]
     for a, b in zip(sequential, on_ray, strict=True):
-        assert {k: v for k, v in a.items() if k != "seconds"} == \
-            {k: v for k, v in b.items() if k != "seconds"}
+        assert {k: v for k, v in a.items() if k != "seconds"} == {
+            k: v for k, v in b.items() if k != "seconds"
+        }

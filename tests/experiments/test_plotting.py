@@ -24,8 +24,12 @@ def test_finite_values_and_pairs():
 
 
 def test_series_of_a_history():
-    history = [{"iteration": 1, "loss": 0.7}, {"iteration": 2, "loss": None},
-               {"iteration": 3}, {"iteration": 4, "loss": 0.5}]
+    history = [
+        {"iteration": 1, "loss": 0.7},
+        {"iteration": 2, "loss": None},
+        {"iteration": 3},
+        {"iteration": 4, "loss": 0.5},
+    ]
     assert series(history, "loss") == ([1.0, 4.0], [0.7, 0.5])
 
 

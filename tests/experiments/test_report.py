@@ -48,8 +48,7 @@ def test_a_list_becomes_one_line_per_item_and_an_empty_list_none():
 
 def test_paragraph_joins_the_lines_with_single_spaces():
     template = ReportTemplate("draft.md", text=DRAFT)
-    assert (template.paragraph("note", value=0.5)
-            == "A note written on three lines, 0.5 at the end.")
+    assert template.paragraph("note", value=0.5) == "A note written on three lines, 0.5 at the end."
 
 
 def test_render_refuses_missing_unused_and_misplaced_values():
@@ -67,10 +66,12 @@ def test_render_refuses_missing_unused_and_misplaced_values():
 
 
 def test_summary_markdown_ends_with_the_notes_and_the_files():
-    text = summary_markdown(["# Title", "Para"],
-                            {"notes": ["a note"], "files": ["figure.png", "summary.md"]})
-    assert text == ("# Title\n\nPara\n\n## Notes\n\n- a note\n\n## Files\n\n- `figure.png`\n"
-                    "- `summary.md`\n")
+    text = summary_markdown(
+        ["# Title", "Para"], {"notes": ["a note"], "files": ["figure.png", "summary.md"]}
+    )
+    assert text == (
+        "# Title\n\nPara\n\n## Notes\n\n- a note\n\n## Files\n\n- `figure.png`\n- `summary.md`\n"
+    )
     assert summary_markdown(["# T"], {"notes": [], "files": ["a"]}) == "# T\n\n## Files\n\n- `a`\n"
 
 
@@ -88,16 +89,25 @@ def _templates() -> list[str]:
 
 
 def test_the_package_ships_a_template_per_reproduction():
-    assert _templates() == ["bayes_linreg.md", "consensus.md", "dca_scaling.md",
-                            "decentralized.md", "summary.md", "vertical.md"]
+    assert _templates() == [
+        "bayes_linreg.md",
+        "consensus.md",
+        "dca_scaling.md",
+        "decentralized.md",
+        "summary.md",
+        "vertical.md",
+    ]
 
 
 @pytest.mark.parametrize("name", [n for n in _templates() if n != "summary.md"])
 def test_every_block_of_a_template_is_rendered_by_its_module(name):
     """A block its module never names is dead prose; the module's literals name each block."""
     source = Path(dpfed.experiments.__file__).with_name(name.replace(".md", ".py")).read_text()
-    literals = {node.value for node in ast.walk(ast.parse(source))
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    literals = {
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
     template = ReportTemplate(name)
     assert [b for b in template.blocks if b not in literals] == []
     assert template.blocks[0] == "head"

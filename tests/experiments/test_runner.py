@@ -71,7 +71,11 @@ def test_emit_draws_first_then_writes_the_json_and_the_png(tmp_path):
         assert payload == {"value": 0.5, "inf": math.inf, "png": "fig.png", "json": "fig.json"}
         assert list(payload)[-2:] == ["png", "json"]
         assert json.loads((tmp_path / "fig.json").read_text()) == {
-            "value": 0.5, "inf": None, "png": "fig.png", "json": "fig.json"}
+            "value": 0.5,
+            "inf": None,
+            "png": "fig.png",
+            "json": "fig.json",
+        }
         assert (tmp_path / "fig.png").read_bytes() == PNG
         only_png = run.emit("other", {"a": 1}, lambda: PNG, names=("png",))
         assert only_png == {"a": 1, "png": "other.png"}
@@ -108,12 +112,18 @@ def test_finish_writes_both_summary_files_last(tmp_path):
 def test_data_folder_from_the_argument_or_the_environment(tmp_path, monkeypatch):
     kwargs = {"command": "test", "reads": "UCI Adult", "holding": "adult/adult.data"}
     monkeypatch.delenv("DPFED_DATA", raising=False)
-    with pytest.raises(DpfedInputError, match=r"the test reproduction reads UCI Adult.*"
-                                              r"DPFED_DATA.*adult/adult\.data"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"the test reproduction reads UCI Adult.*"
+        r"DPFED_DATA.*adult/adult\.data",
+    ):
         data_folder(None, **kwargs)
     monkeypatch.setenv("DPFED_DATA", str(tmp_path / "missing"))
-    with pytest.raises(DpfedInputError, match=r"DPFED_DATA environment variable points at .*"
-                                              r"not an existing folder"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"DPFED_DATA environment variable points at .*"
+        r"not an existing folder",
+    ):
         data_folder(None, **kwargs)
     with pytest.raises(DpfedInputError, match=r"--data-dir \(data_dir\) points at"):
         data_folder(tmp_path / "missing", **kwargs)
@@ -139,8 +149,7 @@ def test_subsample_rows_draws_train_then_test_rows_from_one_seed(sparse):
         X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
     same = subsample_rows(X, y, Xt, yt, max_train_rows=None, max_test_rows=50, seed=0)
     assert same[0] is X and same[2] is Xt and same[4] is None
-    Xs, ys, Xts, yts, step = subsample_rows(X, y, Xt, yt, max_train_rows=5, max_test_rows=4,
-                                            seed=2)
+    Xs, ys, Xts, yts, step = subsample_rows(X, y, Xt, yt, max_train_rows=5, max_test_rows=4, seed=2)
     rng = np.random.default_rng(2)
     rows = np.sort(rng.choice(20, size=5, replace=False))
     test_rows = np.sort(rng.choice(12, size=4, replace=False))

@@ -38,9 +38,11 @@ A9A_HINT = (
 def _data_dir_with_a9a() -> Path:
     value = os.environ.get("DPFED_DATA", "")
     base = Path(value) if value else None
-    if base is None or not (base / "a9a" / "a9a").is_file() or not (
-        base / "a9a" / "a9a.t"
-    ).is_file():
+    if (
+        base is None
+        or not (base / "a9a" / "a9a").is_file()
+        or not (base / "a9a" / "a9a.t").is_file()
+    ):
         pytest.skip(A9A_HINT)
     return base
 
@@ -73,8 +75,9 @@ def _tiny_plan() -> repro.ReproductionPlan:
 
 
 def _leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") or
-                  p.name.endswith(".tmp"))
+    return sorted(
+        p.name for p in folder.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")
+    )
 
 
 def _check_png(path: Path) -> None:
@@ -99,8 +102,14 @@ def test_quick_run_writes_every_file(quick_run):
     out, result = quick_run
     names = set(result["files"])
     expected = {
-        "figure1_a9a.png", "figure1_a9a.json", "figure3_a9a.png", "figure3_a9a.json",
-        "frontier_a9a.png", "frontier_a9a.json", "summary.md", "summary.json",
+        "figure1_a9a.png",
+        "figure1_a9a.json",
+        "figure3_a9a.png",
+        "figure3_a9a.json",
+        "frontier_a9a.png",
+        "frontier_a9a.json",
+        "summary.md",
+        "summary.json",
     }
     assert expected <= names
     for name in names:
@@ -137,13 +146,15 @@ def test_quick_run_json_has_finite_key_numbers(quick_run):
         assert row["certified"] is False and row["paper_epsilon_reason"]
         if row["paper_epsilon"] is not None:
             assert row["log10_paper_epsilon"] == pytest.approx(
-                math.log10(row["paper_epsilon"]), rel=1e-9)
+                math.log10(row["paper_epsilon"]), rel=1e-9
+            )
     for run in fig3["runs"].values():
         if run["privacy"]["mechanism"] == "paper":
             assert run["privacy"]["epsilon"] is None and "not a guarantee" in run["label"]
     # more noise, smaller per-iteration epsilon
-    steps = [r["paper_epsilon_step_max"]
-             for r in sorted(fig3["levels"], key=lambda r: r["noise_sigma"])]
+    steps = [
+        r["paper_epsilon_step_max"] for r in sorted(fig3["levels"], key=lambda r: r["noise_sigma"])
+    ]
     assert steps == sorted(steps, reverse=True)
     assert "not privacy guarantees" in (out / "summary.md").read_text()
 
@@ -156,7 +167,6 @@ def test_quick_run_json_has_finite_key_numbers(quick_run):
     key = result["key_numbers"]
     assert _finite(key["final_test_log_loss"]["a9a"]["admm"])
     assert _finite(key["frontier"]["a9a"]["local_only"])
-
 
 
 def _record_steps(monkeypatch) -> list[str]:
@@ -172,9 +182,13 @@ def test_serial_steps_follow_the_runs_in_order_and_match_the_count(tmp_path, mon
     steps = _record_steps(monkeypatch)
     repro.run_vertical_reproduction(tmp_path / "out", data_dir=data, quick=True)
     assert steps == [
-        "figure 1 a9a: ADMM", "figure 1 a9a: SGD lr=1", "figure 1 a9a: ADMM σ=10",
-        "figure 1 a9a: SGD σ=10", "figure 1 a9a: baselines",
-        "figure 3 a9a: no noise", "figure 3 a9a: σ=10",
+        "figure 1 a9a: ADMM",
+        "figure 1 a9a: SGD lr=1",
+        "figure 1 a9a: ADMM σ=10",
+        "figure 1 a9a: SGD σ=10",
+        "figure 1 a9a: baselines",
+        "figure 3 a9a: no noise",
+        "figure 3 a9a: σ=10",
         "frontier a9a: ε=4 seed 0",
     ]
     plan = _tiny_plan()
@@ -182,25 +196,31 @@ def test_serial_steps_follow_the_runs_in_order_and_match_the_count(tmp_path, mon
 
 
 @pytest.mark.networked
-def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_path,
-                                                                  monkeypatch, without_timings):
+def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(
+    quick_run, tmp_path, monkeypatch, without_timings
+):
     """Every run goes to another process (so it must pickle), as on Ray with one BLAS thread
     per worker; the JSON files equal the serial run's but for the wall-clock seconds."""
     out, serial = quick_run
     base = _data_dir_with_a9a()
     steps = _record_steps(monkeypatch)
-    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=limit_blas_threads)
+    pool = ProcessPoolExecutor(
+        max_workers=2,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=limit_blas_threads,
+    )
     with pool:
-        result = repro.run_vertical_reproduction(tmp_path / "pool", data_dir=base, quick=True,
-                                                 executor=pool)
+        result = repro.run_vertical_reproduction(
+            tmp_path / "pool", data_dir=base, quick=True, executor=pool
+        )
     assert without_timings(result) == without_timings(serial)
     names = sorted(p.name for p in out.glob("*.json"))
     assert "summary.json" in names and len(names) > 1
     assert names == sorted(p.name for p in (tmp_path / "pool").glob("*.json"))
     for name in names:
-        assert without_timings(json.loads((tmp_path / "pool" / name).read_text())) == \
-            without_timings(json.loads((out / name).read_text())), name
+        assert without_timings(
+            json.loads((tmp_path / "pool" / name).read_text())
+        ) == without_timings(json.loads((out / name).read_text())), name
     plan = repro.quick_plan()
     assert len(set(steps)) == len(steps) == repro._count_runs(plan, repro._DataCache(base, plan))
 
@@ -208,6 +228,7 @@ def test_runs_on_a_process_pool_give_the_files_of_the_serial_run(quick_run, tmp_
 def test_failure_midway_leaves_only_complete_files(tmp_path, monkeypatch):
     data = _only_a9a(tmp_path)
     monkeypatch.setattr(repro, "quick_plan", _tiny_plan)
+
     def broken(*args, **kwargs):
         raise RuntimeError("simulated crash after figure 1")
 
@@ -259,8 +280,7 @@ def test_importing_experiments_does_not_import_matplotlib():
         "import sys, dpfed, dpfed.experiments, dpfed.experiments.plotting; "
         "print('matplotlib' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
@@ -271,13 +291,16 @@ def test_log10_corollary1_matches_the_formula_and_survives_overflow():
         assert got == pytest.approx(math.log10(expected), rel=1e-12)
     huge = repro._log10_advanced_composition([2000.0] * 20, 5e-6)
     assert math.isfinite(huge) and huge == pytest.approx(
-        (2000.0 + math.log(20 * 2000.0)) / math.log(10.0), rel=1e-9)
+        (2000.0 + math.log(20 * 2000.0)) / math.log(10.0), rel=1e-9
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="the full reproduction takes 2 minutes of a 15-minute CI; the quick "
-                    "plan runs in CI; set DPFED_REPRODUCE=1 to run it")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="the full reproduction takes 2 minutes of a 15-minute CI; the quick "
+    "plan runs in CI; set DPFED_REPRODUCE=1 to run it",
+)
 def test_full_reproduction(tmp_path):
     base = _data_dir_with_a9a()
     result = repro.run_vertical_reproduction(tmp_path, data_dir=base, quick=False)

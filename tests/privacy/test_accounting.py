@@ -66,11 +66,11 @@ def test_pld_is_the_analytic_gaussian_of_the_composed_multiplier(z, steps, delta
     # T releases at z are one release at z / sqrt(T) (Gaussian DP composes mu^2 additively)
     analytic = dp_accounting.get_epsilon_gaussian(z / math.sqrt(steps), delta)
     assert gaussian_epsilon(z, steps, delta, accountant="pld") == pytest.approx(
-        analytic, rel=1e-9, abs=1e-12)
+        analytic, rel=1e-9, abs=1e-12
+    )
     mixed = [z] * steps + [2.0 * z]
     composed = dp_accounting.get_epsilon_gaussian((steps + 0.25) ** -0.5 * z, delta)
-    assert gaussian_releases_epsilon(mixed, delta) == pytest.approx(composed, rel=1e-9,
-                                                                    abs=1e-12)
+    assert gaussian_releases_epsilon(mixed, delta) == pytest.approx(composed, rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -496,8 +496,13 @@ def test_classic_calibration_round_trips_inside_the_range(
 
 @pytest.mark.parametrize(
     ("accountant", "target", "steps"),
-    [("basic", 20.0, 1), ("basic", 50.0, 1), ("basic", 10.5, 10), ("advanced", 7.0, 1),
-     ("advanced", 60.0, 20)],
+    [
+        ("basic", 20.0, 1),
+        ("basic", 50.0, 1),
+        ("basic", 10.5, 10),
+        ("advanced", 7.0, 1),
+        ("advanced", 60.0, 20),
+    ],
 )
 def test_classic_calibration_refuses_a_target_outside_the_range(
     accountant: str, target: float, steps: int
@@ -507,8 +512,10 @@ def test_classic_calibration_refuses_a_target_outside_the_range(
     with pytest.raises(DpfedInputError) as info:
         calibrate_noise_multiplier(target, 1e-5, steps, accountant=accountant)
     msg = str(info.value)
-    assert msg.startswith(f"accountant '{accountant}' uses the classical Gaussian bound, proven "
-                          "only for a per-step epsilon <= 1, i.e. noise multiplier >= ")
+    assert msg.startswith(
+        f"accountant '{accountant}' uses the classical Gaussian bound, proven "
+        "only for a per-step epsilon <= 1, i.e. noise multiplier >= "
+    )
     assert f"found target epsilon {target:g}, above the {limit:.4g} it certifies" in msg
     assert msg.endswith("Use accountant 'pld' or 'rdp'.")
 
@@ -603,8 +610,8 @@ def _kfold_pure_delta(eps: float, k: int, eps_prime: float) -> float:
     hockey-stick divergence of k-fold binary randomized response."""
     p = math.exp(eps) / (1.0 + math.exp(eps))
     return math.fsum(
-        math.comb(k, j) * max(0.0, p ** (k - j) * (1 - p) ** j
-                              - math.exp(eps_prime) * p**j * (1 - p) ** (k - j))
+        math.comb(k, j)
+        * max(0.0, p ** (k - j) * (1 - p) ** j - math.exp(eps_prime) * p**j * (1 - p) ** (k - j))
         for j in range(k + 1)
     )
 
@@ -700,10 +707,12 @@ def test_release_events_are_dp_accounting_events():
     assert math.log(2.0 / rr.noise_parameter - 1.0) == pytest.approx(eps)
     assert release_event(as_release(2.5)) == dp_accounting.GaussianDpEvent(2.5)
     composed = releases_event([2.0, ("l2_laplace", 4.0), 2.0])
-    assert composed == dp_accounting.ComposedDpEvent([
-        dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 2),
-        dp_accounting.SelfComposedDpEvent(release_event(Release("l2_laplace", 4.0)), 1),
-    ])
+    assert composed == dp_accounting.ComposedDpEvent(
+        [
+            dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 2),
+            dp_accounting.SelfComposedDpEvent(release_event(Release("l2_laplace", 4.0)), 1),
+        ]
+    )
     assert pure_epsilon(Release("l2_laplace", 4.0)) == 0.25
     assert set(PURE_MECHANISMS) <= set(MECHANISMS)
 
@@ -721,7 +730,8 @@ def test_discrete_gaussian_releases_are_composed_by_rdp_whatever_the_accountant(
     acc.compose(dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(0.2)), 2))
     for accountant in ("pld", "rdp"):
         assert releases_epsilon(mixed, 1e-5, accountant) == pytest.approx(
-            acc.get_epsilon(1e-5), rel=1e-9)
+            acc.get_epsilon(1e-5), rel=1e-9
+        )
     for closed in ("advanced", "basic", "moments"):
         with pytest.raises(DpfedInputError, match="accountant must be one of"):
             releases_epsilon([("discrete_gaussian", 3.0)], 1e-5, closed)

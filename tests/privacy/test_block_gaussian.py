@@ -134,7 +134,7 @@ def test_envelope_dominates_and_alias_is_exact():
         mass[j] += thr
         mass[int(env.piece[512 + j])] += full - thr
     assert mass[: len(env.weights)] == list(env.weights)
-    assert all(m == 0 for m in mass[len(env.weights):])
+    assert all(m == 0 for m in mass[len(env.weights) :])
     assert 0.97 < env.acceptance_rate() < 0.99
 
 
@@ -142,11 +142,13 @@ def test_rows_are_each_generators_own():
     sigma2 = 2**48
     gens = [np.random.Generator(np.random.SFC64(i)) for i in range(5)]
     together = block_gaussian_rows(sigma2, gens, 777)
-    alone = np.stack([block_gaussian(sigma2, 777, np.random.Generator(np.random.SFC64(i)))
-                      for i in range(5)])
+    alone = np.stack(
+        [block_gaussian(sigma2, 777, np.random.Generator(np.random.SFC64(i))) for i in range(5)]
+    )
     assert np.array_equal(together, alone)
-    again = block_gaussian_rows(sigma2, [np.random.Generator(np.random.SFC64(i))
-                                         for i in range(5)], 777)
+    again = block_gaussian_rows(
+        sigma2, [np.random.Generator(np.random.SFC64(i)) for i in range(5)], 777
+    )
     assert np.array_equal(together, again)
     assert not np.array_equal(together[0], together[1])
 
@@ -207,6 +209,5 @@ def test_raw_words_are_the_integers_words():
     assert np.array_equal(raw, ref)
     # a 32-bit bit generator goes through integers
     mt = bg._words(np.random.Generator(np.random.MT19937(9)), (2, 5))
-    ref = np.random.Generator(np.random.MT19937(9)).integers(0, 2**64, size=(2, 5),
-                                                             dtype=np.uint64)
+    ref = np.random.Generator(np.random.MT19937(9)).integers(0, 2**64, size=(2, 5), dtype=np.uint64)
     assert np.array_equal(mt, ref)

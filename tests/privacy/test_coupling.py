@@ -47,10 +47,15 @@ def test_coupling_delta():
         coupling_delta(-1, 1.0)
 
 
-@pytest.mark.parametrize(("z", "steps", "coordinates", "delta"), [
-    (3.0, 10, 10**7, 1e-5), (10.0, 100, 3 * 10**7, 1e-6), (2.0, 1, 10**9, 1e-5),
-    (1.0, 1, 10**10, 1e-5),  # a coupling of about 4e-6: the second candidate's case
-])
+@pytest.mark.parametrize(
+    ("z", "steps", "coordinates", "delta"),
+    [
+        (3.0, 10, 10**7, 1e-5),
+        (10.0, 100, 3 * 10**7, 1e-6),
+        (2.0, 1, 10**9, 1e-5),
+        (1.0, 1, 10**10, 1e-5),  # a coupling of about 4e-6: the second candidate's case
+    ],
+)
 def test_epsilon_with_coupling_keeps_the_total_delta(z, steps, coordinates, delta):
     def continuous(d):
         return gaussian_epsilon(z, steps, d)
@@ -79,10 +84,10 @@ def test_a_coupling_above_half_of_delta_needs_the_fallback():
 @pytest.mark.parametrize("accountant", ["pld", "rdp"])
 def test_calibration_delta_keeps_the_reported_epsilon_at_the_target(accountant):
     eps, delta, steps, coordinates = 1.0, 1e-8, 20, 10**8
-    z = calibrate_noise_multiplier(eps, calibration_delta(delta, coordinates, eps), steps,
-                                   accountant=accountant)
-    reported = gaussian_releases_epsilon([z] * steps, delta, accountant,
-                                         coordinates=coordinates)
+    z = calibrate_noise_multiplier(
+        eps, calibration_delta(delta, coordinates, eps), steps, accountant=accountant
+    )
+    reported = gaussian_releases_epsilon([z] * steps, delta, accountant, coordinates=coordinates)
     assert reported <= eps
     plain = calibrate_noise_multiplier(eps, delta, steps, accountant=accountant)
     assert z >= plain  # the coupling costs noise, if only a little
@@ -111,11 +116,13 @@ def test_releases_carry_coordinates_into_every_accountant():
 def test_ledger_events_record_their_coordinates():
     ledger = PrivacyLedger()
     for t in range(3):
-        ledger.record(PrivacyEvent("bank", t, "gaussian", 2.0, 0.5, 1.0, "scores",
-                                   coordinates=1000))
+        ledger.record(
+            PrivacyEvent("bank", t, "gaussian", 2.0, 0.5, 1.0, "scores", coordinates=1000)
+        )
     assert [r.coordinates for r in ledger.releases("bank")] == [1000] * 3
-    assert ledger.epsilon("bank", 1e-5) == gaussian_releases_epsilon([2.0] * 3, 1e-5,
-                                                                    coordinates=3000)
+    assert ledger.epsilon("bank", 1e-5) == gaussian_releases_epsilon(
+        [2.0] * 3, 1e-5, coordinates=3000
+    )
     again = PrivacyEvent.from_dict(ledger.events("bank")[0].to_dict())
     assert again.coordinates == 1000
     with pytest.raises(DpfedInputError, match="coordinates"):

@@ -103,8 +103,10 @@ def test_lazy_uniform_compares_word_by_word():
     assert not LazyUniform(first + 1, rng).below_exp(x)
 
 
-@pytest.mark.parametrize("gamma", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(7, 2),
-                                   Fraction(10, 3), Fraction(12)])
+@pytest.mark.parametrize(
+    "gamma",
+    [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(7, 2), Fraction(10, 3), Fraction(12)],
+)
 def test_bernoulli_exp_mean(gamma):
     rng = np.random.default_rng(SEED)
     n = 200_000
@@ -209,8 +211,9 @@ def test_discrete_laplace_chi_square_mean_variance(scale):
     assert x.var() == pytest.approx(var, rel=0.02)
 
 
-@pytest.mark.parametrize("sigma2", [Fraction(1, 4), Fraction(15, 16), 1, Fraction(9, 4), 10,
-                                    Fraction(12345, 1024), 1000])
+@pytest.mark.parametrize(
+    "sigma2", [Fraction(1, 4), Fraction(15, 16), 1, Fraction(9, 4), 10, Fraction(12345, 1024), 1000]
+)
 def test_discrete_gaussian_chi_square_exact_pmf(sigma2):
     rng = np.random.default_rng(SEED)
     x = discrete_gaussian(sigma2, N, rng)
@@ -292,10 +295,23 @@ def test_only_integers_are_drawn():
 
 
 _SAMPLING_PATH = {
-    bexp: ("uniform_words", "uniform_below", "bernoulli_exp_integer", "bernoulli_exp_fraction",
-           "geometric_exp", "bernoulli_exp", "LazyUniform.below_exp"),
-    disc: ("_laplace_candidates", "_fill", "_gaussian_candidates", "_accept_exact",
-           "discrete_gaussian", "discrete_laplace"),
+    bexp: (
+        "uniform_words",
+        "uniform_below",
+        "bernoulli_exp_integer",
+        "bernoulli_exp_fraction",
+        "geometric_exp",
+        "bernoulli_exp",
+        "LazyUniform.below_exp",
+    ),
+    disc: (
+        "_laplace_candidates",
+        "_fill",
+        "_gaussian_candidates",
+        "_accept_exact",
+        "discrete_gaussian",
+        "discrete_laplace",
+    ),
 }
 
 
@@ -303,15 +319,34 @@ _SAMPLING_PATH = {
 def test_no_float_in_the_sampling_path(module):
     """No float literal, float(), float dtype or transcendental function in the functions that
     turn the generator's integers into samples."""
-    forbidden = {"float", "float64", "float32", "floating", "exp", "log", "sqrt", "expm1",
-                 "log1p", "random", "normal", "standard_normal", "true_divide", "divide"}
+    forbidden = {
+        "float",
+        "float64",
+        "float32",
+        "floating",
+        "exp",
+        "log",
+        "sqrt",
+        "expm1",
+        "log1p",
+        "random",
+        "normal",
+        "standard_normal",
+        "true_divide",
+        "divide",
+    }
     for name in _SAMPLING_PATH[module]:
         target = module
         for part in name.split("."):
             target = getattr(target, part)
         tree = ast.parse(textwrap.dedent(inspect.getsource(target)))
-        statements = [s for s in tree.body[0].body if not (  # the body, without the docstring
-            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        statements = [
+            s
+            for s in tree.body[0].body
+            if not (  # the body, without the docstring
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+            )
+        ]
         for node in (n for s in statements for n in ast.walk(s)):
             assert not (isinstance(node, ast.Constant) and isinstance(node.value, float)), name
             assert not isinstance(node, ast.Div), f"{name} uses true division"

@@ -26,12 +26,14 @@ from dpfed.privacy.discrete_accounting import (
 )
 
 
-@pytest.mark.parametrize(("sigma", "sens", "eps"), [(1.0, 1, 1.0), (3.0, 3, 0.5), (5.0, 2, 2.0),
-                                                    (0.7, 1, 0.0)])
+@pytest.mark.parametrize(
+    ("sigma", "sens", "eps"), [(1.0, 1, 1.0), (3.0, 3, 0.5), (5.0, 2, 2.0), (0.7, 1, 0.0)]
+)
 def test_delta_is_dp_accountings_discrete_gaussian_pld(sigma, sens, eps):
     exact = discrete_gaussian_delta(sigma * sigma, sens, eps)
     pld = pld_lib.from_discrete_gaussian_mechanism(
-        sigma, sensitivity=sens, value_discretization_interval=1e-6)
+        sigma, sensitivity=sens, value_discretization_interval=1e-6
+    )
     assert exact == pytest.approx(pld.get_delta_for_epsilon(eps), rel=1e-4, abs=1e-12)
 
 
@@ -40,7 +42,8 @@ def test_delta_at_zero_epsilon_is_total_variation():
     from dpfed.privacy.discrete import discrete_gaussian_pmf
 
     assert discrete_gaussian_delta(4.0, 1, 0.0) == pytest.approx(
-        float(discrete_gaussian_pmf(0, 4)), rel=1e-12)
+        float(discrete_gaussian_pmf(0, 4)), rel=1e-12
+    )
 
 
 def test_continuous_pld_understates_the_discrete_delta_somewhere():
@@ -74,7 +77,8 @@ def test_rdp_inflation_over_the_continuous_pld(z, steps):
     assert 1.0 < ratio < 1.15
     assert ratio == pytest.approx(
         discrete_gaussian_epsilon([z] * steps, 1e-5)
-        / gaussian_releases_epsilon([z] * steps, 1e-5, "pld"))
+        / gaussian_releases_epsilon([z] * steps, 1e-5, "pld")
+    )
 
 
 def test_gaussian_delta_is_the_analytic_profile():
@@ -107,9 +111,11 @@ def test_distributed_epsilon_matches_central_rdp_for_large_sigma():
     n, s2, sens, d = 50, 2.0**36, 2.0**19, 100
     z = math.sqrt(n * s2) / sens
     assert distributed_discrete_gaussian_epsilon(s2, n, sens, d, 1e-5) == pytest.approx(
-        discrete_gaussian_epsilon([z], 1e-5), rel=1e-6)
+        discrete_gaussian_epsilon([z], 1e-5), rel=1e-6
+    )
     assert distributed_discrete_gaussian_epsilon(s2, n, sens, d, 1e-5, steps=4) == pytest.approx(
-        discrete_gaussian_epsilon([z] * 4, 1e-5), rel=1e-6)
+        discrete_gaussian_epsilon([z] * 4, 1e-5), rel=1e-6
+    )
 
 
 def _exact_rounded_tv(s: float) -> float:
@@ -129,8 +135,9 @@ def test_the_rounded_gaussian_bound_holds_and_is_tight_for_large_s(s):
     assert exact <= bound
     if s >= 20:  # the 1/s^2 term: 4 phi(1) / 48 = 0.0202
         assert bound <= exact * 1.1
-        assert exact * s * s == pytest.approx(4 * math.exp(-0.5) / math.sqrt(2 * math.pi) / 48,
-                                              rel=0.01)
+        assert exact * s * s == pytest.approx(
+            4 * math.exp(-0.5) / math.sqrt(2 * math.pi) / 48, rel=0.01
+        )
 
 
 def test_the_grid_releases_slack_needs_a_finer_grid_than_two_to_the_twenty():
@@ -139,7 +146,8 @@ def test_the_grid_releases_slack_needs_a_finer_grid_than_two_to_the_twenty():
     assert rounded_gaussian_tv_bound(2.0**20) < 2e-14
     coarse = grid_releases_delta_slack([(32561, 2.0**20)] * 16, 8.0)
     assert coarse == pytest.approx(
-        (1 + math.exp(8.0)) * 16 * 32561 * rounded_gaussian_tv_bound(2.0**20))
+        (1 + math.exp(8.0)) * 16 * 32561 * rounded_gaussian_tv_bound(2.0**20)
+    )
     assert coarse > 1e-5
     assert grid_releases_delta_slack([(32561, 2.0**26)] * 16, 8.0) < 1e-8
     with pytest.raises(DpfedInputError, match="at least 1/2"):
@@ -150,7 +158,8 @@ def test_composed_distributed_releases_add_their_renyi_divergences():
     one = (2**48, 9, 2.0**24 * 3 + 2, 4)
     two = (2**50, 9, 2.0**24 * 5 + 3, 9)
     assert distributed_discrete_releases_epsilon([one, one], 1e-5) == pytest.approx(
-        distributed_discrete_gaussian_epsilon(*one, 1e-5, steps=2), rel=1e-12)
+        distributed_discrete_gaussian_epsilon(*one, 1e-5, steps=2), rel=1e-12
+    )
     both = distributed_discrete_releases_epsilon([one, two], 1e-5)
     assert both > max(distributed_discrete_releases_epsilon([r], 1e-5) for r in (one, two))
     # at the ring's scale: the RDP epsilon of one Gaussian with z^-2 = sum of the z_t^-2

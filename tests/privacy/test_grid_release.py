@@ -79,10 +79,16 @@ def test_refusals():
     assert big[1] == pytest.approx(2.0**30, rel=1e-6)
 
 
-@pytest.mark.parametrize(("sens", "z", "dim"), [
-    (0.5, 6.0, 400), (1.0, 0.3, 1), (2.0**-30, 20.0, 32561), (7.0, 1.0, 10**6),
-    (1.0, 2.0**10 * (1 - 1e-9), 4),  # the raise crosses a power of two: a coarser grid
-])
+@pytest.mark.parametrize(
+    ("sens", "z", "dim"),
+    [
+        (0.5, 6.0, 400),
+        (1.0, 0.3, 1),
+        (2.0**-30, 20.0, 32561),
+        (7.0, 1.0, 10**6),
+        (1.0, 2.0**10 * (1 - 1e-9), 4),  # the raise crosses a power of two: a coarser grid
+    ],
+)
 def test_for_multiplier_keeps_the_accounted_multiplier(sens, z, dim):
     r = GridGaussianRelease.for_multiplier("u", sens, z, dim)
     assert r.noise_multiplier >= z

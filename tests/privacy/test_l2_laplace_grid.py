@@ -37,8 +37,9 @@ def test_one_dimension_is_the_rounded_laplace_law_exactly():
     rounding, at an offset v off the grid."""
     zeta, grid, n = 1.0, 0.25, 1_000_000
     v = 0.3 * grid
-    released = l2_laplace_grid_release(np.full((n, 1), v), zeta, np.random.default_rng(11),
-                                       grid=grid)[:, 0]
+    released = l2_laplace_grid_release(
+        np.full((n, 1), v), zeta, np.random.default_rng(11), grid=grid
+    )[:, 0]
     cells = np.rint(released / grid).astype(np.int64)
     np.testing.assert_array_equal(cells * grid, released)
     edges = np.arange(-40, 41)
@@ -56,8 +57,10 @@ def test_three_dimensions_have_gamma_norms_and_uniform_directions(zeta):
     Gamma(3, 1/zeta) and its first coordinate over the norm is uniform on [-1, 1]
     (Archimedes), by Kolmogorov-Smirnov at 10^6 releases, about a point off the grid."""
     n, value = 1_000_000, np.array([0.7, -2.0, 123.456])
-    noise = l2_laplace_grid_release(np.tile(value, (n, 1)), zeta,
-                                    np.random.default_rng(int(zeta * 10))) - value
+    noise = (
+        l2_laplace_grid_release(np.tile(value, (n, 1)), zeta, np.random.default_rng(int(zeta * 10)))
+        - value
+    )
     norms = np.linalg.norm(noise, axis=1)
     assert stats.kstest(norms, stats.gamma(3, scale=1.0 / zeta).cdf).pvalue > MIN_P
     assert stats.kstest(noise[:, 0] / norms, stats.uniform(-1, 2).cdf).pvalue > MIN_P
@@ -66,8 +69,9 @@ def test_three_dimensions_have_gamma_norms_and_uniform_directions(zeta):
 def test_the_exact_path_alone_draws_the_laplace_law():
     """A grid so fine (2^-46) that the float path decides almost nothing: the interval path and
     its extra words give the Laplace law (Kolmogorov-Smirnov, 3,000 releases)."""
-    released = l2_laplace_grid_release(np.zeros((3000, 1)), 2.0, np.random.default_rng(2),
-                                       grid=2.0**-46)[:, 0]
+    released = l2_laplace_grid_release(
+        np.zeros((3000, 1)), 2.0, np.random.default_rng(2), grid=2.0**-46
+    )[:, 0]
     assert stats.kstest(released, stats.laplace(scale=0.5).cdf).pvalue > MIN_P
 
 
@@ -87,13 +91,16 @@ def test_releases_sit_on_the_grid_near_the_value_and_a_seed_repeats_them():
     assert not np.array_equal(first, other)
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"value": np.array([1.0, np.nan])}, "finite"),
-    ({"value": np.zeros((2, 2, 2))}, "finite"),
-    ({"zeta": 0.0}, "zeta"),
-    ({"grid": 0.3}, "power of two"),
-    ({"value": np.array([1e300])}, "too large"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"value": np.array([1.0, np.nan])}, "finite"),
+        ({"value": np.zeros((2, 2, 2))}, "finite"),
+        ({"zeta": 0.0}, "zeta"),
+        ({"grid": 0.3}, "power of two"),
+        ({"value": np.array([1e300])}, "too large"),
+    ],
+)
 def test_bad_inputs_are_refused_with_names(kwargs, match):
     args = {"value": np.zeros(3), "zeta": 1.0, "rng": np.random.default_rng(0)} | kwargs
     with pytest.raises(DpfedInputError, match=match):

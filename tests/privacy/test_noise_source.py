@@ -49,10 +49,13 @@ def test_the_secret_stream_is_not_a_seeded_numpy_stream():
     assert not np.allclose(stream, as_seed)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: simulation_generator(3, 0, 2),
-    lambda: secret_generator(b"k" * 32),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: simulation_generator(3, 0, 2),
+        lambda: secret_generator(b"k" * 32),
+    ],
+)
 def test_states_survive_json_and_continue_the_stream(make):
     rng = make()
     rng.standard_normal(17)

@@ -12,8 +12,14 @@ from dpfed.protocols.vertical_sgd import train_vertical_sgd
 
 from ..conftest import make_vertical_problem_with_test
 
-HISTORY_KEYS = {"iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
-                "epsilon"}
+HISTORY_KEYS = {
+    "iteration",
+    "seconds",
+    "train_objective",
+    "test_log_loss",
+    "test_accuracy",
+    "epsilon",
+}
 
 
 def _problem(n: int = 400, widths=(3, 2, 2), seed: int = 1):
@@ -37,8 +43,17 @@ def test_history_has_one_entry_per_epoch_with_the_train_vertical_keys() -> None:
 def test_converges_to_the_centralised_optimum() -> None:
     blocks, y, test, yt = _problem()
     lam = 1e-2
-    out = train_vertical_sgd(blocks, y, lam=lam, learning_rate=1.0, batch_size=16, epochs=50,
-                             seed=0, test_blocks=test, test_labels=yt)
+    out = train_vertical_sgd(
+        blocks,
+        y,
+        lam=lam,
+        learning_rate=1.0,
+        batch_size=16,
+        epochs=50,
+        seed=0,
+        test_blocks=test,
+        test_labels=yt,
+    )
     central = fit_centralized(blocks, y, lam=lam, test_blocks=test, test_labels=yt)
     assert out["final"]["train_objective"] == pytest.approx(central["train_objective"], abs=2e-4)
     coef = np.concatenate(list(out["models"].values()))
@@ -80,8 +95,12 @@ def test_sparse_and_dense_blocks_give_the_same_run() -> None:
     blocks, y, test, yt = _problem()
     dense = train_vertical_sgd(blocks, y, epochs=2, seed=3, test_blocks=test, test_labels=yt)
     sparse = train_vertical_sgd(
-        [sp.csr_matrix(b) for b in blocks], (y + 1) / 2, epochs=2, seed=3,
-        test_blocks=[sp.csc_matrix(b) for b in test], test_labels=yt,
+        [sp.csr_matrix(b) for b in blocks],
+        (y + 1) / 2,
+        epochs=2,
+        seed=3,
+        test_blocks=[sp.csc_matrix(b) for b in test],
+        test_labels=yt,
     )
     for name in dense["models"]:
         np.testing.assert_allclose(sparse["models"][name], dense["models"][name], atol=1e-12)
@@ -112,16 +131,21 @@ def test_bad_data_is_named() -> None:
     with pytest.raises(DpfedInputError, match="one entry per row"):
         train_vertical_sgd(blocks, y[:-1])
     with pytest.raises(DpfedInputError, match="test block 2 must have 2 columns"):
-        train_vertical_sgd(blocks, y, test_blocks=[test[0], test[1], test[2][:, :1]],
-                           test_labels=yt)
+        train_vertical_sgd(
+            blocks, y, test_blocks=[test[0], test[1], test[2][:, :1]], test_labels=yt
+        )
     with pytest.raises(DpfedInputError, match="binary"):
         train_vertical_sgd(blocks, y * 2)
 
 
 def test_a9a_reaches_the_papers_test_log_loss_quickly(a9a) -> None:
     out = train_vertical_sgd(
-        a9a["blocks"], a9a["y"], epochs=4, seed=0,
-        test_blocks=a9a["test_blocks"], test_labels=a9a["y_test"],
+        a9a["blocks"],
+        a9a["y"],
+        epochs=4,
+        seed=0,
+        test_blocks=a9a["test_blocks"],
+        test_labels=a9a["y_test"],
     )
     losses = [h["test_log_loss"] for h in out["history"]]
     assert losses[0] < 0.335

@@ -20,6 +20,8 @@ def allowing_exact(names) -> dict[str, list[str]]:
     """``party_args`` that give every party of ``names`` its own ``--allow-exact-disclosure``
     (budgeted parties of a job with ``evaluate = "full"``)."""
     return {name: [ALLOW_EXACT] for name in names}
+
+
 #: The role a party without data (span None) takes, by protocol.
 DATALESS_ROLES = {"consensus": "server", "secure_sum": "compute"}
 
@@ -66,10 +68,20 @@ def interruptible() -> None:
 class NetJob:
     """A job folder (certificates, job file, work folders) and its processes."""
 
-    def __init__(self, folder: Path, certs: Path, parties, *, job_id: str, params: dict,
-                 job: dict | None = None, budgets: dict | None = None,
-                 shared: Path | None = None, protocol: str = "vertical",
-                 party_args: dict | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        certs: Path,
+        parties,
+        *,
+        job_id: str,
+        params: dict,
+        job: dict | None = None,
+        budgets: dict | None = None,
+        shared: Path | None = None,
+        protocol: str = "vertical",
+        party_args: dict | None = None,
+    ) -> None:
         """``parties``: ``(name, data, span)`` tuples; the span is a column range for a
         vertical job and a row range otherwise, and None marks a consensus server or a
         secure-sum compute node. ``party_args``: extra ``dpfed party`` arguments by party
@@ -86,21 +98,35 @@ class NetJob:
         settings = {"round_timeout": 30.0, "grace": 2.0, "idle_timeout": 120.0} | (job or {})
         lines += [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
         lines += ["", "[params]"] + [f"{k} = {_toml_value(v)}" for k, v in params.items()]
-        lines += ["", "[tls]", f'ca = "{certs / "ca.pem"}"', "", "[leader]",
-                  f'address = "127.0.0.1:{ports[0]}"',
-                  f'certificate = "{certs / "leader.pem"}"', f'key = "{certs / "leader.key"}"']
+        lines += [
+            "",
+            "[tls]",
+            f'ca = "{certs / "ca.pem"}"',
+            "",
+            "[leader]",
+            f'address = "127.0.0.1:{ports[0]}"',
+            f'certificate = "{certs / "leader.pem"}"',
+            f'key = "{certs / "leader.key"}"',
+        ]
         work = shared or folder
         for (name, data, span), port in zip(parties, ports[1:], strict=True):
-            lines += ["", "[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{port}"',
-                      f'data = "{data}"',
-                      f'certificate = "{certs / (name + ".pem")}"',
-                      f'key = "{certs / (name + ".key")}"',
-                      f'ledger = "{work / "ledgers" / (name + ".sqlite")}"']
+            lines += [
+                "",
+                "[[party]]",
+                f'name = "{name}"',
+                f'address = "127.0.0.1:{port}"',
+                f'data = "{data}"',
+                f'certificate = "{certs / (name + ".pem")}"',
+                f'key = "{certs / (name + ".key")}"',
+                f'ledger = "{work / "ledgers" / (name + ".sqlite")}"',
+            ]
             if span is None:
                 lines.append(f'role = "{DATALESS_ROLES.get(protocol, "server")}"')
             else:
-                lines += [f"{holds} = {_toml_value(list(span))}",
-                          f'dataset = "{data}:{span[0]}-{span[1]}"']
+                lines += [
+                    f"{holds} = {_toml_value(list(span))}",
+                    f'dataset = "{data}:{span[0]}-{span[1]}"',
+                ]
             if budgets and name in budgets:
                 lines.append(f"budget = {_toml_value(budgets[name])}")
         self.config = folder / "job.toml"
@@ -117,9 +143,19 @@ class NetJob:
         log = open(self.folder / f"{name}.log", "ab")
         interruptible()
         proc = subprocess.Popen(
-            [*DPFED, "party", "--config", str(self.config), "--name", name,
-             *self.party_args.get(name, []), *extra],
-            stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+            [
+                *DPFED,
+                "party",
+                "--config",
+                str(self.config),
+                "--name",
+                name,
+                *self.party_args.get(name, []),
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
         )
         self.procs[name] = proc
         return proc
@@ -133,7 +169,10 @@ class NetJob:
 
     def run(self, *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
         return subprocess.run(
-            self.run_args(*extra), capture_output=True, text=True, timeout=timeout,
+            self.run_args(*extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             env=self.env(),
         )
 
@@ -183,8 +222,17 @@ def job_certs(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("certs")
     init_certificates(
-        folder, ["label", "bank", "shop", "mallory", "server", *(f"node{k}" for k in range(6)),
-                 *(f"compute{k}" for k in range(3)), *(f"client{k}" for k in range(20))]
+        folder,
+        [
+            "label",
+            "bank",
+            "shop",
+            "mallory",
+            "server",
+            *(f"node{k}" for k in range(6)),
+            *(f"compute{k}" for k in range(3)),
+            *(f"client{k}" for k in range(20)),
+        ],
     )
     return folder
 
@@ -204,11 +252,30 @@ def netjob(tmp_path, job_certs):
     """Factory of :class:`NetJob` in this test's folder; stops every process at the end."""
     jobs: list[NetJob] = []
 
-    def make(parties, *, job_id="job", params=None, job=None, budgets=None, sub="",
-             shared=None, protocol="vertical", party_args=None) -> NetJob:
-        j = NetJob(tmp_path / sub if sub else tmp_path, job_certs, parties, job_id=job_id,
-                   params=params or {}, job=job, budgets=budgets, shared=shared,
-                   protocol=protocol, party_args=party_args)
+    def make(
+        parties,
+        *,
+        job_id="job",
+        params=None,
+        job=None,
+        budgets=None,
+        sub="",
+        shared=None,
+        protocol="vertical",
+        party_args=None,
+    ) -> NetJob:
+        j = NetJob(
+            tmp_path / sub if sub else tmp_path,
+            job_certs,
+            parties,
+            job_id=job_id,
+            params=params or {},
+            job=job,
+            budgets=budgets,
+            shared=shared,
+            protocol=protocol,
+            party_args=party_args,
+        )
         jobs.append(j)
         return j
 

@@ -23,15 +23,33 @@ from dpfed.runtime.prediction import Predictor
 
 
 def _job(tmp_path, *, align: bool = True):
-    lines = ["[job]", 'id = "tables"', 'protocol = "vertical"',
-             'align = "psi"\nmin_rows = 5' if align else "", "[params]", 'mechanism = "none"',
-             "[tls]", 'ca = "ca.pem"', "[leader]", 'address = "127.0.0.1:1"',
-             'certificate = "l.pem"', 'key = "l.key"']
+    lines = [
+        "[job]",
+        'id = "tables"',
+        'protocol = "vertical"',
+        'align = "psi"\nmin_rows = 5' if align else "",
+        "[params]",
+        'mechanism = "none"',
+        "[tls]",
+        'ca = "ca.pem"',
+        "[leader]",
+        'address = "127.0.0.1:1"',
+        'certificate = "l.pem"',
+        'key = "l.key"',
+    ]
     for k, name in enumerate(("label", "bank")):
-        lines += ["[[party]]", f'name = "{name}"', f'address = "127.0.0.1:{k + 2}"',
-                  f'certificate = "{name}.pem"', f'key = "{name}.key"']
-        lines += ([f'data = "{name}.csv"', 'id_column = "id"', f'schema = "{name}.toml"']
-                  if align else ['data = "breast_cancer"', f"columns = [{5 * k}, {5 * k + 5}]"])
+        lines += [
+            "[[party]]",
+            f'name = "{name}"',
+            f'address = "127.0.0.1:{k + 2}"',
+            f'certificate = "{name}.pem"',
+            f'key = "{name}.key"',
+        ]
+        lines += (
+            [f'data = "{name}.csv"', 'id_column = "id"', f'schema = "{name}.toml"']
+            if align
+            else ['data = "breast_cancer"', f"columns = [{5 * k}, {5 * k + 5}]"]
+        )
     path = tmp_path / "job.toml"
     path.write_text("\n".join(lines) + "\n")
     return load_job(path)
@@ -61,8 +79,11 @@ def test_a_party_without_its_alignment_or_with_another_jobs_is_refused(tmp_path)
     path.write_text(json.dumps({"job": "tables", "digest": "another", "parts": {}}))
     with pytest.raises(DpfedInputError, match="written for another job file"):
         read_alignment(spec, "bank")
-    path.write_text(json.dumps({"job": "tables", "digest": alignment_spec(spec).digest,
-                                "widths": [3, 2], "parts": {}}))
+    path.write_text(
+        json.dumps(
+            {"job": "tables", "digest": alignment_spec(spec).digest, "widths": [3, 2], "parts": {}}
+        )
+    )
     assert read_alignment(spec, "bank")["widths"] == [3, 2]
 
 

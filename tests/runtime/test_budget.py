@@ -518,8 +518,13 @@ def test_a_schema_2_file_gains_grid_coordinates_and_charges_them_from_then_on(tm
         assert res.plan == tuple(grid)
         with pytest.raises(BudgetExceeded, match="never reserved"):  # coordinates must match
             led.record("new", [event(0, 2.0, party="p")])
-        led.record("new", [PrivacyEvent("p", t, "gaussian", 2.0, 1.0, 2.0, "scores",
-                                        coordinates=10**6) for t in range(2)])
+        led.record(
+            "new",
+            [
+                PrivacyEvent("p", t, "gaussian", 2.0, 1.0, 2.0, "scores", coordinates=10**6)
+                for t in range(2)
+            ],
+        )
         spent = led.spent_epsilon("d", "p")
     plain = [Release("gaussian", 2.0)] * 2
     assert spent == pytest.approx(releases_epsilon(plain + grid, DELTA, "pld"))
@@ -534,8 +539,10 @@ def test_pure_and_gaussian_releases_compose_in_one_budget(ledger):
     gauss, pure = [4.0] * 5, [Release("l2_laplace", 20.0)] * 10
     both = [*gauss, *pure]
     expected = releases_epsilon(both, DELTA, ledger.accountant)
-    assert expected > max(releases_epsilon(gauss, DELTA, ledger.accountant),
-                          releases_epsilon(pure, DELTA, ledger.accountant))
+    assert expected > max(
+        releases_epsilon(gauss, DELTA, ledger.accountant),
+        releases_epsilon(pure, DELTA, ledger.accountant),
+    )
     ledger.set_budget("d", "p", expected * 1.001, DELTA)
     ledger.open_job("g", "d", "p", gauss)
     ledger.record("g", [event(t, 4.0, party="p") for t in range(5)])
@@ -751,7 +758,11 @@ def test_a_job_that_released_nothing_is_withdrawn_and_its_id_runs_again(ledger):
     assert ledger.jobs() == []
     (record,) = ledger.withdrawals()
     assert (record["job"], record["party"], record["dataset"], record["planned"]) == (
-        "j", "p", "d", 3)
+        "j",
+        "p",
+        "d",
+        3,
+    )
     assert record["reason"] == "shop was never reached"
     again = ledger.open_job("j", "d", "p", [2.0] * 3)  # the same id, as the rerun asks
     assert not again.resumed
@@ -762,8 +773,7 @@ def test_a_job_that_released_nothing_is_withdrawn_and_its_id_runs_again(ledger):
         ledger.withdraw_job("nope", "p")
 
 
-def test_a_schema_3_file_gains_the_rows_digest_and_a_resumed_job_must_read_the_same_rows(
-        tmp_path):
+def test_a_schema_3_file_gains_the_rows_digest_and_a_resumed_job_must_read_the_same_rows(tmp_path):
     path = tmp_path / "b.db"
     with BudgetLedger(path, accountant="pld") as led:
         led.set_budget("d", "p", 10.0, DELTA)

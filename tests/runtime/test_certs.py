@@ -78,9 +78,7 @@ def test_keys_are_unencrypted_pkcs8_p256(certs):
 def test_the_ca_is_a_self_signed_ca_for_leaves_only(certs):
     ca = _cert(certs.ca_certificate)
     ca.verify_directly_issued_by(ca)
-    assert ca.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value.startswith(
-        "dpfed CA "
-    )
+    assert ca.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value.startswith("dpfed CA ")
     bc = ca.extensions.get_extension_for_class(x509.BasicConstraints)
     assert bc.critical and bc.value.ca and bc.value.path_length == 0
     ku = ca.extensions.get_extension_for_class(x509.KeyUsage).value
@@ -96,9 +94,7 @@ def test_every_leaf_verifies_and_has_the_cn_san_and_eku(certs):
         cert = _cert(path)
         cert.verify_directly_issued_by(ca)
         assert isinstance(cert.signature_hash_algorithm, hashes.SHA256)
-        assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [
-            name
-        ]
+        assert [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [name]
         assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
         eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
         assert set(eku) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
@@ -366,8 +362,10 @@ def test_verify_peer_certificate_reads_pem_and_der_and_refuses_another_ca(certs,
     with pytest.raises(DpfedInputError, match="must be issued by"):
         verify_peer_certificate(foreign, ca_pem)
     with pytest.raises(DpfedInputError, match="must be issued by"):
-        verify_peer_certificate(_cert(other_certs.certificates["label"]).public_bytes(
-            serialization.Encoding.DER), ca_pem)
+        verify_peer_certificate(
+            _cert(other_certs.certificates["label"]).public_bytes(serialization.Encoding.DER),
+            ca_pem,
+        )
     with pytest.raises(DpfedInputError, match="leaf certificate"):
         verify_peer_certificate(ca_pem, ca_pem)
     with pytest.raises(DpfedInputError, match="expired"):

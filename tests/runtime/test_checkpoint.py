@@ -70,9 +70,7 @@ def test_saving_again_replaces_the_previous_state(tmp_path):
 
 
 @pytest.mark.parametrize("error", [OSError("disk full"), KeyboardInterrupt()])
-def test_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(
-    tmp_path, monkeypatch, error
-):
+def test_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path, monkeypatch, error):
     path = tmp_path / "state.npz"
     save_checkpoint(path, _arrays(), META)
     before = path.read_bytes()

@@ -37,8 +37,13 @@ PARTIES = [
     ("shop", "breast_cancer", (20, 30)),
 ]
 #: The walkthrough of docs/networked.md: sound, epsilon 1, ten rounds.
-WALKTHROUGH = {"iterations": 10, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
-               "rounds_above_rule": True}
+WALKTHROUGH = {
+    "iterations": 10,
+    "mechanism": "sound",
+    "epsilon": 1.0,
+    "delta": 1e-5,
+    "rounds_above_rule": True,
+}
 BUDGET = {"epsilon": 4.0, "delta": 1e-5}
 
 
@@ -61,8 +66,9 @@ def _inside_clip_after_subtracting(job, params: dict, seed: int) -> list[float]:
     noise regenerated from ``seed`` (as a simulation's bank would draw it) is subtracted."""
     data = load_dataset("breast_cancer")
     blocks = vertical_split(data.X_train, (10, 10, 10))
-    cfg = VerticalConfig(**{k: v for k, v in params.items()
-                            if k not in ("seed", "rounds_above_rule")}).validated()
+    cfg = VerticalConfig(
+        **{k: v for k, v in params.items() if k not in ("seed", "rounds_above_rule")}
+    ).validated()
     setup = vertical_setup(cfg, [10, 10, 10], blocks[0].shape[0])
     rng = simulation_generator(seed, 1, 3)
     bank = make_vertical_role(setup, 1, ["label", "bank", "shop"], blocks[1], rng=rng)
@@ -87,14 +93,16 @@ def _run(job) -> dict:
 
 
 def test_the_shared_seed_attack_works_on_a_simulation_and_fails_on_a_default_job(netjob):
-    simulation = netjob(PARTIES, params=WALKTHROUGH | {"seed": 3}, job={"simulation": True},
-                        sub="simulation")
+    simulation = netjob(
+        PARTIES, params=WALKTHROUGH | {"seed": 3}, job={"simulation": True}, sub="simulation"
+    )
     _run(simulation)
     recovered = _inside_clip_after_subtracting(simulation, WALKTHROUGH, seed=3)
     assert len(recovered) == 9 and all(f == 1.0 for f in recovered)  # every score, every round
 
-    default = netjob(PARTIES, params=WALKTHROUGH, budgets={"bank": BUDGET, "shop": BUDGET},
-                     sub="default")
+    default = netjob(
+        PARTIES, params=WALKTHROUGH, budgets={"bank": BUDGET, "shop": BUDGET}, sub="default"
+    )
     result = _run(default)
     assert "privacy_guarantee" not in result
     assert "seed" not in load_job(default.config).params
@@ -111,16 +119,22 @@ def test_the_shared_seed_attack_works_on_a_simulation_and_fails_on_a_default_job
 
 
 def test_a_party_with_a_budget_refuses_a_simulation(netjob):
-    job = netjob(PARTIES, params=WALKTHROUGH | {"seed": 3}, job={"simulation": True},
-                 budgets={"bank": BUDGET})
+    job = netjob(
+        PARTIES,
+        params=WALKTHROUGH | {"seed": 3},
+        job={"simulation": True},
+        budgets={"bank": BUDGET},
+    )
     job.start_parties()
     done = job.run(timeout=120)
     assert done.returncode == 2
     assert "simulation" in done.stderr and "bank has a privacy budget" in done.stderr
     assert not job.out.exists()
     assert all(code == 1 for code in job.wait_parties().values())
-    assert not (job.folder / "ledgers" / "bank.sqlite").exists() or not BudgetLedger(
-        job.folder / "ledgers" / "bank.sqlite").releases()
+    assert (
+        not (job.folder / "ledgers" / "bank.sqlite").exists()
+        or not BudgetLedger(job.folder / "ledgers" / "bank.sqlite").releases()
+    )
 
 
 def test_a_budgeted_party_refuses_a_full_evaluation_when_the_job_opens(netjob):
@@ -128,8 +142,12 @@ def test_a_budgeted_party_refuses_a_full_evaluation_when_the_job_opens(netjob):
     file is the leader's, so it cannot grant that: a party with a budget refuses when the job
     opens, before it reserves anything, unless its own command line allows exact
     disclosure."""
-    job = netjob(PARTIES, params=WALKTHROUGH | {"iterations": 3}, job={"evaluate": "full"},
-                 budgets={"bank": BUDGET, "shop": BUDGET})
+    job = netjob(
+        PARTIES,
+        params=WALKTHROUGH | {"iterations": 3},
+        job={"evaluate": "full"},
+        budgets={"bank": BUDGET, "shop": BUDGET},
+    )
     job.start_parties()
     done = job.run(timeout=120)
     assert done.returncode == 2, done.stderr
@@ -165,9 +183,10 @@ def _release_rows(job, name: str) -> list[tuple]:
         ]
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="a kill-and-replay drill: "
-                           "set DPFED_REPRODUCE=1; CI runs the vertical and secure ones")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="a kill-and-replay drill: set DPFED_REPRODUCE=1; CI runs the vertical and secure ones",
+)
 def test_a_party_killed_early_without_a_seed_replays_its_releases_from_its_secret(netjob):
     budgets = {"bank": BUDGET, "shop": BUDGET}
     whole = netjob(PARTIES, params=WALKTHROUGH, budgets=budgets, sub="whole")
@@ -205,7 +224,8 @@ def test_a_party_killed_early_without_a_seed_replays_its_releases_from_its_secre
         assert a == b, name  # bit for bit
     for g, w in zip(got["history"], want["history"], strict=True):
         assert {k: v for k, v in g.items() if k != "seconds"} == {
-            k: v for k, v in w.items() if k != "seconds"}
+            k: v for k, v in w.items() if k != "seconds"
+        }
     for name in ("bank", "shop"):
         rows = _release_rows(job, name)
         assert rows == _release_rows(whole, name)  # each release once, the same bytes
@@ -219,19 +239,35 @@ def test_a_party_killed_early_without_a_seed_replays_its_releases_from_its_secre
 @pytest.mark.parametrize("protocol", ["consensus", "decentralized"])
 def test_a_seed_outside_a_simulation_is_refused_by_every_process(netjob, protocol):
     if protocol == "consensus":
-        parties = [("server", "breast_cancer", None), ("bank", "breast_cancer", (0, 100)),
-                   ("shop", "breast_cancer", (100, 200))]
-        params = {"iterations": 2, "mechanism": "gaussian", "epsilon": 1.0, "delta": 1e-5,
-                  "seed": 1}
+        parties = [
+            ("server", "breast_cancer", None),
+            ("bank", "breast_cancer", (0, 100)),
+            ("shop", "breast_cancer", (100, 200)),
+        ]
+        params = {
+            "iterations": 2,
+            "mechanism": "gaussian",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "seed": 1,
+        }
     else:
         parties = [(f"node{k}", "breast_cancer", (100 * k, 100 * k + 100)) for k in range(3)]
-        params = {"iterations": 2, "perturbation": "dvp", "alpha": 1.0, "seed": 1,
-                  "graph": "complete"}
+        params = {
+            "iterations": 2,
+            "perturbation": "dvp",
+            "alpha": 1.0,
+            "seed": 1,
+            "graph": "complete",
+        }
     job = netjob(parties, params=params, protocol=protocol)
     done = job.run(timeout=60)
     assert done.returncode == 2 and "[params].seed = 1" in done.stderr
     party = subprocess.run(
         [*job.run_args()[:3], "party", "--config", str(job.config), "--name", job.names[1]],
-        capture_output=True, text=True, timeout=60, env=job.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=job.env(),
     )
     assert party.returncode == 2 and "simulation = true" in party.stderr

@@ -14,9 +14,11 @@ from .conftest import free_ports
 from .test_networked_vertical import wait_for
 from .test_party_service import _party_file, _start_service
 
-ARGS = ("args={endpoint=0x7fc778001c30, args={grpc.internal.endpoint_local_address=ipv4:"
-        "127.0.0.1:50999, grpc.internal.endpoint_peer_address=ipv4:10.0.0.7:34100, "
-        "grpc.internal.security_connector=0x55cdae2241b0}, read_buffer.Length()=0}\n")
+ARGS = (
+    "args={endpoint=0x7fc778001c30, args={grpc.internal.endpoint_local_address=ipv4:"
+    "127.0.0.1:50999, grpc.internal.endpoint_peer_address=ipv4:10.0.0.7:34100, "
+    "grpc.internal.security_connector=0x55cdae2241b0}, read_buffer.Length()=0}\n"
+)
 #: gRPC's records of a connection the peer closed and of a certificate this side refused
 #: (as grpcio 1.7x writes them at GRPC_VERBOSITY=INFO, GRPC_TRACE=handshaker).
 RECORDS = [
@@ -52,14 +54,20 @@ def test_failed_handshakes_become_log_lines_naming_the_peer_and_grpcs_info_is_dr
     shown, logged = _route(RECORDS)
     assert len(logged) == 2
     closed, foreign = logged
-    assert closed.startswith("10.0.0.7:34100 closed its connection during the TLS "
-                             "handshake: it does not accept this party's certificate")
-    assert foreign.startswith("10.0.0.7:34100 presented a certificate not signed by this "
-                              "party's CA (CERTIFICATE_VERIFY_FAILED: unable to get local "
-                              "issuer certificate)")
+    assert closed.startswith(
+        "10.0.0.7:34100 closed its connection during the TLS "
+        "handshake: it does not accept this party's certificate"
+    )
+    assert foreign.startswith(
+        "10.0.0.7:34100 presented a certificate not signed by this "
+        "party's CA (CERTIFICATE_VERIFY_FAILED: unable to get local "
+        "issuer certificate)"
+    )
     # what gRPC shows by default and other output pass; its info and warnings do not
-    assert shown == ("E1128 16:49:35.000000    4599 server.cc:10] a gRPC error shown at its "
-                     "default level\nnot a gRPC line (another library's output)\n")
+    assert shown == (
+        "E1128 16:49:35.000000    4599 server.cc:10] a gRPC error shown at its "
+        "default level\nnot a gRPC line (another library's output)\n"
+    )
 
 
 def test_a_peer_retrying_is_reported_once_a_period_with_a_count():
@@ -71,8 +79,9 @@ def test_a_peer_retrying_is_reported_once_a_period_with_a_count():
 
 
 @pytest.mark.networked
-def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, job_certs,
-                                                                    monkeypatch):
+def test_a_party_service_names_handshakes_with_another_cas_processes(
+    tmp_path, job_certs, monkeypatch
+):
     """The leader of a job with another CA, and a process presenting another CA's certificate
     to this party: the service's own log names both, and it stops cleanly."""
     import grpc
@@ -84,8 +93,7 @@ def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, j
 
     other = tmp_path / "other-ca"
     init_certificates(other, ["bank"])
-    ours = load_identity(job_certs / "leader.pem", job_certs / "leader.key",
-                         job_certs / "ca.pem")
+    ours = load_identity(job_certs / "leader.pem", job_certs / "leader.key", job_certs / "ca.pem")
     theirs = load_identity(other / "leader.pem", other / "leader.key", other / "ca.pem")
     address = f"127.0.0.1:{free_ports(1)[0]}"
     folder = tmp_path / "svc"
@@ -94,14 +102,19 @@ def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, j
         assert wait_for(lambda: "serving party bank" in log.read_text(), timeout=120)
         for trust, identity in ((theirs, theirs), (ours, theirs)):
             credentials = grpc.ssl_channel_credentials(
-                root_certificates=trust.ca_pem, private_key=identity.key_pem,
-                certificate_chain=identity.certificate_pem)
-            with grpc.secure_channel(address, credentials, options=[
-                    ("grpc.ssl_target_name_override", "bank")]) as channel:
+                root_certificates=trust.ca_pem,
+                private_key=identity.key_pem,
+                certificate_chain=identity.certificate_pem,
+            )
+            with grpc.secure_channel(
+                address, credentials, options=[("grpc.ssl_target_name_override", "bank")]
+            ) as channel:
                 with pytest.raises(grpc.RpcError):
                     channel.unary_unary("/dpfed.Party/Control")(b"", timeout=10)
-        assert wait_for(lambda: "presented a certificate not signed by this party's CA"
-                        in log.read_text(), timeout=60)
+        assert wait_for(
+            lambda: "presented a certificate not signed by this party's CA" in log.read_text(),
+            timeout=60,
+        )
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
     finally:
@@ -114,18 +127,25 @@ def test_a_party_service_names_handshakes_with_another_cas_processes(tmp_path, j
     assert "CallNextHandshakerLocked" not in text and "Tracers" not in text
 
 
-@pytest.mark.parametrize(("before", "expected"), [
-    ("", ["True", "INFO", "handshaker"]),
-    ("os.environ['GRPC_VERBOSITY'] = 'ERROR'", ["False", "ERROR", "None"]),
-    ("os.environ['GRPC_TRACE'] = 'api'", ["False", "None", "api"]),
-    ("import grpc", ["False", "None", "None"]),  # too late: gRPC read its environment
-])
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        ("", ["True", "INFO", "handshaker"]),
+        ("os.environ['GRPC_VERBOSITY'] = 'ERROR'", ["False", "ERROR", "None"]),
+        ("os.environ['GRPC_TRACE'] = 'api'", ["False", "None", "api"]),
+        ("import grpc", ["False", "None", "None"]),  # too late: gRPC read its environment
+    ],
+)
 def test_the_handshake_trace_is_asked_for_only_before_grpc_and_unless_the_user_chose(
-        before, expected):
+    before, expected
+):
     """Run in a process of its own: asking changes the process's environment."""
-    code = ("import os\nfor k in ('GRPC_VERBOSITY', 'GRPC_TRACE'): os.environ.pop(k, None)\n"
-            f"{before}\nfrom dpfed.runtime.grpc_log import enable_handshake_log as e\n"
-            "print(e(), os.environ.get('GRPC_VERBOSITY'), os.environ.get('GRPC_TRACE'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import os\nfor k in ('GRPC_VERBOSITY', 'GRPC_TRACE'): os.environ.pop(k, None)\n"
+        f"{before}\nfrom dpfed.runtime.grpc_log import enable_handshake_log as e\n"
+        "print(e(), os.environ.get('GRPC_VERBOSITY'), os.environ.get('GRPC_TRACE'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.split() == expected

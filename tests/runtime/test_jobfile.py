@@ -37,7 +37,8 @@ def _toml(doc: dict) -> str:
     lines: list[str] = []
     tables = {k: v for k, v in doc.items() if isinstance(v, dict)}
     arrays = {
-        k: v for k, v in doc.items()
+        k: v
+        for k, v in doc.items()
         if isinstance(v, list) and v and all(isinstance(t, dict) for t in v)
     }
     for k, v in doc.items():
@@ -69,8 +70,13 @@ def _doc() -> dict:
     return {
         "job": {"id": "a9a-demo", "protocol": "vertical", "round_timeout": 30.0, "grace": 5.0},
         "params": {
-            "iterations": 20, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
-            "lam": 1e-4, "tol": [1e-6, 1e-4], "adaptive_rho": False,
+            "iterations": 20,
+            "mechanism": "sound",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "lam": 1e-4,
+            "tol": [1e-6, 1e-4],
+            "adaptive_rho": False,
         },
         "tls": {"ca": "certs/ca.pem"},
         "leader": {
@@ -123,8 +129,13 @@ def test_valid_three_party_file_parses_with_defaults_and_resolved_paths(tmp_path
     assert spec.checkpoint == base / "checkpoint" / "a9a-demo"
     assert spec.ca == base / "certs" / "ca.pem"
     assert spec.params == {
-        "iterations": 20, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5, "lam": 1e-4,
-        "tol": [1e-6, 1e-4], "adaptive_rho": False,
+        "iterations": 20,
+        "mechanism": "sound",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "lam": 1e-4,
+        "tol": [1e-6, 1e-4],
+        "adaptive_rho": False,
     }
 
     assert spec.leader.name == LEADER
@@ -165,7 +176,10 @@ def test_valid_three_party_file_parses_with_defaults_and_resolved_paths(tmp_path
 def test_job_options_are_read(tmp_path):
     doc = _doc()
     doc["job"] |= {
-        "evaluate": "test", "idle_timeout": 7.5, "max_message_mb": 2, "fsync": True,
+        "evaluate": "test",
+        "idle_timeout": 7.5,
+        "max_message_mb": 2,
+        "fsync": True,
         "checkpoint": "ckpt",
     }
     spec = _load(tmp_path, doc)
@@ -214,9 +228,12 @@ def test_digest_is_stable_and_ignores_local_paths(tmp_path):
     local = _doc()
     for p in local["party"]:
         p |= {
-            "certificate": f"elsewhere/{p['name']}.crt", "key": f"elsewhere/{p['name']}.pem",
-            "workdir": f"/tmp/other/{p['name']}", "data_dir": "/data/elsewhere",
-            "ledger": "/var/ledger.sqlite", "budget": {"epsilon": 9.0, "delta": 1e-6},
+            "certificate": f"elsewhere/{p['name']}.crt",
+            "key": f"elsewhere/{p['name']}.pem",
+            "workdir": f"/tmp/other/{p['name']}",
+            "data_dir": "/data/elsewhere",
+            "ledger": "/var/ledger.sqlite",
+            "budget": {"epsilon": 9.0, "delta": 1e-6},
         }
     local["leader"] |= {"certificate": "x.pem", "key": "x.key"}
     local["tls"]["ca"] = "other-ca.pem"
@@ -236,15 +253,23 @@ def _changed(mutate) -> dict:
     "mutate",
     [
         pytest.param(lambda d: d["params"].__setitem__("iterations", 21), id="params-value"),
-        pytest.param(lambda d: d["params"].__setitem__("inner_iterations", 50),
-                     id="params-new-key"),
-        pytest.param(lambda d: (d["job"].__setitem__("simulation", True),
-                                d["params"].__setitem__("seed", 1)), id="simulation"),
+        pytest.param(
+            lambda d: d["params"].__setitem__("inner_iterations", 50), id="params-new-key"
+        ),
+        pytest.param(
+            lambda d: (
+                d["job"].__setitem__("simulation", True),
+                d["params"].__setitem__("seed", 1),
+            ),
+            id="simulation",
+        ),
         pytest.param(lambda d: d["params"].pop("tol"), id="params-removed-key"),
         pytest.param(lambda d: d["job"].__setitem__("id", "other"), id="job-id"),
         pytest.param(lambda d: d["job"].__setitem__("evaluate", "none"), id="evaluate"),
-        pytest.param(lambda d: d["job"].__setitem__("predict_training_rows", True),
-                     id="predict-training-rows"),
+        pytest.param(
+            lambda d: d["job"].__setitem__("predict_training_rows", True),
+            id="predict-training-rows",
+        ),
         pytest.param(lambda d: d["job"].__setitem__("max_message_mb", 8), id="max-message"),
         pytest.param(
             lambda d: d["leader"].__setitem__("address", "127.0.0.1:50060"), id="leader-address"
@@ -293,8 +318,13 @@ def _refused(tmp_path, doc, *patterns):
 
 @pytest.mark.parametrize(
     ("where", "key"),
-    [(None, "extra"), ("job", "timeout"), ("params", "epsilon_total"), ("tls", "crl"),
-     ("leader", "data")],
+    [
+        (None, "extra"),
+        ("job", "timeout"),
+        ("params", "epsilon_total"),
+        ("tls", "crl"),
+        ("leader", "data"),
+    ],
 )
 def test_unknown_keys_are_refused_by_name(tmp_path, where, key):
     doc = _doc()
@@ -398,8 +428,16 @@ def test_duplicate_addresses_are_refused(tmp_path):
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "host:port", ":50051", "a b:1",
-     "::1:50051", "127.0.0.1:123456"],
+    [
+        "127.0.0.1",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "host:port",
+        ":50051",
+        "a b:1",
+        "::1:50051",
+        "127.0.0.1:123456",
+    ],
 )
 def test_bad_party_address_is_refused(tmp_path, address):
     doc = _doc()
@@ -526,7 +564,6 @@ def test_bad_budgets_are_refused(tmp_path, budget, pattern):
     _refused(tmp_path, doc, pattern)
 
 
-
 def test_listen_address_is_local_and_outside_the_digest(tmp_path):
     doc = _doc()
     plain = _load(tmp_path, doc)
@@ -570,8 +607,11 @@ def test_secure_sum_job_has_compute_nodes_and_clients(tmp_path):
 
 @pytest.mark.parametrize(
     ("roles", "pattern"),
-    [(["", ""], "role = \"compute\""), (["compute", "compute"], "one client"),
-     (["server", ""], "may only be")],
+    [
+        (["", ""], 'role = "compute"'),
+        (["compute", "compute"], "one client"),
+        (["server", ""], "may only be"),
+    ],
 )
 def test_secure_sum_roles_are_checked(tmp_path, roles, pattern):
     _refused(tmp_path, _secure_sum_doc(roles), pattern)
@@ -624,12 +664,13 @@ def test_a_seed_of_the_wrong_type_is_refused_in_a_simulation(tmp_path):
     [
         ({"epsilon": -1.0}, "epsilon"),
         ({"mechanism": "sound", "epsilon": 1.0, "delta": None}, "needs delta"),
-        ({"mechanism": "none", "noise_multiplier": 2.0, "epsilon": None, "delta": None},
-         "need a privacy mechanism"),
+        (
+            {"mechanism": "none", "noise_multiplier": 2.0, "epsilon": None, "delta": None},
+            "need a privacy mechanism",
+        ),
     ],
 )
-def test_params_a_protocol_cannot_run_are_refused_when_the_file_is_read(tmp_path, params,
-                                                                        pattern):
+def test_params_a_protocol_cannot_run_are_refused_when_the_file_is_read(tmp_path, params, pattern):
     """What a party's host would refuse, every process refuses on reading the file: the
     leader never waits on parties for a job none of them can run."""
     doc = _doc()

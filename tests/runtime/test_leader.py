@@ -61,23 +61,33 @@ def test_a_query_stops_the_job_after_grace(netjob):
 def test_a_query_refused_is_not_tried_again(netjob):
     leader = _leader(netjob, grace=5.0)
     leader.connections["bank"] = ScriptedConnection(
-        "bank", failures=1, code=grpc.StatusCode.FAILED_PRECONDITION)
+        "bank", failures=1, code=grpc.StatusCode.FAILED_PRECONDITION
+    )
     with pytest.raises(RemoteError, match="FAILED_PRECONDITION"):
         leader._query("bank", AccountRequest)
     assert leader.connections["bank"].calls == 1
 
 
-THREE_PARTIES = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
-                 ("shop", "breast_cancer", (20, 30))]
+THREE_PARTIES = [
+    ("label", "breast_cancer", (0, 10)),
+    ("bank", "breast_cancer", (10, 20)),
+    ("shop", "breast_cancer", (20, 30)),
+]
 
 
-@pytest.mark.parametrize(("case", "says"), [
-    ("foreign certificate", "shop at {address} presented a certificate not signed by this "
-                            "job's CA"),
-    ("foreign trust", "shop at {address} closed the connection during the TLS handshake"),
-])
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        (
+            "foreign certificate",
+            "shop at {address} presented a certificate not signed by this job's CA",
+        ),
+        ("foreign trust", "shop at {address} closed the connection during the TLS handshake"),
+    ],
+)
 def test_a_certificate_failure_is_named_at_open_not_waited_for(
-        netjob, job_certs, foreign_certs, case, says):
+    netjob, job_certs, foreign_certs, case, says
+):
     """At shop's address a process presents a certificate of another CA, or trusts another
     CA (so it drops the leader's handshake): the leader names the failure as soon as the
     handshakes fail, long before its round timeout (110 s here, more than the run's own
@@ -85,15 +95,15 @@ def test_a_certificate_failure_is_named_at_open_not_waited_for(
     job = netjob(THREE_PARTIES, params={"iterations": 2}, job={"round_timeout": 110.0})
     address = load_job(job.config).party("shop").address
     if case == "foreign certificate":
-        identity = load_identity(foreign_certs / "shop.pem", foreign_certs / "shop.key",
-                                 foreign_certs / "ca.pem")
+        identity = load_identity(
+            foreign_certs / "shop.pem", foreign_certs / "shop.key", foreign_certs / "ca.pem"
+        )
     else:
-        own = load_identity(job_certs / "shop.pem", job_certs / "shop.key",
-                            job_certs / "ca.pem")
-        identity = TlsIdentity("shop", own.certificate_pem, own.key_pem,
-                               (foreign_certs / "ca.pem").read_bytes())
-    impostor = serve(identity, address, {"Control": lambda request, peer: b"{}"},
-                     max_bytes=2**20)
+        own = load_identity(job_certs / "shop.pem", job_certs / "shop.key", job_certs / "ca.pem")
+        identity = TlsIdentity(
+            "shop", own.certificate_pem, own.key_pem, (foreign_certs / "ca.pem").read_bytes()
+        )
+    impostor = serve(identity, address, {"Control": lambda request, peer: b"{}"}, max_bytes=2**20)
     try:
         for name in ("label", "bank"):
             job.start_party(name)
@@ -139,7 +149,8 @@ def test_the_summary_comes_before_the_page_s_last_seconds(netjob, monkeypatch):
 
     monkeypatch.setattr("dpfed.runtime.leader.MonitorServer", Page)
     monkeypatch.setattr(leader, "_lead", lambda out: {"protocol": "vertical"})
-    monkeypatch.setattr("dpfed.runtime.leader.time.sleep",
-                        lambda seconds: events.append(f"kept {seconds:g} s"))
+    monkeypatch.setattr(
+        "dpfed.runtime.leader.time.sleep", lambda seconds: events.append(f"kept {seconds:g} s")
+    )
     leader.run("result.json", on_result=lambda result: events.append("summary"))
     assert events == ["summary", "kept 30 s", "page stopped"]

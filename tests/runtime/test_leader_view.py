@@ -74,17 +74,27 @@ def _journal_messages(job, name: str, kind) -> list:
     journal = Journal(job.workdir(name) / "journal.bin")
     out = [
         wire.decode(payload, job=job.job_id, max_bytes=2**26).message
-        for k, _, payload in journal.records() if k == b"M"
+        for k, _, payload in journal.records()
+        if k == b"M"
     ]
     journal.close()
     return [m for m in out if isinstance(m, kind)]
 
 
 def test_vertical_with_a_protected_label_holder(netjob):
-    params = {"iterations": 6, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5,
-              "protect_label_holder": True, "rounds_above_rule": True}
-    parties = [("label", "breast_cancer", (0, 10)), ("bank", "breast_cancer", (10, 20)),
-               ("shop", "breast_cancer", (20, 30))]
+    params = {
+        "iterations": 6,
+        "mechanism": "sound",
+        "epsilon": 4.0,
+        "delta": 1e-5,
+        "protect_label_holder": True,
+        "rounds_above_rule": True,
+    }
+    parties = [
+        ("label", "breast_cancer", (0, 10)),
+        ("bank", "breast_cancer", (10, 20)),
+        ("shop", "breast_cancer", (20, 30)),
+    ]
     job = netjob(parties, params=params, budgets=dict.fromkeys(("label", "bank", "shop"), BUDGET))
     leader, result = _lead(job)
     _check_replies(leader)
@@ -97,10 +107,13 @@ def test_vertical_with_a_protected_label_holder(netjob):
     # from released models; the last round is recomputed here from the released models alone
     data = load_dataset("breast_cancer")
     reference = train_vertical(
-        vertical_split(data.X_train, (10, 10, 10)), data.y_train,
+        vertical_split(data.X_train, (10, 10, 10)),
+        data.y_train,
         VerticalConfig(**{k: v for k, v in params.items() if k != "rounds_above_rule"}),
-        names=job.names, test_blocks=vertical_split(data.X_test, (10, 10, 10)),
-        test_labels=data.y_test, rngs=job.secret_rngs(),
+        names=job.names,
+        test_blocks=vertical_split(data.X_test, (10, 10, 10)),
+        test_labels=data.y_test,
+        rngs=job.secret_rngs(),
     )
     for got, want in zip(leader.history, reference.history, strict=True):
         assert got["test_log_loss"] == want["test_log_loss"]
@@ -108,45 +121,73 @@ def test_vertical_with_a_protected_label_holder(netjob):
     # each party's rows as its mechanism prepares them (clipped; the label holder's with its
     # intercept column)
     scores = sum(
-        mechanism.prepare_block(block) @ np.array(
-            json.loads((job.workdir(name) / "model.json").read_text())["coef"])
-        for name, block, mechanism in zip(job.names, vertical_split(data.X_test, (10, 10, 10)),
-                                          reference.mechanisms, strict=True)
+        mechanism.prepare_block(block)
+        @ np.array(json.loads((job.workdir(name) / "model.json").read_text())["coef"])
+        for name, block, mechanism in zip(
+            job.names, vertical_split(data.X_test, (10, 10, 10)), reference.mechanisms, strict=True
+        )
     )
     y = np.where(data.y_test > 0, 1.0, -1.0)
     assert leader.history[-1]["test_log_loss"] == pytest.approx(
-        float(np.mean(np.logaddexp(0.0, -y * scores))), rel=1e-12)
+        float(np.mean(np.logaddexp(0.0, -y * scores))), rel=1e-12
+    )
 
 
 def test_consensus(netjob):
-    params = {"iterations": 4, "mechanism": "gaussian", "epsilon": 2.0, "delta": 1e-5,
-              "lam": 1e-3, "rho": 0.1}
+    params = {
+        "iterations": 4,
+        "mechanism": "gaussian",
+        "epsilon": 2.0,
+        "delta": 1e-5,
+        "lam": 1e-3,
+        "rho": 0.1,
+    }
     clients = [("bank", "breast_cancer", (0, 130)), ("shop", "breast_cancer", (130, 260))]
-    job = netjob([("server", "breast_cancer", None), *clients], params=params,
-                 protocol="consensus", budgets={"bank": BUDGET, "shop": BUDGET})
+    job = netjob(
+        [("server", "breast_cancer", None), *clients],
+        params=params,
+        protocol="consensus",
+        budgets={"bank": BUDGET, "shop": BUDGET},
+    )
     leader, result = _lead(job)
     _check_replies(leader)
     assert "exact_values" not in result
     assert all(entry["train_objective"] is None for entry in result["history"])
     # the server's per-round models are a function of the released uploads alone
     uploads = _journal_messages(job, "server", LocalModel)
-    server = ConsensusServer("server", ["bank", "shop"], n_features=31, rho=0.1,  # + intercept
-                             max_rounds=4)
+    server = ConsensusServer(
+        "server",
+        ["bank", "shop"],
+        n_features=31,
+        rho=0.1,  # + intercept
+        max_rounds=4,
+    )
     for message in sorted(uploads, key=lambda m: (m.round, m.sender != "bank")):
         server.handle(message)
-    rounds = next(
-        r for n, op, r in leader.replies if n == "server" and op is AccountRequest
-    )["rounds"]
+    rounds = next(r for n, op, r in leader.replies if n == "server" and op is AccountRequest)[
+        "rounds"
+    ]
     for got, want in zip(rounds, server.history, strict=True):
         np.testing.assert_array_equal(np.array(got["model"]), want.model)
 
 
 def test_decentralized_pvp(netjob):
-    params = {"iterations": 5, "perturbation": "pvp", "alpha": 1.0, "graph": "ring",
-              "eta": 0.5, "rho": 0.01, "loss_scale": 50.0}
+    params = {
+        "iterations": 5,
+        "perturbation": "pvp",
+        "alpha": 1.0,
+        "graph": "ring",
+        "eta": 0.5,
+        "rho": 0.01,
+        "loss_scale": 50.0,
+    }
     nodes = [(f"node{k}", "breast_cancer", (80 * k, 80 * k + 80)) for k in range(4)]
-    job = netjob(nodes, params=params, protocol="decentralized",
-                 budgets=dict.fromkeys((n for n, *_ in nodes), BUDGET))
+    job = netjob(
+        nodes,
+        params=params,
+        protocol="decentralized",
+        budgets=dict.fromkeys((n for n, *_ in nodes), BUDGET),
+    )
     leader, result = _lead(job)
     _check_replies(leader)
     assert "exact_values" not in result

@@ -23,8 +23,13 @@ PARTIES = [
     ("bank", "breast_cancer", (10, 20)),
     ("shop", "breast_cancer", (20, 30)),
 ]
-SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
-         "rounds_above_rule": True}
+SOUND = {
+    "iterations": 12,
+    "mechanism": "sound",
+    "epsilon": 1.0,
+    "delta": 1e-5,
+    "rounds_above_rule": True,
+}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
 
 
@@ -48,8 +53,18 @@ def test_addresses():
 def test_the_server_serves_the_page_and_the_view_as_json(netjob):
     job = netjob(PARTIES, params=SOUND, budgets=dict.fromkeys(["bank", "shop"], BUDGET))
     view = JobView(load_job(job.config))
-    view.set_history([{"iteration": 1, "seconds": 0.1, "train_objective": math.inf,
-                       "test_log_loss": 0.5, "epsilon": 0.2, "private": [1, 2]}])
+    view.set_history(
+        [
+            {
+                "iteration": 1,
+                "seconds": 0.1,
+                "train_objective": math.inf,
+                "test_log_loss": 0.5,
+                "epsilon": 0.2,
+                "private": [1, 2],
+            }
+        ]
+    )
     view.set_party("bank", "serving", {"round": 1, "finished": False, "epsilon": 0.2})
     view.set_party("nobody", "serving")  # not a party of the job: ignored
     page = MonitorServer(view.snapshot, "127.0.0.1:0").start()
@@ -63,11 +78,23 @@ def test_the_server_serves_the_page_and_the_view_as_json(netjob):
         assert status["job"] == "job" and status["state"] == "opening"
         assert status["rounds_planned"] == 12
         # only the drawn figures, and no infinity (JSON has none)
-        assert status["history"] == [{"iteration": 1, "seconds": 0.1, "train_objective": None,
-                                      "test_log_loss": 0.5, "epsilon": 0.2}]
-        assert status["parties"]["bank"] == {"address": load_job(job.config).party("bank").address,
-                                             "status": "serving", "round": 1,
-                                             "finished": False, "epsilon": 0.2, "budget": 3.0}
+        assert status["history"] == [
+            {
+                "iteration": 1,
+                "seconds": 0.1,
+                "train_objective": None,
+                "test_log_loss": 0.5,
+                "epsilon": 0.2,
+            }
+        ]
+        assert status["parties"]["bank"] == {
+            "address": load_job(job.config).party("bank").address,
+            "status": "serving",
+            "round": 1,
+            "finished": False,
+            "epsilon": 0.2,
+            "budget": 3.0,
+        }
         assert set(status["parties"]) == {"label", "bank", "shop"}
         assert _get(page.url + "secrets")[0] == 404
     finally:
@@ -92,11 +119,21 @@ def test_a_missing_checkpoint_says_where_it_looked(netjob, tmp_path):
 
 
 def _chromium(*args: str, profile) -> str:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=4000"]
-    done = subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True,
-                          timeout=120, check=True)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=4000",
+    ]
+    done = subprocess.run(
+        [CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=True
+    )
     return done.stdout
 
 
@@ -112,7 +149,9 @@ def test_a_networked_job_watched_in_headless_chromium(netjob, tmp_path):
     job.start_parties()
     leader = subprocess.Popen(
         job.run_args("--monitor", "127.0.0.1:0", "--monitor-keep", "120"),
-        stderr=subprocess.PIPE, text=True, env=job.env(),
+        stderr=subprocess.PIPE,
+        text=True,
+        env=job.env(),
     )
     try:
         url = None
@@ -135,8 +174,9 @@ def test_a_networked_job_watched_in_headless_chromium(netjob, tmp_path):
         for name in ("label", "bank", "shop"):
             assert re.search(rf'data-party="{name}"><td>{name}</td><td>finished</td>', dom), name
         shot = tmp_path / "page.png"
-        _chromium("--window-size=1200,900", f"--screenshot={shot}", url,
-                  profile=tmp_path / "profile2")
+        _chromium(
+            "--window-size=1200,900", f"--screenshot={shot}", url, profile=tmp_path / "profile2"
+        )
         from matplotlib.image import imread
 
         pixels = imread(shot)
@@ -150,24 +190,31 @@ def test_a_networked_job_watched_in_headless_chromium(netjob, tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_dpfed_monitor_shows_a_finished_job_from_its_checkpoint(netjob, tmp_path):
-    job = netjob(PARTIES, params=SOUND | {"iterations": 4},
-                 budgets=dict.fromkeys(["bank", "shop"], BUDGET))
+    job = netjob(
+        PARTIES, params=SOUND | {"iterations": 4}, budgets=dict.fromkeys(["bank", "shop"], BUDGET)
+    )
     job.start_parties()
-    done = subprocess.run(job.run_args(), capture_output=True, text=True, env=job.env(),
-                          timeout=120)
+    done = subprocess.run(
+        job.run_args(), capture_output=True, text=True, env=job.env(), timeout=120
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
     from .conftest import DPFED
 
-    page = subprocess.Popen([*DPFED, "monitor", "--config", str(job.config), "--address",
-                             "127.0.0.1:0"], stdout=subprocess.PIPE, text=True, env=job.env())
+    page = subprocess.Popen(
+        [*DPFED, "monitor", "--config", str(job.config), "--address", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=job.env(),
+    )
     try:
         url = re.search(r"job page: (http://\S+)", page.stdout.readline()).group(1)
         dom = _chromium("--dump-dom", url, profile=tmp_path / "profile")
         assert _shown(dom, "state") == "finished"
         assert int(_shown(dom, "rounds")) == len(result["history"]) == 4
         assert float(_shown(dom, "epsilon")) == pytest.approx(
-            result["history"][-1]["epsilon"], rel=1e-5)
+            result["history"][-1]["epsilon"], rel=1e-5
+        )
     finally:
         page.terminate()
         page.wait(timeout=10)
@@ -180,11 +227,11 @@ def test_the_page_follows_the_job_as_it_runs(netjob):
 
     from dpfed.runtime.leader import Leader
 
-    job = netjob(PARTIES, params=SOUND | {"iterations": 30},
-                 budgets=dict.fromkeys(["bank", "shop"], BUDGET))
+    job = netjob(
+        PARTIES, params=SOUND | {"iterations": 30}, budgets=dict.fromkeys(["bank", "shop"], BUDGET)
+    )
     job.start_parties()
-    leader = Leader(load_job(job.config), progress=False, monitor="127.0.0.1:0",
-                    monitor_keep=1.0)
+    leader = Leader(load_job(job.config), progress=False, monitor="127.0.0.1:0", monitor_keep=1.0)
     seen: list[dict] = []
     stop = threading.Event()
 
@@ -216,7 +263,8 @@ def test_the_page_follows_the_job_as_it_runs(netjob):
     assert [h["epsilon"] for h in last["history"]] == [h["epsilon"] for h in result["history"]]
     for name in ("bank", "shop"):
         assert last["parties"][name]["epsilon"] == pytest.approx(
-            result["privacy"]["per_party"][name]["epsilon"])
+            result["privacy"]["per_party"][name]["epsilon"]
+        )
         assert last["parties"][name]["status"] == "finished"
         assert last["parties"][name]["round"] == 30
 

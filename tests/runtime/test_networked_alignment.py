@@ -20,8 +20,7 @@ from .test_networked_prediction import _predict
 PARTIES = ("label", "bank", "shop")
 
 
-def aligned_job(netjob, tmp_path, *, params: str, extra_job: str = "",
-                per_party: bool = False):
+def aligned_job(netjob, tmp_path, *, params: str, extra_job: str = "", per_party: bool = False):
     """A NetJob whose job file names each party's own tables (``party_tables``), in one
     folder or (``per_party``) in a folder per party."""
     pytest.importorskip("private_set_intersection.python")
@@ -29,25 +28,45 @@ def aligned_job(netjob, tmp_path, *, params: str, extra_job: str = "",
     spec = load_job(job.config)
     data = tmp_path / "tables"
     certs = spec.ca.parent
-    lines = ["[job]", 'id = "tables"', 'protocol = "vertical"', 'align = "psi"',
-             "round_timeout = 60.0", "grace = 2.0", "idle_timeout = 120.0", extra_job,
-             "[params]", params, "[tls]", f'ca = "{spec.ca}"', "[leader]",
-             f'address = "{spec.leader.address}"', f'certificate = "{certs / "leader.pem"}"',
-             f'key = "{certs / "leader.key"}"']
+    lines = [
+        "[job]",
+        'id = "tables"',
+        'protocol = "vertical"',
+        'align = "psi"',
+        "round_timeout = 60.0",
+        "grace = 2.0",
+        "idle_timeout = 120.0",
+        extra_job,
+        "[params]",
+        params,
+        "[tls]",
+        f'ca = "{spec.ca}"',
+        "[leader]",
+        f'address = "{spec.leader.address}"',
+        f'certificate = "{certs / "leader.pem"}"',
+        f'key = "{certs / "leader.key"}"',
+    ]
     for p in spec.parties:
-        lines += ["[[party]]", f'name = "{p.name}"', f'address = "{p.address}"',
-                  f'certificate = "{certs / (p.name + ".pem")}"',
-                  f'key = "{certs / (p.name + ".key")}"',
-                  f'data_dir = "{data / p.name if per_party else data}"',
-                  f'data = "{p.name}.train.csv"', f'test = "{p.name}.test.csv"',
-                  'id_column = "customer_id"', f'schema = "{p.name}.schema.toml"',
-                  f'ledger = "{tmp_path / "ledgers" / (p.name + ".sqlite")}"']
+        lines += [
+            "[[party]]",
+            f'name = "{p.name}"',
+            f'address = "{p.address}"',
+            f'certificate = "{certs / (p.name + ".pem")}"',
+            f'key = "{certs / (p.name + ".key")}"',
+            f'data_dir = "{data / p.name if per_party else data}"',
+            f'data = "{p.name}.train.csv"',
+            f'test = "{p.name}.test.csv"',
+            'id_column = "customer_id"',
+            f'schema = "{p.name}.schema.toml"',
+            f'ledger = "{tmp_path / "ledgers" / (p.name + ".sqlite")}"',
+        ]
     job.config.write_text("\n".join(lines) + "\n")
     return job, data
 
 
-def _write_new_rows(data: Path, *, drop_at_shop: int, unknown_at_label: int,
-                    seed: int = 1) -> dict[str, list[str]]:
+def _write_new_rows(
+    data: Path, *, drop_at_shop: int, unknown_at_label: int, seed: int = 1
+) -> dict[str, list[str]]:
     """Every party's ``new.csv``: its test rows in an order of its own; the shop without
     ``drop_at_shop`` of them, the label holder (without labels) with ``unknown_at_label`` IDs
     nobody else has. Returns each party's IDs in its file's order."""
@@ -60,8 +79,10 @@ def _write_new_rows(data: Path, *, drop_at_shop: int, unknown_at_label: int,
             keep = [k for k, c in enumerate(columns) if c != "diagnosis"]
             columns = [columns[k] for k in keep]
             rows = [",".join(r.split(",")[k] for k in keep) for r in rows]
-            rows += [",".join([f"N{j:07d}", *["1"] * (len(columns) - 2), "small"])
-                     for j in range(unknown_at_label)]
+            rows += [
+                ",".join([f"N{j:07d}", *["1"] * (len(columns) - 2), "small"])
+                for j in range(unknown_at_label)
+            ]
         rows = [rows[k] for k in rng.permutation(len(rows))]
         if name == "shop":
             rows = rows[drop_at_shop:]
@@ -72,9 +93,11 @@ def _write_new_rows(data: Path, *, drop_at_shop: int, unknown_at_label: int,
 
 @pytest.mark.slow
 def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leader_sees_no_id(
-        netjob, tmp_path, party_tables):
-    job, data = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30',
-                            per_party=True)
+    netjob, tmp_path, party_tables
+):
+    job, data = aligned_job(
+        netjob, tmp_path, params='mechanism = "none"\niterations = 30', per_party=True
+    )
     held = party_tables(data, per_party=True)
     shared = held["label"] & held["bank"] & held["shop"]
     job.start_parties()
@@ -90,14 +113,18 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
     # the same model as the job in one process (its rows in another order: the sums over
     # rows differ in rounding only)
     inproc = tmp_path / "inprocess.json"
-    assert main(["train", "vertical", "--config", str(job.config), "--out", str(inproc),
-                 "--quiet"]) == 0
+    assert (
+        main(["train", "vertical", "--config", str(job.config), "--out", str(inproc), "--quiet"])
+        == 0
+    )
     local = json.loads(inproc.read_text())
     assert local["data"]["alignment"]["joined_rows"] == len(shared)
     assert result["final"]["test_accuracy"] == pytest.approx(
-        local["final"]["test_accuracy"], abs=1e-9)
+        local["final"]["test_accuracy"], abs=1e-9
+    )
     assert result["final"]["train_objective"] == pytest.approx(
-        local["final"]["train_objective"], rel=1e-9)
+        local["final"]["train_objective"], rel=1e-9
+    )
     assert result["final"]["test_accuracy"] > 0.88
     # predictions by ID: each party's own new.csv, in its own order; the shop lacks 10 of
     # the label holder's IDs, and 3 of the label holder's IDs are nobody else's
@@ -118,8 +145,12 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
     reference = np.zeros(len(expected))
     for name in PARTIES:
         coef = json.loads((job.folder / "work" / name / "tables" / "model.json").read_text())
-        own = read_table(data / name / "new.csv", id_column="customer_id", labels=False,
-                         schema=load_schema(data / name / f"{name}.schema.toml"))
+        own = read_table(
+            data / name / "new.csv",
+            id_column="customer_id",
+            labels=False,
+            schema=load_schema(data / name / f"{name}.schema.toml"),
+        )
         weights = np.asarray(coef["coef"])
         if "intercept" in coef:  # the label holder's: its rows get the intercept column
             weights, shift = weights[:-1], coef["intercept"]
@@ -127,8 +158,11 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
             shift = 0.0
         reference += own.take(expected).X @ weights + shift
     np.testing.assert_allclose(scored["scores"], reference, rtol=1e-9, atol=1e-12)
-    truth = read_table(data / "label" / "label.test.csv", id_column="customer_id",
-                       schema=load_schema(data / "label" / "label.schema.toml")).take(expected)
+    truth = read_table(
+        data / "label" / "label.test.csv",
+        id_column="customer_id",
+        schema=load_schema(data / "label" / "label.schema.toml"),
+    ).take(expected)
     accuracy = np.mean((np.asarray(scored["probability"]) > 0.5) == (truth.y > 0))
     assert accuracy > 0.88
     # rows whose IDs are training rows' are refused by ID, whatever the file is called
@@ -141,10 +175,14 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
     assert not (tmp_path / "refused.json").exists()
     # no customer ID in anything the leader wrote or printed
     ids = held["label"] | held["bank"] | held["shop"] | set(new_ids["label"])
-    leader_files = [job.out, receipt_path,
-                    *(p for p in (job.folder / "checkpoint").rglob("*") if p.is_file())]
+    leader_files = [
+        job.out,
+        receipt_path,
+        *(p for p in (job.folder / "checkpoint").rglob("*") if p.is_file()),
+    ]
     texts = [done.stdout, done.stderr, predicted.stdout, predicted.stderr] + [
-        p.read_bytes().decode("latin-1") for p in leader_files]
+        p.read_bytes().decode("latin-1") for p in leader_files
+    ]
     assert not [i for i in ids if any(i in t for t in texts)]
     # every party keeps what it agreed, owner-only, and the same digest as the leader's
     for name in PARTIES:
@@ -157,8 +195,12 @@ def test_an_aligned_job_trains_and_predicts_by_id_over_the_network_and_the_leade
 
 @pytest.mark.slow
 def test_too_few_shared_rows_end_the_alignment_with_the_reason(netjob, tmp_path, party_tables):
-    job, data = aligned_job(netjob, tmp_path, params='mechanism = "none"\niterations = 30',
-                             extra_job="min_rows = 100000")
+    job, data = aligned_job(
+        netjob,
+        tmp_path,
+        params='mechanism = "none"\niterations = 30',
+        extra_job="min_rows = 100000",
+    )
     data.mkdir()
     party_tables(data)
     job.start_parties()

@@ -28,8 +28,10 @@ def _train(job, timeout: float = 300.0) -> None:
 def _serving(job) -> dict[str, int]:
     """How many times each party has logged that it serves the job."""
     logs = {name: job.folder / f"{name}.log" for name in job.names}
-    return {name: log.read_text().count("serving job") if log.exists() else 0
-            for name, log in logs.items()}
+    return {
+        name: log.read_text().count("serving job") if log.exists() else 0
+        for name, log in logs.items()
+    }
 
 
 def _predict(job, data: str, out: Path, *extra: str, timeout: float = 120.0):
@@ -37,12 +39,15 @@ def _predict(job, data: str, out: Path, *extra: str, timeout: float = 120.0):
     job.start_parties()  # the parties of a finished job serve predictions
     # every party serves before the prediction starts: one still starting when the prediction
     # is refused would not hear that it is over, and would wait for its idle timeout
-    assert wait_for(lambda: all(n > before[name] for name, n in _serving(job).items()),
-                    timeout=120), {name: job.log(name) for name in job.names}
+    assert wait_for(
+        lambda: all(n > before[name] for name, n in _serving(job).items()), timeout=120
+    ), {name: job.log(name) for name in job.names}
     done = subprocess.run(
-        [*DPFED, "predict", "--config", str(job.config), "--data", data, "--out", str(out),
-         *extra],
-        capture_output=True, text=True, timeout=timeout, env=job.env(),
+        [*DPFED, "predict", "--config", str(job.config), "--data", data, "--out", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=job.env(),
     )
     codes = job.wait_parties()
     return done, codes
@@ -54,14 +59,16 @@ def _reference_scores(reference, X, split) -> np.ndarray:
     for mech, block, (name, model) in zip(
         reference.mechanisms, vertical_split(X, split), reference.models.items(), strict=True
     ):
-        total += predicted_scores(mech.prepare_block(block), model,
-                                  reference.score_bounds.get(name))
+        total += predicted_scores(
+            mech.prepare_block(block), model, reference.score_bounds.get(name)
+        )
     return total
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="a9a's test file over the network: "
-                           "set DPFED_REPRODUCE=1; CI scores breast cancer's")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="a9a's test file over the network: set DPFED_REPRODUCE=1; CI scores breast cancer's",
+)
 def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path):
     data_dir = Path(os.environ.get("DPFED_DATA", "")).resolve()
     test_file = data_dir / "a9a" / "a9a.t"
@@ -72,8 +79,9 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
     params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5}
     # a9a's columns are one-hot: in each party's columns most test rows equal some training
     # row, yet they are other people's rows, scored without an opt-in
-    job = netjob(parties, params=params, job={"evaluate": "none"},
-                 budgets={"bank": BUDGET, "shop": BUDGET})
+    job = netjob(
+        parties, params=params, job={"evaluate": "none"}, budgets={"bank": BUDGET, "shop": BUDGET}
+    )
     text = job.config.read_text().replace('data = "a9a"', f'data = "a9a"\ndata_dir = "{data_dir}"')
     job.config.write_text(text)
     _train(job)
@@ -95,20 +103,23 @@ def test_a9a_test_file_scored_over_the_network_equals_inprocess(netjob, tmp_path
         assert not (job.workdir(other) / "predictions").exists()
     scores = json.loads(path.read_text())
     # the same job in one process, with the parties' own noise secrets
-    reference = _inprocess("a9a", split, params, data_dir,
-                           rngs=job.secret_rngs())
+    reference = _inprocess("a9a", split, params, data_dir, rngs=job.secret_rngs())
     X_test = load_dataset("a9a", data_dir).X_test
     want = _reference_scores(reference, X_test, split)
     np.testing.assert_allclose(scores["scores"], want, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(scores["probability"], 1.0 / (1.0 + np.exp(-want)),
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        scores["probability"], 1.0 / (1.0 + np.exp(-want)), rtol=0, atol=1e-12
+    )
     # the passive parties' clip is really in force (a weighted job clips their scores)
     assert reference.score_bounds
 
 
 def test_the_leader_as_named_recipient_gets_the_scores(netjob, tmp_path):
-    job = netjob(BREAST_CANCER_3, params=SOUND | {"seed": 3},
-                 job={"simulation": True, "prediction_recipients": ["label", "leader"]})
+    job = netjob(
+        BREAST_CANCER_3,
+        params=SOUND | {"seed": 3},
+        job={"simulation": True, "prediction_recipients": ["label", "leader"]},
+    )
     _train(job, timeout=120)
     out = tmp_path / "scores.json"
     done, codes = _predict(job, "breast_cancer:test", out, "--to", "leader")
@@ -152,9 +163,22 @@ def test_scores_go_only_to_a_recipient_the_job_file_lists(netjob, tmp_path):
     out = tmp_path / "scores.json"
     for to in ("leader", "bank"):
         done = subprocess.run(
-            [*DPFED, "predict", "--config", str(job.config), "--data", "breast_cancer:test",
-             "--out", str(out), "--to", to],
-            capture_output=True, text=True, timeout=60, env=job.env(),
+            [
+                *DPFED,
+                "predict",
+                "--config",
+                str(job.config),
+                "--data",
+                "breast_cancer:test",
+                "--out",
+                str(out),
+                "--to",
+                to,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=job.env(),
         )
         assert done.returncode == 2, done.stderr
         assert "--to must name one of label" in done.stderr
@@ -170,16 +194,21 @@ def test_training_rows_are_refused_by_every_party_and_new_rows_are_scored(netjob
     """Scores of training rows would hand the recipient every party's exact training scores,
     which training released only with noise: refused, for the training part and for a copy of
     the training rows under another name, whoever the recipient."""
-    job = netjob(BREAST_CANCER_3, params=PRIVATE, budgets={"bank": BUDGET, "shop": BUDGET},
-                 job={"prediction_recipients": ["label", "leader"]})
+    job = netjob(
+        BREAST_CANCER_3,
+        params=PRIVATE,
+        budgets={"bank": BUDGET, "shop": BUDGET},
+        job={"prediction_recipients": ["label", "leader"]},
+    )
     _train(job, timeout=120)
     data = load_dataset("breast_cancer")
     n_train = data.X_train.shape[0]
     out = tmp_path / "receipt.json"
     done, codes = _predict(job, "breast_cancer:train", out)
     assert done.returncode == 2, done.stderr
-    assert ("party 'label' refused the prediction: rows 'breast_cancer:train' are its "
-            "training rows") in done.stderr
+    assert (
+        "party 'label' refused the prediction: rows 'breast_cancer:train' are its training rows"
+    ) in done.stderr
     assert f"training rows ({n_train} rows" in done.stderr
     assert "[job].predict_training_rows = true" in done.stderr
     assert codes == dict.fromkeys(job.names, 0)
@@ -212,8 +241,12 @@ def test_opted_in_training_rows_need_each_budgeted_partys_own_permission(netjob,
     """``[job].predict_training_rows = true`` asks for exact training scores; a party with a
     budget still refuses unless its own command line allows exact disclosure, and the scores
     are flagged as exact in the recipient's file, the receipt and the command's output."""
-    job = netjob(BREAST_CANCER_3, params=PRIVATE, budgets={"bank": BUDGET, "shop": BUDGET},
-                 job={"predict_training_rows": True})
+    job = netjob(
+        BREAST_CANCER_3,
+        params=PRIVATE,
+        budgets={"bank": BUDGET, "shop": BUDGET},
+        job={"predict_training_rows": True},
+    )
     _train(job, timeout=120)
     out = tmp_path / "receipt.json"
     done, codes = _predict(job, "breast_cancer:train", out)
@@ -237,8 +270,10 @@ def test_opted_in_training_rows_need_each_budgeted_partys_own_permission(netjob,
     scores = json.loads(Path(receipt["path"]).read_text())
     assert next(iter(scores)) == "exact_values"
     assert scores["exact_values"]["training_rows"] == dict.fromkeys(job.names, n_train)
-    assert all(f"EXACT scores of {n_train} of its training rows" in job.log(name)
-               for name in ("bank", "shop"))
+    assert all(
+        f"EXACT scores of {n_train} of its training rows" in job.log(name)
+        for name in ("bank", "shop")
+    )
     # what the recipient got: the exact scores of the training rows
     reference = _inprocess("breast_cancer", (10, 10, 10), PRIVATE, rngs=job.secret_rngs())
     want = _reference_scores(reference, X_train, (10, 10, 10))

@@ -28,16 +28,18 @@ def _reference(job, rounds: int):
     in the clear."""
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, a:b] for _, (a, b) in SPLIT]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), 1.0, 1e-5, protect="all",
-                        rounds=rounds)
-    local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
-                                  rngs=job.secret_rngs())
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 1.0, 1e-5, protect="all", rounds=rounds)
+    local = train_secure_vertical(
+        blocks, data.y_train, setup, backend="plain", rngs=job.secret_rngs()
+    )
     return data, setup, local
 
 
 def _models(job) -> list[np.ndarray]:
-    return [np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
-            for n, _ in SPLIT]
+    return [
+        np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
+        for n, _ in SPLIT
+    ]
 
 
 def _check_test_predictions(job, scores: np.ndarray) -> None:
@@ -62,9 +64,13 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
     release is in the ledgers once; then the parties score new rows and refuse training
     rows."""
     rounds = 3
-    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT], job_id="secure",
-                 params=PARAMS | {"iterations": rounds},
-                 budgets={name: BUDGET for name, _ in SPLIT}, job={"grace": 120.0})
+    job = netjob(
+        [(name, "breast_cancer", span) for name, span in SPLIT],
+        job_id="secure",
+        params=PARAMS | {"iterations": rounds},
+        budgets={name: BUDGET for name, _ in SPLIT},
+        job={"grace": 120.0},
+    )
     job.start_parties()
     leader, lines = _lead_until_round(job, 1)
     job.kill("bank")
@@ -104,15 +110,25 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("keeps_model", [
-    pytest.param(False, marks=pytest.mark.skipif(
-        not os.environ.get("DPFED_REPRODUCE"),
-        reason="only the passive rows protected: set DPFED_REPRODUCE=1; CI runs the other mode "
-               "here and this mode's messages, replay and weight in test_vertical_secure_roles")),
-    True,
-], ids=["passive", "parties"])
+@pytest.mark.parametrize(
+    "keeps_model",
+    [
+        pytest.param(
+            False,
+            marks=pytest.mark.skipif(
+                not os.environ.get("DPFED_REPRODUCE"),
+                reason="only the passive rows protected: set DPFED_REPRODUCE=1; CI runs the "
+                "other mode here and this mode's messages, replay and weight in "
+                "test_vertical_secure_roles",
+            ),
+        ),
+        True,
+    ],
+    ids=["passive", "parties"],
+)
 def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_against_it(
-        netjob, keeps_model):
+    netjob, keeps_model
+):
     """The label holder's block is its own model and the passive party's shares are clipped
     and weighed by the statistics the passive party released under the label holder's key
     (its round T + 1 release, in its ledger); predictions use the same weight. With only the
@@ -126,8 +142,12 @@ def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_agains
     if keeps_model:  # the label holder's data protected too: it may hold a budget
         params |= {"protect_label_holder": True, "label_holder_keeps_model": True}
         budgets["label"] = {"epsilon": 9.0, "delta": 1e-5}
-    job = netjob([(name, "breast_cancer", span) for name, span in SPLIT],
-                 job_id="weighed", params=params, budgets=budgets)
+    job = netjob(
+        [(name, "breast_cancer", span) for name, span in SPLIT],
+        job_id="weighed",
+        params=params,
+        budgets=budgets,
+    )
     job.start_parties()
     completed = job.run(timeout=240)
     assert completed.returncode == 0, completed.stderr + job.log("label") + job.log("bank")
@@ -135,23 +155,28 @@ def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_agains
     result = json.loads(job.out.read_text())
     privacy = result["privacy"]
     assert privacy["epsilon"] <= 8.0 + 1e-9 and privacy["releases"] == rounds + 2
-    assert privacy["recorded"] == {"label": rounds + 1 if keeps_model else 0,
-                                   "bank": rounds + 2}
+    assert privacy["recorded"] == {"label": rounds + 1 if keeps_model else 0, "bank": rounds + 2}
     with BudgetLedger(job.folder / "ledgers" / "bank.sqlite") as ledger:
         released = sorted(r["round"] for r in ledger.releases(job_id="weighed"))
     assert released == list(range(rounds + 2))
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, a:b] for _, (a, b) in SPLIT]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5,
-                        protect="parties" if keeps_model else "passive", rounds=rounds)
-    local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
-                                  rngs=job.secret_rngs())
+    setup = SecureSetup(
+        blocks[0].shape[0],
+        (15, 15),
+        8.0,
+        1e-5,
+        protect="parties" if keeps_model else "passive",
+        rounds=rounds,
+    )
+    local = train_secure_vertical(
+        blocks, data.y_train, setup, backend="plain", rngs=job.secret_rngs()
+    )
     assert local.weighting is not None  # its weight depends on the parties' fresh secrets
     coef = _models(job)
     np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-6)  # its own model
     np.testing.assert_allclose(coef[1], local.blocks[1], atol=1e-4)
-    models = {name: json.loads((job.workdir(name) / "model.json").read_text())
-              for name, _ in SPLIT}
+    models = {name: json.loads((job.workdir(name) / "model.json").read_text()) for name, _ in SPLIT}
     if keeps_model:  # the weight, a function of the label holder's data, reaches no one else
         assert privacy["passive_weighting"] == "kept" and "weight" not in models["bank"]
         weight = models["label"]["passive_weight"]
@@ -176,11 +201,20 @@ def test_three_parties_fold_their_scores_over_the_network_through_a_restart(netj
     replays its journal and resends the folds it kept. The model is the in-process run's
     with the parties' own noise, and every party records one release a round."""
     rounds = 2
-    params = {"secure": True, "epsilon": 2.0, "delta": 1e-5, "protect_label_holder": True,
-              "iterations": rounds}
-    job = netjob([(name, "breast_cancer", span) for name, span in THREE], job_id="three",
-                 params=params, budgets={name: BUDGET for name, _ in THREE},
-                 job={"grace": 120.0})
+    params = {
+        "secure": True,
+        "epsilon": 2.0,
+        "delta": 1e-5,
+        "protect_label_holder": True,
+        "iterations": rounds,
+    }
+    job = netjob(
+        [(name, "breast_cancer", span) for name, span in THREE],
+        job_id="three",
+        params=params,
+        budgets={name: BUDGET for name, _ in THREE},
+        job={"grace": 120.0},
+    )
     job.start_parties()
     leader, lines = _lead_until_round(job, 1, timeout=300)  # keys and contexts of 118 MB first
     job.kill("shop")
@@ -194,12 +228,14 @@ def test_three_parties_fold_their_scores_over_the_network_through_a_restart(netj
     assert not (job.workdir("shop") / "ckks.key").exists()  # only the key holders hold keys
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, a:b] for _, (a, b) in THREE]
-    setup = SecureSetup(blocks[0].shape[0], (10, 10, 10), 2.0, 1e-5, protect="all",
-                        rounds=rounds)
-    local = train_secure_vertical(blocks, data.y_train, setup, backend="plain",
-                                  rngs=job.secret_rngs())
-    coef = [np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
-            for n, _ in THREE]
+    setup = SecureSetup(blocks[0].shape[0], (10, 10, 10), 2.0, 1e-5, protect="all", rounds=rounds)
+    local = train_secure_vertical(
+        blocks, data.y_train, setup, backend="plain", rngs=job.secret_rngs()
+    )
+    coef = [
+        np.asarray(json.loads((job.workdir(n) / "model.json").read_text())["coef"])
+        for n, _ in THREE
+    ]
     np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-4)
     for got, expected in zip(coef[1:], local.blocks[1:], strict=True):
         np.testing.assert_allclose(got, expected, atol=1e-4)

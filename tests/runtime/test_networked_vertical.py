@@ -22,8 +22,13 @@ from dpfed.runtime.budget import BudgetLedger
 
 from .conftest import DPFED, allowing_exact, interruptible
 
-SOUND = {"iterations": 12, "mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
-         "rounds_above_rule": True}
+SOUND = {
+    "iterations": 12,
+    "mechanism": "sound",
+    "epsilon": 1.0,
+    "delta": 1e-5,
+    "rounds_above_rule": True,
+}
 BUDGET = {"epsilon": 3.0, "delta": 1e-5}
 
 
@@ -46,7 +51,6 @@ def follow(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
     thread = threading.Thread(target=pump, daemon=True)
     thread.start()
     return thread
-
 
 
 def _lead_until_round(job, k: int, timeout: float = 60.0) -> tuple[subprocess.Popen, list[str]]:
@@ -74,17 +78,21 @@ def _inprocess(data: str, split, params: dict, data_dir=None, rngs=None):
     blocks = vertical_split(dataset.X_train, split)
     test_blocks = vertical_split(dataset.X_test, split)
     return train_vertical(
-        blocks, dataset.y_train,
+        blocks,
+        dataset.y_train,
         VerticalConfig(**{k: v for k, v in params.items() if k != "rounds_above_rule"}),
         names=["label", "bank", "shop"],
-        test_blocks=test_blocks, test_labels=dataset.y_test, rngs=rngs,
+        test_blocks=test_blocks,
+        test_labels=dataset.y_test,
+        rngs=rngs,
     )
 
 
 def _models(job) -> dict[str, np.ndarray]:
     return {
-        name: np.array(json.loads((job.folder / "work" / name / "job" / "model.json")
-                                  .read_text())["coef"])
+        name: np.array(
+            json.loads((job.folder / "work" / name / "job" / "model.json").read_text())["coef"]
+        )
         for name in job.names
     }
 
@@ -104,14 +112,17 @@ def _assert_same(result: dict, reference, models: dict[str, np.ndarray], tol: fl
 
 def _releases(job, name: str) -> list[tuple[int, str, float]]:
     with BudgetLedger(job.folder / "ledgers" / f"{name}.sqlite") as ledger:
-        return sorted(
-            (r["round"], r["label"], r["noise_multiplier"]) for r in ledger.releases()
-        )
+        return sorted((r["round"], r["label"], r["noise_multiplier"]) for r in ledger.releases())
 
 
 def test_three_processes_match_inprocess_bit_for_bit(netjob):
-    job = netjob(BREAST_CANCER_3, params=SOUND, budgets={"bank": BUDGET, "shop": BUDGET},
-                 job={"evaluate": "full"}, party_args=allowing_exact(["bank", "shop"]))
+    job = netjob(
+        BREAST_CANCER_3,
+        params=SOUND,
+        budgets={"bank": BUDGET, "shop": BUDGET},
+        job={"evaluate": "full"},
+        party_args=allowing_exact(["bank", "shop"]),
+    )
     job.start_parties()
     done = job.run()
     assert done.returncode == 0, done.stderr
@@ -123,9 +134,7 @@ def test_three_processes_match_inprocess_bit_for_bit(netjob):
     # the ledgers hold exactly the releases of the in-process run, and nothing for the
     # (unprotected) label holder
     for name in ("bank", "shop"):
-        want = sorted(
-            (e.round, e.label, e.noise_multiplier) for e in reference.ledger.events(name)
-        )
+        want = sorted((e.round, e.label, e.noise_multiplier) for e in reference.ledger.events(name))
         assert _releases(job, name) == want
     assert not (job.folder / "ledgers" / "label.sqlite").exists()
 
@@ -149,8 +158,13 @@ def test_a9a_40_43_40_matches_inprocess(netjob):
 def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
-    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
-                 job={"grace": 1.5, "evaluate": "full"}, party_args=allowing_exact(budgets))
+    job = netjob(
+        BREAST_CANCER_3,
+        params=params,
+        budgets=budgets,
+        job={"grace": 1.5, "evaluate": "full"},
+        party_args=allowing_exact(budgets),
+    )
     job.start_parties()
     leader, lines = _lead_until_round(job, 3)
     job.kill("bank")
@@ -168,7 +182,11 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     command = shlex.split(printed)
     assert command[:2] == ["dpfed", "run"] and "--out" in command and "--resume" in command
     done = subprocess.run(
-        [*DPFED, *command[1:]], capture_output=True, text=True, timeout=120, env=job.env(),
+        [*DPFED, *command[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=job.env(),
         cwd=job.folder.parent,
     )
     assert done.returncode == 0, done.stderr
@@ -176,9 +194,7 @@ def test_killed_party_stops_the_job_and_resume_finishes_it(netjob):
     reference = _inprocess("breast_cancer", (10, 10, 10), params, rngs=job.secret_rngs())
     _assert_same(result, reference, _models(job), tol=0.0)
     for name in ("bank", "shop"):
-        want = sorted(
-            (e.round, e.label, e.noise_multiplier) for e in reference.ledger.events(name)
-        )
+        want = sorted((e.round, e.label, e.noise_multiplier) for e in reference.ledger.events(name))
         assert _releases(job, name) == want  # every release once: none lost, none invented
 
 
@@ -187,15 +203,22 @@ def test_two_jobs_against_one_budget_exactly_one_runs(netjob, tmp_path):
     # one job at epsilon 1 fits a budget of 1.2; two compose to about 1.45
     budget = {"epsilon": 1.2, "delta": 1e-5}
     jobs = [
-        netjob(BREAST_CANCER_3, job_id=f"job{k}", params=params, sub=f"j{k}", shared=tmp_path,
-               budgets={"bank": budget, "shop": budget})
+        netjob(
+            BREAST_CANCER_3,
+            job_id=f"job{k}",
+            params=params,
+            sub=f"j{k}",
+            shared=tmp_path,
+            budgets={"bank": budget, "shop": budget},
+        )
         for k in range(2)
     ]
     for job in jobs:
         job.start_parties()
     leaders = [
-        subprocess.Popen(j.run_args(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=j.env())
+        subprocess.Popen(
+            j.run_args(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=j.env()
+        )
         for j in jobs
     ]
     outcomes = [(p.wait(timeout=120), p.communicate()[1]) for p in leaders]
@@ -213,14 +236,21 @@ def test_two_jobs_against_one_budget_exactly_one_runs(netjob, tmp_path):
         job.wait_parties()
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="a restart within the grace: "
-                           "set DPFED_REPRODUCE=1; CI runs the secure job's, the same path")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="a restart within the grace: "
+    "set DPFED_REPRODUCE=1; CI runs the secure job's, the same path",
+)
 def test_party_back_within_grace_continues_the_round(netjob):
     params = SOUND | {"iterations": 60}
     budgets = {"bank": BUDGET, "shop": BUDGET}
-    job = netjob(BREAST_CANCER_3, params=params, budgets=budgets,
-                 job={"grace": 60.0, "evaluate": "full"}, party_args=allowing_exact(budgets))
+    job = netjob(
+        BREAST_CANCER_3,
+        params=params,
+        budgets=budgets,
+        job={"grace": 60.0, "evaluate": "full"},
+        party_args=allowing_exact(budgets),
+    )
     job.start_parties()
     leader, lines = _lead_until_round(job, 3)
     job.kill("bank")
@@ -233,8 +263,14 @@ def test_party_back_within_grace_continues_the_round(netjob):
 
 
 def test_killed_leader_resumes(netjob):
-    params = {"iterations": 30, "mechanism": "sound", "epsilon": 4.0, "delta": 1e-5, "seed": 2,
-              "rounds_above_rule": True}
+    params = {
+        "iterations": 30,
+        "mechanism": "sound",
+        "epsilon": 4.0,
+        "delta": 1e-5,
+        "seed": 2,
+        "rounds_above_rule": True,
+    }
     job = netjob(BREAST_CANCER_3, params=params, job={"simulation": True, "evaluate": "full"})
     job.start_parties()
     leader, _ = _lead_until_round(job, 3)
@@ -274,16 +310,18 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
         job.start_party(name)
     # both serve before the leader starts: on a loaded machine one still starting would be the
     # party the leader names first
-    assert wait_for(lambda: all("serving job" in job.log(n) for n in ("label", "bank")),
-                    timeout=120), job.log("label") + job.log("bank")
+    assert wait_for(
+        lambda: all("serving job" in job.log(n) for n in ("label", "bank")), timeout=120
+    ), job.log("label") + job.log("bank")
     interruptible()
     leader = subprocess.Popen(job.run_args(), stderr=subprocess.PIPE, text=True, env=job.env())
     _, text = leader.communicate(timeout=120)
     assert leader.returncode == 4, text
     # the leader's own clock, from the start of its opening (a loaded machine may take seconds
     # to start the process and import its modules before that)
-    waited = [int(m) for m in re.findall(r"waiting for shop at \S+ \(not serving yet, (\d+) s\)",
-                                         text)]
+    waited = [
+        int(m) for m in re.findall(r"waiting for shop at \S+ \(not serving yet, (\d+) s\)", text)
+    ]
     assert waited and waited[0] < 5, text
     assert "shop" in text and "never reached within 6 s" in text and "--name shop" in text
     assert "--resume" not in text  # the open's deadline, not twice the round timeout
@@ -295,9 +333,13 @@ def test_a_party_never_started_is_named_at_once_and_ends_the_job_unresumable(net
 
 def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the_job(netjob):
     params = SOUND | {"iterations": 40}
-    job = netjob(BREAST_CANCER_3, params=params, job={"evaluate": "full"},
-                 budgets={"bank": BUDGET, "shop": BUDGET},
-                 party_args=allowing_exact(["bank", "shop"]))
+    job = netjob(
+        BREAST_CANCER_3,
+        params=params,
+        job={"evaluate": "full"},
+        budgets={"bank": BUDGET, "shop": BUDGET},
+        party_args=allowing_exact(["bank", "shop"]),
+    )
     job.start_parties()
     leader, lines = _lead_until_round(job, 2)
     leader.send_signal(signal.SIGINT)
@@ -308,8 +350,12 @@ def test_ctrl_c_on_the_leader_says_how_to_continue_and_that_command_finishes_the
     assert not job.out.exists()
     (printed,) = re.findall(r"continue with `(dpfed run [^`]*)`", text)
     done = subprocess.run(
-        [*DPFED, *shlex.split(printed)[1:]], capture_output=True, text=True, timeout=120,
-        env=job.env(), cwd=job.folder.parent,
+        [*DPFED, *shlex.split(printed)[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=job.env(),
+        cwd=job.folder.parent,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(job.out.read_text())
@@ -324,9 +370,10 @@ def _rss_mb(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-@pytest.mark.skipif(not os.environ.get("DPFED_REPRODUCE"),
-                    reason="a flood of idle connections: "
-                           "set DPFED_REPRODUCE=1 (a robustness drill)")
+@pytest.mark.skipif(
+    not os.environ.get("DPFED_REPRODUCE"),
+    reason="a flood of idle connections: set DPFED_REPRODUCE=1 (a robustness drill)",
+)
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_a_flood_of_idle_connections_holds_no_memory_and_the_job_still_runs(netjob):
     """2,000 TCP connections that never start their TLS handshake: the party drops them after
@@ -396,8 +443,12 @@ def test_a_job_whose_party_was_never_reached_reruns_with_budgets_once_it_is_up(n
     names it and ends the job; the others withdraw their reservations (nothing was released),
     so once all three serve, the same command runs the same job."""
     budgets = dict.fromkeys(("label", "bank", "shop"), BUDGET)
-    params = {"mechanism": "sound", "epsilon": 1.0, "delta": 1e-5,
-              "protect_label_holder": True}  # the rule's rounds; every party releases
+    params = {
+        "mechanism": "sound",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "protect_label_holder": True,
+    }  # the rule's rounds; every party releases
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets, job={"round_timeout": 6.0})
     for name in ("label", "bank"):
         job.start_party(name)

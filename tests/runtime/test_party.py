@@ -52,8 +52,11 @@ def _request(op, *, job: str = "job", **fields) -> bytes:
 
 
 def _open(digest: str, **fields) -> bytes:
-    fields = {"resume": False, "version": __version__,
-              "kinds": kinds_fingerprint(VERTICAL_MESSAGES)} | fields
+    fields = {
+        "resume": False,
+        "version": __version__,
+        "kinds": kinds_fingerprint(VERTICAL_MESSAGES),
+    } | fields
     return _request(OpenJob, digest=digest, **fields)
 
 
@@ -115,51 +118,97 @@ def test_party_refuses_bad_peers_and_messages_and_keeps_serving(bank, job_certs,
     assert label.deliver(frame(0, 1), timeout=10) == b"ok"  # a faithful repeat is acknowledged
 
     refusals = {
-        "replayed round": (lambda: label.deliver(frame(0, 2), timeout=10),
-                           grpc.StatusCode.FAILED_PRECONDITION, "expected round 1"),
-        "forged repeat": (lambda: label.deliver(frame(0, 1, rho=0.5), timeout=10),
-                          grpc.StatusCode.FAILED_PRECONDITION, "different content"),
-        "skipped number": (lambda: label.deliver(frame(1, 5), timeout=10),
-                           grpc.StatusCode.FAILED_PRECONDITION, "out of order"),
-        "wrong shape": (lambda: label.deliver(frame(1, 2, residual=np.zeros(n + 1)), timeout=10),
-                        grpc.StatusCode.FAILED_PRECONDITION, "shape"),
-        "spoofed sender": (lambda: label.deliver(frame(1, 2, sender="shop"), timeout=10),
-                           grpc.StatusCode.PERMISSION_DENIED, "connection is 'label'"),
-        "other job": (lambda: label.deliver(
-            wire.encode(Broadcast("label", "bank", 1, zeros, zeros, 0.25, False), job="other",
-                        seq=2), timeout=10),
-                      grpc.StatusCode.INVALID_ARGUMENT, "job"),
-        "oversized": (lambda: label.deliver(b"\0" * (2**20 + 1), timeout=10),
-                      grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
-        "control from a party": (lambda: label.control(_request(StatusRequest), timeout=10),
-                                 grpc.StatusCode.PERMISSION_DENIED, "only the leader"),
+        "replayed round": (
+            lambda: label.deliver(frame(0, 2), timeout=10),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "expected round 1",
+        ),
+        "forged repeat": (
+            lambda: label.deliver(frame(0, 1, rho=0.5), timeout=10),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "different content",
+        ),
+        "skipped number": (
+            lambda: label.deliver(frame(1, 5), timeout=10),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "out of order",
+        ),
+        "wrong shape": (
+            lambda: label.deliver(frame(1, 2, residual=np.zeros(n + 1)), timeout=10),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "shape",
+        ),
+        "spoofed sender": (
+            lambda: label.deliver(frame(1, 2, sender="shop"), timeout=10),
+            grpc.StatusCode.PERMISSION_DENIED,
+            "connection is 'label'",
+        ),
+        "other job": (
+            lambda: label.deliver(
+                wire.encode(
+                    Broadcast("label", "bank", 1, zeros, zeros, 0.25, False), job="other", seq=2
+                ),
+                timeout=10,
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "job",
+        ),
+        "oversized": (
+            lambda: label.deliver(b"\0" * (2**20 + 1), timeout=10),
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "",
+        ),
+        "control from a party": (
+            lambda: label.control(_request(StatusRequest), timeout=10),
+            grpc.StatusCode.PERMISSION_DENIED,
+            "only the leader",
+        ),
         "control request as a message": (
             lambda: label.deliver(_request(StatusRequest), timeout=10),
-            grpc.StatusCode.INVALID_ARGUMENT, "control request"),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "control request",
+        ),
         "control for another job": (
             lambda: leader.control(_request(StatusRequest, job="other"), timeout=10),
-            grpc.StatusCode.FAILED_PRECONDITION, "serves job 'job'. Found 'other'"),
-        "not a control request": (lambda: leader.control(b'{"op": "status"}', timeout=10),
-                                  grpc.StatusCode.INVALID_ARGUMENT, "not a control request"),
-        "a protocol message as control": (lambda: leader.control(frame(1, 2), timeout=10),
-                                          grpc.StatusCode.INVALID_ARGUMENT,
-                                          "expected a control request"),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "serves job 'job'. Found 'other'",
+        ),
+        "not a control request": (
+            lambda: leader.control(b'{"op": "status"}', timeout=10),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "not a control request",
+        ),
+        "a protocol message as control": (
+            lambda: leader.control(frame(1, 2), timeout=10),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "expected a control request",
+        ),
     }
     marker = 1.2345
     nan_frame = frame(1, 2, residual=np.full(n, marker)).replace(
-        np.float64(marker).tobytes(), np.float64(np.nan).tobytes())
-    refusals["NaN values"] = (lambda: label.deliver(nan_frame, timeout=10),
-                              grpc.StatusCode.INVALID_ARGUMENT, "finite")
+        np.float64(marker).tobytes(), np.float64(np.nan).tobytes()
+    )
+    refusals["NaN values"] = (
+        lambda: label.deliver(nan_frame, timeout=10),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "finite",
+    )
     mallory = Connection(_identity(job_certs, "mallory"), "bank", address, max_bytes=2**21)
     refusals["unknown party"] = (
         lambda: mallory.deliver(frame(1, 2, sender="mallory"), timeout=10),
-        grpc.StatusCode.PERMISSION_DENIED, "not a party")
+        grpc.StatusCode.PERMISSION_DENIED,
+        "not a party",
+    )
     foreign = _identity(foreign_certs, "label")
-    impostor = TlsIdentity("label", foreign.certificate_pem, foreign.key_pem,
-                           (job_certs / "ca.pem").read_bytes())
+    impostor = TlsIdentity(
+        "label", foreign.certificate_pem, foreign.key_pem, (job_certs / "ca.pem").read_bytes()
+    )
     outsider = Connection(impostor, "bank", address, max_bytes=2**21)
     refusals["certificate from another CA"] = (
-        lambda: outsider.deliver(frame(1, 2), timeout=5), grpc.StatusCode.UNAVAILABLE, "")
+        lambda: outsider.deliver(frame(1, 2), timeout=5),
+        grpc.StatusCode.UNAVAILABLE,
+        "",
+    )
     plaintext = grpc.insecure_channel(address).unary_unary("/dpfed.Node/Deliver")
 
     def plain() -> None:
@@ -199,15 +248,25 @@ def test_unknown_party_name_is_refused_at_start(netjob):
     job = netjob(PARTIES, params={"iterations": 5})
     done = subprocess.run(
         [*job.run_args()[:3], "party", "--config", str(job.config), "--name", "eve"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "party must be one of ['label', 'bank', 'shop']. Found 'eve'" in done.stderr
 
 
 def test_leader_refuses_a_party_without_budget(netjob):
-    job = netjob(PARTIES, params={"iterations": 4, "mechanism": "sound", "epsilon": 1.0,
-                                  "delta": 1e-5, "rounds_above_rule": True})
+    job = netjob(
+        PARTIES,
+        params={
+            "iterations": 4,
+            "mechanism": "sound",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "rounds_above_rule": True,
+        },
+    )
     job.start_parties()
     done = job.run(timeout=120)
     assert done.returncode == 2
@@ -218,8 +277,14 @@ def test_leader_refuses_a_party_without_budget(netjob):
 
 def _opened(node: PartyNode, spec) -> bool:
     """Open ``node``'s job as the leader would; close what the node holds afterwards."""
-    request = control_request(OpenJob, party=node.name, digest=spec.digest, resume=False,
-                              version=__version__, kinds=kinds_fingerprint(VERTICAL_MESSAGES))
+    request = control_request(
+        OpenJob,
+        party=node.name,
+        digest=spec.digest,
+        resume=False,
+        version=__version__,
+        kinds=kinds_fingerprint(VERTICAL_MESSAGES),
+    )
     try:
         node._open(request)
         return node.opened
@@ -231,9 +296,17 @@ def _opened(node: PartyNode, spec) -> bool:
 
 def test_a_full_evaluation_needs_a_budgeted_partys_own_permission(netjob):
     """The budget here is in the party's ledger (`dpfed budget set`), not in the job file."""
-    job = netjob(PARTIES, params={"iterations": 3, "mechanism": "sound", "epsilon": 1.0,
-                                  "delta": 1e-5, "rounds_above_rule": True},
-                 job={"evaluate": "full"})
+    job = netjob(
+        PARTIES,
+        params={
+            "iterations": 3,
+            "mechanism": "sound",
+            "epsilon": 1.0,
+            "delta": 1e-5,
+            "rounds_above_rule": True,
+        },
+        job={"evaluate": "full"},
+    )
     spec = load_job(job.config)
     path = spec.party("bank").ledger
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,8 +335,12 @@ def _secure_sum_node(netjob, tmp_path):
     data = str(tmp_path / "v.npy")
     parties = [("compute0", data, None), ("compute1", data, None)]
     parties += [(f"client{i}", data, (i, i + 1)) for i in range(3)]
-    job = netjob(parties, protocol="secure_sum", job={"evaluate": "none"},
-                 params={"dim": 2, "tolerated": 1, "deadline": 5.0})
+    job = netjob(
+        parties,
+        protocol="secure_sum",
+        job={"evaluate": "none"},
+        params={"dim": 2, "tolerated": 1, "deadline": 5.0},
+    )
     spec = load_job(job.config)
     node = PartyNode(spec, "compute0")
     node.opened = True

@@ -26,8 +26,11 @@ PARTIES = ["label", "bank", "shop"]
 
 
 def _shares(scores: dict[str, np.ndarray], max_bytes: int = 64 * 2**20):
-    return [m for name, s in scores.items()
-            for m in share_messages(name, "label", "p1", s, max_bytes=max_bytes)]
+    return [
+        m
+        for name, s in scores.items()
+        for m in share_messages(name, "label", "p1", s, max_bytes=max_bytes)
+    ]
 
 
 def test_shares_cut_into_blocks_cover_every_row_once_and_survive_the_wire():
@@ -97,8 +100,14 @@ def test_fresh_prediction_ids_are_valid_and_distinct():
 def _complete(training: dict[str, int], n_rows: int = 10) -> PredictionCollector:
     collector = PredictionCollector("p1", "rows.npy", PARTIES)
     for name in PARTIES:
-        for m in share_messages(name, "label", "p1", np.full(n_rows, 0.5), max_bytes=32 * 4,
-                                training_rows=training.get(name, 0)):
+        for m in share_messages(
+            name,
+            "label",
+            "p1",
+            np.full(n_rows, 0.5),
+            max_bytes=32 * 4,
+            training_rows=training.get(name, 0),
+        ):
             collector.add(m)
     return collector
 
@@ -118,8 +127,10 @@ def test_the_collector_keeps_each_partys_count_of_training_rows():
 
 
 def test_the_recipients_scores_are_owner_only_whatever_the_umask(netjob, tmp_path):
-    job = netjob([(name, "breast_cancer", (10 * k, 10 * k + 10))
-                  for k, name in enumerate(PARTIES)], params={"iterations": 2})
+    job = netjob(
+        [(name, "breast_cancer", (10 * k, 10 * k + 10)) for k, name in enumerate(PARTIES)],
+        params={"iterations": 2},
+    )
     spec = load_job(job.config)
     path = tmp_path / "work" / "label" / "job" / "predictions" / "p1.json"
     old = os.umask(0)
@@ -141,15 +152,20 @@ def test_the_recipients_scores_are_owner_only_whatever_the_umask(netjob, tmp_pat
 
 
 def test_scores_by_id_are_written_in_the_listings_order_beside_their_ids(netjob, tmp_path):
-    job = netjob([(name, "breast_cancer", (10 * k, 10 * k + 10))
-                  for k, name in enumerate(PARTIES)], params={"iterations": 2})
+    job = netjob(
+        [(name, "breast_cancer", (10 * k, 10 * k + 10)) for k, name in enumerate(PARTIES)],
+        params={"iterations": 2},
+    )
     spec = load_job(job.config)
     collector = PredictionCollector("p1", "new.csv", PARTIES)
     for m in _shares({name: np.arange(3.0) for name in PARTIES}):
         collector.add(m)
     path = tmp_path / "p1.json"
-    listing = {"order": [2, 0, 1], "ids": ["C3", "C1", "C2"],
-               "not_scored": {"rows": 1, "missing_at": {"bank": 1}, "ids": ["C9"]}}
+    listing = {
+        "order": [2, 0, 1],
+        "ids": ["C3", "C1", "C2"],
+        "not_scored": {"rows": 1, "missing_at": {"bank": 1}, "ids": ["C9"]},
+    }
     write_predictions(path, spec, collector, "label", listing)
     written = json.loads(path.read_text())
     assert written["ids"] == ["C3", "C1", "C2"]

@@ -99,8 +99,7 @@ def _job_file(tmp_path: Path, params: str, n_parties: int = 2) -> Path:
         '[job]\nid = "e"\nprotocol = "echo"\n\n'
         f"[params]\n{params}\n\n"
         '[tls]\nca = "ca.pem"\n\n'
-        '[leader]\naddress = "127.0.0.1:40999"\ncertificate = "l.pem"\nkey = "l.key"\n\n'
-        + parties
+        '[leader]\naddress = "127.0.0.1:40999"\ncertificate = "l.pem"\nkey = "l.key"\n\n' + parties
     )
     path = tmp_path / "job.toml"
     path.write_text(text)

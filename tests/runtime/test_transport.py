@@ -21,8 +21,7 @@ def _free_port() -> int:
 def test_a_second_server_on_the_same_address_is_refused(job_certs):
     """gRPC shares a port between processes unless told not to: a second party started on a
     taken address would silently receive half of the first one's connections."""
-    identity = load_identity(job_certs / "bank.pem", job_certs / "bank.key",
-                             job_certs / "ca.pem")
+    identity = load_identity(job_certs / "bank.pem", job_certs / "bank.key", job_certs / "ca.pem")
     address = f"127.0.0.1:{_free_port()}"
     first = serve(identity, address, {}, max_bytes=1 << 20)
     try:

@@ -66,14 +66,18 @@ def pair(left=None, right=None, *, step=0.5, done=False, note="hi", rnd=2) -> Wi
 def split(frame: bytes) -> tuple[dict, bytes]:
     """Header (as a dict) and payload of a frame."""
     _, _, length = PREFIX.unpack_from(frame)
-    return json.loads(frame[10:10 + length]), frame[10 + length:]
+    return json.loads(frame[10 : 10 + length]), frame[10 + length :]
 
 
-def build(header: dict | bytes, payload: bytes = b"", *, magic: bytes = MAGIC,
-          version: int = WIRE_VERSION) -> bytes:
+def build(
+    header: dict | bytes, payload: bytes = b"", *, magic: bytes = MAGIC, version: int = WIRE_VERSION
+) -> bytes:
     """A frame by hand; dict headers are dumped with NaN/Infinity allowed."""
-    text = header if isinstance(header, bytes) else json.dumps(
-        header, separators=(",", ":"), sort_keys=True).encode()
+    text = (
+        header
+        if isinstance(header, bytes)
+        else json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
+    )
     return PREFIX.pack(magic, version, len(text)) + text + payload
 
 
@@ -115,15 +119,18 @@ def sample_header() -> dict:
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 names = st.text(min_size=1, max_size=128)
-WIRE_DTYPES = [np.dtype(d) for d in
-               ("<f8", ">f8", "<f4", "<f2", "<i8", ">i4", "<i2", "u1", "<u4", ">u8", "|b1")]
+WIRE_DTYPES = [
+    np.dtype(d)
+    for d in ("<f8", ">f8", "<f4", "<f2", "<i8", ">i4", "<i2", "u1", "<u4", ">u8", "|b1")
+]
 
 
 @st.composite
 def any_array(draw) -> np.ndarray:
     dtype = draw(st.sampled_from(WIRE_DTYPES))
-    elements = (hnp.from_dtype(dtype, allow_nan=False, allow_infinity=False)
-                if dtype.kind == "f" else None)
+    elements = (
+        hnp.from_dtype(dtype, allow_nan=False, allow_infinity=False) if dtype.kind == "f" else None
+    )
     if dtype.kind == "u" and dtype.itemsize == 8:
         elements = st.integers(0, 2**63 - 1)
     shape = hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=5)
@@ -134,9 +141,18 @@ def any_array(draw) -> np.ndarray:
 
 
 @settings(max_examples=50, deadline=None)
-@given(left=any_array(), right=any_array(), step=finite, done=st.booleans(),
-       note=st.text(max_size=20), sender=names, recipient=names,
-       rnd=st.integers(0, 2**63 - 1), seq=st.integers(0, 2**63 - 1), job=names)
+@given(
+    left=any_array(),
+    right=any_array(),
+    step=finite,
+    done=st.booleans(),
+    note=st.text(max_size=20),
+    sender=names,
+    recipient=names,
+    rnd=st.integers(0, 2**63 - 1),
+    seq=st.integers(0, 2**63 - 1),
+    job=names,
+)
 def test_round_trip_is_identity(left, right, step, done, note, sender, recipient, rnd, seq, job):
     message = WireTestPair(sender, recipient, rnd, left, right, step, done, note)
     frame = encode(message, job=job, seq=seq)
@@ -149,9 +165,12 @@ def test_round_trip_is_identity(left, right, step, done, note, sender, recipient
 
 
 @settings(max_examples=40, deadline=None)
-@given(extra=st.none() | any_array(), count=st.integers(-(2**70), 2**70),
-       label=st.none() | st.text(max_size=10),
-       free=st.none() | st.booleans() | st.integers() | finite | st.text(max_size=10))
+@given(
+    extra=st.none() | any_array(),
+    count=st.integers(-(2**70), 2**70),
+    label=st.none() | st.text(max_size=10),
+    free=st.none() | st.booleans() | st.integers() | finite | st.text(max_size=10),
+)
 def test_optional_fields_round_trip(extra, count, label, free):
     message = WireTestOptional("a", "b", 0, extra, count, label, free)
     frame = encode(message, job="j", seq=0)
@@ -175,8 +194,19 @@ def test_real_vertical_messages_round_trip():
 
 def test_float64_is_bit_exact_including_negative_zero_and_subnormals():
     tiny = np.finfo(np.float64).smallest_subnormal
-    special = np.array([-0.0, 0.0, tiny, -tiny, 2.2250738585072014e-308 / 3,
-                        np.finfo(np.float64).max, np.finfo(np.float64).min, 1 / 3, -1e-310])
+    special = np.array(
+        [
+            -0.0,
+            0.0,
+            tiny,
+            -tiny,
+            2.2250738585072014e-308 / 3,
+            np.finfo(np.float64).max,
+            np.finfo(np.float64).min,
+            1 / 3,
+            -1e-310,
+        ]
+    )
     message = pair(left=special, step=-0.0)
     got = decode(encode(message, job="j", seq=0)).message
     assert got.left.tobytes() == special.tobytes()
@@ -302,11 +332,14 @@ def test_encode_refuses_unregistered_classes_and_non_messages():
         encode({"scores": np.zeros(1)}, job="j", seq=0)
 
 
-@pytest.mark.parametrize("bad, where", [
-    (np.array([[1.0, np.nan]]), "Found nan at index (0, 1)"),
-    (np.array([1.0, 2.0, -np.inf]), "Found -inf at index (2,)"),
-    (np.array([np.inf], dtype=np.float32), "Found inf at index (0,)"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        (np.array([[1.0, np.nan]]), "Found nan at index (0, 1)"),
+        (np.array([1.0, 2.0, -np.inf]), "Found -inf at index (2,)"),
+        (np.array([np.inf], dtype=np.float32), "Found inf at index (0,)"),
+    ],
+)
 def test_encode_refuses_non_finite_arrays(bad, where):
     with pytest.raises(WireError, match="must hold finite values only") as info:
         encode(pair(left=bad), job="j", seq=0)
@@ -319,10 +352,16 @@ def test_encode_refuses_non_finite_scalars(value):
         encode(pair(step=value), job="j", seq=0)
 
 
-@pytest.mark.parametrize("bad", [
-    np.array([object()]), np.array([1 + 2j]), np.array(["abc"]), np.array([b"x"]),
-    np.array(["2020-01-01"], dtype="datetime64[D]"),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([object()]),
+        np.array([1 + 2j]),
+        np.array(["abc"]),
+        np.array([b"x"]),
+        np.array(["2020-01-01"], dtype="datetime64[D]"),
+    ],
+)
 def test_encode_refuses_other_dtypes(bad):
     with pytest.raises(WireError, match="must have a float, integer or bool dtype") as info:
         encode(pair(right=bad), job="j", seq=0)
@@ -340,36 +379,51 @@ def test_encode_refuses_lossy_conversions():
             encode(pair(left=precise), job="j", seq=0)
 
 
-@pytest.mark.parametrize("changes, match", [
-    ({"note": [1, 2]}, "WireTestPair.note must be a bool, int, float, str or None"),
-    ({"done": 1}, "WireTestPair.done must be bool. Found 1"),
-    ({"note": None}, "WireTestPair.note must be str. Found None"),
-    ({"note": "\ud800"}, "WireTestPair holds a string that is not valid Unicode"),
-    ({"step": np.zeros(2)}, "WireTestPair.step must be a scalar. Found an array"),
-    ({"left": [1.0, 2.0]}, "WireTestPair.left must be a numpy array. Found [1.0, 2.0]"),
-    ({"left": None}, "WireTestPair.left must be a numpy array. Found None"),
-    ({"round": -1}, "round must be an integer in [0, 2**63). Found -1"),
-    ({"round": True}, "round must be an integer"),
-    ({"sender": ""}, "sender must be a non-empty string"),
-    ({"recipient": "r" * 129}, "recipient must be a non-empty string of at most 128"),
-])
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"note": [1, 2]}, "WireTestPair.note must be a bool, int, float, str or None"),
+        ({"done": 1}, "WireTestPair.done must be bool. Found 1"),
+        ({"note": None}, "WireTestPair.note must be str. Found None"),
+        ({"note": "\ud800"}, "WireTestPair holds a string that is not valid Unicode"),
+        ({"step": np.zeros(2)}, "WireTestPair.step must be a scalar. Found an array"),
+        ({"left": [1.0, 2.0]}, "WireTestPair.left must be a numpy array. Found [1.0, 2.0]"),
+        ({"left": None}, "WireTestPair.left must be a numpy array. Found None"),
+        ({"round": -1}, "round must be an integer in [0, 2**63). Found -1"),
+        ({"round": True}, "round must be an integer"),
+        ({"sender": ""}, "sender must be a non-empty string"),
+        ({"recipient": "r" * 129}, "recipient must be a non-empty string of at most 128"),
+    ],
+)
 def test_encode_refuses_bad_fields(changes, match):
-    values = {"sender": "alice", "recipient": "bob", "round": 0, "left": np.zeros(2),
-              "right": np.zeros(2), "step": 0.5, "done": False, "note": "x", **changes}
+    values = {
+        "sender": "alice",
+        "recipient": "bob",
+        "round": 0,
+        "left": np.zeros(2),
+        "right": np.zeros(2),
+        "step": 0.5,
+        "done": False,
+        "note": "x",
+        **changes,
+    }
     with pytest.raises(WireError) as info:
         encode(WireTestPair(**values), job="j", seq=0)
     assert match in str(info.value)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"job": "", "seq": 0}, "job must be a non-empty string"),
-    ({"job": "j" * 129, "seq": 0}, "job must be a non-empty string"),
-    ({"job": 5, "seq": 0}, "job must be"),
-    ({"job": "j", "seq": -1}, "seq must be an integer in [0, 2**63). Found -1"),
-    ({"job": "j", "seq": 2**63}, "seq must be an integer"),
-    ({"job": "j", "seq": 1.0}, "seq must be an integer"),
-    ({"job": "j", "seq": 0, "max_bytes": 0}, "max_bytes must be an integer"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"job": "", "seq": 0}, "job must be a non-empty string"),
+        ({"job": "j" * 129, "seq": 0}, "job must be a non-empty string"),
+        ({"job": 5, "seq": 0}, "job must be"),
+        ({"job": "j", "seq": -1}, "seq must be an integer in [0, 2**63). Found -1"),
+        ({"job": "j", "seq": 2**63}, "seq must be an integer"),
+        ({"job": "j", "seq": 1.0}, "seq must be an integer"),
+        ({"job": "j", "seq": 0, "max_bytes": 0}, "max_bytes must be an integer"),
+    ],
+)
 def test_encode_refuses_bad_envelope_arguments(kwargs, match):
     with pytest.raises(WireError) as info:
         encode(pair(), **kwargs)
@@ -442,13 +496,16 @@ def test_unknown_kind_is_refused_but_can_be_peeked():
     assert peek_header(frame)["kind"] == "Nope"  # routing needs no message classes
 
 
-@pytest.mark.parametrize("text, match", [
-    (b"\xff\xfe{}", "must be UTF-8 JSON"),
-    (b'{"job":', "must be UTF-8 JSON"),
-    (b"[1, 2]", "must be a JSON object. Found list"),
-    (b"[" * 100_000, "must be UTF-8 JSON"),
-    (b'{"round":' + b"9" * 5000 + b"}", "must be UTF-8 JSON"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (b"\xff\xfe{}", "must be UTF-8 JSON"),
+        (b'{"job":', "must be UTF-8 JSON"),
+        (b"[1, 2]", "must be a JSON object. Found list"),
+        (b"[" * 100_000, "must be UTF-8 JSON"),
+        (b'{"round":' + b"9" * 5000 + b"}", "must be UTF-8 JSON"),
+    ],
+)
 def test_decode_refuses_headers_that_are_not_json_objects(text, match):
     with pytest.raises(WireError, match=match):
         decode(build(text))
@@ -456,71 +513,78 @@ def test_decode_refuses_headers_that_are_not_json_objects(text, match):
 
 def mutate(**changes):
     """A header mutation: set top-level keys (None deletes)."""
+
     def apply(header):
         for key, value in changes.items():
             if value is None:
                 del header[key]
             else:
                 header[key] = value
+
     return apply
 
 
 def set_array(index, **changes):
     def apply(header):
         header["arrays"][index].update(changes)
+
     return apply
 
 
 def set_scalar(**changes):
     def apply(header):
         header["scalars"].update(changes)
+
     return apply
 
 
-@pytest.mark.parametrize("change, match", [
-    (mutate(seq=None), "Found missing ['seq'], unexpected []"),
-    (mutate(extra=1), "Found missing [], unexpected ['extra']"),
-    (mutate(round=-1), "round must be an integer in [0, 2**63). Found -1"),
-    (mutate(seq=-5), "seq must be an integer in [0, 2**63). Found -5"),
-    (mutate(round=2**63), "round must be an integer in [0, 2**63)"),
-    (mutate(round="3"), "round must be an integer in [0, 2**63). Found '3'"),
-    (mutate(round=True), "round must be an integer in [0, 2**63). Found True"),
-    (mutate(seq=1.0), "seq must be an integer in [0, 2**63). Found 1.0"),
-    (mutate(sender=""), "sender must be a non-empty string of at most 128 characters"),
-    (mutate(job="j" * 129), "job must be a non-empty string"),
-    (mutate(kind=7), "kind must be a non-empty string"),
-    (mutate(recipient=["bob"]), "recipient must be a non-empty string"),
-    (mutate(scalars=[]), "header scalars must be a JSON object. Found []"),
-    (set_scalar(note=[1]), "scalar 'note' must be a bool, number, string or null"),
-    (mutate(arrays={}), "header arrays must be a JSON list. Found {}"),
-    (mutate(arrays=[1]), "each header array entry must be an object"),
-    (set_array(0, extra=1), "each header array entry must be an object"),
-    (set_array(1, name="left"), "array names must be unique. Found 'left' twice"),
-    (set_array(0, dtype="<f4"), "dtype must be one of ['<f8', '<i8', '|b1']. Found '<f4'"),
-    (set_array(0, dtype=">f8"), "Found '>f8'"),
-    (set_array(0, dtype="|O"), "Found '|O'"),
-    (set_array(0, dtype=8), "Found 8"),
-    (set_array(0, shape=[-3]), "shape must be a list of at most 32 integers >= 0. Found [-3]"),
-    (set_array(0, shape="3"), "shape must be a list"),
-    (set_array(0, shape=[1] * 33), "shape must be a list of at most 32"),
-    (set_array(0, shape=[4]), "must have nbytes 32. Found 24"),
-    (set_array(0, nbytes=16), "must have nbytes 24. Found 16"),
-    (set_array(0, offset=-8), "'left' offset must be an integer >= 0. Found -8"),
-    (set_array(0, nbytes=1.5), "'left' nbytes must be an integer >= 0. Found 1.5"),
-    (set_array(1, offset=16), "must not overlap. Found 'right' at offset 16 inside 'left'"),
-    (set_array(1, offset=40), "'right' must lie inside the 56-byte payload"),
-    (set_array(1, offset=2**70), "'right' must lie inside"),
-    (set_array(1, shape=[2, 1], nbytes=16), "16 trailing bytes not covered by any array"),
-    (mutate(kind="Scores"), "Scores frame fields must be ['scores', 'statistics']"),
-    (set_scalar(bogus=1), "Found missing [], unexpected ['bogus']"),
-    (set_scalar(left=1.0), "lists field(s) ['left'] both as arrays and as scalars"),
-    (set_scalar(done=1), "field WireTestPair.done must be bool. Found 1"),
-    (set_scalar(note=None), "field WireTestPair.note must be str. Found None"),
-    (set_scalar(step="0.5"), "field WireTestPair.step must be float. Found '0.5'"),
-    (set_scalar(step=math.nan), "frame header numbers must be finite. Found NaN"),
-    (set_scalar(step=math.inf), "frame header numbers must be finite. Found Infinity"),
-    (set_scalar(step=-math.inf), "frame header numbers must be finite. Found -Infinity"),
-])
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (mutate(seq=None), "Found missing ['seq'], unexpected []"),
+        (mutate(extra=1), "Found missing [], unexpected ['extra']"),
+        (mutate(round=-1), "round must be an integer in [0, 2**63). Found -1"),
+        (mutate(seq=-5), "seq must be an integer in [0, 2**63). Found -5"),
+        (mutate(round=2**63), "round must be an integer in [0, 2**63)"),
+        (mutate(round="3"), "round must be an integer in [0, 2**63). Found '3'"),
+        (mutate(round=True), "round must be an integer in [0, 2**63). Found True"),
+        (mutate(seq=1.0), "seq must be an integer in [0, 2**63). Found 1.0"),
+        (mutate(sender=""), "sender must be a non-empty string of at most 128 characters"),
+        (mutate(job="j" * 129), "job must be a non-empty string"),
+        (mutate(kind=7), "kind must be a non-empty string"),
+        (mutate(recipient=["bob"]), "recipient must be a non-empty string"),
+        (mutate(scalars=[]), "header scalars must be a JSON object. Found []"),
+        (set_scalar(note=[1]), "scalar 'note' must be a bool, number, string or null"),
+        (mutate(arrays={}), "header arrays must be a JSON list. Found {}"),
+        (mutate(arrays=[1]), "each header array entry must be an object"),
+        (set_array(0, extra=1), "each header array entry must be an object"),
+        (set_array(1, name="left"), "array names must be unique. Found 'left' twice"),
+        (set_array(0, dtype="<f4"), "dtype must be one of ['<f8', '<i8', '|b1']. Found '<f4'"),
+        (set_array(0, dtype=">f8"), "Found '>f8'"),
+        (set_array(0, dtype="|O"), "Found '|O'"),
+        (set_array(0, dtype=8), "Found 8"),
+        (set_array(0, shape=[-3]), "shape must be a list of at most 32 integers >= 0. Found [-3]"),
+        (set_array(0, shape="3"), "shape must be a list"),
+        (set_array(0, shape=[1] * 33), "shape must be a list of at most 32"),
+        (set_array(0, shape=[4]), "must have nbytes 32. Found 24"),
+        (set_array(0, nbytes=16), "must have nbytes 24. Found 16"),
+        (set_array(0, offset=-8), "'left' offset must be an integer >= 0. Found -8"),
+        (set_array(0, nbytes=1.5), "'left' nbytes must be an integer >= 0. Found 1.5"),
+        (set_array(1, offset=16), "must not overlap. Found 'right' at offset 16 inside 'left'"),
+        (set_array(1, offset=40), "'right' must lie inside the 56-byte payload"),
+        (set_array(1, offset=2**70), "'right' must lie inside"),
+        (set_array(1, shape=[2, 1], nbytes=16), "16 trailing bytes not covered by any array"),
+        (mutate(kind="Scores"), "Scores frame fields must be ['scores', 'statistics']"),
+        (set_scalar(bogus=1), "Found missing [], unexpected ['bogus']"),
+        (set_scalar(left=1.0), "lists field(s) ['left'] both as arrays and as scalars"),
+        (set_scalar(done=1), "field WireTestPair.done must be bool. Found 1"),
+        (set_scalar(note=None), "field WireTestPair.note must be str. Found None"),
+        (set_scalar(step="0.5"), "field WireTestPair.step must be float. Found '0.5'"),
+        (set_scalar(step=math.nan), "frame header numbers must be finite. Found NaN"),
+        (set_scalar(step=math.inf), "frame header numbers must be finite. Found Infinity"),
+        (set_scalar(step=-math.inf), "frame header numbers must be finite. Found -Infinity"),
+    ],
+)
 def test_decode_refuses_bad_headers(change, match):
     header = sample_header()
     change(header)
@@ -545,8 +609,9 @@ def test_decode_refuses_a_scalar_where_an_array_belongs_and_vice_versa():
 
     header = sample_header()  # send the 'step' scalar as a 0-d array
     del header["scalars"]["step"]
-    header["arrays"].append({"name": "step", "dtype": "<f8", "shape": [], "offset": 56,
-                             "nbytes": 8})
+    header["arrays"].append(
+        {"name": "step", "dtype": "<f8", "shape": [], "offset": 56, "nbytes": 8}
+    )
     with pytest.raises(WireError, match=r"WireTestPair.step must be a scalar. Found an array"):
         decode(build(header, SAMPLE_PAYLOAD + struct.pack("<d", 0.5)))
 
@@ -564,7 +629,7 @@ def test_decode_refuses_uncovered_bytes_and_out_of_buffer_arrays():
 
 
 def test_decode_refuses_raw_non_finite_and_duplicate_header_tokens():
-    text = SAMPLE[10:10 + PREFIX.unpack_from(SAMPLE)[2]]
+    text = SAMPLE[10 : 10 + PREFIX.unpack_from(SAMPLE)[2]]
     for token in (b"1e999", b"-1E400"):
         bad = text.replace(b'"step":0.5', b'"step":' + token)
         with pytest.raises(WireError, match="frame header numbers must be finite"):
@@ -574,11 +639,14 @@ def test_decode_refuses_raw_non_finite_and_duplicate_header_tokens():
         decode(build(bad, SAMPLE_PAYLOAD))
 
 
-@pytest.mark.parametrize("value, shown", [
-    (math.nan, "Found nan at index (1,)"),
-    (math.inf, "Found inf at index (1,)"),
-    (-math.inf, "Found -inf at index (1,)"),
-])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        (math.nan, "Found nan at index (1,)"),
+        (math.inf, "Found inf at index (1,)"),
+        (-math.inf, "Found -inf at index (1,)"),
+    ],
+)
 def test_decode_refuses_non_finite_arrays(value, shown):
     payload = SAMPLE_PAYLOAD[:8] + struct.pack("<d", value) + SAMPLE_PAYLOAD[16:]
     with pytest.raises(WireError, match=r"WireTestPair\.left must hold finite values only") as info:
@@ -614,8 +682,7 @@ def test_decode_wraps_errors_raised_while_building_the_message():
 # ------------------------------------------------------------------ fuzzing
 
 
-FUZZ = encode(WireTestOptional("a", "b", 1, np.array([True, False]), 5, "x", 2.5),
-              job="j", seq=7)
+FUZZ = encode(WireTestOptional("a", "b", 1, np.array([True, False]), 5, "x", 2.5), job="j", seq=7)
 FUZZ_HEADER_END = 10 + PREFIX.unpack_from(FUZZ)[2]
 
 
@@ -638,9 +705,12 @@ def test_every_single_bit_flip_in_the_prefix_and_header_decodes_or_raises_wire_e
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, FUZZ_HEADER_END - 1), st.integers(1, 255)),
-                min_size=1, max_size=4),
-       st.integers(0, len(FUZZ)))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, FUZZ_HEADER_END - 1), st.integers(1, 255)), min_size=1, max_size=4
+    ),
+    st.integers(0, len(FUZZ)),
+)
 def test_random_damage_decodes_or_raises_wire_error(flips, cut):
     bad = bytearray(FUZZ)
     for position, mask in flips:

@@ -22,8 +22,11 @@ def holder():
 def test_seal_refuses_parameters_above_the_128_bit_bound():
     ts = ckks.tenseal()
     with pytest.raises(ValueError, match="not set correctly"):
-        ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ckks.POLY_MODULUS_DEGREE,
-                   coeff_mod_bit_sizes=[60, 60, 60, 60])
+        ts.context(
+            ts.SCHEME_TYPE.CKKS,
+            poly_modulus_degree=ckks.POLY_MODULUS_DEGREE,
+            coeff_mod_bit_sizes=[60, 60, 60, 60],
+        )
     assert sum(ckks.COEFF_MODULUS_BITS) <= 218  # HomomorphicEncryption.org, N = 8192
 
 
@@ -86,8 +89,11 @@ def test_contexts_with_more_levels_stay_within_the_128_bit_bound():
         assert ring == ckks.WIDE_POLY_MODULUS_DEGREE and len(bits) == levels + 2
         assert sum(bits) <= ckks.WIDE_MODULUS_BOUND
     with pytest.raises(ValueError, match="not set correctly"):
-        ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ckks.WIDE_POLY_MODULUS_DEGREE,
-                   coeff_mod_bit_sizes=[60] * 8)  # 480 bits
+        ts.context(
+            ts.SCHEME_TYPE.CKKS,
+            poly_modulus_degree=ckks.WIDE_POLY_MODULUS_DEGREE,
+            coeff_mod_bit_sizes=[60] * 8,
+        )  # 480 bits
     for levels in (1, ckks.MAX_LEVELS + 1, True):
         with pytest.raises(DpfedInputError, match="multiplicative levels"):
             ckks.parameters(levels)
@@ -106,8 +112,9 @@ def test_folded_powers_are_the_powers_of_the_sum_and_feed_the_residual():
     folded = ckks.fold_powers(powers, t_folder)
     assert len(folded) == degree and all(len(chunks) == 2 for chunks in folded)
     for m in (1, degree):
-        got = np.concatenate([np.asarray(c.decrypt(keys._context.secret_key())) for c in
-                              folded[m - 1]])[:n]
+        got = np.concatenate(
+            [np.asarray(c.decrypt(keys._context.secret_key())) for c in folded[m - 1]]
+        )[:n]
         np.testing.assert_allclose(got, (t_holder + t_folder) ** m, atol=1e-5)
     poly = SigmoidPolynomial.fit(degree, 10.0)
     residual = ckks.combine_powers(folded, poly.shifted(t_own))

@@ -12,9 +12,13 @@ from dpfed.secure.sigmoid import SigmoidPolynomial
 @pytest.mark.parametrize(("degree", "half_width"), [(1, 4.0), (3, 8.0), (7, 23.0), (9, 30.0)])
 def test_the_residual_bound_holds_on_a_dense_grid_and_near_the_ends(degree, half_width):
     poly = SigmoidPolynomial.fit(degree, half_width)
-    z = np.concatenate([np.linspace(-half_width, half_width, 200_001),
-                        half_width * (1 - np.logspace(-12, -1, 50)),
-                        -half_width * (1 - np.logspace(-12, -1, 50))])
+    z = np.concatenate(
+        [
+            np.linspace(-half_width, half_width, 200_001),
+            half_width * (1 - np.logspace(-12, -1, 50)),
+            -half_width * (1 - np.logspace(-12, -1, 50)),
+        ]
+    )
     p = poly(z)
     assert np.max(np.abs(p)) <= poly.residual_bound
     assert np.max(np.abs(1 - p)) <= poly.residual_bound

@@ -103,8 +103,9 @@ class Auditor(ABC):
 
     def __post_init__(self) -> None:
         if self.broken not in (None, *BROKEN):
-            raise DpfedInputError(f"broken must be one of {list(BROKEN)} or None. "
-                                  f"Found {self.broken!r}.")
+            raise DpfedInputError(
+                f"broken must be one of {list(BROKEN)} or None. Found {self.broken!r}."
+            )
         if not self.factor > 1:
             raise DpfedInputError(f"factor must be > 1. Found {self.factor}.")
         losses = type(self).losses
@@ -160,12 +161,15 @@ def realised_epsilon(precision: float, delta: float) -> float:
     return gaussian_epsilon_heterogeneous([1.0 / math.sqrt(precision)], delta)
 
 
-def _llr(observed: np.ndarray, mean0: np.ndarray, mean1: np.ndarray,
-         sigma: float) -> tuple[float, float]:
+def _llr(
+    observed: np.ndarray, mean0: np.ndarray, mean1: np.ndarray, sigma: float
+) -> tuple[float, float]:
     """The Gaussian log-likelihood ratio of ``observed`` and the precision of the step."""
     diff = mean1 - mean0
-    return (float(np.dot(observed - (mean0 + mean1) / 2.0, diff)) / sigma**2,
-            float(np.dot(diff, diff)) / sigma**2)
+    return (
+        float(np.dot(observed - (mean0 + mean1) / 2.0, diff)) / sigma**2,
+        float(np.dot(diff, diff)) / sigma**2,
+    )
 
 
 def _random_labels(data: np.random.Generator, n: int) -> np.ndarray:
@@ -184,7 +188,8 @@ def _weaker(sound: SoundMechanism, factor: float) -> SoundMechanism:
     """``sound`` with noise multipliers ``factor`` times smaller: the noise of a sensitivity
     understated by ``factor``."""
     return SoundMechanism(
-        bounds=sound.bounds, reg_weight=sound.reg_weight,
+        bounds=sound.bounds,
+        reg_weight=sound.reg_weight,
         model_multiplier=sound.model_multiplier / factor,
         scores_multiplier=sound.scores_multiplier / factor,
         score_rounds=sound.score_rounds,
@@ -237,37 +242,62 @@ class ConsensusAuditor(Auditor):
                 f"client 0's last record with its label flipped; {self.n_rows} records e_1 "
                 f"labelled -1, rho {rho:g}, the attacker as the server sending the global "
                 f"model {tuple(self.weak_center)} every round, {self.rounds} rounds "
-                f"({loss.name} loss)")
+                f"({loss.name} loss)"
+            )
         else:
             X = _unit_rows(data, self.n_rows, self.n_features)
             labels = _last_flipped(_random_labels(data, self.n_rows))
             self.neighbours = (
                 "client 0's last record with its label flipped (rows of norm 1); "
                 f"{self.n_rows} records per client, 2 clients, {self.rounds} rounds"
-                + ("" if loss.name == "logistic" else f" ({loss.name} loss)"))
+                + ("" if loss.name == "logistic" else f" ({loss.name} loss)")
+            )
         self.client_data = [(X, y) for y in labels]
-        self.other = (_unit_rows(data, self.n_rows, self.n_features),
-                      _random_labels(data, self.n_rows))
-        self.config = ConsensusConfig(mechanism="gaussian", epsilon=self.epsilon,
-                                      delta=self.delta, iterations=self.rounds,
-                                      loss=loss.name, rho=rho).validated()
+        self.other = (
+            _unit_rows(data, self.n_rows, self.n_features),
+            _random_labels(data, self.n_rows),
+        )
+        self.config = ConsensusConfig(
+            mechanism="gaussian",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            iterations=self.rounds,
+            loss=loss.name,
+            rho=rho,
+        ).validated()
         z = calibrate_consensus(self.epsilon, self.delta, self.rounds).noise_multiplier
         self.release = client_release(self.config, z, 2, self.n_rows)
         if self.broken == "sensitivity":
             self.release = GaussianRelease.from_multiplier(
-                "model", self.release.l2_sensitivity / self.factor, z)
+                "model", self.release.l2_sensitivity / self.factor, z
+            )
         self.z = z
 
     def claimed_epsilon(self) -> float:
-        return releases_epsilon([Release("gaussian", self.z, self.n_features)] * self.rounds,
-                                self.delta)
+        return releases_epsilon(
+            [Release("gaussian", self.z, self.n_features)] * self.rounds, self.delta
+        )
 
-    def _client(self, name: str, data: tuple[np.ndarray, np.ndarray],
-                release: GaussianRelease | None, rng: np.random.Generator) -> ConsensusClient:
+    def _client(
+        self,
+        name: str,
+        data: tuple[np.ndarray, np.ndarray],
+        release: GaussianRelease | None,
+        rng: np.random.Generator,
+    ) -> ConsensusClient:
         cfg = self.config
-        return ConsensusClient(name, data[0], data[1], server="server",
-                               loss=get_loss(cfg.loss), lam=cfg.lam, n_clients=2, rho=cfg.rho,
-                               release=release, rng=rng)
+        return ConsensusClient(
+            name,
+            data[0],
+            data[1],
+            server="server",
+            loss=get_loss(cfg.loss),
+            lam=cfg.lam,
+            n_clients=2,
+            rho=cfg.rho,
+            release=release,
+            rng=rng,
+        )
 
     def one_run(self, canaries: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Client 0 holds ``canaries`` records, canary ``i`` the unit row :math:`e_i` with label
@@ -279,19 +309,21 @@ class ConsensusAuditor(Auditor):
         included = rng.random(canaries) < 0.5
         data = np.random.default_rng(2030)
         rows = np.eye(canaries)
-        other_data = (_unit_rows(data, canaries, canaries),
-                      _random_labels(data, canaries))
+        other_data = (_unit_rows(data, canaries, canaries), _random_labels(data, canaries))
         release = client_release(self.config, self.z, 2, canaries)
         if self.broken == "sensitivity":
             release = GaussianRelease.from_multiplier(
-                "model", release.l2_sensitivity / self.factor, self.z)
+                "model", release.l2_sensitivity / self.factor, self.z
+            )
         seed = int(rng.integers(2**63))
-        audited = self._client("c0", (rows, np.where(included, 1.0, -1.0)), release,
-                               np.random.default_rng(seed))
+        audited = self._client(
+            "c0", (rows, np.where(included, 1.0, -1.0)), release, np.random.default_rng(seed)
+        )
         attacker_noise = np.random.default_rng(seed)
         other = self._client("c1", other_data, release, rng)
-        shadows = [self._client("c0", (rows, np.full(canaries, label)), None, rng)
-                   for label in (-1.0, 1.0)]
+        shadows = [
+            self._client("c0", (rows, np.full(canaries, label)), None, rng) for label in (-1.0, 1.0)
+        ]
         total = np.zeros(canaries)
         for observed, minus, plus in self._uploads(audited, other, shadows, canaries):
             if self.broken == "known-noise":
@@ -301,10 +333,14 @@ class ConsensusAuditor(Auditor):
                 total += (observed - (minus + plus) / 2.0) * (plus - minus)
         return total, included
 
-    def _uploads(self, audited: ConsensusClient, other: ConsensusClient,
-                 shadows: list[ConsensusClient], n_features: int,
-                 center: np.ndarray | None = None,
-                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _uploads(
+        self,
+        audited: ConsensusClient,
+        other: ConsensusClient,
+        shadows: list[ConsensusClient],
+        n_features: int,
+        center: np.ndarray | None = None,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Run the protocol with client 0 ``audited``; yield each of its uploads with the two
         shadows' exact updates of that round (the shadows then take the released upload, which
         client 0's dual update reads). With a ``center`` the attacker plays the server and
@@ -319,8 +355,13 @@ class ConsensusAuditor(Auditor):
                 for shadow in shadows:
                     shadow.released = observed
             return
-        server = ConsensusServer("server", ["c0", "c1"], n_features=n_features,
-                                 rho=self.config.rho, max_rounds=self.rounds)
+        server = ConsensusServer(
+            "server",
+            ["c0", "c1"],
+            n_features=n_features,
+            rho=self.config.rho,
+            max_rounds=self.rounds,
+        )
         messages = server.start()
         while messages:
             uploads = []
@@ -341,17 +382,18 @@ class ConsensusAuditor(Auditor):
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
-        audited = self._client("c0", self.client_data[neighbour], self.release,
-                               np.random.default_rng(seed))
+        audited = self._client(
+            "c0", self.client_data[neighbour], self.release, np.random.default_rng(seed)
+        )
         attacker_noise = np.random.default_rng(seed)  # used only when the noise is known
         other = self._client("c1", self.other, self.release, rng)
         shadows = [self._client("c0", data, None, rng) for data in self.client_data]
         statistic = precision = 0.0
-        for observed, mean0, mean1 in self._uploads(audited, other, shadows, self.n_features,
-                                                    self.center):
+        for observed, mean0, mean1 in self._uploads(
+            audited, other, shadows, self.n_features, self.center
+        ):
             if self.broken == "known-noise":
-                observed = observed - self.release.noisy(attacker_noise,
-                                                         np.zeros(self.n_features))
+                observed = observed - self.release.noisy(attacker_noise, np.zeros(self.n_features))
             step, m = _llr(observed, mean0, mean1, self.release.sigma)
             statistic = statistic + step
             precision = precision + (0.0 if self.broken == "known-noise" else m)
@@ -375,9 +417,11 @@ class SecureSumAuditor(Auditor):
 
     def setup(self) -> None:
         self.name = f"secure-sum-{self.noise}"
-        self.neighbours = (f"client 0's vector 0 or e_1 (l2 sensitivity 1); {self.n_clients} "
-                           f"clients, {self.tolerated} colluding with the attacker, 3 compute "
-                           "nodes")
+        self.neighbours = (
+            f"client 0's vector 0 or e_1 (l2 sensitivity 1); {self.n_clients} "
+            f"clients, {self.tolerated} colluding with the attacker, 3 compute "
+            "nodes"
+        )
         self.statistic = "log-likelihood ratio of the sum minus every known term"
         self.client_std = self._client_std(self.n_clients, self.dim)
         data = np.random.default_rng(2025)
@@ -386,8 +430,9 @@ class SecureSumAuditor(Auditor):
 
     def _calibrated_std(self, n_clients: int, dim: int) -> float:
         """Each client's noise std calibrated to the claim (before any break)."""
-        return float(calibrate_dca(self.epsilon, self.delta, 1.0, n_clients,
-                                   self.tolerated).client_std)
+        return float(
+            calibrate_dca(self.epsilon, self.delta, 1.0, n_clients, self.tolerated).client_std
+        )
 
     def _client_std(self, n_clients: int, dim: int) -> float:
         scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
@@ -410,24 +455,40 @@ class SecureSumAuditor(Auditor):
         n = values.shape[0]
         std = self._client_std(n, canaries)
         seed = int(rng.integers(2**63))
-        result = secure_sum(values, noise_std=std, rng=seed, compute_nodes=3,
-                            tolerated=self.tolerated, noise=self.noise)
-        known_noise = range(n) if self.broken == "known-noise" \
-            else range(canaries, canaries + self.tolerated)
-        known = others.sum(axis=0) + sum(self._known_noise(seed, i, canaries, std)
-                                         for i in known_noise)
+        result = secure_sum(
+            values,
+            noise_std=std,
+            rng=seed,
+            compute_nodes=3,
+            tolerated=self.tolerated,
+            noise=self.noise,
+        )
+        known_noise = (
+            range(n) if self.broken == "known-noise" else range(canaries, canaries + self.tolerated)
+        )
+        known = others.sum(axis=0) + sum(
+            self._known_noise(seed, i, canaries, std) for i in known_noise
+        )
         return np.asarray(result.total) - known, included
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
         seed = int(rng.integers(2**63))
         values = np.vstack([self.targets[neighbour], self.others])
-        result = secure_sum(values, noise_std=self.client_std, rng=seed, compute_nodes=3,
-                            tolerated=self.tolerated, noise=self.noise)
+        result = secure_sum(
+            values,
+            noise_std=self.client_std,
+            rng=seed,
+            compute_nodes=3,
+            tolerated=self.tolerated,
+            noise=self.noise,
+        )
         # colluders' noise; with a shared seed, every client's (then the sum is exact)
-        known_noise = range(self.n_clients) if self.broken == "known-noise" \
-            else range(1, 1 + self.tolerated)
+        known_noise = (
+            range(self.n_clients) if self.broken == "known-noise" else range(1, 1 + self.tolerated)
+        )
         known = self.others.sum(axis=0) + sum(
-            self._known_noise(seed, i, self.dim, self.client_std) for i in known_noise)
+            self._known_noise(seed, i, self.dim, self.client_std) for i in known_noise
+        )
         sigma = self.client_std * math.sqrt(self.n_clients - self.tolerated)
         observed = np.asarray(result.total) - known
         statistic, precision = _llr(observed, self.targets[0], self.targets[1], sigma)
@@ -443,8 +504,17 @@ class SecureSumDiscreteAuditor(SecureSumAuditor):
     noise: str = "discrete"
 
     def _calibrated_std(self, n_clients: int, dim: int) -> float:
-        return float(calibrate_dca_discrete(self.epsilon, self.delta, 1.0, n_clients,
-                                            self.tolerated, dim, DEFAULT_FRACTIONAL_BITS))
+        return float(
+            calibrate_dca_discrete(
+                self.epsilon,
+                self.delta,
+                1.0,
+                n_clients,
+                self.tolerated,
+                dim,
+                DEFAULT_FRACTIONAL_BITS,
+            )
+        )
 
     def _known_noise(self, seed: int, client: int, dim: int, std: float) -> np.ndarray:
         s2 = ring_sigma2(std, DEFAULT_FRACTIONAL_BITS)
@@ -474,8 +544,10 @@ class VerticalSoundAuditor(Auditor):
 
     def setup(self) -> None:
         self.name = "vertical-sound"
-        self.neighbours = ("the passive party's last row: 0, or a row of the clip norm along "
-                           f"its first exact x-update; {self.n_rows} rows, 2 parties")
+        self.neighbours = (
+            "the passive party's last row: 0, or a row of the clip norm along "
+            f"its first exact x-update; {self.n_rows} rows, 2 parties"
+        )
         self.statistic = "the released score of the replaced row"
         X = self._data("sound")
         X0 = X.copy()
@@ -485,8 +557,9 @@ class VerticalSoundAuditor(Auditor):
         X1 = X0.copy()
         X1[-1] = direction * self.setup_.mechanisms[1].bounds.row_norm
         self.blocks = [X0, X1]
-        self.claim = float(releases_epsilon(planned_multipliers(self.setup_, 1, X.shape[1]),
-                                            self.delta))
+        self.claim = float(
+            releases_epsilon(planned_multipliers(self.setup_, 1, X.shape[1]), self.delta)
+        )
         self.exact = [exact, self._passive(X1, np.random.default_rng(0), noiseless=True)]
         if self.broken == "sensitivity":  # the noise of a sensitivity `factor` times smaller
             sound = self.setup_.mechanisms[1]
@@ -500,8 +573,9 @@ class VerticalSoundAuditor(Auditor):
         model_release, scores_release = sound.releases(self.setup_.config.rho)
         self.densities = []
         for block, x in zip(self.blocks, self.exact, strict=True):
-            cov = model_release.sigma**2 * block @ block.T \
-                + scores_release.sigma**2 * np.eye(self.n_rows)
+            cov = model_release.sigma**2 * block @ block.T + scores_release.sigma**2 * np.eye(
+                self.n_rows
+            )
             chol = np.linalg.cholesky(cov)
             whiten = np.linalg.inv(chol)  # once: a run is then a matrix-vector product
             self.densities.append((block @ x, whiten, 2.0 * np.sum(np.log(np.diag(chol)))))
@@ -516,9 +590,9 @@ class VerticalSoundAuditor(Auditor):
         base = self.blocks[0]
         n = base.shape[0] + canaries
         setup = vertical_setup(self.config, [self.n_features] * 2, n)
-        holder_block = np.vstack([self.holder_block,
-                                  _unit_rows(np.random.default_rng(5), canaries,
-                                             self.n_features)])
+        holder_block = np.vstack(
+            [self.holder_block, _unit_rows(np.random.default_rng(5), canaries, self.n_features)]
+        )
         labels = np.concatenate([self.labels, np.where(np.arange(canaries) % 2, 1.0, -1.0)])
         sound = setup.mechanisms[1]
         assert isinstance(sound, SoundMechanism)
@@ -529,18 +603,20 @@ class VerticalSoundAuditor(Auditor):
             weaker = _weaker(sound, self.factor)
             setup = replace(setup, mechanisms=[setup.mechanisms[0], weaker])
         seed = int(rng.integers(2**63))
-        holder = make_vertical_role(setup, 0, ["label", "bank"], holder_block,
-                                    rng=np.random.default_rng(1), labels=labels)
+        holder = make_vertical_role(
+            setup, 0, ["label", "bank"], holder_block, rng=np.random.default_rng(1), labels=labels
+        )
         broadcast = next(m for m in holder.start() if m.recipient == "bank")
-        passive = make_vertical_role(setup, 1, ["label", "bank"], block,
-                                     rng=np.random.default_rng(seed))
+        passive = make_vertical_role(
+            setup, 1, ["label", "bank"], block, rng=np.random.default_rng(seed)
+        )
         scores = next(m for m in passive.handle(broadcast) if isinstance(m, Scores)).scores
-        released = np.asarray(scores)[base.shape[0]:]
+        released = np.asarray(scores)[base.shape[0] :]
         if self.broken == "known-noise":  # the attacker regenerates the scores' noise
             replay = np.random.default_rng(seed)
             model_release, scores_release = passive.mechanism.releases(broadcast.rho)
             model_release.noisy(replay, np.zeros(self.n_features))
-            clean = released - scores_release.noisy(replay, np.zeros(n))[base.shape[0]:]
+            clean = released - scores_release.noisy(replay, np.zeros(n))[base.shape[0] :]
             return np.abs(clean), included  # a canary's score is 0 exactly when it is absent
         return released, included
 
@@ -553,9 +629,14 @@ class VerticalSoundAuditor(Auditor):
         margin = self.holder_block @ data.normal(size=self.n_features) + X @ w
         self.labels = np.where(margin + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
         self._roles: dict[tuple[int, bytes], tuple[Any, Any, Any]] = {}
-        self.config = VerticalConfig(mechanism=mechanism, epsilon=self.epsilon,
-                                     delta=self.delta, iterations=2, loss=self.loss_name,
-                                     passive_weighting=False).validated()
+        self.config = VerticalConfig(
+            mechanism=mechanism,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            iterations=2,
+            loss=self.loss_name,
+            passive_weighting=False,
+        ).validated()
         if self.loss_name != type(self).losses[0]:
             self.neighbours += f" ({self.loss_name} loss at the label holder)"
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
@@ -569,28 +650,38 @@ class VerticalSoundAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return self.claim
 
-    def _passive(self, block: np.ndarray, rng: np.random.Generator, *,
-                 noiseless: bool = False) -> np.ndarray:
+    def _passive(
+        self, block: np.ndarray, rng: np.random.Generator, *, noiseless: bool = False
+    ) -> np.ndarray:
         """Round 1 of the passive party on ``block``: its released scores (or, noiseless, its
         exact x-update). The roles are built once per block and reset to their initial state
         (the protocol's own checkpoint) for every run."""
         key = (id(self.setup_), block.tobytes())
         if key not in self._roles:
-            holder = make_vertical_role(self.setup_, 0, ["label", "bank"], self.holder_block,
-                                        rng=np.random.default_rng(1), labels=self.labels)
+            holder = make_vertical_role(
+                self.setup_,
+                0,
+                ["label", "bank"],
+                self.holder_block,
+                rng=np.random.default_rng(1),
+                labels=self.labels,
+            )
             broadcast = next(m for m in holder.start() if m.recipient == "bank")
-            role = make_vertical_role(self.setup_, 1, ["label", "bank"], block,
-                                      rng=np.random.default_rng(0))
+            role = make_vertical_role(
+                self.setup_, 1, ["label", "bank"], block, rng=np.random.default_rng(0)
+            )
             self._roles[key] = (broadcast, role, role.state_dict())
         broadcast, passive, (arrays, meta) = self._roles[key]
         passive.load_state_dict(arrays, meta)
         passive.rng = rng
         if noiseless:
             mech = passive.mechanism
-            target = mech.clip_target(passive.released_scores - broadcast.residual
-                                      - broadcast.dual / broadcast.rho)
-            return passive.solver.solve(target, broadcast.rho, passive.model,
-                                        tau=mech.prox_weight, center=passive.model)
+            target = mech.clip_target(
+                passive.released_scores - broadcast.residual - broadcast.dual / broadcast.rho
+            )
+            return passive.solver.solve(
+                target, broadcast.rho, passive.model, tau=mech.prox_weight, center=passive.model
+            )
         scores = passive.handle(broadcast)
         message = next(m for m in scores if isinstance(m, Scores))
         return np.asarray(message.scores)
@@ -601,8 +692,7 @@ class VerticalSoundAuditor(Auditor):
         if self.broken == "known-noise":
             # the attacker holds the party's seed: it replays the release on both data sets
             # and says which one it matches
-            replays = [self._passive(block, np.random.default_rng(seed))
-                       for block in self.blocks]
+            replays = [self._passive(block, np.random.default_rng(seed)) for block in self.blocks]
             distance = [float(np.linalg.norm(released - r)) for r in replays]
             return AuditRun(distance[0] - distance[1], 0.0)
         return AuditRun(self._log_density(1, released) - self._log_density(0, released), 0.0)
@@ -622,13 +712,18 @@ class VerticalPaperAuditor(VerticalSoundAuditor):
 
     def setup(self) -> None:
         if self.broken == "sensitivity":
-            raise DpfedInputError("the paper mechanism is audited as it is: --broken "
-                                  "sensitivity applies to the sound mechanism.")
+            raise DpfedInputError(
+                "the paper mechanism is audited as it is: --broken "
+                "sensitivity applies to the sound mechanism."
+            )
         self.name = "vertical-paper"
-        self.neighbours = (f"the passive party's last unit row replaced by another; "
-                           f"{self.n_rows} rows, 2 parties")
-        self.statistic = ("distance of the released scores to the column space of D minus "
-                          "that to the column space of D'")
+        self.neighbours = (
+            f"the passive party's last unit row replaced by another; {self.n_rows} rows, 2 parties"
+        )
+        self.statistic = (
+            "distance of the released scores to the column space of D minus "
+            "that to the column space of D'"
+        )
         X0 = self._data("paper")
         X1 = X0.copy()
         X1[-1] = np.ones(self.n_features) / math.sqrt(self.n_features)
@@ -681,32 +776,51 @@ class ProtectedLabelHolderAuditor(Auditor):
             angles = 2.0 * math.pi * np.arange(self.n_rows) / 3.0
             self.holder_block = np.column_stack([np.cos(angles), np.sin(angles)])
             y = np.ones(self.n_rows)
-            rule = sound_defaults(self.epsilon, self.n_rows, protect_label_holder=True,
-                                  loss_slope=float(loss.lipschitz))
+            rule = sound_defaults(
+                self.epsilon,
+                self.n_rows,
+                protect_label_holder=True,
+                loss_slope=float(loss.lipschitz),
+            )
             floor = loss.weak_convexity * self.n_rows * rule.bounds.row_norm**2
             bounds = replace(rule.bounds, prox_weight=self.weak_margin * floor)
             self.neighbours = (
                 f"the label holder's last label flipped; {self.n_rows} unit rows at 0, 120 "
                 "and 240 degrees, every label +1, the ridge "
-                f"{self.weak_margin:g} x the curvature floor wNR^2 ({loss.name} loss)")
+                f"{self.weak_margin:g} x the curvature floor wNR^2 ({loss.name} loss)"
+            )
         else:
             self.holder_block = _unit_rows(data, self.n_rows, self.n_features)
-            y = np.where(self.holder_block @ data.normal(size=self.n_features)
-                         + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+            y = np.where(
+                self.holder_block @ data.normal(size=self.n_features)
+                + 0.3 * data.normal(size=self.n_rows)
+                > 0,
+                1.0,
+                -1.0,
+            )
             self.neighbours = (
                 "the label holder's last label flipped (rows at the clip norm); "
                 f"{self.n_rows} rows, 2 parties"
-                + ("" if loss.name == type(self).losses[0] else f" ({loss.name} loss)"))
-        self.statistic = ("log-likelihood ratio of the released local model plus the "
-                          "projection of the released dual on the difference of its means")
+                + ("" if loss.name == type(self).losses[0] else f" ({loss.name} loss)")
+            )
+        self.statistic = (
+            "log-likelihood ratio of the released local model plus the "
+            "projection of the released dual on the difference of its means"
+        )
         self.labels = _last_flipped(y)
-        self.config = VerticalConfig(mechanism="sound", epsilon=self.epsilon, delta=self.delta,
-                                     protect_label_holder=True, loss=loss.name,
-                                     bounds=bounds).validated()
+        self.config = VerticalConfig(
+            mechanism="sound",
+            epsilon=self.epsilon,
+            delta=self.delta,
+            protect_label_holder=True,
+            loss=loss.name,
+            bounds=bounds,
+        ).validated()
         self.setup_ = vertical_setup(self.config, [self.n_features] * 2, self.n_rows)
         self._released(0, np.random.default_rng(0))  # readies the mechanisms
-        self.claim = float(releases_epsilon(
-            planned_multipliers(self.setup_, 0, self.n_features), self.delta))
+        self.claim = float(
+            releases_epsilon(planned_multipliers(self.setup_, 0, self.n_features), self.delta)
+        )
         if self.broken == "sensitivity":
             self.setup_ = self._weakened(self.setup_)
         simulate = np.random.default_rng(7)
@@ -717,8 +831,9 @@ class ProtectedLabelHolderAuditor(Auditor):
         assert isinstance(mechanism, SoundMechanism)
         ridge = self.setup_.config.bounds.prox_weight + self.setup_.mechanisms[0].reg_weight
         rows = mechanism.prepare_block(self.holder_block)  # bounded, with the intercept column
-        self.models = [fit_local_model(rows, labels, loss, ridge, tolerance=1e-7)
-                       for labels in self.labels]
+        self.models = [
+            fit_local_model(rows, labels, loss, ridge, tolerance=1e-7) for labels in self.labels
+        ]
 
     def claimed_epsilon(self) -> float:
         return self.claim
@@ -727,33 +842,42 @@ class ProtectedLabelHolderAuditor(Auditor):
         """``setup`` with the label holder's model and dual noise ``factor`` times smaller."""
         sound = setup.mechanisms[0]
         assert isinstance(sound, SoundMechanism) and setup.dual_release is not None
-        dual = DualRelease(bounds=setup.dual_release.bounds,
-                           noise_multiplier=setup.dual_release.release.noise_multiplier
-                           / self.factor)
-        return replace(setup, mechanisms=[_weaker(sound, self.factor), setup.mechanisms[1]],
-                       dual_release=dual)
+        dual = DualRelease(
+            bounds=setup.dual_release.bounds,
+            noise_multiplier=setup.dual_release.release.noise_multiplier / self.factor,
+        )
+        return replace(
+            setup, mechanisms=[_weaker(sound, self.factor), setup.mechanisms[1]], dual_release=dual
+        )
 
     @staticmethod
-    def _round_zero(setup: Any, block: np.ndarray, labels: np.ndarray,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray,
-                                                       tuple[float, float]]:
+    def _round_zero(
+        setup: Any, block: np.ndarray, labels: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
         """What a label holder with ``block`` and ``labels`` releases in round 0: its noisy
         local model, the dual it broadcasts, and the two releases' noise ``(sigma_x,
         sigma_y)``."""
         holder = make_vertical_role(setup, 0, ["label", "bank"], block, rng=rng, labels=labels)
         broadcast = next(m for m in holder.start() if m.recipient == "bank")
         model_event, dual_event = holder.events[:2]
-        return (np.array(holder.model), np.asarray(broadcast.dual),
-                (float(model_event.sigma), float(dual_event.sigma)))
+        return (
+            np.array(holder.model),
+            np.asarray(broadcast.dual),
+            (float(model_event.sigma), float(dual_event.sigma)),
+        )
 
     @classmethod
-    def _broadcast_dual(cls, setup: Any, block: np.ndarray, labels: np.ndarray,
-                        rng: np.random.Generator) -> np.ndarray:
+    def _broadcast_dual(
+        cls, setup: Any, block: np.ndarray, labels: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
         """The dual a label holder with ``block`` and ``labels`` broadcasts in round 0."""
         return cls._round_zero(setup, block, labels, rng)[1]
 
-    def _released(self, neighbour: int, rng: np.random.Generator,
-                  ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+    def _released(
+        self,
+        neighbour: int,
+        rng: np.random.Generator,
+    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
         """Round 0's model and dual on data set ``neighbour``, and their noise."""
         return self._round_zero(self.setup_, self.holder_block, self.labels[neighbour], rng)
 
@@ -764,25 +888,29 @@ class ProtectedLabelHolderAuditor(Auditor):
         under all +1 and all -1 estimated from 20 simulations of the attacker's own (with the
         noise known: which replay of the label holder's seed it is closer to)."""
         included = rng.random(canaries) < 0.5
-        block = np.vstack([self.holder_block,
-                           _unit_rows(np.random.default_rng(2032), canaries, self.n_features)])
+        block = np.vstack(
+            [self.holder_block, _unit_rows(np.random.default_rng(2032), canaries, self.n_features)]
+        )
         setup = vertical_setup(self.config, [self.n_features] * 2, block.shape[0])
         if self.broken == "sensitivity":
             setup = self._weakened(setup)
 
         def dual(canary_labels: np.ndarray, gen: np.random.Generator) -> np.ndarray:
             labels = np.concatenate([self.labels[0], canary_labels])
-            return self._broadcast_dual(setup, block, labels, gen)[self.n_rows:]
+            return self._broadcast_dual(setup, block, labels, gen)[self.n_rows :]
 
         seed = int(rng.integers(2**63))
         observed = dual(np.where(included, 1.0, -1.0), np.random.default_rng(seed))
         if self.broken == "known-noise":
-            replays = [dual(np.full(canaries, label), np.random.default_rng(seed))
-                       for label in (-1.0, 1.0)]
+            replays = [
+                dual(np.full(canaries, label), np.random.default_rng(seed)) for label in (-1.0, 1.0)
+            ]
             return np.abs(observed - replays[0]) - np.abs(observed - replays[1]), included
         simulate = np.random.default_rng(8)
-        means = [np.mean([dual(np.full(canaries, label), simulate) for _ in range(20)], axis=0)
-                 for label in (-1.0, 1.0)]
+        means = [
+            np.mean([dual(np.full(canaries, label), simulate) for _ in range(20)], axis=0)
+            for label in (-1.0, 1.0)
+        ]
         return (observed - (means[0] + means[1]) / 2.0) * (means[1] - means[0]), included
 
     def run(self, neighbour: int, rng: np.random.Generator) -> AuditRun:
@@ -790,8 +918,9 @@ class ProtectedLabelHolderAuditor(Auditor):
         model, dual, _ = self._released(neighbour, np.random.default_rng(seed))
         if self.broken == "known-noise":  # the attacker replays the label holder's noise
             replays = [self._released(b, np.random.default_rng(seed))[1] for b in (0, 1)]
-            return AuditRun(float(np.linalg.norm(dual - replays[0])
-                                  - np.linalg.norm(dual - replays[1])), 0.0)
+            return AuditRun(
+                float(np.linalg.norm(dual - replays[0]) - np.linalg.norm(dual - replays[1])), 0.0
+            )
         sigma_x, sigma_y = self.sigmas
         statistic, _ = _llr(model, self.models[0], self.models[1], sigma_x)
         diff = self.means[1] - self.means[0]
@@ -826,16 +955,22 @@ class DecentralizedAuditor(Auditor):
 
     def setup(self) -> None:
         self.name = f"decentralized-{self.perturbation}"
-        self.neighbours = ("node 0's last record with its label flipped (rows of norm 1); "
-                           f"{self.n_rows} records per node, 2 nodes, {self.rounds} rounds, "
-                           f"C^R {self.loss_scale:g}, rho {self.rho:g}, eta {self.eta:g}")
-        self.statistic = "l2-Laplace log-likelihood ratio of node 0's broadcasts (noise " \
+        self.neighbours = (
+            "node 0's last record with its label flipped (rows of norm 1); "
+            f"{self.n_rows} records per node, 2 nodes, {self.rounds} rounds, "
+            f"C^R {self.loss_scale:g}, rho {self.rho:g}, eta {self.eta:g}"
+        )
+        self.statistic = (
+            "l2-Laplace log-likelihood ratio of node 0's broadcasts (noise "
             "recovered from the optimality condition for objective-perturbed ones)"
+        )
         data = np.random.default_rng(2027)
         X = _unit_rows(data, self.n_rows, self.n_features)
         self.node_data = [(X, y) for y in _last_flipped(_random_labels(data, self.n_rows))]
-        self.other = (_unit_rows(data, self.n_rows, self.n_features),
-                      _random_labels(data, self.n_rows))
+        self.other = (
+            _unit_rows(data, self.n_rows, self.n_features),
+            _random_labels(data, self.n_rows),
+        )
         self.alphas = np.full(self.rounds, self.epsilon / self.rounds)
         # broken sensitivity: every round's noise calibrated to factor x the privacy
         self.used_alphas = self.alphas * (self.factor if self.broken == "sensitivity" else 1.0)
@@ -847,57 +982,104 @@ class DecentralizedAuditor(Auditor):
     def claimed_delta(self) -> float:
         return 0.0  # pure DP: the sum of the alphas
 
-    def _node(self, name: str, neighbour: str, data: tuple[np.ndarray, np.ndarray],
-              rng: np.random.Generator) -> DecentralizedNode:
+    def _node(
+        self,
+        name: str,
+        neighbour: str,
+        data: tuple[np.ndarray, np.ndarray],
+        rng: np.random.Generator,
+    ) -> DecentralizedNode:
         return DecentralizedNode(
-            name, data[0], data[1], neighbours=[neighbour], loss=self.loss_fn,
-            loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, max_rounds=self.rounds,
-            perturbation=self.perturbation, alphas=self.used_alphas, rng=rng,
+            name,
+            data[0],
+            data[1],
+            neighbours=[neighbour],
+            loss=self.loss_fn,
+            loss_scale=self.loss_scale,
+            rho=self.rho,
+            eta=self.eta,
+            max_rounds=self.rounds,
+            perturbation=self.perturbation,
+            alphas=self.used_alphas,
+            rng=rng,
         )
 
-    def _gradient(self, data: tuple[np.ndarray, np.ndarray], f: np.ndarray, *, dual: np.ndarray,
-                  center: np.ndarray, phi: float) -> np.ndarray:
+    def _gradient(
+        self,
+        data: tuple[np.ndarray, np.ndarray],
+        f: np.ndarray,
+        *,
+        dual: np.ndarray,
+        center: np.ndarray,
+        phi: float,
+    ) -> np.ndarray:
         """:math:`\nabla F(f)` of node 0's step on ``data``, without the noise term."""
         X, y = data
         a = self.loss_scale / self.n_rows
         data_term = a * X.T @ self.loss_fn.derivative(X @ f, y)
         return data_term + (self.rho + phi) * f + 2.0 * dual + 2.0 * self.eta * (f - center)
 
-    def _coordinate_scores(self, observed: np.ndarray, shadows: list[DecentralizedNode],
-                           candidates: list[tuple[np.ndarray, np.ndarray]], round_: int,
-                           own_before: np.ndarray) -> np.ndarray:
+    def _coordinate_scores(
+        self,
+        observed: np.ndarray,
+        shadows: list[DecentralizedNode],
+        candidates: list[tuple[np.ndarray, np.ndarray]],
+        round_: int,
+        own_before: np.ndarray,
+    ) -> np.ndarray:
         """Per coordinate, how much closer ``observed`` is to the +1 candidate than to the -1
         one: the output noise (PVP) or the recovered objective noise (DVP and PVP's last
         round), coordinate by coordinate."""
         last = round_ == self.rounds
         alpha = float(self.used_alphas[round_ - 1])
         if self.perturbation == "pvp" and not last:
-            return (np.abs(observed - shadows[0].exact) - np.abs(observed - shadows[1].exact))
-        calib = dvp_noise(alpha, c1=0.25, CR=self.loss_scale, B=self.n_rows, rho=self.rho,
-                          eta=self.eta, n_neighbours=1)
+            return np.abs(observed - shadows[0].exact) - np.abs(observed - shadows[1].exact)
+        calib = dvp_noise(
+            alpha,
+            c1=0.25,
+            CR=self.loss_scale,
+            B=self.n_rows,
+            rho=self.rho,
+            eta=self.eta,
+            n_neighbours=1,
+        )
         center = 0.5 * (own_before + shadows[0].neighbour_last["n1"])
         noise = [
-            -(self.n_rows / self.loss_scale) * self._gradient(
-                data, observed, dual=shadows[0].dual, center=center, phi=calib.phi)
+            -(self.n_rows / self.loss_scale)
+            * self._gradient(data, observed, dual=shadows[0].dual, center=center, phi=calib.phi)
             for data in candidates
         ]
         return np.abs(noise[0]) - np.abs(noise[1])
 
-    def _step_statistic(self, observed: np.ndarray, shadows: list[DecentralizedNode],
-                        round_: int, own_before: np.ndarray) -> float:
+    def _step_statistic(
+        self,
+        observed: np.ndarray,
+        shadows: list[DecentralizedNode],
+        round_: int,
+        own_before: np.ndarray,
+    ) -> float:
         last = round_ == self.rounds
         alpha = float(self.used_alphas[round_ - 1])
         if self.perturbation == "pvp" and not last:
             zeta = pvp_zeta(alpha, rho=self.rho, B=self.n_rows, CR=self.loss_scale)
-            return zeta * (float(np.linalg.norm(observed - shadows[0].exact))
-                           - float(np.linalg.norm(observed - shadows[1].exact)))
-        calib = dvp_noise(alpha, c1=0.25, CR=self.loss_scale, B=self.n_rows, rho=self.rho,
-                          eta=self.eta, n_neighbours=1)
+            return zeta * (
+                float(np.linalg.norm(observed - shadows[0].exact))
+                - float(np.linalg.norm(observed - shadows[1].exact))
+            )
+        calib = dvp_noise(
+            alpha,
+            c1=0.25,
+            CR=self.loss_scale,
+            B=self.n_rows,
+            rho=self.rho,
+            eta=self.eta,
+            n_neighbours=1,
+        )
         shadow = shadows[0]
         center = 0.5 * (own_before + shadow.neighbour_last["n1"])
         noise = [
-            -(self.n_rows / self.loss_scale) * self._gradient(
-                data, observed, dual=shadow.dual, center=center, phi=calib.phi)
+            -(self.n_rows / self.loss_scale)
+            * self._gradient(data, observed, dual=shadow.dual, center=center, phi=calib.phi)
             for data in self.node_data
         ]
         return calib.zeta * (float(np.linalg.norm(noise[0])) - float(np.linalg.norm(noise[1])))
@@ -910,8 +1092,7 @@ class DecentralizedAuditor(Auditor):
         included = rng.random(canaries) < 0.5
         data = np.random.default_rng(2031)
         audited_data = (np.eye(canaries), np.where(included, 1.0, -1.0))
-        other_data = (_unit_rows(data, canaries, canaries),
-                      _random_labels(data, canaries))
+        other_data = (_unit_rows(data, canaries, canaries), _random_labels(data, canaries))
         saved = self.n_rows, self.n_features
         self.n_rows = self.n_features = canaries
         try:
@@ -925,9 +1106,10 @@ class DecentralizedAuditor(Auditor):
             # per coordinate as the log-likelihood ratio does over the whole vector
             candidates = [(audited_data[0], np.full(canaries, label)) for label in (-1.0, 1.0)]
             known = self.broken == "known-noise"
-            shadows = [self._node("n0", "n1", data,
-                                  np.random.default_rng(seed) if known else rng)
-                       for data in candidates]
+            shadows = [
+                self._node("n0", "n1", data, np.random.default_rng(seed) if known else rng)
+                for data in candidates
+            ]
             sent, received = audited.start(), other.start()
             expected = [shadow.start() for shadow in shadows]
             own_before = np.zeros(canaries)
@@ -935,11 +1117,13 @@ class DecentralizedAuditor(Auditor):
             while sent:
                 observed = np.array(sent[0].model)
                 if known:
-                    total += (np.abs(observed - expected[0][0].model)
-                              - np.abs(observed - expected[1][0].model))
+                    total += np.abs(observed - expected[0][0].model) - np.abs(
+                        observed - expected[1][0].model
+                    )
                 else:
-                    total += self._coordinate_scores(observed, shadows, candidates, round_,
-                                                     own_before)
+                    total += self._coordinate_scores(
+                        observed, shadows, candidates, round_, own_before
+                    )
                 for shadow in shadows:
                     shadow.broadcast = observed
                 own_before = observed
@@ -957,8 +1141,11 @@ class DecentralizedAuditor(Auditor):
         other = self._node("n1", "n0", self.other, rng)
         shadows = [self._node("n0", "n1", data, rng) for data in self.node_data]
         # with the noise known, the attacker replays node 0 with its seed on both data sets
-        replays = [self._node("n0", "n1", data, np.random.default_rng(seed))
-                   for data in self.node_data] if self.broken == "known-noise" else []
+        replays = (
+            [self._node("n0", "n1", data, np.random.default_rng(seed)) for data in self.node_data]
+            if self.broken == "known-noise"
+            else []
+        )
         sent, received = audited.start(), other.start()
         expected = [replay.start() for replay in replays]
         for shadow in shadows:
@@ -968,8 +1155,10 @@ class DecentralizedAuditor(Auditor):
         while sent:
             observed = np.array(sent[0].model)
             if replays:
-                statistic += float(np.linalg.norm(observed - expected[0][0].model)
-                                   - np.linalg.norm(observed - expected[1][0].model))
+                statistic += float(
+                    np.linalg.norm(observed - expected[0][0].model)
+                    - np.linalg.norm(observed - expected[1][0].model)
+                )
             else:
                 statistic += self._step_statistic(observed, shadows, round_, own_before)
             for shadow in shadows:  # node 0's next step reads its released broadcast
@@ -1007,8 +1196,10 @@ class BayesLinRegAuditor(Auditor):
 
     def setup(self) -> None:
         self.name = "bayes-linreg"
-        self.neighbours = ("the last client's row: (0, 0), or every feature and the target at "
-                           f"the bound 1; {self.n_rows} clients, {self.n_features} features")
+        self.neighbours = (
+            "the last client's row: (0, 0), or every feature and the target at "
+            f"the bound 1; {self.n_rows} clients, {self.n_features} features"
+        )
         self.statistic = "log-likelihood ratio of the noisy sufficient statistics"
         data = np.random.default_rng(2028)
         X = data.uniform(-1.0, 1.0, size=(self.n_rows, self.n_features))
@@ -1023,28 +1214,51 @@ class BayesLinRegAuditor(Auditor):
     def claimed_epsilon(self) -> float:
         return float(self.epsilon)  # calibrated exactly to the target ("tight")
 
-    def _released(self, X: np.ndarray, y: np.ndarray,
-                  rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    def _released(
+        self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, float]:
         """The noisy statistics the leader receives (the exact ones when the noise is known)
         and the mechanism's standard deviation."""
         seen: dict[str, Any] = {}
         scale = 1.0 / self.factor if self.broken == "sensitivity" else 1.0
 
-        def aggregate(values: np.ndarray, *, noise_std: Any, compute_nodes: int,
-                      tolerated: int, rng: np.random.Generator, noise: str = "gaussian",
-                      fractional_bits: int = 24) -> Any:
+        def aggregate(
+            values: np.ndarray,
+            *,
+            noise_std: Any,
+            compute_nodes: int,
+            tolerated: int,
+            rng: np.random.Generator,
+            noise: str = "gaussian",
+            fractional_bits: int = 24,
+        ) -> Any:
             # dpfed.dca.secure_sum's keywords: the fit adds its exact ring noise, as by default
-            result = secure_sum(values, noise_std=float(np.max(noise_std)) * scale,
-                                compute_nodes=compute_nodes, tolerated=tolerated, rng=rng,
-                                noise=noise, fractional_bits=fractional_bits)
+            result = secure_sum(
+                values,
+                noise_std=float(np.max(noise_std)) * scale,
+                compute_nodes=compute_nodes,
+                tolerated=tolerated,
+                rng=rng,
+                noise=noise,
+                fractional_bits=fractional_bits,
+            )
             seen["total"] = np.asarray(result.total)
             seen["exact"] = np.asarray(values).sum(axis=0)
             return result
 
-        fit = fit_dp_linreg(X, y, epsilon=self.epsilon, delta=self.delta, mode="distributed",
-                            bound_x=1.0, bound_y=1.0, centre=False, compute_nodes=3,
-                            rng=np.random.default_rng(int(rng.integers(2**63))),
-                            aggregate=aggregate)
+        fit = fit_dp_linreg(
+            X,
+            y,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            mode="distributed",
+            bound_x=1.0,
+            bound_y=1.0,
+            centre=False,
+            compute_nodes=3,
+            rng=np.random.default_rng(int(rng.integers(2**63))),
+            aggregate=aggregate,
+        )
         assert fit.sigma_std is not None
         observed = seen["exact"] if self.broken == "known-noise" else seen["total"]
         return observed, float(fit.sigma_std) * scale
@@ -1082,18 +1296,21 @@ class _SecureAuditor(Auditor):
     losses = ("logistic",)
 
     def _calibrate(self, protect: str) -> None:
-        self.secure = SecureSetup(self.n_rows, (self.n_features,) * 2, self.epsilon,
-                                  self.delta, protect=protect)
+        self.secure = SecureSetup(
+            self.n_rows, (self.n_features,) * 2, self.epsilon, self.delta, protect=protect
+        )
         self.claim = float(self.secure.epsilon_spent())
         if self.broken == "sensitivity":  # the noise of a sensitivity `factor` times smaller
-            object.__setattr__(self.secure, "noise_multiplier",
-                               self.secure.noise_multiplier / self.factor)
+            object.__setattr__(
+                self.secure, "noise_multiplier", self.secure.noise_multiplier / self.factor
+            )
 
     def claimed_epsilon(self) -> float:
         return self.claim
 
-    def _evidence(self, observed: np.ndarray, known: np.ndarray, means: list[np.ndarray],
-                  sigma: float) -> tuple[float, float]:
+    def _evidence(
+        self, observed: np.ndarray, known: np.ndarray, means: list[np.ndarray], sigma: float
+    ) -> tuple[float, float]:
         """The log-likelihood ratio of one observed vector and its precision; with
         ``broken="known-noise"`` the attacker first removes the noise it was given."""
         if self.broken == "known-noise":
@@ -1121,15 +1338,22 @@ class SecureVerticalAuditor(_SecureAuditor):
 
     def setup(self) -> None:
         self.name = "vertical-secure"
-        self.neighbours = (f"the label holder's last label flipped; {self.n_rows} unit rows "
-                           f"of {self.n_features} columns at each of 2 parties")
-        self.statistic = ("log-likelihood ratio of the decrypted label-holder gradients and "
-                          "the returned own-block gradients, every round")
+        self.neighbours = (
+            f"the label holder's last label flipped; {self.n_rows} unit rows "
+            f"of {self.n_features} columns at each of 2 parties"
+        )
+        self.statistic = (
+            "log-likelihood ratio of the decrypted label-holder gradients and "
+            "the returned own-block gradients, every round"
+        )
         data = np.random.default_rng(2031)
         self.blocks = [_unit_rows(data, self.n_rows, self.n_features) for _ in range(2)]
         joint = np.hstack(self.blocks)
-        y = np.where(joint @ data.normal(size=2 * self.n_features)
-                     + 0.3 * data.normal(size=self.n_rows) > 0, 1.0, -1.0)
+        y = np.where(
+            joint @ data.normal(size=2 * self.n_features) + 0.3 * data.normal(size=self.n_rows) > 0,
+            1.0,
+            -1.0,
+        )
         self.labels = [(labels > 0).astype(float) for labels in _last_flipped(y)]
         self._calibrate("all")
 
@@ -1140,11 +1364,12 @@ class SecureVerticalAuditor(_SecureAuditor):
         poly = self.secure.polynomial
         statistic = precision = 0.0
         for _ in range(self.secure.rounds):
-            for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
-                                               (passive, label, opened.inverses[1])):
+            for evaluator, holder, inverse in (
+                (label, passive, opened.inverses[0]),
+                (passive, label, opened.inverses[1]),
+            ):
                 z = np.asarray(label.rows @ label.w) + np.asarray(passive.rows @ passive.w)
-                means = [np.asarray(evaluator.rows.T @ (poly(z) - y)).ravel()
-                         for y in self.labels]
+                means = [np.asarray(evaluator.rows.T @ (poly(z) - y)).ravel() for y in self.labels]
                 exchange = block_update(evaluator, holder, inverse, None)
                 sigma = evaluator.round_release.sigma
                 if evaluator.index == 0:  # the attacker decrypts: gradient + the holder's noise
@@ -1177,12 +1402,16 @@ class SecurePassiveAuditor(_SecureAuditor):
 
     def setup(self) -> None:
         self.name = "vertical-secure-passive"
-        self.neighbours = (f"the passive party's last row, a unit row or its negative; "
-                           f"{self.n_rows} unit rows of {self.n_features} columns at each of "
-                           "2 parties, only the passive rows protected")
-        self.statistic = ("log-likelihood ratio of the returned label-holder gradients and "
-                          "the decrypted passive gradients, every round, the passive model "
-                          "followed under both hypotheses, and of the weighting statistics")
+        self.neighbours = (
+            f"the passive party's last row, a unit row or its negative; "
+            f"{self.n_rows} unit rows of {self.n_features} columns at each of "
+            "2 parties, only the passive rows protected"
+        )
+        self.statistic = (
+            "log-likelihood ratio of the returned label-holder gradients and "
+            "the decrypted passive gradients, every round, the passive model "
+            "followed under both hypotheses, and of the weighting statistics"
+        )
         data = np.random.default_rng(2032)
         holder = _unit_rows(data, self.n_rows, self.n_features)
         passive = _unit_rows(data, self.n_rows, self.n_features)
@@ -1209,14 +1438,21 @@ class SecurePassiveAuditor(_SecureAuditor):
         # noise (the passive party's generator replayed: the attacker is given that noise)
         shadows = []
         for b in (0, 1):
-            shadow = SecureParty(1, self.passive_blocks[b], self.secure,
-                                 np.random.default_rng(seeds[1]), backend="plain")
+            shadow = SecureParty(
+                1,
+                self.passive_blocks[b],
+                self.secure,
+                np.random.default_rng(seeds[1]),
+                backend="plain",
+            )
             shadows.append((shadow, shadow.preconditioner(shadow.gram_release())))
         poly = self.secure.polynomial
         statistic = precision = 0.0
         for _ in range(self.secure.rounds):
-            for evaluator, holder, inverse in ((label, passive, opened.inverses[0]),
-                                               (passive, label, opened.inverses[1])):
+            for evaluator, holder, inverse in (
+                (label, passive, opened.inverses[0]),
+                (passive, label, opened.inverses[1]),
+            ):
                 means = []
                 for shadow, _ in shadows:
                     z = np.asarray(label.rows @ label.w) + np.asarray(shadow.rows @ shadow.w)
@@ -1238,13 +1474,17 @@ class SecurePassiveAuditor(_SecureAuditor):
         # the last release: the weighting statistics of the passive scores, which it decrypts
         release = self.secure.statistics_release()
         assert label.own_model is not None
-        request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(),
-                                    self.labels)
+        request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), self.labels)
         noise = release.noise(passive.rng)
-        observed = plain_statistics(release, np.asarray(passive.rows @ passive.w).ravel(),
-                                    request, noise)
-        means = [plain_statistics(release, np.asarray(shadow.rows @ shadow.w).ravel(), request,
-                                  np.zeros(3)) for shadow, _ in shadows]
+        observed = plain_statistics(
+            release, np.asarray(passive.rows @ passive.w).ravel(), request, noise
+        )
+        means = [
+            plain_statistics(
+                release, np.asarray(shadow.rows @ shadow.w).ravel(), request, np.zeros(3)
+            )
+            for shadow, _ in shadows
+        ]
         s, m = self._evidence(observed, noise, means, release.release.sigma)
         return self._result(statistic + s, precision + m)
 
@@ -1265,9 +1505,16 @@ AUDITORS: dict[str, Callable[..., Auditor]] = {
 
 
 #: The mechanisms with a one-run (canary) audit.
-ONE_RUN = ("bayes-linreg", "consensus-gaussian", "decentralized-dvp", "decentralized-pvp",
-           "secure-sum-discrete", "secure-sum-gaussian", "vertical-sound",
-           "vertical-sound-label-holder")
+ONE_RUN = (
+    "bayes-linreg",
+    "consensus-gaussian",
+    "decentralized-dvp",
+    "decentralized-pvp",
+    "secure-sum-discrete",
+    "secure-sum-gaussian",
+    "vertical-sound",
+    "vertical-sound-label-holder",
+)
 
 
 def get_auditor(name: str, **kwargs: object) -> Auditor:
@@ -1278,5 +1525,11 @@ def get_auditor(name: str, **kwargs: object) -> Auditor:
 
 
 __all__ = [
-    "AUDITORS", "BROKEN", "ONE_RUN", "AuditRun", "Auditor", "get_auditor", "realised_epsilon",
+    "AUDITORS",
+    "BROKEN",
+    "ONE_RUN",
+    "AuditRun",
+    "Auditor",
+    "get_auditor",
+    "realised_epsilon",
 ]

@@ -47,8 +47,9 @@ def audit_tasks(runs: int, broken_runs: int) -> list[AuditTask]:
 
 def _run(task: AuditTask, epsilon: float, delta: float, seed: int) -> dict[str, Any]:
     name, loss, broken, runs = task
-    return run_audit(name, epsilon=epsilon, delta=delta, runs=runs, seed=seed, broken=broken,
-                     loss=loss)
+    return run_audit(
+        name, epsilon=epsilon, delta=delta, runs=runs, seed=seed, broken=broken, loss=loss
+    )
 
 
 def _default_loss(record: dict[str, Any]) -> bool:
@@ -68,8 +69,11 @@ def _file_name(record: dict[str, Any]) -> str:
 
 def table_markdown(records: list[dict[str, Any]]) -> str:
     """The audit table, one row per audit."""
-    lines = ["| mechanism | broken | claimed epsilon | delta | audited lower bound | realised "
-             "epsilon | runs | seconds |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mechanism | broken | claimed epsilon | delta | audited lower bound | realised "
+        "epsilon | runs | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in records:
         realised = "-" if r["realised_epsilon"] is None else f"{r['realised_epsilon']:.3g}"
         flag = " (exceeds the claim)" if r["epsilon_lower_bound"] > r["claimed_epsilon"] else ""
@@ -99,8 +103,9 @@ def roc_png(records: list[dict[str, Any]]) -> bytes | None:
         ax.plot(np.clip(fpr, 1e-4, 1), tpr, label=_label(r), linewidth=1.2)
     if honest:
         eps, delta = honest[0]["claimed_epsilon"], honest[0]["delta"]
-        bound = np.minimum(1.0, np.minimum(math.exp(eps) * grid + delta,
-                                           1 - math.exp(-eps) * (1 - grid - delta)))
+        bound = np.minimum(
+            1.0, np.minimum(math.exp(eps) * grid + delta, 1 - math.exp(-eps) * (1 - grid - delta))
+        )
         ax.plot(grid, bound, "k--", label=f"claim epsilon {eps:g}", linewidth=1.0)
     ax.set_xscale("log")
     ax.set_xlabel("false positive rate")
@@ -112,10 +117,18 @@ def roc_png(records: list[dict[str, Any]]) -> bytes | None:
     return buffer.getvalue()
 
 
-def audit_all(out: str | os.PathLike[str], *, epsilon: float = 1.0, delta: float = 1e-5,
-              runs: int = 1000, broken_runs: int = 300, seed: int = 0, workers: int | None = None,
-              progress: Callable[[dict[str, Any]], None] | None = None,
-              executor: Executor | None = None) -> list[dict[str, Any]]:
+def audit_all(
+    out: str | os.PathLike[str],
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    runs: int = 1000,
+    broken_runs: int = 300,
+    seed: int = 0,
+    workers: int | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    executor: Executor | None = None,
+) -> list[dict[str, Any]]:
     """Run every audit and write ``out`` (see the module docstring); return the records.
 
     ``workers`` processes run the audits (default: every core), or ``executor`` does (e.g. a
@@ -146,8 +159,9 @@ def audit_all(out: str | os.PathLike[str], *, epsilon: float = 1.0, delta: float
     folder.mkdir(parents=True, exist_ok=True)
     for record in records:
         write_json_atomic(folder / f"{_file_name(record)}.json", record)
-    write_json_atomic(folder / "audit.json",
-                      [{k: v for k, v in r.items() if k != "roc"} for r in records])
+    write_json_atomic(
+        folder / "audit.json", [{k: v for k, v in r.items() if k != "roc"} for r in records]
+    )
     (folder / "table.md").write_text(table_markdown(records))
     png = roc_png(records)
     if png is not None:

@@ -47,10 +47,19 @@ from dpfed.core.threads import vector_work
 
 
 @vector_work
-def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs: int = 500,
-              seed: int = 0, broken: str | None = None, factor: float = 100.0,
-              confidence: float = 0.95, progress: Any = None,
-              loss: str | None = None) -> dict[str, Any]:
+def run_audit(
+    mechanism: str,
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    runs: int = 500,
+    seed: int = 0,
+    broken: str | None = None,
+    factor: float = 100.0,
+    confidence: float = 0.95,
+    progress: Any = None,
+    loss: str | None = None,
+) -> dict[str, Any]:
     """Audit ``mechanism`` with ``runs`` runs on each neighbour; return the result record.
 
     Parameters
@@ -73,8 +82,9 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
         :attr:`dpfed.audit.auditors.Auditor.losses`).
     """
     started = time.perf_counter()
-    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor,
-                          loss=loss)
+    auditor = get_auditor(
+        mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor, loss=loss
+    )
     rng = np.random.default_rng(seed)
     scores = np.zeros((2, runs))
     precision = 0.0
@@ -112,18 +122,28 @@ def run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5, runs
 
 
 @vector_work
-def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e-5,
-                      canaries: int = 1000, guesses: int | None = None, seed: int = 0,
-                      broken: str | None = None, factor: float = 100.0,
-                      confidence: float = 0.95, loss: str | None = None) -> dict[str, Any]:
+def run_one_run_audit(
+    mechanism: str,
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-5,
+    canaries: int = 1000,
+    guesses: int | None = None,
+    seed: int = 0,
+    broken: str | None = None,
+    factor: float = 100.0,
+    confidence: float = 0.95,
+    loss: str | None = None,
+) -> dict[str, Any]:
     """Audit ``mechanism`` in one run with ``canaries`` canaries (Steinke, Nasr and Jagielski
     2023): each canary is included with probability 1/2, the attacker guesses "in" for the
     ``guesses / 2`` highest scores and "out" for as many lowest (default: a fifth of the
     canaries in all, fixed before the run), and the bound comes from its correct guesses
     (:func:`dpfed.audit.statistics.one_run_epsilon_lower_bound`)."""
     started = time.perf_counter()
-    auditor = get_auditor(mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor,
-                          loss=loss)
+    auditor = get_auditor(
+        mechanism, epsilon=epsilon, delta=delta, broken=broken, factor=factor, loss=loss
+    )
     guesses = guesses if guesses is not None else max(2, canaries // 5)
     if not 2 <= guesses <= canaries:
         raise DpfedInputError(f"--guesses must be in [2, {canaries}]. Found {guesses}.")
@@ -131,12 +151,11 @@ def run_one_run_audit(mechanism: str, *, epsilon: float = 1.0, delta: float = 1e
     scores, included = auditor.one_run(canaries, rng)
     order = np.argsort(scores, kind="stable")
     half = guesses // 2
-    said_in, said_out = order[len(order) - half:], order[:guesses - half]
+    said_in, said_out = order[len(order) - half :], order[: guesses - half]
     right_in, right_out = int(included[said_in].sum()), int((~included[said_out]).sum())
     correct = right_in + right_out
     delta = auditor.claimed_delta()
-    bound = one_run_epsilon_lower_bound(canaries, guesses, correct, delta,
-                                        confidence=confidence)
+    bound = one_run_epsilon_lower_bound(canaries, guesses, correct, delta, confidence=confidence)
     return {
         "mechanism": auditor.name,
         "loss": auditor.loss_name if type(auditor).losses else None,

@@ -41,12 +41,16 @@ def clopper_pearson(successes: int, trials: int, level: float) -> tuple[float, f
     alone holds with probability ``level``).
     """
     if trials < 1 or not 0 <= successes <= trials:
-        raise DpfedInputError(f"need 0 <= successes <= trials, trials >= 1. Found "
-                              f"{successes}/{trials}.")
+        raise DpfedInputError(
+            f"need 0 <= successes <= trials, trials >= 1. Found {successes}/{trials}."
+        )
     a = 1.0 - level
     lo = 0.0 if successes == 0 else float(stats.beta.ppf(a, successes, trials - successes + 1))
-    hi = 1.0 if successes == trials else float(stats.beta.ppf(1 - a, successes + 1,
-                                                               trials - successes))
+    hi = (
+        1.0
+        if successes == trials
+        else float(stats.beta.ppf(1 - a, successes + 1, trials - successes))
+    )
     return lo, hi
 
 
@@ -98,8 +102,9 @@ class EpsilonLowerBound:
     runs: int
 
 
-def epsilon_lower_bound(scores_out: np.ndarray, scores_in: np.ndarray, delta: float, *,
-                        confidence: float = 0.95) -> EpsilonLowerBound:
+def epsilon_lower_bound(
+    scores_out: np.ndarray, scores_in: np.ndarray, delta: float, *, confidence: float = 0.95
+) -> EpsilonLowerBound:
     """The epsilon lower bound of a test that says ``D'`` for high scores.
 
     Parameters
@@ -120,8 +125,9 @@ def epsilon_lower_bound(scores_out: np.ndarray, scores_in: np.ndarray, delta: fl
     out = np.asarray(scores_out, dtype=float).reshape(-1)
     inn = np.asarray(scores_in, dtype=float).reshape(-1)
     if out.size < 4 or inn.size < 4:
-        raise DpfedInputError(f"an audit needs at least 4 runs per data set. Found "
-                              f"{out.size} and {inn.size}.")
+        raise DpfedInputError(
+            f"an audit needs at least 4 runs per data set. Found {out.size} and {inn.size}."
+        )
     if not 0 < confidence < 1:
         raise DpfedInputError(f"confidence must be in (0, 1). Found {confidence}.")
     pick_out, pick_in = out[0::2], inn[0::2]
@@ -129,18 +135,26 @@ def epsilon_lower_bound(scores_out: np.ndarray, scores_in: np.ndarray, delta: fl
     level = 1.0 - (1.0 - confidence) / 2.0
     # the threshold whose bound is best on the selection half, ties to the median candidate
     candidates = np.unique(np.concatenate([pick_out, pick_in]))
-    values = np.array([_bound(*_rates(pick_out, pick_in, float(t)), delta, level)
-                       for t in candidates])
+    values = np.array(
+        [_bound(*_rates(pick_out, pick_in, float(t)), delta, level) for t in candidates]
+    )
     best = np.flatnonzero(values == values.max())
     threshold = float(candidates[best[best.size // 2]])
     tp, fp = _counts(eval_out, eval_in, threshold)
     epsilon = _bound(tp, eval_in.size, fp, eval_out.size, delta, level)
-    return EpsilonLowerBound(epsilon, threshold, tp / eval_in.size, fp / eval_out.size,
-                             confidence, int(min(out.size, inn.size)))
+    return EpsilonLowerBound(
+        epsilon,
+        threshold,
+        tp / eval_in.size,
+        fp / eval_out.size,
+        confidence,
+        int(min(out.size, inn.size)),
+    )
 
 
-def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
-                    delta: float) -> float:
+def one_run_p_value(
+    canaries: int, guesses: int, correct: int, epsilon: float, delta: float
+) -> float:
     r"""The p-value of ``correct`` right guesses out of ``guesses`` under
     :math:`(\varepsilon, \delta)`-DP, in a one-run audit of ``canaries`` canaries each included
     independently with probability 1/2 (Steinke, Nasr and Jagielski 2023, Theorem 3.3 and
@@ -153,8 +167,9 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
         \qquad q = \frac{e^{\varepsilon}}{1 + e^{\varepsilon}} .
     """
     if not 0 <= correct <= guesses <= canaries:
-        raise DpfedInputError(f"need 0 <= correct <= guesses <= canaries. Found {correct}, "
-                              f"{guesses}, {canaries}.")
+        raise DpfedInputError(
+            f"need 0 <= correct <= guesses <= canaries. Found {correct}, {guesses}, {canaries}."
+        )
     q = 1.0 / (1.0 + math.exp(-epsilon))
     tail = float(stats.binom.sf(correct - 1, guesses, q))
     if delta == 0 or correct == 0:
@@ -164,8 +179,9 @@ def one_run_p_value(canaries: int, guesses: int, correct: int, epsilon: float,
     return min(tail + 2.0 * canaries * delta * ratio, 1.0)
 
 
-def one_run_epsilon_lower_bound(canaries: int, guesses: int, correct: int, delta: float, *,
-                                confidence: float = 0.95) -> float:
+def one_run_epsilon_lower_bound(
+    canaries: int, guesses: int, correct: int, delta: float, *, confidence: float = 0.95
+) -> float:
     """The largest epsilon whose :func:`one_run_p_value` is below ``1 - confidence`` (0 when
     none is), by bisection to 1e-6."""
     level = 1.0 - confidence

@@ -56,8 +56,14 @@ from dpfed.dca.discrete_noise import ring_sigma2
 from dpfed.dca.fixedpoint import DEFAULT_FRACTIONAL_BITS
 from dpfed.privacy.gaussian import GaussianRelease
 
-__all__ = ["MODES", "NoisySum", "RingRelease", "distributed_client_std", "noisy_sum",
-           "takes_ring_noise"]
+__all__ = [
+    "MODES",
+    "NoisySum",
+    "RingRelease",
+    "distributed_client_std",
+    "noisy_sum",
+    "takes_ring_noise",
+]
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,15 @@ class RingRelease:
     fractional_bits: int
 
     @classmethod
-    def for_sum(cls, sigma_std: float, l2_sensitivity: float, n_clients: int, tolerated: int,
-                dim: int, fractional_bits: int = DEFAULT_FRACTIONAL_BITS) -> RingRelease:
+    def for_sum(
+        cls,
+        sigma_std: float,
+        l2_sensitivity: float,
+        n_clients: int,
+        tolerated: int,
+        dim: int,
+        fractional_bits: int = DEFAULT_FRACTIONAL_BITS,
+    ) -> RingRelease:
         r"""The ring noise whose honest part has multiplier at least
         :math:`\sigma_{std}/\Delta_2` in ring units."""
         honest = n_clients - tolerated - 1
@@ -101,12 +114,19 @@ class RingRelease:
             )
         scaled = math.ldexp(l2_sensitivity, fractional_bits)
         client = sigma_std / math.sqrt(honest) * (1.0 + math.sqrt(dim) / scaled)
-        return cls(client, ring_sigma2(client, fractional_bits), honest,
-                   scaled + math.sqrt(dim), dim, fractional_bits)
+        return cls(
+            client,
+            ring_sigma2(client, fractional_bits),
+            honest,
+            scaled + math.sqrt(dim),
+            dim,
+            fractional_bits,
+        )
 
     def as_tuple(self) -> tuple[int, int, float, int]:
         """``(sigma2, honest, grid_sensitivity, dim)`` for the accountant."""
         return self.sigma2, self.honest, self.grid_sensitivity, self.dim
+
 
 #: Aggregation settings, see the module docstring.
 MODES = ("nonprivate", "trusted", "distributed", "input")
@@ -203,8 +223,13 @@ def _one_positive_sigma(sigma: np.ndarray) -> bool:
     return sigma[0] > 0 and bool(np.all(sigma == sigma[0]))
 
 
-def _central_sum(z: np.ndarray, mode: str, sigma: np.ndarray, rng: np.random.Generator,
-                 l2_sensitivity: float | None) -> NoisySum:
+def _central_sum(
+    z: np.ndarray,
+    mode: str,
+    sigma: np.ndarray,
+    rng: np.random.Generator,
+    l2_sensitivity: float | None,
+) -> NoisySum:
     """The ``trusted`` or ``input`` release (exactly on a grid when it can be accounted)."""
     n, dim = z.shape
     release = None
@@ -224,9 +249,15 @@ def _central_sum(z: np.ndarray, mode: str, sigma: np.ndarray, rng: np.random.Gen
     return NoisySum(noisy.sum(axis=0), mode, sigma, sigma, sigma * np.sqrt(n), n)
 
 
-def _distributed_sum(z: np.ndarray, sigma: np.ndarray, rng: np.random.Generator,
-                     compute_nodes: int, tolerated: int, aggregate: Aggregate | None,
-                     l2_sensitivity: float | None) -> NoisySum:
+def _distributed_sum(
+    z: np.ndarray,
+    sigma: np.ndarray,
+    rng: np.random.Generator,
+    compute_nodes: int,
+    tolerated: int,
+    aggregate: Aggregate | None,
+    l2_sensitivity: float | None,
+) -> NoisySum:
     """The ``distributed`` release through a secure sum (exact ring noise when it can)."""
     n, dim = z.shape
     mode = "distributed"
@@ -236,17 +267,33 @@ def _distributed_sum(z: np.ndarray, sigma: np.ndarray, rng: np.random.Generator,
         sens = check_positive("l2_sensitivity", l2_sensitivity)
         ring = RingRelease.for_sum(float(sigma[0]), sens, n, int(tolerated), dim)
         result = (aggregate or _default_secure_sum())(
-            z, noise_std=ring.client_std, compute_nodes=compute_nodes, tolerated=int(tolerated),
-            rng=rng, noise="discrete", fractional_bits=ring.fractional_bits,
+            z,
+            noise_std=ring.client_std,
+            compute_nodes=compute_nodes,
+            tolerated=int(tolerated),
+            rng=rng,
+            noise="discrete",
+            fractional_bits=ring.fractional_bits,
         )
         client = np.full(dim, ring.client_std)
-        return NoisySum(np.asarray(result.total, dtype=np.float64), mode, sigma, client,
-                        client * np.sqrt(n), n, ring)
+        return NoisySum(
+            np.asarray(result.total, dtype=np.float64),
+            mode,
+            sigma,
+            client,
+            client * np.sqrt(n),
+            n,
+            ring,
+        )
     secure_sum = aggregate if aggregate is not None else _default_secure_sum()
     # per-coordinate (or unaccounted) noise: the continuous Gaussian its accounting assumes
     floats = {"noise": "gaussian"} if takes_ring_noise(aggregate) else {}
     result = secure_sum(
-        z, noise_std=client, compute_nodes=compute_nodes, tolerated=int(tolerated), rng=rng,
+        z,
+        noise_std=client,
+        compute_nodes=compute_nodes,
+        tolerated=int(tolerated),
+        rng=rng,
         **floats,
     )
     total = np.asarray(result.total, dtype=np.float64)
@@ -317,6 +364,5 @@ def noisy_sum(
         return NoisySum(z.sum(axis=0), mode, None, None, np.zeros(dim), n)
     sigma = _checked_sigma(sigma_std, mode, dim)
     if mode == "distributed":
-        return _distributed_sum(z, sigma, rng, compute_nodes, tolerated, aggregate,
-                                l2_sensitivity)
+        return _distributed_sum(z, sigma, rng, compute_nodes, tolerated, aggregate, l2_sensitivity)
     return _central_sum(z, mode, sigma, rng, l2_sensitivity)

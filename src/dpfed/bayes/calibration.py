@@ -183,8 +183,11 @@ def calibrate_releases(
         raise DpfedInputError(f"calibration must be one of {CALIBRATIONS}. Found {calibration!r}.")
     if projection:
         share: float | None = check_open_unit("std_share", std_share)
-        first = ("marginal moments and column sums (projection and centring)" if centre
-                 else "marginal moments (projection)")
+        first = (
+            "marginal moments and column sums (projection and centring)"
+            if centre
+            else "marginal moments (projection)"
+        )
     elif centre:
         share = check_open_unit("centre_share", centre_share)
         first = "column sums (centring)"
@@ -192,8 +195,15 @@ def calibrate_releases(
         share = first = None
     if accountant not in ("pld", "rdp"):
         raise DpfedInputError(f"accountant must be 'pld' or 'rdp'. Found {accountant!r}.")
-    return _calibrate(eps, dlt, share, calibration, first,
-                      check_int("coordinates", coordinates, minimum=0), accountant)
+    return _calibrate(
+        eps,
+        dlt,
+        share,
+        calibration,
+        first,
+        check_int("coordinates", coordinates, minimum=0),
+        accountant,
+    )
 
 
 @lru_cache(maxsize=256)
@@ -227,18 +237,25 @@ def exact_epsilon(noise_multipliers: tuple[float, ...], delta: float) -> float:
 
 @lru_cache(maxsize=256)
 def _calibrate(
-    eps: float, dlt: float, share: float | None, calibration: str, first: str | None,
-    coordinates: int = 0, accountant: str = "pld",
+    eps: float,
+    dlt: float,
+    share: float | None,
+    calibration: str,
+    first: str | None,
+    coordinates: int = 0,
+    accountant: str = "pld",
 ) -> ReleaseCalibration:
     notes: list[str] = []
     if calibration == "tight":
         z = _tight_multiplier(eps, calibration_delta(dlt, coordinates, eps), accountant)
         if share is None:
             zs: tuple[float, ...] = (z,)
-            composition = ("one Gaussian release calibrated exactly (PLD accountant)"
-                           if accountant == "pld" else
-                           "one release calibrated by Renyi DP (the distributed discrete "
-                           "Gaussian's bound)")
+            composition = (
+                "one Gaussian release calibrated exactly (PLD accountant)"
+                if accountant == "pld"
+                else "one release calibrated by Renyi DP (the distributed discrete "
+                "Gaussian's bound)"
+            )
         else:
             zs = (z / math.sqrt(share), z / math.sqrt(1.0 - share))
             composition = (
@@ -275,7 +292,9 @@ def _calibrate(
         accounted = gaussian_releases_epsilon(list(zs), dlt, "rdp")
     else:
         accounted = epsilon_with_coupling(
-            lambda dd: exact_epsilon(zs, dd), dlt, coordinates,
+            lambda dd: exact_epsilon(zs, dd),
+            dlt,
+            coordinates,
             fallback=lambda: gaussian_releases_epsilon(list(zs), dlt, "rdp"),
         )
     epsilon = eps

@@ -121,8 +121,7 @@ class PrivateMeans:
             "release": self.release,
             "sensitivity": self.sensitivity,
             "sigma_std": self.sigma_std,
-            "mean_noise_std": None if self.mean_noise_std is None
-            else self.mean_noise_std.tolist(),
+            "mean_noise_std": None if self.mean_noise_std is None else self.mean_noise_std.tolist(),
         }
 
 
@@ -237,12 +236,18 @@ def estimate_means(
     sens = sum_sensitivity(bound_x, bound_y, d)
     sigma = z * sens
     released = noisy_sum(
-        np.column_stack([Xc, yc]), mode=mode, sigma_std=sigma, rng=rng,
-        compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        np.column_stack([Xc, yc]),
+        mode=mode,
+        sigma_std=sigma,
+        rng=rng,
+        compute_nodes=compute_nodes,
+        tolerated=tolerated,
+        aggregate=aggregate,
         l2_sensitivity=sens,
     )
-    return PrivateMeans(released.total / n, "column sums", sens, float(sigma),
-                        released.total_std / n, released.ring)
+    return PrivateMeans(
+        released.total / n, "column sums", sens, float(sigma), released.total_std / n, released.ring
+    )
 
 
 def exact_means(X: np.ndarray, y: np.ndarray) -> PrivateMeans:
@@ -262,9 +267,7 @@ def exact_means(X: np.ndarray, y: np.ndarray) -> PrivateMeans:
     return PrivateMeans(np.append(X.mean(axis=0), y.mean()), "exact")
 
 
-def centre_rows(
-    X: np.ndarray, y: np.ndarray, means: PrivateMeans
-) -> tuple[np.ndarray, np.ndarray]:
+def centre_rows(X: np.ndarray, y: np.ndarray, means: PrivateMeans) -> tuple[np.ndarray, np.ndarray]:
     """Subtract the means from every row: ``(X - mean_x, y - mean_y)`` (new arrays).
 
     Parameters

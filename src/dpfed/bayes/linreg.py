@@ -142,36 +142,52 @@ class LinRegFit:
         """JSON-ready privacy report: mode, epsilon, delta, calibration, releases, notes."""
         centred = self.centring is not None
         if self.calibration is None:
-            return {"mode": self.mode, "epsilon": 0.0, "delta": 0.0, "calibration": None,
-                    "centre": centred, "releases": [], "notes": list(self.notes)}
+            return {
+                "mode": self.mode,
+                "epsilon": 0.0,
+                "delta": 0.0,
+                "calibration": None,
+                "centre": centred,
+                "releases": [],
+                "notes": list(self.notes),
+            }
         cal = self.calibration
         releases = []
         if self.stds is not None:
             entry = {
                 "what": "marginal moments (projection step 2)",
                 "noise_multiplier": cal.noise_multipliers[0],
-                "l2_sensitivity": self.stds.sensitivity, "sigma_std": self.stds.sigma_std,
+                "l2_sensitivity": self.stds.sensitivity,
+                "sigma_std": self.stds.sigma_std,
             }
             if self.stds.first_moments:
-                entry["what"] = ("marginal moments and column sums (projection step 2; "
-                                 "the DP means of the centring)" if centred else
-                                 "marginal moments with first moments (projection step 2)")
+                entry["what"] = (
+                    "marginal moments and column sums (projection step 2; "
+                    "the DP means of the centring)"
+                    if centred
+                    else "marginal moments with first moments (projection step 2)"
+                )
                 entry["first_moment_scale"] = self.stds.first_scale.tolist()
                 entry["mean_noise_std"] = self.stds.mean_noise_std.tolist()
             releases.append(entry)
         elif centred:
-            releases.append({
-                "what": "column sums (the DP means of the centring)",
-                "noise_multiplier": cal.noise_multipliers[0],
-                "l2_sensitivity": self.centring.sensitivity,
-                "sigma_std": self.centring.sigma_std,
-                "mean_noise_std": self.centring.mean_noise_std.tolist(),
-            })
-        releases.append({
-            "what": "sufficient statistics",
-            "noise_multiplier": cal.noise_multipliers[-1],
-            "l2_sensitivity": self.sensitivity, "sigma_std": self.sigma_std,
-        })
+            releases.append(
+                {
+                    "what": "column sums (the DP means of the centring)",
+                    "noise_multiplier": cal.noise_multipliers[0],
+                    "l2_sensitivity": self.centring.sensitivity,
+                    "sigma_std": self.centring.sigma_std,
+                    "mean_noise_std": self.centring.mean_noise_std.tolist(),
+                }
+            )
+        releases.append(
+            {
+                "what": "sufficient statistics",
+                "noise_multiplier": cal.noise_multipliers[-1],
+                "l2_sensitivity": self.sensitivity,
+                "sigma_std": self.sigma_std,
+            }
+        )
         return {
             "mode": self.mode,
             "epsilon": cal.epsilon,
@@ -183,9 +199,12 @@ class LinRegFit:
             "epsilon_accounted": cal.epsilon_accounted,
             "paper_epsilon": cal.paper_epsilon,
             "release_budgets": cal.to_json()["release_budgets"],
-            "sampler": self.sampler or (
-                SAMPLER if self.mode in ("trusted", "input")
-                else "floating-point normal per client, summed in fixed point"),
+            "sampler": self.sampler
+            or (
+                SAMPLER
+                if self.mode in ("trusted", "input")
+                else "floating-point normal per client, summed in fixed point"
+            ),
             "releases": releases,
             "notes": list(self.notes),
         }
@@ -254,8 +273,16 @@ def _check_model(mode: str, repair: str, lam: float, lam0: float) -> tuple[str, 
     return repair, lam, lam0
 
 
-def _fit_nonprivate(X: np.ndarray, y: np.ndarray, *, projection: bool, centre: bool,
-                    lam: float, lam0: float, repair: str) -> LinRegFit:
+def _fit_nonprivate(
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    projection: bool,
+    centre: bool,
+    lam: float,
+    lam0: float,
+    repair: str,
+) -> LinRegFit:
     """The exact statistics of the unclipped rows (centred by their exact means)."""
     n, d = X.shape
     if projection:
@@ -270,9 +297,15 @@ def _fit_nonprivate(X: np.ndarray, y: np.ndarray, *, projection: bool, centre: b
     return LinRegFit(post, "nonprivate", False, n, d, None, None, None, None, centring=exact)
 
 
-def _check_private(n: int, mode: str, epsilon: float | None, delta: float | None,
-                   calibration: str, tolerated: int, compute_nodes: int
-                   ) -> tuple[float, float, int, int]:
+def _check_private(
+    n: int,
+    mode: str,
+    epsilon: float | None,
+    delta: float | None,
+    calibration: str,
+    tolerated: int,
+    compute_nodes: int,
+) -> tuple[float, float, int, int]:
     """Check the privacy settings: ``(epsilon, delta, tolerated, compute_nodes)``."""
     if epsilon is None or delta is None:
         raise DpfedInputError(
@@ -292,8 +325,16 @@ def _check_private(n: int, mode: str, epsilon: float | None, delta: float | None
     return epsilon, delta, tolerated, compute_nodes
 
 
-def _calibrate(opts: _Private, d: int, epsilon: float, delta: float, *, calibration: str,
-               std_share: float, centre_share: float) -> tuple[ReleaseCalibration, bool]:
+def _calibrate(
+    opts: _Private,
+    d: int,
+    epsilon: float,
+    delta: float,
+    *,
+    calibration: str,
+    std_share: float,
+    centre_share: float,
+) -> tuple[ReleaseCalibration, bool]:
     """The releases' calibration, and whether the noise is the secure sum's ring noise."""
     mode = opts.mode
     # the trusted and input modes draw every noisy coordinate exactly (the moments' second
@@ -303,48 +344,89 @@ def _calibrate(opts: _Private, d: int, epsilon: float, delta: float, *, calibrat
     # accounted by Renyi DP (the distributed discrete Gaussian)
     ring = mode == "distributed" and takes_ring_noise(opts.aggregate)
     cal = calibrate_releases(
-        epsilon, delta, projection=opts.projection, std_share=std_share,
-        calibration=calibration, centre=opts.centre, centre_share=centre_share,
-        coordinates=grid, accountant="rdp" if ring else "pld",
+        epsilon,
+        delta,
+        projection=opts.projection,
+        std_share=std_share,
+        calibration=calibration,
+        centre=opts.centre,
+        centre_share=centre_share,
+        coordinates=grid,
+        accountant="rdp" if ring else "pld",
     )
     return cal, ring
 
 
-def _first_release(Xc: np.ndarray, yc: np.ndarray, cx: np.ndarray, cy: float, z: float,
-                   opts: _Private) -> tuple[MarginalStds | None, PrivateMeans | None]:
+def _first_release(
+    Xc: np.ndarray, yc: np.ndarray, cx: np.ndarray, cy: float, z: float, opts: _Private
+) -> tuple[MarginalStds | None, PrivateMeans | None]:
     """The projection's marginal standard deviations and the centring's DP means (each
     ``None`` when not used), from the first release of multiplier ``z``."""
     stds = centring = None
     if opts.projection:
         stds = estimate_marginal_stds(
-            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=z,
-            mode=opts.mode, rng=opts.generator, first_moments=opts.first_moments or opts.centre,
-            fallback_std=opts.fallback_std, compute_nodes=opts.compute_nodes,
-            tolerated=opts.tolerated, aggregate=opts.aggregate,
+            Xc,
+            yc,
+            bound_x=cx,
+            bound_y=cy,
+            noise_multiplier=z,
+            mode=opts.mode,
+            rng=opts.generator,
+            first_moments=opts.first_moments or opts.centre,
+            fallback_std=opts.fallback_std,
+            compute_nodes=opts.compute_nodes,
+            tolerated=opts.tolerated,
+            aggregate=opts.aggregate,
         )
         if opts.centre:
-            centring = PrivateMeans(stds.means, "marginal moments", stds.sensitivity,
-                                    stds.sigma_std, stds.mean_noise_std)
+            centring = PrivateMeans(
+                stds.means,
+                "marginal moments",
+                stds.sensitivity,
+                stds.sigma_std,
+                stds.mean_noise_std,
+            )
     elif opts.centre:
         centring = estimate_means(
-            Xc, yc, bound_x=cx, bound_y=cy, noise_multiplier=z,
-            mode=opts.mode, rng=opts.generator, compute_nodes=opts.compute_nodes,
-            tolerated=opts.tolerated, aggregate=opts.aggregate,
+            Xc,
+            yc,
+            bound_x=cx,
+            bound_y=cy,
+            noise_multiplier=z,
+            mode=opts.mode,
+            rng=opts.generator,
+            compute_nodes=opts.compute_nodes,
+            tolerated=opts.tolerated,
+            aggregate=opts.aggregate,
         )
     return stds, centring
 
 
-def _statistics_bounds(n: int, d: int, cx: np.ndarray, cy: float, stds: MarginalStds | None,
-                       cal: ReleaseCalibration, opts: _Private, notes: list[str]
-                       ) -> tuple[ThresholdChoice | None, np.ndarray]:
+def _statistics_bounds(
+    n: int,
+    d: int,
+    cx: np.ndarray,
+    cy: float,
+    stds: MarginalStds | None,
+    cal: ReleaseCalibration,
+    opts: _Private,
+    notes: list[str],
+) -> tuple[ThresholdChoice | None, np.ndarray]:
     """The projection's thresholds (or ``None``) and the bounds of the statistics release;
     a note in ``notes`` for each fallback standard deviation."""
     if not opts.projection:
         return None, np.append(cx, cy)
     z_eff = _effective_multiplier(cal.noise_multipliers[1], opts.mode, n, opts.tolerated)
     thresholds = search_thresholds(
-        n, d, z_eff, lam=opts.lam, lam0=opts.lam0, repair=opts.repair,
-        grid=opts.threshold_grid, repeats=opts.threshold_repeats, seed=opts.threshold_seed,
+        n,
+        d,
+        z_eff,
+        lam=opts.lam,
+        lam0=opts.lam0,
+        repair=opts.repair,
+        grid=opts.threshold_grid,
+        repeats=opts.threshold_repeats,
+        seed=opts.threshold_seed,
         cache=opts.threshold_cache,
     )
     p = np.append(np.full(d, thresholds.p_x), thresholds.p_y)
@@ -357,9 +439,15 @@ def _statistics_bounds(n: int, d: int, cx: np.ndarray, cy: float, stds: Marginal
     return thresholds, bounds
 
 
-def _fit_private(X: np.ndarray, y: np.ndarray, opts: _Private, cal: ReleaseCalibration,
-                 ring: bool, bound_x: float | Sequence[float] | np.ndarray,
-                 bound_y: float) -> LinRegFit:
+def _fit_private(
+    X: np.ndarray,
+    y: np.ndarray,
+    opts: _Private,
+    cal: ReleaseCalibration,
+    ring: bool,
+    bound_x: float | Sequence[float] | np.ndarray,
+    bound_y: float,
+) -> LinRegFit:
     """Clip, centre, (project,) release the statistics and compute the posterior."""
     n, d = X.shape
     Xc, yc = clip_to_bounds(X, y, bound_x, bound_y)
@@ -374,13 +462,17 @@ def _fit_private(X: np.ndarray, y: np.ndarray, opts: _Private, cal: ReleaseCalib
     sens = statistics_sensitivity(bounds[:-1], bounds[-1])
     sigma = cal.noise_multipliers[-1] * sens
     released = noisy_sum(
-        row_statistics(Xc, yc), mode=opts.mode, sigma_std=sigma, rng=opts.generator,
-        compute_nodes=opts.compute_nodes, tolerated=opts.tolerated, aggregate=opts.aggregate,
+        row_statistics(Xc, yc),
+        mode=opts.mode,
+        sigma_std=sigma,
+        rng=opts.generator,
+        compute_nodes=opts.compute_nodes,
+        tolerated=opts.tolerated,
+        aggregate=opts.aggregate,
         l2_sensitivity=sens,
     )
     S_xx, S_xy = unpack_statistics(released.total, d)
-    post = posterior_from_statistics(S_xx, S_xy, lam=opts.lam, lam0=opts.lam0,
-                                     repair=opts.repair)
+    post = posterior_from_statistics(S_xx, S_xy, lam=opts.lam, lam0=opts.lam0, repair=opts.repair)
     if post.repaired:
         notes.append(
             f"the noisy Gram matrix had a negative eigenvalue ({post.min_eigenvalue:.4g}); it "
@@ -394,23 +486,50 @@ def _fit_private(X: np.ndarray, y: np.ndarray, opts: _Private, cal: ReleaseCalib
         notes.extend(ring_notes)
         sampler = RING_SAMPLER
     return LinRegFit(
-        posterior=post, mode=opts.mode, projection=opts.projection, n_train=n, d=d,
-        bounds=bounds, sensitivity=sens, sigma_std=float(sigma), calibration=cal, stds=stds,
-        thresholds=thresholds, notes=tuple(notes), centring=centring, sampler=sampler,
+        posterior=post,
+        mode=opts.mode,
+        projection=opts.projection,
+        n_train=n,
+        d=d,
+        bounds=bounds,
+        sensitivity=sens,
+        sigma_std=float(sigma),
+        calibration=cal,
+        stds=stds,
+        thresholds=thresholds,
+        notes=tuple(notes),
+        centring=centring,
+        sampler=sampler,
     )
 
 
 def fit_dp_linreg(
-    X: np.ndarray, y: np.ndarray, *, epsilon: float | None = None, delta: float | None = None,
-    mode: str = "trusted", projection: bool = False,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mode: str = "trusted",
+    projection: bool = False,
     bound_x: float | Sequence[float] | np.ndarray = DEFAULT_BOUND,
-    bound_y: float = DEFAULT_BOUND, calibration: str = "tight", std_share: float = 0.3,
-    centre: bool = True, centre_share: float = 0.3, lam: float = 1.0, lam0: float = 1.0,
-    repair: str = "abs", compute_nodes: int = 10, tolerated: int = 0,
-    first_moments: bool = False, fallback_std: float = FALLBACK_STD,
-    threshold_grid: Sequence[float] = THRESHOLD_GRID, threshold_repeats: int = 10,
-    threshold_seed: int = 0, threshold_cache: ThresholdCache | None = None,
-    rng: np.random.Generator | int | None = None, aggregate: Aggregate | None = None,
+    bound_y: float = DEFAULT_BOUND,
+    calibration: str = "tight",
+    std_share: float = 0.3,
+    centre: bool = True,
+    centre_share: float = 0.3,
+    lam: float = 1.0,
+    lam0: float = 1.0,
+    repair: str = "abs",
+    compute_nodes: int = 10,
+    tolerated: int = 0,
+    first_moments: bool = False,
+    fallback_std: float = FALLBACK_STD,
+    threshold_grid: Sequence[float] = THRESHOLD_GRID,
+    threshold_repeats: int = 10,
+    threshold_seed: int = 0,
+    threshold_cache: ThresholdCache | None = None,
+    rng: np.random.Generator | int | None = None,
+    aggregate: Aggregate | None = None,
 ) -> LinRegFit:
     r"""Fit DP Bayesian linear regression on rows held one per client.
 
@@ -482,32 +601,60 @@ def fit_dp_linreg(
     X, y = check_xy(X, y)
     repair, lam, lam0 = _check_model(mode, repair, lam, lam0)
     if mode == "nonprivate":
-        return _fit_nonprivate(X, y, projection=projection, centre=centre, lam=lam, lam0=lam0,
-                               repair=repair)
+        return _fit_nonprivate(
+            X, y, projection=projection, centre=centre, lam=lam, lam0=lam0, repair=repair
+        )
     eps, dlt, tolerated, compute_nodes = _check_private(
-        X.shape[0], mode, epsilon, delta, calibration, tolerated, compute_nodes)
-    opts = _Private(mode, projection, centre, lam, lam0, repair, compute_nodes, tolerated,
-                    first_moments, fallback_std, threshold_grid, threshold_repeats,
-                    threshold_seed, threshold_cache, aggregate, as_generator(rng))
-    cal, ring = _calibrate(opts, X.shape[1], eps, dlt, calibration=calibration,
-                           std_share=std_share, centre_share=centre_share)
+        X.shape[0], mode, epsilon, delta, calibration, tolerated, compute_nodes
+    )
+    opts = _Private(
+        mode,
+        projection,
+        centre,
+        lam,
+        lam0,
+        repair,
+        compute_nodes,
+        tolerated,
+        first_moments,
+        fallback_std,
+        threshold_grid,
+        threshold_repeats,
+        threshold_seed,
+        threshold_cache,
+        aggregate,
+        as_generator(rng),
+    )
+    cal, ring = _calibrate(
+        opts,
+        X.shape[1],
+        eps,
+        dlt,
+        calibration=calibration,
+        std_share=std_share,
+        centre_share=centre_share,
+    )
     return _fit_private(X, y, opts, cal, ring, bound_x, bound_y)
 
+
 #: The distributed mode's sampler through the default secure sum.
-RING_SAMPLER = ("exact discrete Gaussian per client in the secure sum's ring (block-envelope "
-                "sampler), accounted as the distributed discrete Gaussian (Renyi DP)")
+RING_SAMPLER = (
+    "exact discrete Gaussian per client in the secure sum's ring (block-envelope "
+    "sampler), accounted as the distributed discrete Gaussian (Renyi DP)"
+)
 
 
-def _ring_accounting(cal: ReleaseCalibration, releases: Sequence[RingRelease]
-                     ) -> tuple[ReleaseCalibration, list[str]]:
+def _ring_accounting(
+    cal: ReleaseCalibration, releases: Sequence[RingRelease]
+) -> tuple[ReleaseCalibration, list[str]]:
     """The calibration with ``epsilon_accounted`` of the ring noise actually added; the stated
     epsilon becomes the accounted one if that is larger (never printed below the truth)."""
     expected = 1 + (cal.first_share is not None)
     if len(releases) != expected:
         raise AssertionError(  # pragma: no cover - every release of the mode is a ring one
-            f"expected {expected} ring releases, found {len(releases)}")
-    accounted = distributed_discrete_releases_epsilon([r.as_tuple() for r in releases],
-                                                      cal.delta)
+            f"expected {expected} ring releases, found {len(releases)}"
+        )
+    accounted = distributed_discrete_releases_epsilon([r.as_tuple() for r in releases], cal.delta)
     notes = []
     # the stated budget (the paper's, or the calibrated target), raised to the accounted figure
     epsilon = cal.paper_epsilon if cal.paper_epsilon is not None else cal.epsilon

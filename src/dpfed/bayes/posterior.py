@@ -211,9 +211,7 @@ def posterior_from_statistics(
     S = np.asarray(S_xx, dtype=np.float64)
     b = np.asarray(S_xy, dtype=np.float64)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or b.shape != (S.shape[0],):
-        raise DpfedInputError(
-            f"S_xx must be (d, d) and S_xy (d,). Found {S.shape} and {b.shape}."
-        )
+        raise DpfedInputError(f"S_xx must be (d, d) and S_xy (d,). Found {S.shape} and {b.shape}.")
     if not (np.all(np.isfinite(S)) and np.all(np.isfinite(b))):
         raise DpfedInputError("S_xx and S_xy must hold finite values only.")
     fixed, V, e = _eig_repaired(S, repair)

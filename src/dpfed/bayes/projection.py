@@ -195,13 +195,21 @@ def estimate_marginal_stds(
     n, d = Xc.shape
     w = None
     if first_moments:
-        w = (first_moment_scale(bound_x, bound_y, d) if first_scale is None
-             else first_scales(first_scale, d + 1))
+        w = (
+            first_moment_scale(bound_x, bound_y, d)
+            if first_scale is None
+            else first_scales(first_scale, d + 1)
+        )
     sens = moment_sensitivity(bound_x, bound_y, d, first=first_moments, first_scale=w)
     sigma = z1 * sens
     result = noisy_sum(
-        row_moments(Xc, yc, first=first_moments, first_scale=w), mode=mode, sigma_std=sigma,
-        rng=rng, compute_nodes=compute_nodes, tolerated=tolerated, aggregate=aggregate,
+        row_moments(Xc, yc, first=first_moments, first_scale=w),
+        mode=mode,
+        sigma_std=sigma,
+        rng=rng,
+        compute_nodes=compute_nodes,
+        tolerated=tolerated,
+        aggregate=aggregate,
         l2_sensitivity=sens,
     )
     released = result.total
@@ -215,8 +223,18 @@ def estimate_marginal_stds(
         variances = second
     fallback = ~(variances > 0)
     stds = np.where(fallback, fb, np.sqrt(np.where(fallback, 1.0, variances)))
-    return MarginalStds(stds, variances, fallback, sens, float(sigma), first_moments, means,
-                        mean_noise, w, result.ring)
+    return MarginalStds(
+        stds,
+        variances,
+        fallback,
+        sens,
+        float(sigma),
+        first_moments,
+        means,
+        mean_noise,
+        w,
+        result.ring,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,9 +268,14 @@ class ThresholdChoice:
     def to_json(self) -> dict:
         """The chosen pair and the search settings (not the error grid)."""
         return {
-            "p_x": self.p_x, "p_y": self.p_y, "n": self.n, "d": self.d,
-            "noise_multiplier": self.noise_multiplier, "repeats": self.repeats,
-            "seed": self.seed, "best_mean_mae": float(self.mean_mae.min()),
+            "p_x": self.p_x,
+            "p_y": self.p_y,
+            "n": self.n,
+            "d": self.d,
+            "noise_multiplier": self.noise_multiplier,
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "best_mean_mae": float(self.mean_mae.min()),
         }
 
 
@@ -349,8 +372,15 @@ def search_thresholds(
     mean_mae = total / repeats
     a, b = np.unravel_index(int(np.argmin(mean_mae)), mean_mae.shape)
     choice = ThresholdChoice(
-        p_x=float(g[a]), p_y=float(g[b]), grid=g, mean_mae=mean_mae, n=n, d=d,
-        noise_multiplier=float(z), repeats=repeats, seed=seed,
+        p_x=float(g[a]),
+        p_y=float(g[b]),
+        grid=g,
+        mean_mae=mean_mae,
+        n=n,
+        d=d,
+        noise_multiplier=float(z),
+        repeats=repeats,
+        seed=seed,
     )
     if cache is not None:
         cache._remember(key, choice)

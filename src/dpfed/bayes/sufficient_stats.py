@@ -97,9 +97,7 @@ def _bounds(name: str, value: float | Sequence[float] | np.ndarray, d: int) -> n
     return arr
 
 
-def feature_bounds(
-    bound_x: float | Sequence[float] | np.ndarray, d: int | None
-) -> np.ndarray:
+def feature_bounds(bound_x: float | Sequence[float] | np.ndarray, d: int | None) -> np.ndarray:
     """The feature bounds of a sensitivity, shape (d,): ``d`` is needed (and checked) when
     ``bound_x`` is a single number, and otherwise is the length of ``bound_x``."""
     if np.ndim(bound_x) == 0:
@@ -270,9 +268,7 @@ def statistics_sensitivity(
     return float(np.sqrt(statistics_sensitivity_squared(bound_x, bound_y, d)))
 
 
-def first_scales(
-    first_scale: float | Sequence[float] | np.ndarray | None, k: int
-) -> np.ndarray:
+def first_scales(first_scale: float | Sequence[float] | np.ndarray | None, k: int) -> np.ndarray:
     """The weights of the first moments, shape (k,): 1 for ``None``, else finite and > 0."""
     if first_scale is None:
         return np.ones(k)

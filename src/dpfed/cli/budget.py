@@ -33,9 +33,7 @@ def configure_budget(p: argparse.ArgumentParser) -> None:
     b.add_argument("--epsilon", type=parse_float, required=True)
     b.add_argument("--delta", type=parse_float, required=True)
     b.set_defaults(func=run_budget_set)
-    c = bsub.add_parser(
-        "close", help="close an abandoned job: its unspent reservation is returned"
-    )
+    c = bsub.add_parser("close", help="close an abandoned job: its unspent reservation is returned")
     c.add_argument("--ledger", required=True)
     c.add_argument("--job", required=True)
     c.add_argument("--party", required=True)
@@ -43,7 +41,7 @@ def configure_budget(p: argparse.ArgumentParser) -> None:
     a = bsub.add_parser(
         "abandon",
         help="abandon a job: withdrawn if it released nothing (its id can run again), "
-             "otherwise closed (its spending stays; the unspent rest is returned)",
+        "otherwise closed (its spending stays; the unspent rest is returned)",
     )
     a.add_argument("--ledger", required=True)
     a.add_argument("--job", required=True)
@@ -53,7 +51,7 @@ def configure_budget(p: argparse.ArgumentParser) -> None:
     k = bsub.add_parser(
         "check",
         help="whether a job file's job fits each party's budget now, and the largest "
-             "epsilon a job of its shape could have (reserves nothing)",
+        "epsilon a job of its shape could have (reserves nothing)",
     )
     k.add_argument("--config", required=True, help="the job file")
     k.add_argument("--name", help="check only this party (each organisation checks its own)")
@@ -104,8 +102,9 @@ def run_budget_close(args: argparse.Namespace) -> int:
 
 def run_budget_abandon(args: argparse.Namespace) -> int:
     with open_ledger(args.ledger) as ledger:
-        job = next((j for j in ledger.jobs() if j["id"] == args.job
-                    and j["party"] == args.party), None)
+        job = next(
+            (j for j in ledger.jobs() if j["id"] == args.job and j["party"] == args.party), None
+        )
         if job is None:
             raise DpfedInputError(
                 f"--job must name a job of party {args.party!r} in {args.ledger!r}. "
@@ -113,13 +112,17 @@ def run_budget_abandon(args: argparse.Namespace) -> int:
             )
         if job["recorded"]:
             ledger.close_job(args.job, args.party)
-            print(f"job {args.job} of {args.party} closed: its {job['recorded']} recorded "
-                  "release(s) stay spent, the rest of its reservation is returned; the id "
-                  "cannot run again")
+            print(
+                f"job {args.job} of {args.party} closed: its {job['recorded']} recorded "
+                "release(s) stay spent, the rest of its reservation is returned; the id "
+                "cannot run again"
+            )
         else:
             ledger.withdraw_job(args.job, args.party, reason=args.reason)
-            print(f"job {args.job} of {args.party} withdrawn: it released nothing, its "
-                  "reservation is returned and the id can run again")
+            print(
+                f"job {args.job} of {args.party} withdrawn: it released nothing, its "
+                "reservation is returned and the id can run again"
+            )
     return 0
 
 
@@ -134,8 +137,7 @@ def _plan_of(spec: JobSpec, name: str, epsilon: float | None = None) -> list[Any
     params = spec.params if epsilon is None else {**spec.params, "epsilon": epsilon}
     with tempfile.TemporaryDirectory(prefix="dpfed-check-") as scratch:
         parties = tuple(replace(p, workdir=Path(scratch) / p.name) for p in spec.parties)
-        host = get_protocol(spec.protocol).host(replace(spec, params=params, parties=parties),
-                                                name)
+        host = get_protocol(spec.protocol).host(replace(spec, params=params, parties=parties), name)
         return list(host.plan) if host.holds_data else []
 
 
@@ -153,12 +155,16 @@ def check_party(spec: JobSpec, name: str) -> dict[str, Any]:
     except (DpfedInputError, OSError) as err:
         return out | {"status": "not checked", "reason": str(err)}
     if not plan:
-        return out | {"status": "nothing to account",
-                      "reason": "the job releases nothing noisy from this party's data"}
+        return out | {
+            "status": "nothing to account",
+            "reason": "the job releases nothing noisy from this party's data",
+        }
     if not party.ledger.is_file() and party.budget is None:
-        return out | {"status": "no budget",
-                      "reason": f"no ledger at {str(party.ledger)!r} and no budget in the job "
-                                "file: the party would refuse the job"}
+        return out | {
+            "status": "no budget",
+            "reason": f"no ledger at {str(party.ledger)!r} and no budget in the job "
+            "file: the party would refuse the job",
+        }
 
     def check(p: list[Any]) -> dict[str, Any]:
         if party.ledger.is_file():
@@ -166,23 +172,30 @@ def check_party(spec: JobSpec, name: str) -> dict[str, Any]:
                 return ledger.check_plan(party.dataset, name, p)
         assert party.budget is not None
         total = releases_epsilon(p, party.budget.delta)
-        return {"budget_epsilon": party.budget.epsilon, "delta": party.budget.delta,
-                "spent": 0.0, "committed": 0.0, "total": total,
-                "fits": total <= party.budget.epsilon}
+        return {
+            "budget_epsilon": party.budget.epsilon,
+            "delta": party.budget.delta,
+            "spent": 0.0,
+            "committed": 0.0,
+            "total": total,
+            "fits": total <= party.budget.epsilon,
+        }
 
     now = check(plan)
     source = str(party.ledger) if party.ledger.is_file() else "the job file (no ledger yet)"
     out |= now | {"budget_from": source, "status": "fits" if now["fits"] else "exceeds"}
     epsilon = spec.params.get("epsilon")
     if now["budget_epsilon"] is not None and isinstance(epsilon, int | float):
-        out["largest_epsilon"] = _largest(spec, name, lambda p: bool(check(p)["fits"]),
-                                          float(now["budget_epsilon"]))
+        out["largest_epsilon"] = _largest(
+            spec, name, lambda p: bool(check(p)["fits"]), float(now["budget_epsilon"])
+        )
     return out
 
 
 def _largest(spec: JobSpec, name: str, fits: Any, ceiling: float) -> float | None:
     """The largest ``[params].epsilon`` whose plan fits (a job's own epsilon is at most what it
     adds to the total, so at most the budget), by bisection; None if nothing fits."""
+
     def ok(epsilon: float) -> bool:
         try:
             return bool(fits(_plan_of(spec, name, epsilon)))
@@ -217,11 +230,15 @@ def run_budget_check(args: argparse.Namespace) -> int:
             print(head + f"{r['status']} ({r['reason']})")
             continue
         verdict = "fits" if r["fits"] else "does NOT fit"
-        print(head + f"the job {verdict}: epsilon {r['total']:.4g} committed with it, budget "
-              f"{r['budget_epsilon']:.4g} (delta {r['delta']:g}); spent {r['spent']:.4g}, "
-              f"committed now {r['committed']:.4g} (budget from {r['budget_from']})")
+        print(
+            head + f"the job {verdict}: epsilon {r['total']:.4g} committed with it, budget "
+            f"{r['budget_epsilon']:.4g} (delta {r['delta']:g}); spent {r['spent']:.4g}, "
+            f"committed now {r['committed']:.4g} (budget from {r['budget_from']})"
+        )
         if "largest_epsilon" in r:
             largest = r["largest_epsilon"]
-            print("  largest [params].epsilon of a job of this shape that fits now: "
-                  + ("none" if largest is None else f"{largest:.4g}"))
+            print(
+                "  largest [params].epsilon of a job of this shape that fits now: "
+                + ("none" if largest is None else f"{largest:.4g}")
+            )
     return 0 if all(r.get("fits", True) for r in results) else 1

@@ -15,12 +15,19 @@ def configure_certs(p: argparse.ArgumentParser) -> None:
     i = csub.add_parser(
         "init", help="create a CA and one certificate per party (and one for the leader)"
     )
-    i.add_argument("--out", type=output_path("folder"), required=True,
-                   help="folder to write ca.pem and NAME.pem/.key to")
+    i.add_argument(
+        "--out",
+        type=output_path("folder"),
+        required=True,
+        help="folder to write ca.pem and NAME.pem/.key to",
+    )
     i.add_argument("--parties", required=True, help="party names, comma-separated")
     i.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     i.add_argument(
-        "--host", action="append", default=[], metavar="NAME=HOST",
+        "--host",
+        action="append",
+        default=[],
+        metavar="NAME=HOST",
         help="another DNS name or IP address of a party's host (repeatable)",
     )
     i.set_defaults(func=run_certs_init)

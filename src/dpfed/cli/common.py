@@ -42,10 +42,12 @@ def output_path(kind: str) -> Callable[[str], str]:
             path.resolve() == tree or tree in path.resolve().parents for tree in SYSTEM_TREES
         ):
             raise argparse.ArgumentTypeError(
-                f"cannot write {text!r}: it lies under a system tree (/proc, /sys, /dev)")
+                f"cannot write {text!r}: it lies under a system tree (/proc, /sys, /dev)"
+            )
         if kind == "file" and path.is_dir():
             raise argparse.ArgumentTypeError(
-                f"{text!r} is a folder; expected the path of a file to write")
+                f"{text!r} is a folder; expected the path of a file to write"
+            )
         if kind == "folder" and path.exists() and not path.is_dir():
             raise argparse.ArgumentTypeError(f"{text!r} is a file; expected a folder")
         folder = path if kind == "folder" or path.is_dir() else path.parent
@@ -115,14 +117,23 @@ def print_json(summary: Any) -> None:
 def add_engine_arguments(p: Any) -> None:
     """``--engine``, ``--ray-address`` and ``--ray-workers`` on the parser ``p``."""
     p.add_argument(
-        "--engine", choices=["inprocess", "ray"], default="inprocess",
+        "--engine",
+        choices=["inprocess", "ray"],
+        default="inprocess",
         help="where the roles run: this process (default) or Ray actors (pip install "
-             "'dpfed[ray]'); a seeded run is the same on both",
+        "'dpfed[ray]'); a seeded run is the same on both",
     )
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="Ray cluster to join (default: start a local Ray); with --engine ray")
-    p.add_argument("--ray-workers", type=int, metavar="N",
-                   help="Ray actors, each a group of roles (default: the cluster's CPUs)")
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to join (default: start a local Ray); with --engine ray",
+    )
+    p.add_argument(
+        "--ray-workers",
+        type=int,
+        metavar="N",
+        help="Ray actors, each a group of roles (default: the cluster's CPUs)",
+    )
 
 
 def engine_from_args(args: Any) -> Any:
@@ -133,8 +144,7 @@ def engine_from_args(args: Any) -> Any:
     if args.engine != "ray":
         if args.ray_address or args.ray_workers:
             raise DpfedInputError(
-                "--ray-address and --ray-workers need --engine ray. Found --engine "
-                f"{args.engine}."
+                f"--ray-address and --ray-workers need --engine ray. Found --engine {args.engine}."
             )
         return get_engine(args.engine)
     return get_engine("ray", address=args.ray_address, workers=args.ray_workers)
@@ -144,12 +154,17 @@ def add_task_engine_arguments(p: Any, what: str) -> None:
     """``--engine`` and ``--ray-address`` for a command whose independent ``what`` can run
     as Ray tasks."""
     p.add_argument(
-        "--engine", choices=["inprocess", "ray"], default="inprocess",
+        "--engine",
+        choices=["inprocess", "ray"],
+        default="inprocess",
         help=f"where the {what} run: this machine (default) or Ray tasks on a local Ray or a "
-             "cluster (pip install 'dpfed[ray]'); the results are the same",
+        "cluster (pip install 'dpfed[ray]'); the results are the same",
     )
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="Ray cluster to join (default: start a local Ray); with --engine ray")
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to join (default: start a local Ray); with --engine ray",
+    )
 
 
 def executor_from_args(args: Any) -> Any:

@@ -34,7 +34,8 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
     p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
     p.add_argument(
-        "--uneven", type=parse_float,
+        "--uneven",
+        type=parse_float,
         help="Dirichlet concentration for uneven part sizes (default: even sizes)",
     )
     p.add_argument("--split-seed", type=parse_int, default=0, help="seed of the row partition")
@@ -42,9 +43,7 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def load_parts(
-    args: argparse.Namespace, count: int
-) -> tuple[Dataset, list[tuple[Any, Any]], Any]:
+def load_parts(args: argparse.Namespace, count: int) -> tuple[Dataset, list[tuple[Any, Any]], Any]:
     """The data set, its rows (of norm 1) cut into ``count`` parts, and the test rows."""
     if args.test and not os.path.isfile(args.data):
         raise DpfedInputError(
@@ -86,7 +85,11 @@ def run_train_consensus(args: argparse.Namespace) -> int:
     config = ConsensusConfig(**config_kwargs(ConsensusConfig, args)).validated()
     data, parts, X_test = load_parts(args, args.clients)
     result = train_consensus(
-        parts, config, X_test=X_test, y_test=data.y_test, progress=not args.quiet,
+        parts,
+        config,
+        X_test=X_test,
+        y_test=data.y_test,
+        progress=not args.quiet,
         engine=engine_from_args(args),
     )
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
@@ -105,22 +108,25 @@ def add_train_decentralized(sub: Any) -> None:
     _add_data(p)
     p.add_argument("--nodes", type=parse_int, required=True)
     p.add_argument(
-        "--graph", default="ring",
+        "--graph",
+        default="ring",
         choices=["ring", "grid", "complete", "erdos-renyi", "geometric"],
     )
     p.add_argument("--p", type=parse_float, help="edge probability (erdos-renyi)")
     p.add_argument("--radius", type=parse_float, help="connection radius (geometric)")
     p.add_argument("--graph-seed", type=parse_int, default=0)
     p.add_argument(
-        "--central", action="store_true",
+        "--central",
+        action="store_true",
         help="also solve the same objective on every node's rows in one place and report "
-             "the final model's relative gap to it (a simulation's check; it needs the rows)",
+        "the final model's relative gap to it (a simulation's check; it needs the rows)",
     )
     paper = "default: the paper's per perturbation (rho, C^R, eta): " + ", ".join(
         f"{k} ({v[0]:g}, {v[1]:g}, {v[2]:g})" for k, v in PAPER_SETTINGS.items()
     )
     add_config_arguments(
-        p, DecentralizedConfig,
+        p,
+        DecentralizedConfig,
         notes=dict.fromkeys(("rho", "loss_scale", "eta"), paper),
     )
     add_engine_arguments(p)
@@ -133,7 +139,7 @@ def add_train_decentralized(sub: Any) -> None:
 #: ``dpfed reproduce decentralized`` on Adult, 10 nodes on a ring).
 PAPER_SETTINGS = {
     "none": (1e-10, 1750.0, 0.03),
-    "dvp": (10 ** -2.5, 1750.0, 3.0),
+    "dvp": (10**-2.5, 1750.0, 3.0),
     "pvp": (1e-1, 146.0, 0.03),
 }
 
@@ -160,8 +166,9 @@ def run_train_decentralized(args: argparse.Namespace) -> int:
     config = DecentralizedConfig(**given).validated()
     graph = make_graph(args.graph, args.nodes, rng=args.graph_seed, p=args.p, radius=args.radius)
     data, parts, X_test = load_parts(args, args.nodes)
-    result = train_decentralized(parts, graph, config, X_test=X_test, y_test=data.y_test,
-                                 engine=engine_from_args(args))
+    result = train_decentralized(
+        parts, graph, config, X_test=X_test, y_test=data.y_test, engine=engine_from_args(args)
+    )
     payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
     if args.central:
         payload["central"] = central_reference(parts, config, payload["final"])
@@ -171,6 +178,7 @@ def run_train_decentralized(args: argparse.Namespace) -> int:
     if final.get("misclassification_rate") is not None:
         print(f"misclassification rate: {final['misclassification_rate']:.4f}")
     if args.central and payload["central"]["relative_gap"] is not None:
-        print(f"relative gap to the centralised objective: "
-              f"{payload['central']['relative_gap']:.3g}")
+        print(
+            f"relative gap to the centralised objective: {payload['central']['relative_gap']:.3g}"
+        )
     return 0

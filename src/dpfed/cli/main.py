@@ -33,29 +33,48 @@ class Command(NamedTuple):
 
 #: Every top-level command, in the order ``dpfed --help`` lists them.
 COMMANDS: dict[str, Command] = {
-    "demo": Command("a 3-party vertical job on scikit-learn's breast cancer data",
-                    "dpfed.cli.demo:configure_demo"),
+    "demo": Command(
+        "a 3-party vertical job on scikit-learn's breast cancer data",
+        "dpfed.cli.demo:configure_demo",
+    ),
     "train": Command("train a model by a protocol", "dpfed.cli.train:configure_train"),
-    "privacy": Command("privacy accounting for Gaussian releases",
-                       "dpfed.cli.privacy:configure_privacy"),
-    "reproduce": Command("reproduce a paper's experiments",
-                         "dpfed.cli.reproduce:configure_reproduce"),
+    "privacy": Command(
+        "privacy accounting for Gaussian releases", "dpfed.cli.privacy:configure_privacy"
+    ),
+    "reproduce": Command(
+        "reproduce a paper's experiments", "dpfed.cli.reproduce:configure_reproduce"
+    ),
     "certs": Command("certificates of a job's parties", "dpfed.cli.certs:configure_certs"),
-    "schema": Command("a party's table schema (dpfed schema draft)",
-                      "dpfed.cli.schema:configure_schema"),
-    "party": Command("serve one party of a networked job until the job ends",
-                     "dpfed.cli.net:configure_party", "net"),
+    "schema": Command(
+        "a party's table schema (dpfed schema draft)", "dpfed.cli.schema:configure_schema"
+    ),
+    "party": Command(
+        "serve one party of a networked job until the job ends",
+        "dpfed.cli.net:configure_party",
+        "net",
+    ),
     "run": Command("start and lead a networked job", "dpfed.cli.net:configure_run", "net"),
-    "predict": Command("score new rows with a finished networked job's model",
-                       "dpfed.cli.net:configure_predict", "net"),
-    "monitor": Command("serve the page of a finished or stopped networked job",
-                       "dpfed.cli.net:configure_monitor", "net"),
-    "audit": Command("measure a mechanism's privacy from the outside: an epsilon lower bound",
-                     "dpfed.cli.audit:configure_audit"),
-    "budget": Command("a party's persistent privacy-budget ledger",
-                      "dpfed.cli.budget:configure_budget"),
-    "dca": Command("secure aggregation by the DCA secret-sharing sum (paper 004)",
-                   "dpfed.cli.dca:configure_dca"),
+    "predict": Command(
+        "score new rows with a finished networked job's model",
+        "dpfed.cli.net:configure_predict",
+        "net",
+    ),
+    "monitor": Command(
+        "serve the page of a finished or stopped networked job",
+        "dpfed.cli.net:configure_monitor",
+        "net",
+    ),
+    "audit": Command(
+        "measure a mechanism's privacy from the outside: an epsilon lower bound",
+        "dpfed.cli.audit:configure_audit",
+    ),
+    "budget": Command(
+        "a party's persistent privacy-budget ledger", "dpfed.cli.budget:configure_budget"
+    ),
+    "dca": Command(
+        "secure aggregation by the DCA secret-sharing sum (paper 004)",
+        "dpfed.cli.dca:configure_dca",
+    ),
 }
 
 

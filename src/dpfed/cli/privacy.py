@@ -20,7 +20,9 @@ def configure_privacy(p: argparse.ArgumentParser) -> None:
     e.add_argument("--steps", type=parse_int, required=True)
     e.add_argument("--delta", type=parse_float, required=True)
     e.add_argument(
-        "--accountant", default="pld", choices=ACCOUNTANTS,
+        "--accountant",
+        default="pld",
+        choices=ACCOUNTANTS,
         help="advanced and basic refuse noise whose per-step epsilon exceeds 1",
     )
     e.add_argument("--json", action="store_true")
@@ -30,7 +32,9 @@ def configure_privacy(p: argparse.ArgumentParser) -> None:
     c.add_argument("--delta", type=parse_float, required=True)
     c.add_argument("--steps", type=parse_int, required=True)
     c.add_argument(
-        "--accountant", default="pld", choices=ACCOUNTANTS,
+        "--accountant",
+        default="pld",
+        choices=ACCOUNTANTS,
         help="advanced and basic refuse a target that needs a per-step epsilon above 1",
     )
     c.add_argument("--json", action="store_true")

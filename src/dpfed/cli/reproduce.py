@@ -42,7 +42,10 @@ def configure_reproduce(p: argparse.ArgumentParser) -> None:
 
 def run_reproduce_decentralized(args: argparse.Namespace) -> int:
     summary = run_decentralized_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        args.out,
+        data_dir=args.data_dir,
+        quick=args.quick,
+        progress=not args.quiet,
         executor=executor_from_args(args),
     )
     print_json(summary)
@@ -51,7 +54,10 @@ def run_reproduce_decentralized(args: argparse.Namespace) -> int:
 
 def run_reproduce_consensus(args: argparse.Namespace) -> int:
     summary = run_consensus_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        args.out,
+        data_dir=args.data_dir,
+        quick=args.quick,
+        progress=not args.quiet,
         executor=executor_from_args(args),
     )
     print_json(summary)
@@ -60,7 +66,10 @@ def run_reproduce_consensus(args: argparse.Namespace) -> int:
 
 def run_reproduce_vertical(args: argparse.Namespace) -> int:
     summary = run_vertical_reproduction(
-        args.out, data_dir=args.data_dir, quick=args.quick, progress=not args.quiet,
+        args.out,
+        data_dir=args.data_dir,
+        quick=args.quick,
+        progress=not args.quiet,
         executor=executor_from_args(args),
     )
     print_json(summary)

@@ -36,10 +36,11 @@ def add_train_vertical(sub: Any) -> None:
         description="Train a linear model on column blocks held by different parties.",
     )
     p.add_argument(
-        "--config", metavar="JOB",
-        help="a job file whose parties hold their own tables ([job].align = \"psi\": CSVs "
-             "keyed by an ID column, read through each party's schema): join them by ID and "
-             "train in this process with the job's [params] (instead of --data and --split)",
+        "--config",
+        metavar="JOB",
+        help='a job file whose parties hold their own tables ([job].align = "psi": CSVs '
+        "keyed by an ID column, read through each party's schema): join them by ID and "
+        "train in this process with the job's [params] (instead of --data and --split)",
     )
     p.add_argument("--data", help="data set name (see --list) or LIBSVM file")
     p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
@@ -52,22 +53,22 @@ def add_train_vertical(sub: Any) -> None:
         "--rounds-above-rule",
         action="store_true",
         help="run the sound mechanism with more --iterations than its public rule picks "
-             "(each round then gets more noise; refused without this flag)",
+        "(each round then gets more noise; refused without this flag)",
     )
     p.add_argument(
         "--secure",
         action="store_true",
         help="secure mode: products under CKKS encryption, noise of a central curator's size "
-             "on d-vectors only (two parties, logistic loss, needs dpfed[secure]; "
-             "--protect-label-holder protects the labels and every party's rows)",
+        "on d-vectors only (two parties, logistic loss, needs dpfed[secure]; "
+        "--protect-label-holder protects the labels and every party's rows)",
     )
     p.add_argument(
         "--label-holder-keeps-model",
         action="store_true",
         help="with --secure --protect-label-holder: protect the labels and the label holder's "
-             "rows from the passive party only; the label holder keeps an exact model of its "
-             "own, weighs the passive scores against it and is the only one to receive "
-             "predictions",
+        "rows from the passive party only; the label holder keeps an exact model of its "
+        "own, weighs the passive scores against it and is the only one to receive "
+        "predictions",
     )
     p.add_argument(
         "--baselines",
@@ -95,8 +96,13 @@ def load_blocks(
     return dataset, split, blocks, test_blocks
 
 
-def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
-                rounds_above_rule: bool, n_features: list[int] | None = None) -> str:
+def rounds_line(
+    config: VerticalConfig,
+    given: bool,
+    n_samples: int,
+    rounds_above_rule: bool,
+    n_features: list[int] | None = None,
+) -> str:
     """What the run's rounds are and where they come from; refuses (``DpfedInputError``) a
     sound run with a target epsilon and more rounds than the public rule picks unless
     ``rounds_above_rule``, naming the per-round noise of both."""
@@ -104,12 +110,16 @@ def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
     if cfg.mechanism != "sound" or cfg.epsilon is None:
         return f"rounds: {cfg.iterations}" + ("" if given else " (default)")
     plan = sound_rounds(cfg, n_samples, n_features)
-    cost = (f"per-round noise multiplier {plan.noise_multiplier:.3g} at {plan.iterations} "
-            f"rounds against {plan.rule_noise_multiplier:.3g} at the rule's "
-            f"{plan.rule_iterations}")
+    cost = (
+        f"per-round noise multiplier {plan.noise_multiplier:.3g} at {plan.iterations} "
+        f"rounds against {plan.rule_noise_multiplier:.3g} at the rule's "
+        f"{plan.rule_iterations}"
+    )
     if not given:
-        return (f"rounds: {plan.iterations}, picked by the sound mechanism's public rule for "
-                f"epsilon {cfg.epsilon:g} (--iterations to choose)")
+        return (
+            f"rounds: {plan.iterations}, picked by the sound mechanism's public rule for "
+            f"epsilon {cfg.epsilon:g} (--iterations to choose)"
+        )
     if plan.above_rule and not rounds_above_rule:
         raise DpfedInputError(
             f"--iterations {plan.iterations} is above the {plan.rule_iterations} rounds the "
@@ -124,8 +134,9 @@ def rounds_line(config: VerticalConfig, given: bool, n_samples: int,
 def run_train_vertical(args: argparse.Namespace) -> int:
     if args.config is not None:
         return run_aligned_job(args)
-    missing = [flag for flag, value in (("--data", args.data), ("--split", args.split))
-               if value is None]
+    missing = [
+        flag for flag, value in (("--data", args.data), ("--split", args.split)) if value is None
+    ]
     if missing:
         raise DpfedInputError(
             f"dpfed train vertical needs --data and --split (or --config JOB for a job whose "
@@ -138,12 +149,18 @@ def run_train_vertical(args: argparse.Namespace) -> int:
     if args.label_holder_keeps_model and not (args.secure and config.protect_label_holder):
         raise DpfedInputError(
             "--label-holder-keeps-model goes with --secure --protect-label-holder (without "
-            "--protect-label-holder the label holder keeps its own model anyway).")
+            "--protect-label-holder the label holder keeps its own model anyway)."
+        )
     dataset, split, blocks, test_blocks = load_blocks(args)
     if args.secure:
         return run_secure(args, config, dataset, split, blocks, test_blocks)
-    line = rounds_line(config, args.iterations is not None, blocks[0].shape[0],
-                       args.rounds_above_rule, [b.shape[1] for b in blocks])
+    line = rounds_line(
+        config,
+        args.iterations is not None,
+        blocks[0].shape[0],
+        args.rounds_above_rule,
+        [b.shape[1] for b in blocks],
+    )
     print(line)
     result = train_vertical(
         blocks,
@@ -165,7 +182,11 @@ def run_train_vertical(args: argparse.Namespace) -> int:
     payload["preprocessing"] = dataset.preprocessing
     if args.baselines:
         payload["baselines"] = baselines(
-            blocks, dataset.y_train, test_blocks, dataset.y_test, config.lam,
+            blocks,
+            dataset.y_train,
+            test_blocks,
+            dataset.y_test,
+            config.lam,
             bool(result.config.fit_intercept),
         )
     write_json_atomic(args.out, payload)
@@ -177,9 +198,16 @@ def run_aligned_job(args: argparse.Namespace) -> int:
     """``dpfed train vertical --config JOB``: the parties' own tables joined by ID, trained in
     this process with the job's ``[params]``; the result records the join (counts and a
     digest, never an ID) and each party's schema."""
-    given = [flag for flag, value in (("--data", args.data), ("--split", args.split),
-                                      ("--test", args.test), ("--secure", args.secure))
-             if value]
+    given = [
+        flag
+        for flag, value in (
+            ("--data", args.data),
+            ("--split", args.split),
+            ("--test", args.test),
+            ("--secure", args.secure),
+        )
+        if value
+    ]
     if given:
         raise DpfedInputError(
             f"--config takes the data from the job file's parties; {given} go without it."
@@ -188,47 +216,78 @@ def run_aligned_job(args: argparse.Namespace) -> int:
     if not spec.align or spec.protocol != "vertical":
         raise DpfedInputError(
             f"--config runs a vertical job whose parties hold their own tables ([job].align = "
-            f"\"psi\"). Found protocol {spec.protocol!r}, align {spec.align or 'not set'!r}; "
+            f'"psi"). Found protocol {spec.protocol!r}, align {spec.align or "not set"!r}; '
             f"lead a networked job with `dpfed run --config {args.config}`."
         )
     config = vertical_config(spec.params)
     joined = join_tables(spec.parties, min_rows=spec.min_rows, align=spec.align)
     n = joined.blocks[0].shape[0]
-    print(f"aligned {n} rows shared by {', '.join(joined.names)} "
-          f"(tables of {', '.join(str(v) for v in joined.record['rows_per_table'].values())} "
-          "rows)")
-    print(rounds_line(config, "iterations" in spec.params, n,
-                      rounds_above_rule(spec.params), [b.shape[1] for b in joined.blocks]))
+    print(
+        f"aligned {n} rows shared by {', '.join(joined.names)} "
+        f"(tables of {', '.join(str(v) for v in joined.record['rows_per_table'].values())} "
+        "rows)"
+    )
+    print(
+        rounds_line(
+            config,
+            "iterations" in spec.params,
+            n,
+            rounds_above_rule(spec.params),
+            [b.shape[1] for b in joined.blocks],
+        )
+    )
     result = train_vertical(
-        joined.blocks, joined.labels, config, names=joined.names,
-        test_blocks=joined.test_blocks, test_labels=joined.test_labels,
-        progress=not args.quiet, engine=engine_from_args(args),
+        joined.blocks,
+        joined.labels,
+        config,
+        names=joined.names,
+        test_blocks=joined.test_blocks,
+        test_labels=joined.test_labels,
+        progress=not args.quiet,
+        engine=engine_from_args(args),
     )
     payload = result.to_json()
-    payload["data"] = {"job": spec.id, "alignment": joined.record,
-                       "n_train": n,
-                       "n_test": 0 if joined.test_blocks is None
-                       else int(joined.test_blocks[0].shape[0])}
+    payload["data"] = {
+        "job": spec.id,
+        "alignment": joined.record,
+        "n_train": n,
+        "n_test": 0 if joined.test_blocks is None else int(joined.test_blocks[0].shape[0]),
+    }
     payload["preprocessing"] = joined.record["preprocessing"]
     if args.baselines:
-        payload["baselines"] = baselines(joined.blocks, joined.labels, joined.test_blocks,
-                                         joined.test_labels, config.lam,
-                                         bool(result.config.fit_intercept))
+        payload["baselines"] = baselines(
+            joined.blocks,
+            joined.labels,
+            joined.test_blocks,
+            joined.test_labels,
+            config.lam,
+            bool(result.config.fit_intercept),
+        )
     write_json_atomic(args.out, payload)
     print_result(payload, args.out)
     return 0
 
 
 def baselines(
-    blocks: list[Any], y: Any, test_blocks: list[Any] | None, y_test: Any, lam: float,
+    blocks: list[Any],
+    y: Any,
+    test_blocks: list[Any] | None,
+    y_test: Any,
+    lam: float,
     fit_intercept: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Local-only and centralised scikit-learn models at ``lam``, with scikit-learn's
     intercept when the job fits one (their figures, no coef)."""
     out = {}
     for name, fit in (("local_only", fit_local_only), ("centralized", fit_centralized)):
-        res = fit(blocks, y, lam=lam, test_blocks=test_blocks, test_labels=y_test,
-                  fit_intercept=fit_intercept)
+        res = fit(
+            blocks,
+            y,
+            lam=lam,
+            test_blocks=test_blocks,
+            test_labels=y_test,
+            fit_intercept=fit_intercept,
+        )
         out[name] = {k: v for k, v in res.items() if k not in ("coef", "intercept")}
     return out
 
@@ -237,21 +296,30 @@ def secure_refusals(args: argparse.Namespace, config: VerticalConfig) -> list[st
     """The options ``--secure`` does not take, each with why."""
     out = []
     if config.epsilon is None or config.delta is None:
-        out.append("--secure needs --epsilon and --delta (it calibrates its own noise to "
-                   "them)")
+        out.append("--secure needs --epsilon and --delta (it calibrates its own noise to them)")
     if config.mechanism != "sound":
-        out.append(f"--mechanism {config.mechanism} is another protocol; --secure is its own "
-                   f"sound mechanism")
+        out.append(
+            f"--mechanism {config.mechanism} is another protocol; --secure is its own "
+            f"sound mechanism"
+        )
     if config.loss != "logistic":
-        out.append(f"--secure fits the logistic loss (a polynomial of its derivative is what "
-                   f"is evaluated under encryption); found --loss {config.loss}")
+        out.append(
+            f"--secure fits the logistic loss (a polynomial of its derivative is what "
+            f"is evaluated under encryption); found --loss {config.loss}"
+        )
     if config.regularizer != "l2":
         out.append(f"--secure uses an l2 ridge; found --regularizer {config.regularizer}")
     return out
 
 
-def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Dataset,
-               split: list[int], blocks: list[Any], test_blocks: list[Any] | None) -> int:
+def run_secure(
+    args: argparse.Namespace,
+    config: VerticalConfig,
+    dataset: Dataset,
+    split: list[int],
+    blocks: list[Any],
+    test_blocks: list[Any] | None,
+) -> int:
     """``dpfed train vertical --secure``: :func:`train_secure_vertical` and its result."""
     refusals = secure_refusals(args, config)
     if refusals:
@@ -259,14 +327,24 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
     assert config.epsilon is not None and config.delta is not None
     rounds = {} if args.iterations is None else {"rounds": args.iterations}
     protect = secure_protection(config.protect_label_holder, args.label_holder_keeps_model)
-    setup = SecureSetup(int(blocks[0].shape[0]), tuple(split), config.epsilon, config.delta,
-                        protect=protect, **rounds)
-    whom = {"all": "every party and the labels",
-            "parties": "every party and the labels from the other parties (the label "
-                       "holder keeps its own model)",
-            "passive": "the passive rows"}[protect]
-    print(f"secure mode: {setup.rounds} rounds, protecting {whom}, noise multiplier "
-          f"{setup.noise_multiplier:.3g}")
+    setup = SecureSetup(
+        int(blocks[0].shape[0]),
+        tuple(split),
+        config.epsilon,
+        config.delta,
+        protect=protect,
+        **rounds,
+    )
+    whom = {
+        "all": "every party and the labels",
+        "parties": "every party and the labels from the other parties (the label "
+        "holder keeps its own model)",
+        "passive": "the passive rows",
+    }[protect]
+    print(
+        f"secure mode: {setup.rounds} rounds, protecting {whom}, noise multiplier "
+        f"{setup.noise_multiplier:.3g}"
+    )
 
     def report(t: int, cost: RoundCost | None) -> None:
         if args.quiet:
@@ -274,61 +352,83 @@ def run_secure(args: argparse.Namespace, config: VerticalConfig, dataset: Datase
         if cost is None:  # on an engine: the round is over; costs come per party at the end
             print(f"  round {t + 1}/{setup.rounds} done")
         else:
-            print(f"  round {t + 1}/{setup.rounds} block {cost.block}: "
-                  f"{cost.seconds:.1f} s, {cost.bytes_sent / 1e6:.1f} MB")
+            print(
+                f"  round {t + 1}/{setup.rounds} block {cost.block}: "
+                f"{cost.seconds:.1f} s, {cost.bytes_sent / 1e6:.1f} MB"
+            )
 
     on_engine = getattr(args, "engine", "inprocess") != "inprocess"
-    result = train_secure_vertical(blocks, dataset.y_train, setup, seed=config.seed,
-                                   progress=report,
-                                   engine=engine_from_args(args) if on_engine else None)
+    result = train_secure_vertical(
+        blocks,
+        dataset.y_train,
+        setup,
+        seed=config.seed,
+        progress=report,
+        engine=engine_from_args(args) if on_engine else None,
+    )
     final: dict[str, Any] = {"iteration": setup.rounds}
     if test_blocks is not None and dataset.y_test is not None:
         final.update(score_metrics(result.decision_function(test_blocks), dataset.y_test))
     payload: dict[str, Any] = {
         "protocol": "vertical-secure",
-        "model": {"blocks": [w.tolist() for w in result.blocks],
-                  "intercept": result.intercept,
-                  **({} if result.weighting is None else {
-                      "passive_weight": result.weighting.beta,
-                      "passive_score_clip": result.weighting.score_bound})},
+        "model": {
+            "blocks": [w.tolist() for w in result.blocks],
+            "intercept": result.intercept,
+            **(
+                {}
+                if result.weighting is None
+                else {
+                    "passive_weight": result.weighting.beta,
+                    "passive_score_clip": result.weighting.score_bound,
+                }
+            ),
+        },
         "final": final,
         "privacy": result.privacy(),
         "costs": result.cost_summary(),
-        "data": {"name": dataset.name, "source": dataset.source, "split": split,
-                 "n_train": int(blocks[0].shape[0]),
-                 "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0},
+        "data": {
+            "name": dataset.name,
+            "source": dataset.source,
+            "split": split,
+            "n_train": int(blocks[0].shape[0]),
+            "n_test": int(test_blocks[0].shape[0]) if test_blocks else 0,
+        },
         "preprocessing": dataset.preprocessing,
     } | engine_block(result.engine)
     if args.baselines:
-        payload["baselines"] = intercept_baselines(blocks, dataset.y_train, test_blocks,
-                                                   dataset.y_test, setup.row_scaling)
+        payload["baselines"] = intercept_baselines(
+            blocks, dataset.y_train, test_blocks, dataset.y_test, setup.row_scaling
+        )
     write_json_atomic(args.out, payload)
     costs = payload["costs"]
-    print(f"secure products: {costs['seconds_per_round']:.1f} s and "
-          f"{costs['bytes_per_round'] / 1e6:.1f} MB per round, "
-          f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once")
+    print(
+        f"secure products: {costs['seconds_per_round']:.1f} s and "
+        f"{costs['bytes_per_round'] / 1e6:.1f} MB per round, "
+        f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once"
+    )
     if result.weighting is not None:
         whose = "passive party's" if len(split) == 2 else "passive parties'"
-        print(f"the label holder's own model plus {result.weighting.beta:.3g} x the {whose} "
-              f"scores (each clipped to +-{result.weighting.score_bound:g}): the weight its "
-              f"noisy statistics support, so the model is not worse than the label holder's "
-              f"own on the training rows at their confidence bounds")
+        print(
+            f"the label holder's own model plus {result.weighting.beta:.3g} x the {whose} "
+            f"scores (each clipped to +-{result.weighting.score_bound:g}): the weight its "
+            f"noisy statistics support, so the model is not worse than the label holder's "
+            f"own on the training rows at their confidence bounds"
+        )
     print_result(payload, args.out)
     return 0
 
 
-def intercept_baselines(blocks: list[Any], y: Any, test_blocks: list[Any] | None,
-                        y_test: Any, row_scaling: str) -> dict[str, dict[str, Any]]:
+def intercept_baselines(
+    blocks: list[Any], y: Any, test_blocks: list[Any] | None, y_test: Any, row_scaling: str
+) -> dict[str, dict[str, Any]]:
     """scikit-learn's ``LogisticRegression`` (C = 1, with an intercept) on the blocks bounded
     as the secure mode bounds them: the label holder's alone and all of them (a central
     curator, non-private)."""
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
 
-
     train = [bounded_rows(b, row_scaling) for b in blocks]
-    test = ([bounded_rows(b, row_scaling) for b in test_blocks] if test_blocks is not None
-            else None)
+    test = [bounded_rows(b, row_scaling) for b in test_blocks] if test_blocks is not None else None
     out = {}
     for name, used in (("label_holder_alone", 1), ("central_non_private", len(blocks))):
         features = sp.hstack([sp.csr_matrix(b) for b in train[:used]]).tocsr()

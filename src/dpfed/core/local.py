@@ -62,11 +62,14 @@ class LocalProblem:
     def __post_init__(self) -> None:
         weight = np.asarray(self.loss_weight, dtype=float)
         if not (np.all(np.isfinite(weight)) and np.all(weight > 0)):
-            raise DpfedInputError(
-                f"loss_weight must be finite and > 0. Found {self.loss_weight}."
-            )
-        if not (np.isfinite(self.l2) and self.l2 >= 0 and np.isfinite(self.prox)
-                and self.prox >= 0 and self.l2 + self.prox > 0):
+            raise DpfedInputError(f"loss_weight must be finite and > 0. Found {self.loss_weight}.")
+        if not (
+            np.isfinite(self.l2)
+            and self.l2 >= 0
+            and np.isfinite(self.prox)
+            and self.prox >= 0
+            and self.l2 + self.prox > 0
+        ):
             raise DpfedInputError(
                 "the local problem needs l2 >= 0, prox >= 0 and l2 + prox > 0 (strong "
                 f"convexity). Found l2={self.l2}, prox={self.prox}."

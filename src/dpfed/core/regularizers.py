@@ -102,7 +102,5 @@ def get_regularizer(name: str | Regularizer) -> Regularizer:
         return name
     key = str(name).lower().replace("-", "").replace("_", "")
     if key not in REGULARIZERS:
-        raise DpfedInputError(
-            f"regularizer must be one of {sorted(REGULARIZERS)}. Found {name!r}."
-        )
+        raise DpfedInputError(f"regularizer must be one of {sorted(REGULARIZERS)}. Found {name!r}.")
     return REGULARIZERS[key]()

@@ -164,8 +164,11 @@ def with_intercept(X: Matrix, scale: float = DEFAULT_INTERCEPT_SCALE) -> Matrix:
     if not c < 1.0:
         raise DpfedInputError(f"intercept_scale must be in (0, 1). Found {scale}.")
     factor = float(np.sqrt(1.0 - c * c))
-    scaled = (sp.csr_matrix(X, dtype=np.float64) * factor if sp.issparse(X)
-              else np.asarray(X, dtype=np.float64) * factor)
+    scaled = (
+        sp.csr_matrix(X, dtype=np.float64) * factor
+        if sp.issparse(X)
+        else np.asarray(X, dtype=np.float64) * factor
+    )
     return with_constant_column(scaled, c)
 
 
@@ -174,13 +177,13 @@ def with_constant_column(X: Matrix, value: float) -> Matrix:
     for a sparse one), shape ``(n, d + 1)``."""
     column = np.full((X.shape[0], 1), float(value))
     if sp.issparse(X):
-        return sp.hstack([sp.csr_matrix(X, dtype=np.float64), sp.csr_matrix(column)],
-                         format="csr")
+        return sp.hstack([sp.csr_matrix(X, dtype=np.float64), sp.csr_matrix(column)], format="csr")
     return np.hstack([np.asarray(X, dtype=np.float64), column])
 
 
-def model_rows(X: Matrix, *, bounded: bool, fit_intercept: bool,
-               scale: float = DEFAULT_INTERCEPT_SCALE) -> Matrix:
+def model_rows(
+    X: Matrix, *, bounded: bool, fit_intercept: bool, scale: float = DEFAULT_INTERCEPT_SCALE
+) -> Matrix:
     """Rows as a horizontal protocol's parties train on them: clipped to norm 1 when
     ``bounded`` (a private mechanism), then with the intercept column when ``fit_intercept``
     (:func:`with_intercept`; clipped again so the bound holds exactly in floating point)."""
@@ -191,8 +194,9 @@ def model_rows(X: Matrix, *, bounded: bool, fit_intercept: bool,
     return rows
 
 
-def split_intercept(model: np.ndarray, *, fit_intercept: bool,
-                    scale: float = DEFAULT_INTERCEPT_SCALE) -> tuple[np.ndarray, float]:
+def split_intercept(
+    model: np.ndarray, *, fit_intercept: bool, scale: float = DEFAULT_INTERCEPT_SCALE
+) -> tuple[np.ndarray, float]:
     r"""``(coef, intercept)`` of a model on :func:`model_rows`' columns, for the rows before
     the intercept column: :math:`(\sqrt{1 - c^2}\,w_{:d},\ c\,w_d)`, or ``(w, 0)``."""
     w = np.asarray(model, dtype=np.float64).reshape(-1)

@@ -153,14 +153,20 @@ class ProximalGradientSolver(LocalSolver):
                 n, d = self.block.shape
                 if min(n, d) <= 2:
                     dense = (
-                        cast(sp.spmatrix, self.block).toarray() if sp.issparse(self.block)
+                        cast(sp.spmatrix, self.block).toarray()
+                        if sp.issparse(self.block)
                         else self.block
                     )
                     self._lipschitz_gram = float(np.linalg.norm(dense, 2) ** 2)
                 else:
-                    s = svds(sp.csr_matrix(self.block) if not sp.issparse(self.block)
-                             else self.block.astype(float), k=1, return_singular_vectors=False,
-                             random_state=0)
+                    s = svds(
+                        sp.csr_matrix(self.block)
+                        if not sp.issparse(self.block)
+                        else self.block.astype(float),
+                        k=1,
+                        return_singular_vectors=False,
+                        random_state=0,
+                    )
                     self._lipschitz_gram = float(s[0] ** 2)
         return self._lipschitz_gram
 
@@ -213,6 +219,10 @@ def make_local_solver(
     if is_l2 and isinstance(feasible_set, Unconstrained | Ball):
         return SpectralSolver(block, L2(), reg_weight, feasible_set, spectrum)
     return ProximalGradientSolver(
-        block, regularizer, reg_weight, feasible_set, spectrum=spectrum,
+        block,
+        regularizer,
+        reg_weight,
+        feasible_set,
+        spectrum=spectrum,
         inner_iterations=inner_iterations,
     )

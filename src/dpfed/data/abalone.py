@@ -71,7 +71,10 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
     case-sensitive, as in the UCI description.
     """
     file, text = read_text(
-        path, label=_LABEL, what="the Abalone file", separator="comma",
+        path,
+        label=_LABEL,
+        what="the Abalone file",
+        separator="comma",
         expected="the UCI Abalone file abalone.data",
     )
     sex_column = {s: k for k, s in enumerate(ABALONE_SEXES)}
@@ -93,9 +96,10 @@ def read_abalone(path: str | os.PathLike[str], *, name: str = "abalone") -> Regr
             )
         row = [0.0] * len(ABALONE_SEXES)
         row[sex_column[fields[0]]] = 1.0
-        row += [finite_value(text_value, where=_where(file, number), column=column)
-                for column, text_value in zip(
-                    (*ABALONE_MEASUREMENTS, "Rings"), fields[1:], strict=True)]
+        row += [
+            finite_value(text_value, where=_where(file, number), column=column)
+            for column, text_value in zip((*ABALONE_MEASUREMENTS, "Rings"), fields[1:], strict=True)
+        ]
         if not (row[-1] >= 0 and float(row[-1]).is_integer()):
             raise DpfedInputError(
                 f"{_where(file, number)}: Rings must be a non-negative integer. "

@@ -45,8 +45,9 @@ def _check_graph_args(kind: str, n_nodes: int, p: float | None, radius: float | 
     return n
 
 
-def _build_graph(kind: str, n: int, generator: np.random.Generator, p: float | None,
-                 radius: float | None) -> nx.Graph:
+def _build_graph(
+    kind: str, n: int, generator: np.random.Generator, p: float | None, radius: float | None
+) -> nx.Graph:
     """The graph of ``kind`` on ``n`` nodes (a random kind draws its seed from
     ``generator``), with its ``kind``, ``shape``, ``p`` or ``radius`` attributes."""
     if kind == "ring":

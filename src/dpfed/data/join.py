@@ -69,17 +69,23 @@ def _common(tables: dict[str, PartyTable], order: tuple[str, ...]) -> list[str]:
     return [i for i in order if i in shared]
 
 
-def _read(parties: Sequence[TableParty], schemas: dict[str, TableSchema],
-          which: str) -> dict[str, PartyTable]:
+def _read(
+    parties: Sequence[TableParty], schemas: dict[str, TableSchema], which: str
+) -> dict[str, PartyTable]:
     return {
-        p.name: read_table(p.data if which == "data" else p.test, id_column=p.id_column,
-                           schema=schemas[p.name], labels=k == 0)
+        p.name: read_table(
+            p.data if which == "data" else p.test,
+            id_column=p.id_column,
+            schema=schemas[p.name],
+            labels=k == 0,
+        )
         for k, p in enumerate(parties)
     }
 
 
-def join_tables(parties: Sequence[TableParty], *, min_rows: int = 1,
-                align: str = "psi") -> JoinedTables:
+def join_tables(
+    parties: Sequence[TableParty], *, min_rows: int = 1, align: str = "psi"
+) -> JoinedTables:
     """Read and join the parties' tables of an aligned job (label holder first).
 
     Raises
@@ -128,9 +134,11 @@ def join_tables(parties: Sequence[TableParty], *, min_rows: int = 1,
         joined_test = {n: t.take(test_order) for n, t in tests.items()}
         test_blocks = [joined_test[p.name].X for p in parties]
         test_labels = joined_test[parties[0].name].y
-        test_record = {"rows_per_table": {n: len(t.ids) for n, t in tests.items()},
-                       "joined_rows": len(test_order),
-                       "digest": alignment_digest(test_order)}
+        test_record = {
+            "rows_per_table": {n: len(t.ids) for n, t in tests.items()},
+            "joined_rows": len(test_order),
+            "digest": alignment_digest(test_order),
+        }
     labels = joined[parties[0].name].y
     assert labels is not None
     record = {
@@ -143,5 +151,11 @@ def join_tables(parties: Sequence[TableParty], *, min_rows: int = 1,
         "features": {p.name: list(schemas[p.name].feature_names) for p in parties},
         "preprocessing": {p.name: schemas[p.name].record() for p in parties},
     }
-    return JoinedTables(tuple(p.name for p in parties), [joined[p.name].X for p in parties],
-                        labels, test_blocks, test_labels, record)
+    return JoinedTables(
+        tuple(p.name for p in parties),
+        [joined[p.name].X for p in parties],
+        labels,
+        test_blocks,
+        test_labels,
+        record,
+    )

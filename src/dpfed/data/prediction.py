@@ -93,8 +93,7 @@ def prediction_rows(
             X, _ = read_libsvm(path)
             if X.shape[1] > n_features:
                 raise DpfedInputError(
-                    f"{str(path)!r} uses column {X.shape[1]}; the model has {n_features} "
-                    "columns."
+                    f"{str(path)!r} uses column {X.shape[1]}; the model has {n_features} columns."
                 )
             rows = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
     except (OSError, ValueError) as exc:

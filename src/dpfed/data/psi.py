@@ -90,14 +90,18 @@ class PsiHolder:
     def __init__(self, ids: Sequence[str], key: bytes | None = None) -> None:
         self._psi = _psi()
         self.ids = _ids(ids, "the holder")
-        self._server = (self._psi.server.CreateWithNewKey(True) if key is None
-                        else self._psi.server.CreateFromKey(key, True))
+        self._server = (
+            self._psi.server.CreateWithNewKey(True)
+            if key is None
+            else self._psi.server.CreateFromKey(key, True)
+        )
 
     def setup(self, seeker_size: int) -> bytes:
         """The setup message: its IDs encrypted under its key, for a seeker of
         ``seeker_size`` IDs (a serialised ``ServerSetup``)."""
         message = self._server.CreateSetupMessage(
-            FALSE_POSITIVE_RATE, int(seeker_size), self.ids, self._psi.DataStructure.RAW)
+            FALSE_POSITIVE_RATE, int(seeker_size), self.ids, self._psi.DataStructure.RAW
+        )
         return bytes(message.SerializeToString())
 
     def answer(self, request: bytes) -> bytes:
@@ -121,8 +125,11 @@ class PsiSeeker:
     def __init__(self, ids: Sequence[str], key: bytes | None = None) -> None:
         self._psi = _psi()
         self.ids = _ids(ids, "the seeker")
-        self._client = (self._psi.client.CreateWithNewKey(True) if key is None
-                        else self._psi.client.CreateFromKey(key, True))
+        self._client = (
+            self._psi.client.CreateWithNewKey(True)
+            if key is None
+            else self._psi.client.CreateFromKey(key, True)
+        )
 
     def request(self) -> bytes:
         """Its IDs encrypted under its key (a serialised ``Request``)."""

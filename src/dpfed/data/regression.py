@@ -164,16 +164,22 @@ def _declared_bounds(
     return pairs, where, record
 
 
-def _preprocessing_record(data: RegressionData, lower: np.ndarray, upper: np.ndarray,
-                          record: dict | None, half: float) -> dict:
+def _preprocessing_record(
+    data: RegressionData, lower: np.ndarray, upper: np.ndarray, record: dict | None, half: float
+) -> dict:
     """The scaled data's ``preprocessing``: the bounds' record (the caller's bounds column
     by column when there is none) and the output range."""
     if record is None:
         record = {
-            "scaling": "declared public bounds", "bounds": "given by the caller",
-            "columns": dict(zip((*data.feature_names, data.target_name),
-                                ([lo, hi] for lo, hi in zip(lower.tolist(), upper.tolist(),
-                                                            strict=True)), strict=True)),
+            "scaling": "declared public bounds",
+            "bounds": "given by the caller",
+            "columns": dict(
+                zip(
+                    (*data.feature_names, data.target_name),
+                    ([lo, hi] for lo, hi in zip(lower.tolist(), upper.tolist(), strict=True)),
+                    strict=True,
+                )
+            ),
         }
     return record | {"output_range": [-half, half], "center": "midpoint of the declared bounds"}
 

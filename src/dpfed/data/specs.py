@@ -229,59 +229,156 @@ _ADULT_DOC = (
 #: Category lists of the 8 categorical Adult attributes, as documented in ``adult.names``.
 ADULT_CATEGORIES: dict[str, tuple[str, ...]] = {
     "workclass": (
-        "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
-        "State-gov", "Without-pay", "Never-worked",
+        "Private",
+        "Self-emp-not-inc",
+        "Self-emp-inc",
+        "Federal-gov",
+        "Local-gov",
+        "State-gov",
+        "Without-pay",
+        "Never-worked",
     ),
     "education": (
-        "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
-        "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate",
-        "5th-6th", "Preschool",
+        "Bachelors",
+        "Some-college",
+        "11th",
+        "HS-grad",
+        "Prof-school",
+        "Assoc-acdm",
+        "Assoc-voc",
+        "9th",
+        "7th-8th",
+        "12th",
+        "Masters",
+        "1st-4th",
+        "10th",
+        "Doctorate",
+        "5th-6th",
+        "Preschool",
     ),
     "marital-status": (
-        "Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
-        "Married-spouse-absent", "Married-AF-spouse",
+        "Married-civ-spouse",
+        "Divorced",
+        "Never-married",
+        "Separated",
+        "Widowed",
+        "Married-spouse-absent",
+        "Married-AF-spouse",
     ),
     "occupation": (
-        "Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
-        "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
-        "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+        "Tech-support",
+        "Craft-repair",
+        "Other-service",
+        "Sales",
+        "Exec-managerial",
+        "Prof-specialty",
+        "Handlers-cleaners",
+        "Machine-op-inspct",
+        "Adm-clerical",
+        "Farming-fishing",
+        "Transport-moving",
+        "Priv-house-serv",
+        "Protective-serv",
         "Armed-Forces",
     ),
     "relationship": (
-        "Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried",
+        "Wife",
+        "Own-child",
+        "Husband",
+        "Not-in-family",
+        "Other-relative",
+        "Unmarried",
     ),
     "race": ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"),
     "sex": ("Female", "Male"),
     "native-country": (
-        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
-        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
-        "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico",
-        "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan",
-        "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand",
-        "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands",
+        "United-States",
+        "Cambodia",
+        "England",
+        "Puerto-Rico",
+        "Canada",
+        "Germany",
+        "Outlying-US(Guam-USVI-etc)",
+        "India",
+        "Japan",
+        "Greece",
+        "South",
+        "China",
+        "Cuba",
+        "Iran",
+        "Honduras",
+        "Philippines",
+        "Italy",
+        "Poland",
+        "Jamaica",
+        "Vietnam",
+        "Mexico",
+        "Portugal",
+        "Ireland",
+        "France",
+        "Dominican-Republic",
+        "Laos",
+        "Ecuador",
+        "Taiwan",
+        "Haiti",
+        "Columbia",
+        "Hungary",
+        "Guatemala",
+        "Nicaragua",
+        "Scotland",
+        "Thailand",
+        "Yugoslavia",
+        "El-Salvador",
+        "Trinadad&Tobago",
+        "Peru",
+        "Hong",
+        "Holand-Netherlands",
     ),
 }
 
 _ADULT = DatasetSpec(
     name="adult",
     columns=(
-        ColumnBound("age", 17.0, 90.0,
-                    "adult.names: rows were extracted with AAGE>16 (age >= 17); the public-use "
-                    "CPS files of 1988-2001 top-code age at 90"),
-        ColumnBound("fnlwgt", 0.0, 1e7,
-                    "adult.names: a CPS sampling weight (AFNLWGT>1) with no documented cap; "
-                    "declared cap 10,000,000, deliberately generous"),
-        ColumnBound("education-num", 1.0, 16.0,
-                    "adult.names: numeric code of the 16 education levels (1 = Preschool, "
-                    "16 = Doctorate)"),
-        ColumnBound("capital-gain", 0.0, 99999.0,
-                    "non-negative dollars, top-coded at 99999 in the census income data"),
-        ColumnBound("capital-loss", 0.0, 99999.0,
-                    "non-negative dollars; no separate cap documented, declared the same "
-                    "5-digit top-code as capital-gain"),
-        ColumnBound("hours-per-week", 1.0, 99.0,
-                    "adult.names: extracted with HRSWK>0 (>= 1 hour); the CPS top-codes usual "
-                    "weekly hours at 99"),
+        ColumnBound(
+            "age",
+            17.0,
+            90.0,
+            "adult.names: rows were extracted with AAGE>16 (age >= 17); the public-use "
+            "CPS files of 1988-2001 top-code age at 90",
+        ),
+        ColumnBound(
+            "fnlwgt",
+            0.0,
+            1e7,
+            "adult.names: a CPS sampling weight (AFNLWGT>1) with no documented cap; "
+            "declared cap 10,000,000, deliberately generous",
+        ),
+        ColumnBound(
+            "education-num",
+            1.0,
+            16.0,
+            "adult.names: numeric code of the 16 education levels (1 = Preschool, 16 = Doctorate)",
+        ),
+        ColumnBound(
+            "capital-gain",
+            0.0,
+            99999.0,
+            "non-negative dollars, top-coded at 99999 in the census income data",
+        ),
+        ColumnBound(
+            "capital-loss",
+            0.0,
+            99999.0,
+            "non-negative dollars; no separate cap documented, declared the same "
+            "5-digit top-code as capital-gain",
+        ),
+        ColumnBound(
+            "hours-per-week",
+            1.0,
+            99.0,
+            "adult.names: extracted with HRSWK>0 (>= 1 hour); the CPS top-codes usual "
+            "weekly hours at 99",
+        ),
     ),
     output=(0.0, 1.0),
     documentation=_ADULT_DOC,
@@ -306,40 +403,79 @@ _BC_DOC = (
 #: largest), giving 30 columns.
 _BC_RADIUS = 50.0
 _BC_MEASURES: tuple[tuple[str, float, float, str], ...] = (
-    ("radius", 0.0, _BC_RADIUS,
-     "mean distance from the centre to the contour, in pixels; declared cap: a nucleus "
-     "radius below 50 pixels in the study's digitised images"),
-    ("texture", 0.0, 127.5,
-     "standard deviation of grey levels, at most half the 0-255 range of 8-bit grey levels"),
-    ("perimeter", 0.0, 4.0 * math.pi * _BC_RADIUS,
-     "contour length in pixels: twice the circumference of the largest declared nucleus "
-     "(compactness <= 3 below)"),
-    ("area", 0.0, math.pi * _BC_RADIUS**2,
-     "pixels inside the contour: the disc of the largest declared radius"),
-    ("smoothness", 0.0, 1.0,
-     "local variation of radius lengths relative to the radius: declared [0, 1]"),
-    ("compactness", 0.0, 3.0,
-     "perimeter^2 / area - 1, normalised to 0 for a circle (isoperimetric inequality: >= 0); "
-     "declared cap 3, a contour twice as long as the circle of the same area"),
-    ("concavity", 0.0, 2.0,
-     "depth of the concave portions relative to the radius: declared cap 2 (a nucleus' "
-     "diameter)"),
-    ("concave points", 0.0, 1.0,
-     "concave portions as a fraction of the contour points: [0, 1]"),
-    ("symmetry", 0.0, 1.0,
-     "relative length difference of chords on either side of the major axis: [0, 1]"),
-    ("fractal dimension", 0.0, 1.0,
-     "'coastline approximation' - 1: a plane curve's dimension lies in [1, 2]"),
+    (
+        "radius",
+        0.0,
+        _BC_RADIUS,
+        "mean distance from the centre to the contour, in pixels; declared cap: a nucleus "
+        "radius below 50 pixels in the study's digitised images",
+    ),
+    (
+        "texture",
+        0.0,
+        127.5,
+        "standard deviation of grey levels, at most half the 0-255 range of 8-bit grey levels",
+    ),
+    (
+        "perimeter",
+        0.0,
+        4.0 * math.pi * _BC_RADIUS,
+        "contour length in pixels: twice the circumference of the largest declared nucleus "
+        "(compactness <= 3 below)",
+    ),
+    (
+        "area",
+        0.0,
+        math.pi * _BC_RADIUS**2,
+        "pixels inside the contour: the disc of the largest declared radius",
+    ),
+    (
+        "smoothness",
+        0.0,
+        1.0,
+        "local variation of radius lengths relative to the radius: declared [0, 1]",
+    ),
+    (
+        "compactness",
+        0.0,
+        3.0,
+        "perimeter^2 / area - 1, normalised to 0 for a circle (isoperimetric inequality: >= 0); "
+        "declared cap 3, a contour twice as long as the circle of the same area",
+    ),
+    (
+        "concavity",
+        0.0,
+        2.0,
+        "depth of the concave portions relative to the radius: declared cap 2 (a nucleus' "
+        "diameter)",
+    ),
+    ("concave points", 0.0, 1.0, "concave portions as a fraction of the contour points: [0, 1]"),
+    (
+        "symmetry",
+        0.0,
+        1.0,
+        "relative length difference of chords on either side of the major axis: [0, 1]",
+    ),
+    (
+        "fractal dimension",
+        0.0,
+        1.0,
+        "'coastline approximation' - 1: a plane curve's dimension lies in [1, 2]",
+    ),
 )
 
 
 def _breast_cancer_columns() -> tuple[ColumnBound, ...]:
     mean = [ColumnBound(f"mean {m}", lo, hi, basis) for m, lo, hi, basis in _BC_MEASURES]
     error = [
-        ColumnBound(f"{m} error", 0.0, (hi - lo) / 2.0,
-                    f"standard error of the {m} of an image's nuclei: at most half the "
-                    f"measure's range [{lo:g}, {hi:g}] (the largest standard deviation of "
-                    "values in a range)")
+        ColumnBound(
+            f"{m} error",
+            0.0,
+            (hi - lo) / 2.0,
+            f"standard error of the {m} of an image's nuclei: at most half the "
+            f"measure's range [{lo:g}, {hi:g}] (the largest standard deviation of "
+            "values in a range)",
+        )
         for m, lo, hi, _ in _BC_MEASURES
     ]
     worst = [
@@ -365,33 +501,58 @@ _WINE_DOC = (
     "inputs, quality on a 0-10 scale), EU/OIV oenological limits and physical limits"
 )
 _WINE_COLUMNS: tuple[ColumnBound, ...] = (
-    ColumnBound("fixed acidity", 0.0, 20.0,
-                "g(tartaric acid)/dm3; wines hold a few g/dm3, declared cap 20"),
-    ColumnBound("volatile acidity", 0.0, 2.0,
-                "g(acetic acid)/dm3; the EU maximum is 20 meq/l (1.2 g/dm3) for red wine, "
-                "declared cap 2"),
-    ColumnBound("citric acid", 0.0, 2.0,
-                "g/dm3; the EU maximum content is 1 g/dm3, declared cap 2"),
-    ColumnBound("residual sugar", 0.0, 100.0,
-                "g/dm3; twice the EU 'sweet' threshold (45 g/dm3), declared cap 100"),
-    ColumnBound("chlorides", 0.0, 1.0,
-                "g(sodium chloride)/dm3; declared cap 1, the order of the OIV limit"),
-    ColumnBound("free sulfur dioxide", 0.0, 500.0,
-                "mg/dm3; at most the total sulfur dioxide"),
-    ColumnBound("total sulfur dioxide", 0.0, 500.0,
-                "mg/dm3; EU maxima are 150-400 mg/dm3 by wine type, declared cap 500"),
-    ColumnBound("density", 0.9, 1.1,
-                "g/cm3; between strong water-ethanol mixtures (ethanol 0.79) and sugar-rich "
-                "musts, declared [0.9, 1.1]"),
+    ColumnBound(
+        "fixed acidity", 0.0, 20.0, "g(tartaric acid)/dm3; wines hold a few g/dm3, declared cap 20"
+    ),
+    ColumnBound(
+        "volatile acidity",
+        0.0,
+        2.0,
+        "g(acetic acid)/dm3; the EU maximum is 20 meq/l (1.2 g/dm3) for red wine, declared cap 2",
+    ),
+    ColumnBound(
+        "citric acid", 0.0, 2.0, "g/dm3; the EU maximum content is 1 g/dm3, declared cap 2"
+    ),
+    ColumnBound(
+        "residual sugar",
+        0.0,
+        100.0,
+        "g/dm3; twice the EU 'sweet' threshold (45 g/dm3), declared cap 100",
+    ),
+    ColumnBound(
+        "chlorides", 0.0, 1.0, "g(sodium chloride)/dm3; declared cap 1, the order of the OIV limit"
+    ),
+    ColumnBound("free sulfur dioxide", 0.0, 500.0, "mg/dm3; at most the total sulfur dioxide"),
+    ColumnBound(
+        "total sulfur dioxide",
+        0.0,
+        500.0,
+        "mg/dm3; EU maxima are 150-400 mg/dm3 by wine type, declared cap 500",
+    ),
+    ColumnBound(
+        "density",
+        0.9,
+        1.1,
+        "g/cm3; between strong water-ethanol mixtures (ethanol 0.79) and sugar-rich "
+        "musts, declared [0.9, 1.1]",
+    ),
     ColumnBound("pH", 2.0, 5.0, "wine is acidic: declared [2, 5]"),
-    ColumnBound("sulphates", 0.0, 3.0,
-                "g(potassium sulphate)/dm3; OIV limits are 1-2 g/dm3 by wine type, declared "
-                "cap 3"),
-    ColumnBound("alcohol", 0.0, 20.0,
-                "% vol.; EU wine is at most 15 % vol. (20 % by derogation), declared [0, 20]"),
+    ColumnBound(
+        "sulphates",
+        0.0,
+        3.0,
+        "g(potassium sulphate)/dm3; OIV limits are 1-2 g/dm3 by wine type, declared cap 3",
+    ),
+    ColumnBound(
+        "alcohol",
+        0.0,
+        20.0,
+        "% vol.; EU wine is at most 15 % vol. (20 % by derogation), declared [0, 20]",
+    ),
 )
-_WINE_TARGET = ColumnBound("quality", 0.0, 10.0,
-                           "sensory score on the documented 0-10 scale (Cortez et al. 2009)")
+_WINE_TARGET = ColumnBound(
+    "quality", 0.0, 10.0, "sensory score on the documented 0-10 scale (Cortez et al. 2009)"
+)
 
 _REGRESSION_NOTE = (
     "every column (features and target) centred at the midpoint of its declared range and "
@@ -404,33 +565,58 @@ _ABALONE_DOC = (
     "divided by 200 in the file; sex M/F/I; age = Rings + 1.5 years)"
 )
 _ABALONE_COLUMNS: tuple[ColumnBound, ...] = (
-    *(ColumnBound(f"Sex={s}", 0.0, 1.0, "one-hot indicator of the documented sex code")
-      for s in ("M", "F", "I")),
-    ColumnBound("Length", 0.0, 1.0,
-                "longest shell measurement in mm / 200 (abalone.names); declared: shells "
-                "shorter than 200 mm"),
-    ColumnBound("Diameter", 0.0, 1.0,
-                "mm / 200, perpendicular to the length, so at most the length"),
+    *(
+        ColumnBound(f"Sex={s}", 0.0, 1.0, "one-hot indicator of the documented sex code")
+        for s in ("M", "F", "I")
+    ),
+    ColumnBound(
+        "Length",
+        0.0,
+        1.0,
+        "longest shell measurement in mm / 200 (abalone.names); declared: shells "
+        "shorter than 200 mm",
+    ),
+    ColumnBound(
+        "Diameter", 0.0, 1.0, "mm / 200, perpendicular to the length, so at most the length"
+    ),
     ColumnBound("Height", 0.0, 1.0, "mm / 200 with meat in shell; declared at most 200 mm"),
-    ColumnBound("Whole weight", 0.0, 10.0,
-                "grams / 200; declared cap 2 kg for an abalone under 200 mm"),
+    ColumnBound(
+        "Whole weight", 0.0, 10.0, "grams / 200; declared cap 2 kg for an abalone under 200 mm"
+    ),
     ColumnBound("Shucked weight", 0.0, 10.0, "grams / 200, part of the whole weight"),
     ColumnBound("Viscera weight", 0.0, 10.0, "grams / 200, part of the whole weight"),
     ColumnBound("Shell weight", 0.0, 10.0, "grams / 200 after drying, part of the whole weight"),
 )
-_ABALONE_TARGET = ColumnBound("Rings", 0.0, 40.0,
-                              "growth rings (age - 1.5 years); declared cap 40")
+_ABALONE_TARGET = ColumnBound("Rings", 0.0, 40.0, "growth rings (age - 1.5 years); declared cap 40")
 
 #: Name -> declared public bounds and output range of every named data set that is scaled.
 DATASET_SPECS: dict[str, DatasetSpec] = {
     "adult": _ADULT,
     "breast_cancer": _BREAST_CANCER,
-    "wine-red": DatasetSpec("wine-red", _WINE_COLUMNS, (-5.0, 5.0), _WINE_DOC,
-                            target=_WINE_TARGET, notes=(_REGRESSION_NOTE,)),
-    "wine-white": DatasetSpec("wine-white", _WINE_COLUMNS, (-5.0, 5.0), _WINE_DOC,
-                              target=_WINE_TARGET, notes=(_REGRESSION_NOTE,)),
-    "abalone": DatasetSpec("abalone", _ABALONE_COLUMNS, (-5.0, 5.0), _ABALONE_DOC,
-                           target=_ABALONE_TARGET, notes=(_REGRESSION_NOTE,)),
+    "wine-red": DatasetSpec(
+        "wine-red",
+        _WINE_COLUMNS,
+        (-5.0, 5.0),
+        _WINE_DOC,
+        target=_WINE_TARGET,
+        notes=(_REGRESSION_NOTE,),
+    ),
+    "wine-white": DatasetSpec(
+        "wine-white",
+        _WINE_COLUMNS,
+        (-5.0, 5.0),
+        _WINE_DOC,
+        target=_WINE_TARGET,
+        notes=(_REGRESSION_NOTE,),
+    ),
+    "abalone": DatasetSpec(
+        "abalone",
+        _ABALONE_COLUMNS,
+        (-5.0, 5.0),
+        _ABALONE_DOC,
+        target=_ABALONE_TARGET,
+        notes=(_REGRESSION_NOTE,),
+    ),
 }
 
 #: Named sets used as published (no scaling by dpfed), and what "as published" means.
@@ -475,8 +661,7 @@ def preprocessing_of(name_or_path: str | os.PathLike[str]) -> dict[str, Any]:
         return {"scaling": "none", "note": _AS_GIVEN}
     key = name_or_path
     if key in ("wine-red", "wine-white", "abalone"):
-        return {"scaling": "none",
-                "note": _RAW_REGRESSION.format(table=_TABLE, name=key)}
+        return {"scaling": "none", "note": _RAW_REGRESSION.format(table=_TABLE, name=key)}
     if key in DATASET_SPECS:
         return DATASET_SPECS[key].record()
     if key in AS_PUBLISHED:
@@ -504,5 +689,7 @@ def parties_preprocessing(parties: Iterable[Any]) -> dict[str, Any]:
     names = {data for _, data in holders}
     if len(names) == 1:
         return preprocessing_of(names.pop())
-    return {"scaling": "per party",
-            "parties": {name: preprocessing_of(data) for name, data in holders}}
+    return {
+        "scaling": "per party",
+        "parties": {name: preprocessing_of(data) for name, data in holders},
+    }

@@ -121,8 +121,11 @@ class TableSchema:
             "output_range": list(OUTPUT_RANGE),
             "clipping": "numeric values outside their bounds are clipped to them",
             "columns": {
-                c.name: ([c.lower, c.upper] if isinstance(c, NumericColumn)
-                         else {"categories": list(c.categories), "other": c.other})
+                c.name: (
+                    [c.lower, c.upper]
+                    if isinstance(c, NumericColumn)
+                    else {"categories": list(c.categories), "other": c.other}
+                )
                 for c in self.columns
             },
         }
@@ -147,10 +150,14 @@ def _column(name: str, table: Any, source: str) -> Column:
         if unknown:
             raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected bounds.")
         bounds = table["bounds"]
-        ok = (isinstance(bounds, list) and len(bounds) == 2
-              and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds))
-        if not ok or not (math.isfinite(bounds[0]) and math.isfinite(bounds[1])
-                          and bounds[0] < bounds[1]):
+        ok = (
+            isinstance(bounds, list)
+            and len(bounds) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in bounds)
+        )
+        if not ok or not (
+            math.isfinite(bounds[0]) and math.isfinite(bounds[1]) and bounds[0] < bounds[1]
+        ):
             raise DpfedInputError(
                 f"{where}.bounds must be [lower, upper], finite numbers with lower < upper. "
                 f"Found {bounds!r}."
@@ -160,10 +167,14 @@ def _column(name: str, table: Any, source: str) -> Column:
         unknown = sorted(keys - {"categories", "other"})
         if unknown:
             raise DpfedInputError(
-                f"{where} has unknown keys {unknown}. Expected categories (and other).")
+                f"{where} has unknown keys {unknown}. Expected categories (and other)."
+            )
         categories = table["categories"]
-        if (not isinstance(categories, list) or not categories
-                or not all(isinstance(v, str) and v for v in categories)):
+        if (
+            not isinstance(categories, list)
+            or not categories
+            or not all(isinstance(v, str) and v for v in categories)
+        ):
             raise DpfedInputError(
                 f"{where}.categories must be a non-empty list of non-empty strings. Found "
                 f"{categories!r}."
@@ -176,7 +187,8 @@ def _column(name: str, table: Any, source: str) -> Column:
         if other and OTHER in categories:
             raise DpfedInputError(
                 f"{where}: other = true adds the column {name}={OTHER}, but {OTHER!r} is "
-                "already a category.")
+                "already a category."
+            )
         return CategoricalColumn(name, tuple(categories), other)
     raise DpfedInputError(
         f"{where} must declare bounds = [lower, upper] (numeric) or categories = [...] "
@@ -208,26 +220,32 @@ def schema_from_dict(doc: Mapping[str, Any], source: str = "") -> TableSchema:
     if unknown:
         raise DpfedInputError(
             f"{source or 'the schema'} has unknown keys {unknown}. Expected label, positive "
-            "and [columns.NAME] tables.")
+            "and [columns.NAME] tables."
+        )
     label, positive = doc.get("label"), doc.get("positive")
     if (label is None) != (positive is None):
         raise DpfedInputError(
             f"{source or 'the schema'}: label and positive go together (the label holder "
             f"names its label column and its positive value). Found label={label!r}, "
-            f"positive={positive!r}.")
+            f"positive={positive!r}."
+        )
     for key, value in (("label", label), ("positive", positive)):
         if value is not None and not (isinstance(value, str) and value):
             raise DpfedInputError(
-                f"{source or 'the schema'}: {key} must be a non-empty string. Found {value!r}.")
+                f"{source or 'the schema'}: {key} must be a non-empty string. Found {value!r}."
+            )
     columns = doc.get("columns", {})
     if not isinstance(columns, Mapping) or not columns:
         raise DpfedInputError(
-            f"{source or 'the schema'} must declare at least one [columns.NAME] table.")
+            f"{source or 'the schema'} must declare at least one [columns.NAME] table."
+        )
     if label is not None and label in columns:
         raise DpfedInputError(
-            f"{source or 'the schema'}: the label {label!r} cannot also be a feature column.")
-    return TableSchema(tuple(_column(str(n), t, source) for n, t in columns.items()),
-                       label, positive, source)
+            f"{source or 'the schema'}: the label {label!r} cannot also be a feature column."
+        )
+    return TableSchema(
+        tuple(_column(str(n), t, source) for n, t in columns.items()), label, positive, source
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,10 +288,16 @@ class PartyTable:
         missing = [v for v in ids if v not in index]
         if missing:
             raise DpfedInputError(
-                f"{len(missing)} ID(s) are not in the table, e.g. {missing[0]!r}.")
+                f"{len(missing)} ID(s) are not in the table, e.g. {missing[0]!r}."
+            )
         rows = np.array([index[v] for v in ids], dtype=np.intp)
-        return PartyTable(tuple(ids), self.X[rows], None if self.y is None else self.y[rows],
-                          self.schema, self.clipped)
+        return PartyTable(
+            tuple(ids),
+            self.X[rows],
+            None if self.y is None else self.y[rows],
+            self.schema,
+            self.clipped,
+        )
 
 
 def _number(value: str, column: str, line: int, path: str) -> float:
@@ -284,7 +308,8 @@ def _number(value: str, column: str, line: int, path: str) -> float:
     if not math.isfinite(out):
         raise DpfedInputError(
             f"{path}, line {line}: column {column!r} is numeric in the schema, but holds "
-            f"{value!r}. Expected a finite number.")
+            f"{value!r}. Expected a finite number."
+        )
     return out
 
 
@@ -313,14 +338,16 @@ def _read_parquet(path: str | os.PathLike[str]) -> tuple[list[str], list[list[st
     except ImportError:
         raise DpfedInputError(
             f"table {where!r} is a Parquet file, which needs pyarrow: "
-            'pip install "dpfed[parquet]" (or save it as CSV).') from None
+            'pip install "dpfed[parquet]" (or save it as CSV).'
+        ) from None
     if not os.path.isfile(path):
         raise DpfedInputError(f"table {where!r} does not exist.")
     try:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow's errors (ArrowInvalid, OSError) for a bad file
-        raise DpfedInputError(f"table {where!r} is not a Parquet file pyarrow can read: "
-                              f"{exc}") from None
+        raise DpfedInputError(
+            f"table {where!r} is not a Parquet file pyarrow can read: {exc}"
+        ) from None
     header = [str(h).strip() for h in table.column_names]
     columns = [[_text(v) for v in table.column(k).to_pylist()] for k in range(len(header))]
     return header, [list(row) for row in zip(*columns, strict=True)]
@@ -355,7 +382,8 @@ def _read_csv(path: str | os.PathLike[str]) -> tuple[list[str], list[list[str]]]
     for k, row in enumerate(rows, start=2):
         if len(row) != len(header):
             raise DpfedInputError(
-                f"{where}, line {k}: {len(row)} values for {len(header)} columns.")
+                f"{where}, line {k}: {len(row)} values for {len(header)} columns."
+            )
     return header, rows
 
 
@@ -367,7 +395,8 @@ def _unique_ids(values: Sequence[str], id_column: str, where: str) -> tuple[str,
         if value in seen:
             raise DpfedInputError(
                 f"{where}, line {k}: the ID {value!r} appears twice (first on line "
-                f"{seen[value]}); IDs must be unique.")
+                f"{seen[value]}); IDs must be unique."
+            )
         seen[value] = k
     return tuple(values)
 
@@ -376,11 +405,12 @@ def _encode(column: Column, raw: Sequence[str], where: str) -> tuple[np.ndarray,
     """One schema column's encoded block, shape (n_rows, its features), and how many values
     were clipped."""
     if isinstance(column, NumericColumn):
-        values = np.array([_number(v, column.name, k, where)
-                           for k, v in enumerate(raw, start=2)], dtype=np.float64)
+        values = np.array(
+            [_number(v, column.name, k, where) for k, v in enumerate(raw, start=2)],
+            dtype=np.float64,
+        )
         clipped = int(np.sum((values < column.lower) | (values > column.upper)))
-        block = scale_columns(values.reshape(-1, 1), [column.lower], [column.upper],
-                              OUTPUT_RANGE)
+        block = scale_columns(values.reshape(-1, 1), [column.lower], [column.upper], OUTPUT_RANGE)
         return block, clipped
     code = {c: j for j, c in enumerate(column.categories)}
     width = len(column.categories) + int(column.other)
@@ -392,14 +422,18 @@ def _encode(column: Column, raw: Sequence[str], where: str) -> tuple[np.ndarray,
                 raise DpfedInputError(
                     f"{where}, line {i + 2}: column {column.name!r} holds {v!r}, which is not "
                     f"one of its categories {list(column.categories)}. Add it to the schema, "
-                    f"or set other = true to map unknown values to {column.name}={OTHER}.")
+                    f"or set other = true to map unknown values to {column.name}={OTHER}."
+                )
             j = width - 1
         onehot[i, j] = 1.0
     return onehot, 0
 
 
 def read_table(
-    path: str | os.PathLike[str], *, id_column: str, schema: TableSchema,
+    path: str | os.PathLike[str],
+    *,
+    id_column: str,
+    schema: TableSchema,
     labels: bool | None = None,
 ) -> PartyTable:
     """Read a CSV with a header through ``schema``.
@@ -439,7 +473,8 @@ def read_table(
     if missing:
         raise DpfedInputError(
             f"table {where!r} lacks the column(s) {missing} (the ID column and every column "
-            f"of {schema.source or 'the schema'}). Its header is {header}.")
+            f"of {schema.source or 'the schema'}). Its header is {header}."
+        )
     at = {h: i for i, h in enumerate(header)}
     ids = _unique_ids([row[at[id_column]] for row in rows], id_column, where)
     blocks, clipped = [], {}
@@ -450,8 +485,9 @@ def read_table(
             clipped[column.name] = n_clipped
     y = None
     if read_labels:
-        y = np.array([1.0 if row[at[str(schema.label)]] == schema.positive else -1.0
-                      for row in rows])
+        y = np.array(
+            [1.0 if row[at[str(schema.label)]] == schema.positive else -1.0 for row in rows]
+        )
     return PartyTable(ids, np.hstack(blocks), y, schema, clipped)
 
 
@@ -473,7 +509,8 @@ def check_disjoint(schemas: Mapping[str, TableSchema]) -> None:
                 raise DpfedInputError(
                     f"parties {owner[name]!r} and {party!r} both declare the column {name!r}: "
                     "each column belongs to one party (rename one, or leave it out of one "
-                    "schema).")
+                    "schema)."
+                )
             owner[name] = party
 
 
@@ -498,7 +535,10 @@ def _toml_string(value: str) -> str:
 
 
 def draft_schema(
-    path: str | os.PathLike[str], *, id_column: str, label: str | None = None,
+    path: str | os.PathLike[str],
+    *,
+    id_column: str,
+    label: str | None = None,
     positive: str | None = None,
 ) -> str:
     """A draft schema (TOML text) of the CSV at ``path``, every constant read from the data,
@@ -518,7 +558,8 @@ def draft_schema(
     for name in (id_column, label):
         if name is not None and name not in header:
             raise DpfedInputError(
-                f"table {where!r} has no column {name!r}. Its header is {header}.")
+                f"table {where!r} has no column {name!r}. Its header is {header}."
+            )
     if (label is None) != (positive is None):
         raise DpfedInputError("label and positive go together.")
     lines = [DRAFT_HEADER.format(path=where)]
@@ -538,15 +579,24 @@ def draft_schema(
             lo, hi = min(numbers), max(numbers)
             if lo == hi:
                 hi = lo + 1.0
-            lines += [f"[columns.{_toml_string(name)}]",
-                      f"bounds = [{lo!r}, {hi!r}]   # READ FROM THE DATA: replace", ""]
+            lines += [
+                f"[columns.{_toml_string(name)}]",
+                f"bounds = [{lo!r}, {hi!r}]   # READ FROM THE DATA: replace",
+                "",
+            ]
             continue
         distinct = sorted(set(values))
         if 0 < len(distinct) <= DRAFT_MAX_CATEGORIES:
             listed = ", ".join(_toml_string(v) for v in distinct)
-            lines += [f"[columns.{_toml_string(name)}]",
-                      f"categories = [{listed}]   # READ FROM THE DATA: replace", ""]
+            lines += [
+                f"[columns.{_toml_string(name)}]",
+                f"categories = [{listed}]   # READ FROM THE DATA: replace",
+                "",
+            ]
             continue
-        lines += [f"# {name}: {len(distinct)} distinct values, neither numeric nor a short "
-                  "category list: left out", ""]
+        lines += [
+            f"# {name}: {len(distinct)} distinct values, neither numeric nor a short "
+            "category list: left out",
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"

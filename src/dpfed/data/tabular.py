@@ -125,9 +125,7 @@ def finite_value(text: str, *, where: str, column: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise DpfedInputError(
-            f"{where}: {column} must be a finite number. Found {text.strip()!r}."
-        )
+        raise DpfedInputError(f"{where}: {column} must be a finite number. Found {text.strip()!r}.")
     return value
 
 

@@ -70,7 +70,10 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
     compared exactly after removing the quotes and surrounding spaces.
     """
     file, text = read_text(
-        path, label=_LABEL, what="a Wine Quality file", separator="semicolon",
+        path,
+        label=_LABEL,
+        what="a Wine Quality file",
+        separator="semicolon",
         expected="a UCI Wine Quality file (winequality-red.csv or winequality-white.csv)",
     )
     lines = text.splitlines()
@@ -103,8 +106,10 @@ def read_wine(path: str | os.PathLike[str], *, name: str | None = None) -> Regre
                 f"{_where(file, k + 1)}: expected {len(_COLUMNS)} semicolon-separated fields "
                 f"(11 inputs, then quality). Found {len(fields)}."
             )
-        values = [finite_value(text_value, where=_where(file, k + 1), column=column)
-                  for column, text_value in zip(_COLUMNS, fields, strict=True)]
+        values = [
+            finite_value(text_value, where=_where(file, k + 1), column=column)
+            for column, text_value in zip(_COLUMNS, fields, strict=True)
+        ]
         if not float(values[-1]).is_integer():
             raise DpfedInputError(
                 f"{_where(file, k + 1)}: {WINE_TARGET} must be an integer score. "

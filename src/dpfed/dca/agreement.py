@@ -70,8 +70,7 @@ def received_reports(n_clients: int, compute_nodes: int, dropped: DroppedSpec) -
             missing = [_index(f"node missing client {i}", k, m) for k in nodes]
             if not missing:
                 raise DpfedInputError(
-                    f"dropped[{i}] must list at least one node that missed the message. "
-                    "Found none."
+                    f"dropped[{i}] must list at least one node that missed the message. Found none."
                 )
             reports[missing, i] = False
         return reports

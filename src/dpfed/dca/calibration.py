@@ -251,7 +251,9 @@ def calibrate_dca(
         if not in_classic_range(eps):
             raise DpfedInputError(
                 classic_range_message(
-                    "method 'classic' (the paper's Eq. 1) uses", dlt, f"epsilon {eps:g}",
+                    "method 'classic' (the paper's Eq. 1) uses",
+                    dlt,
+                    f"epsilon {eps:g}",
                     unit="release",
                     advice="Use method 'pld' or 'rdp', valid for every epsilon.",
                 )
@@ -267,9 +269,17 @@ def calibrate_dca(
         f"any N - T - 1 = {h} clients has standard deviation sigma_std."
     )
     return DcaCalibration(
-        epsilon=eps, delta=dlt, l2_sensitivity=sens, n_clients=n, tolerated=t, method=method,
-        noise_multiplier=z, sigma_std=sigma, client_std=client,
-        total_std=client * math.sqrt(n), scale_factor=n / h,
+        epsilon=eps,
+        delta=dlt,
+        l2_sensitivity=sens,
+        n_clients=n,
+        tolerated=t,
+        method=method,
+        noise_multiplier=z,
+        sigma_std=sigma,
+        client_std=client,
+        total_std=client * math.sqrt(n),
+        scale_factor=n / h,
         classic_valid=in_classic_range(eps),
         notes=tuple(notes),
     )
@@ -384,8 +394,9 @@ def calibrate_dca_discrete(
     start = calibrate_dca(eps, delta, l2_sensitivity, n_clients, tolerated).client_std
 
     def spent(std: float) -> float:
-        return dca_discrete_epsilon(std, l2_sensitivity, n_clients, tolerated, delta, dim,
-                                    fractional_bits)
+        return dca_discrete_epsilon(
+            std, l2_sensitivity, n_clients, tolerated, delta, dim, fractional_bits
+        )
 
     lo, hi = start * 0.5, start
     while spent(hi) > eps:

@@ -52,8 +52,13 @@ from dpfed.dca.noise import client_noise_generator
 from dpfed.privacy.block_gaussian import MIN_SIGMA2, block_gaussian_rows
 from dpfed.privacy.discrete import discrete_gaussian
 
-__all__ = ["client_discrete_noise", "clients_discrete_noise", "generators_discrete_noise",
-           "ring_noise", "ring_sigma2"]
+__all__ = [
+    "client_discrete_noise",
+    "clients_discrete_noise",
+    "generators_discrete_noise",
+    "ring_noise",
+    "ring_sigma2",
+]
 
 
 def ring_sigma2(client_std: float, fractional_bits: int) -> int:
@@ -115,8 +120,7 @@ def client_discrete_noise(seed: int, client: int, dim: int, sigma2: int) -> np.n
     return clients_discrete_noise(seed, [client], dim, sigma2)[0]
 
 
-def clients_discrete_noise(seed: int, clients: Sequence[int], dim: int,
-                           sigma2: int) -> np.ndarray:
+def clients_discrete_noise(seed: int, clients: Sequence[int], dim: int, sigma2: int) -> np.ndarray:
     r"""The noise of several clients at once: row ``j`` is client ``clients[j]``'s
     :func:`client_discrete_noise`, drawn from its own generator :math:`G_i` alone.
 
@@ -138,8 +142,9 @@ def clients_discrete_noise(seed: int, clients: Sequence[int], dim: int,
     return generators_discrete_noise([client_noise_generator(seed, i) for i in ids], dim, sigma2)
 
 
-def generators_discrete_noise(generators: Sequence[np.random.Generator], dim: int,
-                              sigma2: int) -> np.ndarray:
+def generators_discrete_noise(
+    generators: Sequence[np.random.Generator], dim: int, sigma2: int
+) -> np.ndarray:
     r"""Row ``j``: :math:`D` draws of :math:`\mathcal N_{\mathbb Z}(0, s^2)` from
     ``generators[j]`` alone (:func:`clients_discrete_noise` once the generators are built).
 
@@ -151,4 +156,5 @@ def generators_discrete_noise(generators: Sequence[np.random.Generator], dim: in
     if sigma2 >= MIN_SIGMA2:
         return block_gaussian_rows(sigma2, list(generators), d)
     return np.stack([discrete_gaussian(sigma2, d, g) for g in generators]).reshape(
-        len(generators), d)
+        len(generators), d
+    )

@@ -93,8 +93,12 @@ class MessageContext:
         client = check_int("client", self.client, minimum=0)
         node = check_int("node", self.node, minimum=0)
         rnd = check_int("round", self.round, minimum=0)
-        return _LABEL + b"\x00" + struct.pack(">I", len(job)) + job + struct.pack(
-            ">QQQ", client, node, rnd
+        return (
+            _LABEL
+            + b"\x00"
+            + struct.pack(">I", len(job))
+            + job
+            + struct.pack(">QQQ", client, node, rnd)
         )
 
 
@@ -172,8 +176,11 @@ class Envelope:
             size = len(data) if isinstance(data, bytes | bytearray | memoryview) else data
             raise EnvelopeError(f"an envelope has at least {minimum} bytes. Found {size!r}.")
         raw = bytes(data)
-        return cls(raw[:_KEY_BYTES], raw[_KEY_BYTES : _KEY_BYTES + _NONCE_BYTES],
-                   raw[_KEY_BYTES + _NONCE_BYTES :])
+        return cls(
+            raw[:_KEY_BYTES],
+            raw[_KEY_BYTES : _KEY_BYTES + _NONCE_BYTES],
+            raw[_KEY_BYTES + _NONCE_BYTES :],
+        )
 
 
 def _public_key(raw: bytes, what: str) -> X25519PublicKey:

@@ -186,8 +186,9 @@ def default_block_size(dim: int, n_clients: int) -> int:
     return max(1, min(int(n_clients), _BLOCK_BYTES // (8 * int(dim))))
 
 
-def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndarray,
-                  timing: dict[str, float]) -> None:
+def _noisy_scaled(
+    plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndarray, timing: dict[str, float]
+) -> None:
     r"""Write :math:`\operatorname{rint}((z_i + \eta_i) 2^f)` (or, with the discrete noise,
     :math:`\operatorname{rint}(z_i 2^f) + K_i`) of ``clients`` into ``x``."""
     clock = time.perf_counter
@@ -226,8 +227,14 @@ def _noisy_scaled(plan: _Plan, z: np.ndarray, clients: Sequence[int], x: np.ndar
     timing["encode"] += clock() - t0
 
 
-def _encode_checked(plan: _Plan, x: np.ndarray, out: np.ndarray, clients: Sequence[int],
-                    limit: float, timing: dict[str, float]) -> None:
+def _encode_checked(
+    plan: _Plan,
+    x: np.ndarray,
+    out: np.ndarray,
+    clients: Sequence[int],
+    limit: float,
+    timing: dict[str, float],
+) -> None:
     """Range-check the scaled values and store them as uint64 (see fixedpoint)."""
     t0 = time.perf_counter()
     hi = x.max()
@@ -235,14 +242,22 @@ def _encode_checked(plan: _Plan, x: np.ndarray, out: np.ndarray, clients: Sequen
     if not (hi <= limit and -lo <= limit):  # also false for NaN
         row, col = first_bad_index(x, limit)
         value = math.ldexp(float(x[row, col]), -plan.fractional_bits)
-        raise overflow_error(value, (clients[row], col), plan.n_clients, plan.fractional_bits,
-                             "values + noise")
+        raise overflow_error(
+            value, (clients[row], col), plan.n_clients, plan.fractional_bits, "values + noise"
+        )
     np.copyto(out.view(np.int64), x, casting="unsafe")
     timing["encode"] += time.perf_counter() - t0
 
 
-def _run_range(plan: _Plan, source: ClientSource, stream: MaskStream, included: np.ndarray,
-               start: int, stop: int, node_keys: Sequence | None) -> _Partial:
+def _run_range(
+    plan: _Plan,
+    source: ClientSource,
+    stream: MaskStream,
+    included: np.ndarray,
+    start: int,
+    stop: int,
+    node_keys: Sequence | None,
+) -> _Partial:
     """Clients ``start .. stop - 1``: noise, encoding, shares and their node sums."""
     clock = time.perf_counter
     timing: dict[str, float] = defaultdict(float)
@@ -274,8 +289,20 @@ def _run_range(plan: _Plan, source: ClientSource, stream: MaskStream, included: 
         _encode_checked(plan, work[:n], encoded[:n], clients, limit, timing)
         e = encoded[:n]
         if plan.explicit:
-            _explicit_block(plan, stream, first, b, rows, clients, e, masks, node_sums,
-                            publics, node_keys, timing)
+            _explicit_block(
+                plan,
+                stream,
+                first,
+                b,
+                rows,
+                clients,
+                e,
+                masks,
+                node_sums,
+                publics,
+                node_keys,
+                timing,
+            )
         else:
             t0 = clock()
             encoded_sum += e.sum(axis=0, dtype=np.uint64)
@@ -296,8 +323,15 @@ def _add_rows(acc: np.ndarray, rows: np.ndarray) -> None:
         acc += rows.sum(axis=0, dtype=np.uint64)
 
 
-def _mask_range(plan: _Plan, stream: MaskStream, included: np.ndarray, start: int, stop: int,
-                mask_sums: np.ndarray, timing: dict[str, float]) -> None:
+def _mask_range(
+    plan: _Plan,
+    stream: MaskStream,
+    included: np.ndarray,
+    start: int,
+    stop: int,
+    mask_sums: np.ndarray,
+    timing: dict[str, float],
+) -> None:
     r"""Add :math:`r_{i,k}` of the included clients ``start .. stop - 1`` to ``mask_sums[k]``.
 
     Client :math:`i`'s shares are stream words :math:`[iL, (i+1)L)`, :math:`L = (M-1)D`
@@ -338,10 +372,20 @@ def _mask_range(plan: _Plan, stream: MaskStream, included: np.ndarray, start: in
         w0 = w1
 
 
-def _explicit_block(plan: _Plan, stream: MaskStream, first: int, b: int,
-                    rows: np.ndarray | None, clients: Sequence[int], e: np.ndarray,
-                    masks: np.ndarray, node_sums: np.ndarray, publics: list[bytes] | None,
-                    node_keys: Sequence | None, timing: dict[str, float]) -> None:
+def _explicit_block(
+    plan: _Plan,
+    stream: MaskStream,
+    first: int,
+    b: int,
+    rows: np.ndarray | None,
+    clients: Sequence[int],
+    e: np.ndarray,
+    masks: np.ndarray,
+    node_sums: np.ndarray,
+    publics: list[bytes] | None,
+    node_keys: Sequence | None,
+    timing: dict[str, float],
+) -> None:
     """Build every message of the block, optionally seal and open it, add it at its node."""
 
     clock = time.perf_counter
@@ -362,8 +406,7 @@ def _explicit_block(plan: _Plan, stream: MaskStream, first: int, b: int,
     for j, i in enumerate(clients):
         contexts = [MessageContext(plan.job_id, i, k, plan.round_index) for k in range(m)]
         t0 = clock()
-        envelopes = seal_for_nodes([messages[j, k].tobytes() for k in range(m)], publics,
-                                   contexts)
+        envelopes = seal_for_nodes([messages[j, k].tobytes() for k in range(m)], publics, contexts)
         t1 = clock()
         for k in range(m):
             plain = open_envelope(envelopes[k], node_keys[k], contexts[k])
@@ -379,9 +422,15 @@ def _ranges(n: int, parts: int, align: int) -> list[tuple[int, int]]:
     return [(a, min(a + step, n)) for a in range(0, n, step)]
 
 
-def _run_workers(plan: _Plan, source: ClientSource, stream: MaskStream, included: np.ndarray,
-                 node_keys: Sequence | None, workers: int,
-                 executor: Executor | None = None) -> list[_Partial]:
+def _run_workers(
+    plan: _Plan,
+    source: ClientSource,
+    stream: MaskStream,
+    included: np.ndarray,
+    node_keys: Sequence | None,
+    workers: int,
+    executor: Executor | None = None,
+) -> list[_Partial]:
     """The client ranges on ``workers`` processes: a pool of its own, or ``executor``."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -437,9 +486,9 @@ class _Agreement:
     seconds: float
 
 
-def _noise_settings(noise_std: float | np.ndarray, rng: int | np.random.Generator | None,
-                    noise: str, d: int, f: int
-                    ) -> tuple[float | None, np.ndarray, int | None, int | None]:
+def _noise_settings(
+    noise_std: float | np.ndarray, rng: int | np.random.Generator | None, noise: str, d: int, f: int
+) -> tuple[float | None, np.ndarray, int | None, int | None]:
     """Check the noise arguments: ``(scalar std, per-coordinate stds, seed, ring sigma^2)``.
 
     Draws the seed from ``rng`` (only when there is noise), before checking ``noise``.
@@ -469,9 +518,7 @@ def _node_keys(encrypt: bool, node_keys: Sequence | None, m: int) -> list | None
     """The nodes' key pairs for ``encrypt`` (given, or fresh ones), else ``None``."""
     if not encrypt:
         return None
-    keys = list(node_keys) if node_keys is not None else [
-        NodeKeyPair.generate() for _ in range(m)
-    ]
+    keys = list(node_keys) if node_keys is not None else [NodeKeyPair.generate() for _ in range(m)]
     if len(keys) != m or not all(isinstance(k, NodeKeyPair) for k in keys):
         raise DpfedInputError(
             f"node_keys must be {m} NodeKeyPair objects, one per compute node. Found "
@@ -480,11 +527,24 @@ def _node_keys(encrypt: bool, node_keys: Sequence | None, m: int) -> list | None
     return keys
 
 
-def _setup(source: ClientSource, *, noise_std: float | np.ndarray,
-           rng: int | np.random.Generator | None, compute_nodes: int, tolerated: int,
-           fractional_bits: int, block_size: int | None, encrypt: bool, materialize: bool,
-           workers: int, mask_stream: MaskStream | None, node_keys: Sequence | None,
-           job_id: str, round_index: int, noise: str) -> _Setup:
+def _setup(
+    source: ClientSource,
+    *,
+    noise_std: float | np.ndarray,
+    rng: int | np.random.Generator | None,
+    compute_nodes: int,
+    tolerated: int,
+    fractional_bits: int,
+    block_size: int | None,
+    encrypt: bool,
+    materialize: bool,
+    workers: int,
+    mask_stream: MaskStream | None,
+    node_keys: Sequence | None,
+    job_id: str,
+    round_index: int,
+    noise: str,
+) -> _Setup:
     """Check the arguments of :func:`secure_sum` (in its order) and build the plan."""
     n, d = source.n_clients, source.dim
     m = check_int("compute_nodes", compute_nodes, minimum=1)
@@ -505,10 +565,18 @@ def _setup(source: ClientSource, *, noise_std: float | np.ndarray,
         raise DpfedInputError(f"mask_stream must be a MaskStream. Found {mask_stream!r}.")
     keys = _node_keys(encrypt, node_keys, m)
     plan = _Plan(
-        n_clients=n, dim=d, compute_nodes=m, fractional_bits=f, seed=seed,
-        noise_scalar=scalar, noise_per_dim=None if scalar is not None else per_dim,
-        block_size=b, explicit=bool(encrypt or materialize),
-        encrypt=bool(encrypt), job_id=job_id, round_index=rnd,
+        n_clients=n,
+        dim=d,
+        compute_nodes=m,
+        fractional_bits=f,
+        seed=seed,
+        noise_scalar=scalar,
+        noise_per_dim=None if scalar is not None else per_dim,
+        block_size=b,
+        explicit=bool(encrypt or materialize),
+        encrypt=bool(encrypt),
+        job_id=job_id,
+        round_index=rnd,
         discrete_sigma2=discrete_sigma2,
     )
     return _Setup(plan, t, w, stream, keys, noise)
@@ -523,14 +591,14 @@ def _agree(plan: _Plan, dropped: DroppedSpec, tolerated: int) -> _Agreement:
     return _Agreement(reports, included, dropped_idx, time.perf_counter() - t0)
 
 
-def _partials(setup: _Setup, source: ClientSource, included: np.ndarray,
-              executor: Executor | None) -> list[_Partial]:
+def _partials(
+    setup: _Setup, source: ClientSource, included: np.ndarray, executor: Executor | None
+) -> list[_Partial]:
     """The partial sums of every client range: here in one range, or on workers."""
     plan = setup.plan
     if setup.workers == 1 and executor is None:
         return [_run_range(plan, source, setup.stream, included, 0, plan.n_clients, setup.keys)]
-    return _run_workers(plan, source, setup.stream, included, setup.keys, setup.workers,
-                        executor)
+    return _run_workers(plan, source, setup.stream, included, setup.keys, setup.workers, executor)
 
 
 def _node_sums(plan: _Plan, partials: Sequence[_Partial]) -> np.ndarray:
@@ -557,8 +625,9 @@ def _node_sums(plan: _Plan, partials: Sequence[_Partial]) -> np.ndarray:
     return node_sums
 
 
-def _result(setup: _Setup, agreement: _Agreement, partials: Sequence[_Partial],
-            wall0: float) -> SecureSumResult:
+def _result(
+    setup: _Setup, agreement: _Agreement, partials: Sequence[_Partial], wall0: float
+) -> SecureSumResult:
     """Add up the partials, decode the total and gather the result and its timing."""
     plan = setup.plan
     t0 = time.perf_counter()
@@ -598,14 +667,26 @@ def _result(setup: _Setup, agreement: _Agreement, partials: Sequence[_Partial],
 
 
 def secure_sum(
-    values: np.ndarray | BlockCallable | Iterable[np.ndarray], *,
-    noise_std: float | np.ndarray, rng: int | np.random.Generator | None = None,
-    compute_nodes: int = 10, tolerated: int = 0, dropped: DroppedSpec = None,
-    fractional_bits: int = DEFAULT_FRACTIONAL_BITS, block_size: int | None = None,
-    encrypt: bool = False, materialize: bool = False, n_clients: int | None = None,
-    dim: int | None = None, workers: int = 1, mask_stream: MaskStream | None = None,
-    node_keys: Sequence | None = None, job_id: str = "dca", round_index: int = 0,
-    executor: Executor | None = None, noise: str = "discrete",
+    values: np.ndarray | BlockCallable | Iterable[np.ndarray],
+    *,
+    noise_std: float | np.ndarray,
+    rng: int | np.random.Generator | None = None,
+    compute_nodes: int = 10,
+    tolerated: int = 0,
+    dropped: DroppedSpec = None,
+    fractional_bits: int = DEFAULT_FRACTIONAL_BITS,
+    block_size: int | None = None,
+    encrypt: bool = False,
+    materialize: bool = False,
+    n_clients: int | None = None,
+    dim: int | None = None,
+    workers: int = 1,
+    mask_stream: MaskStream | None = None,
+    node_keys: Sequence | None = None,
+    job_id: str = "dca",
+    round_index: int = 0,
+    executor: Executor | None = None,
+    noise: str = "discrete",
 ) -> SecureSumResult:
     r"""Sum the clients' noisy vectors with the DCA secure sum (simulated in-process).
 
@@ -685,11 +766,23 @@ def secure_sum(
     """
     wall0 = time.perf_counter()
     source = ClientSource(values, n_clients, dim)
-    setup = _setup(source, noise_std=noise_std, rng=rng, compute_nodes=compute_nodes,
-                   tolerated=tolerated, fractional_bits=fractional_bits, block_size=block_size,
-                   encrypt=encrypt, materialize=materialize, workers=workers,
-                   mask_stream=mask_stream, node_keys=node_keys, job_id=job_id,
-                   round_index=round_index, noise=noise)
+    setup = _setup(
+        source,
+        noise_std=noise_std,
+        rng=rng,
+        compute_nodes=compute_nodes,
+        tolerated=tolerated,
+        fractional_bits=fractional_bits,
+        block_size=block_size,
+        encrypt=encrypt,
+        materialize=materialize,
+        workers=workers,
+        mask_stream=mask_stream,
+        node_keys=node_keys,
+        job_id=job_id,
+        round_index=round_index,
+        noise=noise,
+    )
     agreement = _agree(setup.plan, dropped, setup.tolerated)
     partials = _partials(setup, source, agreement.included, executor)
     return _result(setup, agreement, partials, wall0)

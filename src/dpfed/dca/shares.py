@@ -109,8 +109,7 @@ def split_shares(encoded: np.ndarray, masks: np.ndarray) -> np.ndarray:
         )
     if e.ndim != 2 or r.ndim != 3 or r.shape[0] != e.shape[0] or r.shape[2] != e.shape[1]:
         raise DpfedInputError(
-            "encoded must be (B, D) and masks (B, M-1, D). "
-            f"Found {e.shape} and {r.shape}."
+            f"encoded must be (B, D) and masks (B, M-1, D). Found {e.shape} and {r.shape}."
         )
     b, m1, d = r.shape
     messages = np.empty((b, m1 + 1, d), dtype=np.uint64)

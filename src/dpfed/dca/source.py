@@ -35,8 +35,10 @@ def _as_block(block: Any, rows: int | None, dim: int | None, where: str) -> np.n
         arr = np.asarray(block, dtype=np.float64)
     except (TypeError, ValueError):
         raise DpfedInputError(f"{where} must be a numeric array. Found {type(block)!r}.") from None
-    if arr.ndim != 2 or (rows is not None and arr.shape[0] != rows) or (
-        dim is not None and arr.shape[1] != dim
+    if (
+        arr.ndim != 2
+        or (rows is not None and arr.shape[0] != rows)
+        or (dim is not None and arr.shape[1] != dim)
     ):
         want = f"({rows if rows is not None else 'b'}, {dim if dim is not None else 'D'})"
         raise DpfedInputError(f"{where} must have shape {want}. Found shape {arr.shape}.")
@@ -83,8 +85,10 @@ class ClientSource:
                 )
             if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
                 raise DpfedInputError(f"values must be numeric. Found dtype {arr.dtype}.")
-            for name, given, actual in (("n_clients", n_clients, arr.shape[0]),
-                                        ("dim", dim, arr.shape[1])):
+            for name, given, actual in (
+                ("n_clients", n_clients, arr.shape[0]),
+                ("dim", dim, arr.shape[1]),
+            ):
                 if given is not None and check_int(name, given) != actual:
                     raise DpfedInputError(
                         f"{name} = {given} does not match values of shape {arr.shape}."

@@ -5,6 +5,12 @@ from dpfed.engines.inprocess import InProcessEngine
 from dpfed.engines.registry import ENGINES, get_engine
 
 __all__ = [
-    "ENGINES", "Engine", "EngineReport", "InProcessEngine", "Role", "engine_block",
-    "engine_summary", "get_engine",
+    "ENGINES",
+    "Engine",
+    "EngineReport",
+    "InProcessEngine",
+    "Role",
+    "engine_block",
+    "engine_summary",
+    "get_engine",
 ]

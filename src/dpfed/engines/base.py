@@ -29,7 +29,12 @@ import numpy as np
 from dpfed.runtime.messages import Message
 
 __all__ = [
-    "Engine", "EngineReport", "Role", "engine_block", "engine_summary", "unknown_recipient",
+    "Engine",
+    "EngineReport",
+    "Role",
+    "engine_block",
+    "engine_summary",
+    "unknown_recipient",
 ]
 
 
@@ -68,8 +73,11 @@ class EngineReport:
     workers: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"engine": self.engine, "delivered": self.delivered,
-                               "waves": self.waves}
+        out: dict[str, Any] = {
+            "engine": self.engine,
+            "delivered": self.delivered,
+            "waves": self.waves,
+        }
         if self.workers:
             out["workers"] = self.workers
             out["peak_rss_bytes_max"] = max(w["peak_rss_bytes"] for w in self.workers)

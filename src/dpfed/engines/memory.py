@@ -34,7 +34,10 @@ def node_usage(usage: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
         by_pid = peaks.setdefault(u["node"], {})
         by_pid[u["pid"]] = max(by_pid.get(u["pid"], 0), int(u["peak_rss_bytes"]))
     return {
-        node: {"workers": len(p), "peak_rss_bytes_sum": sum(p.values()),
-               "peak_rss_bytes_max": max(p.values())}
+        node: {
+            "workers": len(p),
+            "peak_rss_bytes_sum": sum(p.values()),
+            "peak_rss_bytes_max": max(p.values()),
+        }
         for node, p in sorted(peaks.items())
     }

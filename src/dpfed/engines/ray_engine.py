@@ -48,7 +48,7 @@ def ray_or_error() -> Any:
         import ray
     except ImportError:
         raise DpfedInputError(
-            "the Ray engine needs Ray: install it with `pip install \"dpfed[ray]\"`."
+            'the Ray engine needs Ray: install it with `pip install "dpfed[ray]"`.'
         ) from None
     return ray
 
@@ -127,8 +127,9 @@ class RoleGroup:
             if isinstance(observer, _Recorder):
                 self.recorders[name] = observer
 
-    def deliver(self, batches: Sequence[Any], order: Sequence[tuple[int, int]]) -> tuple[
-            list[list[tuple[int, int]]], dict[int, Any], list[tuple[int, str, Any]]]:
+    def deliver(
+        self, batches: Sequence[Any], order: Sequence[tuple[int, int]]
+    ) -> tuple[list[list[tuple[int, int]]], dict[int, Any], list[tuple[int, str, Any]]]:
         """Handle ``batches[b][i]`` for every ``(b, i)`` of ``order`` in turn.
 
         ``batches`` are object references (lists of messages). Returns, per message handled,
@@ -195,8 +196,9 @@ class RayEngine:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, *, workers: int | None = None,
-                 num_cpus: int | None = None) -> None:
+    def __init__(
+        self, address: str | None = None, *, workers: int | None = None, num_cpus: int | None = None
+    ) -> None:
         self.address = address
         self.workers = None if workers is None else check_int("workers", workers, minimum=1)
         self.num_cpus = None if num_cpus is None else check_int("num_cpus", num_cpus, minimum=1)
@@ -208,8 +210,9 @@ class RayEngine:
         names = list(roles)
         cpus = max(1.0, float(ray.cluster_resources().get("CPU", 1.0)))
         count = min(len(names), self.workers or int(cpus))
-        groups = [names[k * len(names) // count:(k + 1) * len(names) // count]
-                  for k in range(count)]
+        groups = [
+            names[k * len(names) // count : (k + 1) * len(names) // count] for k in range(count)
+        ]
         group_of = {name: k for k, members in enumerate(groups) for name in members}
         observers = _detach_observers(roles)
         try:
@@ -218,7 +221,8 @@ class RayEngine:
             for name, observer in observers.items():
                 roles[name].observer = observer  # type: ignore[attr-defined]
         actor_class = ray.remote(RoleGroup).options(
-            num_cpus=min(1.0, cpus / count), scheduling_strategy="SPREAD",
+            num_cpus=min(1.0, cpus / count),
+            scheduling_strategy="SPREAD",
             max_concurrency=1,
         )
         actors = [actor_class.remote(p, group_of) for p in payloads]
@@ -234,9 +238,15 @@ class RayEngine:
         return report
 
     @staticmethod
-    def _deliver(ray: Any, actors: list[Any], group_of: dict[str, int],
-                 roles: Mapping[str, Role], observers: dict[str, Any],
-                 initial: list[Message], report: EngineReport) -> None:
+    def _deliver(
+        ray: Any,
+        actors: list[Any],
+        group_of: dict[str, int],
+        roles: Mapping[str, Role],
+        observers: dict[str, Any],
+        initial: list[Message],
+        report: EngineReport,
+    ) -> None:
         firsts: dict[int, list[Message]] = {}
         queue: list[tuple[int, _Slot]] = []
         for message in initial:

@@ -14,9 +14,7 @@ __all__ = ["ENGINES", "get_engine"]
 
 def _inprocess(**options: Any) -> Engine:
     if options:
-        raise DpfedInputError(
-            f"the in-process engine takes no options. Found {sorted(options)}."
-        )
+        raise DpfedInputError(f"the in-process engine takes no options. Found {sorted(options)}.")
     return InProcessEngine()
 
 

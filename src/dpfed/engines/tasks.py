@@ -53,12 +53,12 @@ class RayExecutor(Executor):
         CPUs of a local Ray this executor starts (default: the machine's).
     """
 
-    def __init__(self, address: str | None = None, *, max_retries: int = 3,
-                 num_cpus: int | None = None) -> None:
+    def __init__(
+        self, address: str | None = None, *, max_retries: int = 3, num_cpus: int | None = None
+    ) -> None:
         self._ray = ensure_ray(address, num_cpus=num_cpus)
         retries = check_int("max_retries", max_retries, minimum=0)
-        self._remote = self._ray.remote(_call).options(max_retries=retries,
-                                                       retry_exceptions=False)
+        self._remote = self._ray.remote(_call).options(max_retries=retries, retry_exceptions=False)
         self.usage: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         # every object sent once: id -> (the object, kept alive so the id stays its, its ref)
@@ -80,8 +80,9 @@ class RayExecutor(Executor):
         with self._lock:
             self._pending[ref] = outer
             if self._watcher is None:
-                self._watcher = threading.Thread(target=self._watch, name="ray-results",
-                                                 daemon=True)
+                self._watcher = threading.Thread(
+                    target=self._watch, name="ray-results", daemon=True
+                )
                 self._watcher.start()
         return outer
 
@@ -131,4 +132,3 @@ class RayExecutor(Executor):
         """Forget the objects sent (Ray stays up for the next executor or engine)."""
         with self._lock:
             self._stored.clear()
-

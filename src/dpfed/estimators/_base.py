@@ -102,11 +102,9 @@ def fitted_scaler(X: Any) -> str | None:
     if not live.any():
         return None
     v = values[:, live]
-    if np.allclose(v.mean(axis=0), 0.0, atol=1e-9) and np.allclose(v.std(axis=0), 1.0,
-                                                                      atol=1e-9):
+    if np.allclose(v.mean(axis=0), 0.0, atol=1e-9) and np.allclose(v.std(axis=0), 1.0, atol=1e-9):
         return "StandardScaler"
-    if np.allclose(v.min(axis=0), 0.0, atol=1e-12) and np.allclose(v.max(axis=0), 1.0,
-                                                                    atol=1e-12):
+    if np.allclose(v.min(axis=0), 0.0, atol=1e-12) and np.allclose(v.max(axis=0), 1.0, atol=1e-12):
         return "MinMaxScaler"  # (x - min) * scale rounds: 1 - 2^-53 is a scaled maximum
     if np.all(np.abs(v).max(axis=0) == 1.0) and np.any(v < 0):
         return "MaxAbsScaler"
@@ -123,7 +121,8 @@ def warn_if_scaled_on_private_rows(estimator: BaseEstimator, X: Any) -> None:
             "on these very rows. Such a scaler is computed from the private data without noise, "
             "so the model is not covered by its epsilon; scale with public bounds instead (a "
             "FunctionTransformer or constants known before seeing the data).",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
 
 

@@ -54,8 +54,9 @@ def _stack(blocks: Sequence[Block], what: str) -> Block:
                 )
         check_finite_matrix(f"{what} block {m}", block)
         prepared.append(block)
-    check_same_rows([f"{what} block {m}" for m in range(len(prepared))],
-                    [b.shape[0] for b in prepared])
+    check_same_rows(
+        [f"{what} block {m}" for m in range(len(prepared))], [b.shape[0] for b in prepared]
+    )
     if len(prepared) == 1:
         return sp.csr_matrix(prepared[0]) if sp.issparse(prepared[0]) else prepared[0]
     if any(sp.issparse(b) for b in prepared):
@@ -115,8 +116,7 @@ def _prepare(blocks, y, lam, test_blocks, test_labels, *, only_first: bool):
     if test_blocks is not None:
         if len(test_blocks) != len(blocks):
             raise DpfedInputError(
-                f"test data must have {len(blocks)} blocks like training. "
-                f"Found {len(test_blocks)}."
+                f"test data must have {len(blocks)} blocks like training. Found {len(test_blocks)}."
             )
         for m, (d, tb) in enumerate(zip(widths, test_blocks, strict=True)):
             if tb.shape[1] != d:
@@ -197,7 +197,5 @@ def fit_local_only(
     dict
         As :func:`fit_centralized`, with ``coef`` of length ``d_0``.
     """
-    X, yy, lam, X_test, y_test = _prepare(
-        blocks, y, lam, test_blocks, test_labels, only_first=True
-    )
+    X, yy, lam, X_test, y_test = _prepare(blocks, y, lam, test_blocks, test_labels, only_first=True)
     return _fit(X, yy, lam, X_test, y_test, fit_intercept)

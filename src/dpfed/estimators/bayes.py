@@ -143,10 +143,18 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         """Refuse fewer rows than the configuration needs before any release is computed."""
         needs = []
         tolerated = self.tolerated
-        if (self.mode == "distributed" and isinstance(tolerated, int | np.integer)
-                and not isinstance(tolerated, bool) and tolerated >= 0):
-            needs.append((int(tolerated) + 2, "the distributed mode needs N - T - 1 >= 1 "
-                                              f"(tolerated T = {tolerated})"))
+        if (
+            self.mode == "distributed"
+            and isinstance(tolerated, int | np.integer)
+            and not isinstance(tolerated, bool)
+            and tolerated >= 0
+        ):
+            needs.append(
+                (
+                    int(tolerated) + 2,
+                    f"the distributed mode needs N - T - 1 >= 1 (tolerated T = {tolerated})",
+                )
+            )
         if self.projection and self.mode != "nonprivate":
             needs.append((2, "the projection's threshold search needs N >= 2"))
         for least, why in needs:
@@ -177,14 +185,25 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         if private:
             warn_if_scaled_on_private_rows(self, X)
         result = fit_dp_linreg(
-            X, y,
+            X,
+            y,
             epsilon=self.epsilon if private else None,
             delta=self.delta if private else None,
-            mode=self.mode, projection=self.projection, bound_x=self.bound_x,
-            bound_y=self.bound_y, calibration=self.calibration, std_share=self.std_share,
-            centre=self.centre, centre_share=self.centre_share, lam=self.lam, lam0=self.lam0,
-            repair=self.repair, compute_nodes=self.compute_nodes, tolerated=self.tolerated,
-            threshold_repeats=self.threshold_repeats, rng=self.random_state,
+            mode=self.mode,
+            projection=self.projection,
+            bound_x=self.bound_x,
+            bound_y=self.bound_y,
+            calibration=self.calibration,
+            std_share=self.std_share,
+            centre=self.centre,
+            centre_share=self.centre_share,
+            lam=self.lam,
+            lam0=self.lam0,
+            repair=self.repair,
+            compute_nodes=self.compute_nodes,
+            tolerated=self.tolerated,
+            threshold_repeats=self.threshold_repeats,
+            rng=self.random_state,
             aggregate=self.aggregate,
         )
         self.fit_result_ = result

@@ -32,8 +32,7 @@ class _HorizontalClassifier(BinaryScoreClassifier):
         index = horizontal_split(X.shape[0], count, rng=seed)
         return [(X[i], y_pm[i]) for i in index]
 
-    def _set_model(self, model: np.ndarray,
-                   config: ConsensusConfig | DecentralizedConfig) -> None:
+    def _set_model(self, model: np.ndarray, config: ConsensusConfig | DecentralizedConfig) -> None:
         coef, intercept = config.intercept_of(model)
         self.coef_ = coef[None, :]
         self.intercept_ = np.array([intercept])
@@ -136,9 +135,15 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         config = ConsensusConfig(
-            lam=self.lam, rho=self.rho, iterations=self.iterations, mechanism=self.mechanism,
-            epsilon=self.epsilon, delta=self.delta, accountant=self.accountant,
-            seed=self.random_state, fit_intercept=self.fit_intercept,
+            lam=self.lam,
+            rho=self.rho,
+            iterations=self.iterations,
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            accountant=self.accountant,
+            seed=self.random_state,
+            fit_intercept=self.fit_intercept,
         )
         parts = self._parts(X, y_pm, self.n_clients, self.random_state, "n_clients")
         result = train_consensus(parts, config)
@@ -201,7 +206,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         schedule: str = "constant",
         rate: float | None = None,
         loss_scale: float = 1750.0,
-        rho: float = 10 ** -2.5,
+        rho: float = 10**-2.5,
         eta: float = 1.0,
         iterations: int = 100,
         fit_intercept: bool = True,
@@ -243,9 +248,16 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
         config = DecentralizedConfig(
-            loss_scale=self.loss_scale, rho=self.rho, eta=self.eta, iterations=self.iterations,
-            perturbation=self.perturbation, alpha=self.alpha, node_alphas=self.node_alphas,
-            schedule=self.schedule, rate=self.rate, seed=self.random_state,
+            loss_scale=self.loss_scale,
+            rho=self.rho,
+            eta=self.eta,
+            iterations=self.iterations,
+            perturbation=self.perturbation,
+            alpha=self.alpha,
+            node_alphas=self.node_alphas,
+            schedule=self.schedule,
+            rate=self.rate,
+            seed=self.random_state,
             fit_intercept=self.fit_intercept,
         )
         graph = make_graph(self.graph, self.n_nodes, rng=self.random_state)

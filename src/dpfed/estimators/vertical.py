@@ -159,12 +159,21 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
 
     def _config(self) -> VerticalConfig:
         return VerticalConfig(
-            loss=self.loss, regularizer=self.regularizer, lam=self.lam, rho=self.rho,
-            iterations=self.iterations, mechanism=self.mechanism, epsilon=self.epsilon,
-            delta=self.delta, noise_multiplier=self.noise_multiplier,
-            noise_sigma=self.noise_sigma, accountant=self.accountant,
-            seed=self.random_state, bounds=self.bounds,
-            protect_label_holder=self.protect_label_holder, fit_intercept=self.fit_intercept,
+            loss=self.loss,
+            regularizer=self.regularizer,
+            lam=self.lam,
+            rho=self.rho,
+            iterations=self.iterations,
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            noise_multiplier=self.noise_multiplier,
+            noise_sigma=self.noise_sigma,
+            accountant=self.accountant,
+            seed=self.random_state,
+            bounds=self.bounds,
+            protect_label_holder=self.protect_label_holder,
+            fit_intercept=self.fit_intercept,
         )
 
     def _blocks(self, X) -> list:
@@ -184,22 +193,29 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         if self.mechanism == "paper":
             refusals.append("secure=True is its own mechanism; found mechanism='paper'")
         if self.loss != "logistic" or self.regularizer != "l2":
-            refusals.append(f"secure=True fits the logistic loss with an l2 ridge; found "
-                            f"loss={self.loss!r}, regularizer={self.regularizer!r}")
+            refusals.append(
+                f"secure=True fits the logistic loss with an l2 ridge; found "
+                f"loss={self.loss!r}, regularizer={self.regularizer!r}"
+            )
         if self.noise_multiplier is not None or self.noise_sigma is not None:
-            refusals.append("secure=True calibrates its own noise: leave noise_multiplier "
-                            "and noise_sigma unset")
+            refusals.append(
+                "secure=True calibrates its own noise: leave noise_multiplier and noise_sigma unset"
+            )
         if self.label_holder_keeps_model and not self.protect_label_holder:
             refusals.append("label_holder_keeps_model=True goes with protect_label_holder=True")
         if refusals:
             raise DpfedInputError("; ".join(refusals) + ".")
         assert self.epsilon is not None and self.delta is not None
         rounds = {} if self.iterations is None else {"rounds": self.iterations}
-        return SecureSetup(int(blocks[0].shape[0]), tuple(int(b.shape[1]) for b in blocks),
-                           self.epsilon, self.delta,
-                           protect=secure_protection(self.protect_label_holder,
-                                                     self.label_holder_keeps_model),
-                           fit_intercept=self.fit_intercept is not False, **rounds)
+        return SecureSetup(
+            int(blocks[0].shape[0]),
+            tuple(int(b.shape[1]) for b in blocks),
+            self.epsilon,
+            self.delta,
+            protect=secure_protection(self.protect_label_holder, self.label_holder_keeps_model),
+            fit_intercept=self.fit_intercept is not False,
+            **rounds,
+        )
 
     def fit(self, X, y, **fit_params) -> VerticalLinearClassifier:
         """Run the protocol on the rows ``X`` and their labels ``y``.
@@ -221,17 +237,24 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         X, y_pm = self._validate_fit(X, y)
         blocks = self._blocks(X)
         if self.secure:
-            secure = train_secure_vertical(blocks, y_pm, self._secure_setup(blocks),
-                                           seed=self.random_state)
+            secure = train_secure_vertical(
+                blocks, y_pm, self._secure_setup(blocks), seed=self.random_state
+            )
             self.result_ = secure
             self.party_models_ = {f"party{j}": w for j, w in enumerate(secure.blocks)}
             self.coef_ = np.concatenate(secure.blocks)[None, :]
             self.intercept_ = np.array([secure.intercept])
-            self.history_ = [{"round": i // len(blocks), "block": c.block, "seconds": c.seconds,
-                              "bytes": c.bytes_sent} for i, c in enumerate(secure.costs)]
+            self.history_ = [
+                {
+                    "round": i // len(blocks),
+                    "block": c.block,
+                    "seconds": c.seconds,
+                    "bytes": c.bytes_sent,
+                }
+                for i, c in enumerate(secure.costs)
+            ]
             self.privacy_spent_ = secure.privacy()
-            self.passive_weight_ = (None if secure.weighting is None
-                                    else secure.weighting.beta)
+            self.passive_weight_ = None if secure.weighting is None else secure.weighting.beta
             return self
         if self.label_holder_keeps_model:
             raise DpfedInputError("label_holder_keeps_model=True is an option of secure=True.")

@@ -47,8 +47,7 @@ class AdultParts:
 
     def stacked(self) -> tuple[np.ndarray, np.ndarray]:
         """Every party's rows and labels, stacked in party order."""
-        return (np.vstack([X for X, _ in self.parts]),
-                np.concatenate([y for _, y in self.parts]))
+        return (np.vstack([X for X, _ in self.parts]), np.concatenate([y for _, y in self.parts]))
 
 
 def adult_folder(data_dir: str | os.PathLike[str] | None, command: str) -> Path:
@@ -66,8 +65,12 @@ def adult_folder(data_dir: str | os.PathLike[str] | None, command: str) -> Path:
     DpfedInputError
         Naming the missing folder or file.
     """
-    base = data_folder(data_dir, command=command, reads="UCI Adult",
-                       holding=f"adult/adult.data and adult/adult.test ({ADULT_SOURCE})")
+    base = data_folder(
+        data_dir,
+        command=command,
+        reads="UCI Adult",
+        holding=f"adult/adult.data and adult/adult.test ({ADULT_SOURCE})",
+    )
     for name in ("adult.data", "adult.test"):
         path = base / "adult" / name
         if not path.is_file():
@@ -90,17 +93,26 @@ def load_adult_parts(
     """Adult, (subsampled,) rows scaled to unit norm, split evenly with ``rng=seed``."""
     ds = load_dataset("adult", base)
     X, y, Xt, yt, subsampled = subsample_rows(
-        np.asarray(ds.X_train, float), np.asarray(ds.y_train, float),
-        np.asarray(ds.X_test, float), np.asarray(ds.y_test, float),
-        max_train_rows=max_train_rows, max_test_rows=max_test_rows, seed=seed,
+        np.asarray(ds.X_train, float),
+        np.asarray(ds.y_train, float),
+        np.asarray(ds.X_test, float),
+        np.asarray(ds.y_test, float),
+        max_train_rows=max_train_rows,
+        max_test_rows=max_test_rows,
+        seed=seed,
     )
     steps = [subsampled] if subsampled else []
     X, Xt = normalize_rows(X), normalize_rows(Xt)
-    steps.append("one-hot categorical and [0, 1]-scaled continuous attributes (dpfed reader), "
-                 "then every row scaled to unit l2 norm (normalize_rows)")
+    steps.append(
+        "one-hot categorical and [0, 1]-scaled continuous attributes (dpfed reader), "
+        "then every row scaled to unit l2 norm (normalize_rows)"
+    )
     index = horizontal_split(X.shape[0], parties, rng=seed)
     steps.append(f"rows split evenly among {parties} parties (horizontal_split, rng={seed})")
     return AdultParts(
-        parts=[(X[i], y[i]) for i in index], X_test=Xt, y_test=yt,
-        preprocessing="; ".join(steps), source=getattr(ds, "source", ADULT_SOURCE),
+        parts=[(X[i], y[i]) for i in index],
+        X_test=Xt,
+        y_test=yt,
+        preprocessing="; ".join(steps),
+        source=getattr(ds, "source", ADULT_SOURCE),
     )

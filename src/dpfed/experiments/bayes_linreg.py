@@ -123,8 +123,11 @@ METHODS: dict[str, MethodSpec] = {
     "input": MethodSpec("input perturbation", "input", False),
 }
 
-_PANEL_TITLES = {"wine-red": "(a) red wine", "abalone": "(b) abalone",
-                 "wine-white": "(c) white wine"}
+_PANEL_TITLES = {
+    "wine-red": "(a) red wine",
+    "abalone": "(b) abalone",
+    "wine-white": "(c) white wine",
+}
 
 
 @dataclass(frozen=True)
@@ -153,15 +156,24 @@ class BayesLinregPlan:
 
 def full_plan() -> BayesLinregPlan:
     """The paper's experiment: 3 data sets, 6 budgets, 25 runs (a few minutes)."""
-    return BayesLinregPlan(quick=False, datasets=("wine-red", "abalone", "wine-white"),
-                           epsilons=(1.0, 1.78, 3.16, 5.62, 10.0, 31.6), runs=25)
+    return BayesLinregPlan(
+        quick=False,
+        datasets=("wine-red", "abalone", "wine-white"),
+        epsilons=(1.0, 1.78, 3.16, 5.62, 10.0, 31.6),
+        runs=25,
+    )
 
 
 def quick_plan() -> BayesLinregPlan:
     """A small configuration for tests: budgets 1 and 3.16, 4 runs, 2 threshold repetitions."""
-    return BayesLinregPlan(quick=True, datasets=("wine-red", "abalone", "wine-white"),
-                           epsilons=(1.0, 3.16), runs=4, threshold_repeats=2,
-                           replication_runs=8)
+    return BayesLinregPlan(
+        quick=True,
+        datasets=("wine-red", "abalone", "wine-white"),
+        epsilons=(1.0, 3.16),
+        runs=4,
+        threshold_repeats=2,
+        replication_runs=8,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,12 +272,27 @@ def cross_validate(
     runs = check_int("runs", runs, minimum=1)
     cache = threshold_cache if threshold_cache is not None else ThresholdCache()
     fit = functools.partial(
-        _fit_run, data, seed=seed, n_test=n_test, method_index=method_index,
-        level_index=level_index, epsilon=epsilon, delta=delta, mode=mode,
-        projection=projection, bound_x=bound, bound_y=bound, calibration=calibration,
-        std_share=std_share, centre=centre, centre_share=centre_share, repair=repair,
-        compute_nodes=compute_nodes, tolerated=tolerated,
-        threshold_repeats=threshold_repeats, aggregate=aggregate,
+        _fit_run,
+        data,
+        seed=seed,
+        n_test=n_test,
+        method_index=method_index,
+        level_index=level_index,
+        epsilon=epsilon,
+        delta=delta,
+        mode=mode,
+        projection=projection,
+        bound_x=bound,
+        bound_y=bound,
+        calibration=calibration,
+        std_share=std_share,
+        centre=centre,
+        centre_share=centre_share,
+        repair=repair,
+        compute_nodes=compute_nodes,
+        tolerated=tolerated,
+        threshold_repeats=threshold_repeats,
+        aggregate=aggregate,
     )
     fits: list[dict] = []
     if executor is None:
@@ -284,8 +311,9 @@ def cross_validate(
     return _summarise(fits, scaling, mode=mode, repair=repair, n_test=n_test)
 
 
-def _fit_run(data, run: int, *, seed: int, n_test: int, method_index: int, level_index: int,
-             **fit: Any) -> dict:
+def _fit_run(
+    data, run: int, *, seed: int, n_test: int, method_index: int, level_index: int, **fit: Any
+) -> dict:
     """Run ``run`` of :func:`cross_validate`: fit on its split, score on its test rows.
 
     ``fit`` holds the keywords of :func:`dpfed.bayes.fit_dp_linreg` but ``rng`` and
@@ -293,12 +321,18 @@ def _fit_run(data, run: int, *, seed: int, n_test: int, method_index: int, level
     ``privacy`` (the fit's report) and ``n_train``.
     """
     train, test = random_split(data.n_samples, n_test, split_rng(seed, run))
-    model = fit_dp_linreg(data.X[train], data.y[train], threshold_seed=seed,
-                          rng=_noise_rng(seed, run, method_index, level_index), **fit)
+    model = fit_dp_linreg(
+        data.X[train],
+        data.y[train],
+        threshold_seed=seed,
+        rng=_noise_rng(seed, run, method_index, level_index),
+        **fit,
+    )
     mae = float(mean_absolute_error(data.y[test], model.predict(data.X[test])))
     info = model.to_json()
     detail = {
-        "run": run, "mae": mae,
+        "run": run,
+        "mae": mae,
         "posterior_repaired": info["posterior_repaired"],
         "thresholds": info.get("thresholds"),
         "bounds": info["bounds"],
@@ -320,16 +354,23 @@ def _summarise(fits: Sequence[dict], scaling, *, mode: str, repair: str, n_test:
     repaired = sum(1 for d in details if d["posterior_repaired"])
     fallback = sum(1 for d in details if any(d["marginal_std_fallback"] or []))
     calibration_notes = list(reports[0]["notes"]) if mode != "nonprivate" else []
-    calibration_notes = [n for n in calibration_notes
-                         if "negative eigenvalue" not in n and "variance estimate" not in n]
+    calibration_notes = [
+        n
+        for n in calibration_notes
+        if "negative eigenvalue" not in n and "variance estimate" not in n
+    ]
     notes = list(calibration_notes)
     if repaired:
-        notes.append(f"in {repaired} of {runs} runs the noisy Gram matrix had a negative "
-                     f"eigenvalue and was repaired ({repair}) so the posterior precision stays "
-                     "positive definite")
+        notes.append(
+            f"in {repaired} of {runs} runs the noisy Gram matrix had a negative "
+            f"eigenvalue and was repaired ({repair}) so the posterior precision stays "
+            "positive definite"
+        )
     if fallback:
-        notes.append(f"in {fallback} of {runs} runs at least one noisy variance estimate was "
-                     "not positive and its standard deviation was set to 0.5")
+        notes.append(
+            f"in {fallback} of {runs} runs at least one noisy variance estimate was "
+            "not positive and its standard deviation was set to 0.5"
+        )
     privacy = {**reports[0], "notes": notes}
     q = _quartiles(maes)
     factor = scaling.factor_y
@@ -401,12 +442,17 @@ def _indistinguishability(results: dict, plan: BayesLinregPlan) -> dict:
                 ta = results[ds][ta_key][f"{eps:g}"]
                 ddp = results[ds][ddp_key][f"{eps:g}"]
                 rel = (np.asarray(ddp) - np.asarray(ta)) / np.asarray(ta)
-                tests.append({
-                    "dataset": ds, "projection": proj, "epsilon": eps,
-                    "median_ta": float(np.median(ta)), "median_ddp": float(np.median(ddp)),
-                    "median_relative_difference": float(np.median(rel)),
-                    "p_value": _wilcoxon(ddp, ta),
-                })
+                tests.append(
+                    {
+                        "dataset": ds,
+                        "projection": proj,
+                        "epsilon": eps,
+                        "median_ta": float(np.median(ta)),
+                        "median_ddp": float(np.median(ddp)),
+                        "median_relative_difference": float(np.median(rel)),
+                        "p_value": _wilcoxon(ddp, ta),
+                    }
+                )
     adjusted = holm_adjust([t["p_value"] for t in tests]) if tests else []
     for t, adj in zip(tests, adjusted, strict=True):
         t["p_holm"] = adj
@@ -414,8 +460,8 @@ def _indistinguishability(results: dict, plan: BayesLinregPlan) -> dict:
     rejected = [t for t in tests if t["reject"]]
     return {
         "test": "two-sided paired Wilcoxon signed-rank test of DDP - TA MAE over the runs "
-                "(same splits), per (data set, epsilon, projection); Holm correction over all "
-                f"{len(tests)} tests",
+        "(same splits), per (data set, epsilon, projection); Holm correction over all "
+        f"{len(tests)} tests",
         "alpha": plan.alpha,
         "n_tests": len(tests),
         "n_rejected": len(rejected),
@@ -426,8 +472,11 @@ def _indistinguishability(results: dict, plan: BayesLinregPlan) -> dict:
     }
 
 
-def _replicate(indist: dict, plan: BayesLinregPlan, run_cells: Callable[
-        [list[tuple[str, bool, float]]], list[tuple[list[float], list[float]]]]) -> dict:
+def _replicate(
+    indist: dict,
+    plan: BayesLinregPlan,
+    run_cells: Callable[[list[tuple[str, bool, float]]], list[tuple[list[float], list[float]]]],
+) -> dict:
     """Test every rejected DDP-vs-TA cell again on fresh splits and noise.
 
     ``run_cells(cells)`` returns, for each ``(dataset, projection, epsilon)`` of ``cells``,
@@ -441,13 +490,18 @@ def _replicate(indist: dict, plan: BayesLinregPlan, run_cells: Callable[
     fresh = run_cells([(t["dataset"], t["projection"], t["epsilon"]) for t in rejected])
     replications = []
     for t, (ta, ddp) in zip(rejected, fresh, strict=True):
-        replications.append({
-            "dataset": t["dataset"], "projection": t["projection"], "epsilon": t["epsilon"],
-            "runs": len(ta), "median_ta": float(np.median(ta)),
-            "median_ddp": float(np.median(ddp)), "p_value": _wilcoxon(ddp, ta),
-        })
-    for r, adj in zip(replications, holm_adjust([r["p_value"] for r in replications]),
-                      strict=True):
+        replications.append(
+            {
+                "dataset": t["dataset"],
+                "projection": t["projection"],
+                "epsilon": t["epsilon"],
+                "runs": len(ta),
+                "median_ta": float(np.median(ta)),
+                "median_ddp": float(np.median(ddp)),
+                "p_value": _wilcoxon(ddp, ta),
+            }
+        )
+    for r, adj in zip(replications, holm_adjust([r["p_value"] for r in replications]), strict=True):
         r["p_holm"] = adj
         r["replicated"] = bool(adj <= plan.alpha)
     n_replicated = sum(r["replicated"] for r in replications)
@@ -464,17 +518,24 @@ def _projection_gain(results: dict, plan: BayesLinregPlan) -> dict:
     rows = []
     if key is not None:
         for ds in plan.datasets:
-            for setting, plain, proj in (("trusted", "trusted", "trusted_proj"),
-                                         ("distributed", "distributed", "distributed_proj")):
+            for setting, plain, proj in (
+                ("trusted", "trusted", "trusted_proj"),
+                ("distributed", "distributed", "distributed_proj"),
+            ):
                 if plain not in results[ds] or proj not in results[ds]:
                     continue
                 a, b = results[ds][plain][key], results[ds][proj][key]
-                rows.append({
-                    "dataset": ds, "setting": setting, "epsilon": TARGET_EPSILON,
-                    "median_without": float(np.median(a)), "median_with": float(np.median(b)),
-                    "projection_beats": bool(np.median(b) < np.median(a)),
-                    "p_value": _wilcoxon(b, a),
-                })
+                rows.append(
+                    {
+                        "dataset": ds,
+                        "setting": setting,
+                        "epsilon": TARGET_EPSILON,
+                        "median_without": float(np.median(a)),
+                        "median_with": float(np.median(b)),
+                        "projection_beats": bool(np.median(b) < np.median(a)),
+                        "p_value": _wilcoxon(b, a),
+                    }
+                )
     return {
         "epsilon": TARGET_EPSILON,
         "criterion": "median test MAE over the runs with projection below the median without",
@@ -525,14 +586,27 @@ def _run_task(grid: _Grid, task: _Runs) -> list[dict]:
     private = task.epsilon is not None
     return [
         _fit_run(
-            data, r, seed=task.seed, n_test=REGRESSION_DATASETS[task.dataset].test_size,
-            method_index=list(METHODS).index(task.method), level_index=task.level or 0,
-            epsilon=task.epsilon, delta=plan.delta if private else None, mode=spec.mode,
-            projection=spec.projection, bound_x=plan.bound, bound_y=plan.bound,
-            calibration=plan.calibration, std_share=plan.std_share, centre=plan.centre,
-            centre_share=plan.centre_share, repair=plan.repair,
-            compute_nodes=plan.compute_nodes, tolerated=plan.tolerated,
-            threshold_repeats=plan.threshold_repeats, threshold_cache=cache,
+            data,
+            r,
+            seed=task.seed,
+            n_test=REGRESSION_DATASETS[task.dataset].test_size,
+            method_index=list(METHODS).index(task.method),
+            level_index=task.level or 0,
+            epsilon=task.epsilon,
+            delta=plan.delta if private else None,
+            mode=spec.mode,
+            projection=spec.projection,
+            bound_x=plan.bound,
+            bound_y=plan.bound,
+            calibration=plan.calibration,
+            std_share=plan.std_share,
+            centre=plan.centre,
+            centre_share=plan.centre_share,
+            repair=plan.repair,
+            compute_nodes=plan.compute_nodes,
+            tolerated=plan.tolerated,
+            threshold_repeats=plan.threshold_repeats,
+            threshold_cache=cache,
             aggregate=grid.aggregate,
         )
         for r in task.runs
@@ -542,8 +616,7 @@ def _run_task(grid: _Grid, task: _Runs) -> list[dict]:
 def _describe(task: _Runs) -> str:
     """The task, for the progress bar (``"wine-red trusted ε=1 run 0"``)."""
     what = "NP" if task.epsilon is None else f"{task.method} ε={task.epsilon:g}"
-    runs = (f"run {task.runs[0]}" if len(task.runs) == 1
-            else f"runs {task.runs[0]}-{task.runs[-1]}")
+    runs = f"run {task.runs[0]}" if len(task.runs) == 1 else f"runs {task.runs[0]}-{task.runs[-1]}"
     return f"{task.dataset} {what} {runs}"
 
 
@@ -554,7 +627,8 @@ def _grid_tasks(plan: BayesLinregPlan, *, per_run: bool) -> list[_Runs]:
     for ds in plan.datasets:
         for key in plan.methods:
             levels: list[tuple[int | None, float | None]] = (
-                [(None, None)] if key == "nonprivate" else list(enumerate(plan.epsilons)))
+                [(None, None)] if key == "nonprivate" else list(enumerate(plan.epsilons))
+            )
             for level, eps in levels:
                 runs = [(r,) for r in range(plan.runs)] if per_run else [tuple(range(plan.runs))]
                 tasks += [_Runs(ds, key, level, eps, plan.seed, rs) for rs in runs]
@@ -581,8 +655,15 @@ def _searches(fits: Sequence[dict]) -> tuple[int, int]:
             continue
         lookups += 1
         # the settings that tell two searches of a reproduction apart, as the cache keys them
-        seen.add((found["n"], found["d"], cache_multiplier(found["noise_multiplier"]),
-                  found["repeats"], found["seed"]))
+        seen.add(
+            (
+                found["n"],
+                found["d"],
+                cache_multiplier(found["noise_multiplier"]),
+                found["repeats"],
+                found["seed"],
+            )
+        )
     return len(seen), lookups - len(seen)
 
 
@@ -593,41 +674,63 @@ def _searches(fits: Sequence[dict]) -> tuple[int, int]:
 def _markdown(summary: dict) -> str:
     plan = summary["plan"]
     mode = "quick (few runs; a smoke test, not the experiment)" if summary["quick"] else "full"
-    centring = (REPORT.render("centring", centre_share=f"{plan['centre_share']:g}")
-                if plan["centre"] else REPORT.render("no-centring"))
+    centring = (
+        REPORT.render("centring", centre_share=f"{plan['centre_share']:g}")
+        if plan["centre"]
+        else REPORT.render("no-centring")
+    )
     head = REPORT.render(
-        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", runs=plan["runs"],
-        delta=f"{plan['delta']:g}", calibration=plan["calibration"], bound=f"{plan['bound']:g}",
-        std_share=f"{plan['std_share']:g}", compute_nodes=plan["compute_nodes"],
-        tolerated=plan["tolerated"], centring=centring,
+        "head",
+        mode=mode,
+        seconds=f"{summary['seconds']:.1f}",
+        runs=plan["runs"],
+        delta=f"{plan['delta']:g}",
+        calibration=plan["calibration"],
+        bound=f"{plan['bound']:g}",
+        std_share=f"{plan['std_share']:g}",
+        compute_nodes=plan["compute_nodes"],
+        tolerated=plan["tolerated"],
+        centring=centring,
     )
     ind = summary["indistinguishable"]
     replications = [
         REPORT.render(
-            "replication-row", dataset=r["dataset"],
-            kind="with" if r["projection"] else "without", epsilon=f"{r['epsilon']:g}",
+            "replication-row",
+            dataset=r["dataset"],
+            kind="with" if r["projection"] else "without",
+            epsilon=f"{r['epsilon']:g}",
             runs=r["runs"],
             verdict="**replicated**" if r["replicated"] else "did not replicate",
-            median_ta=fmt(r["median_ta"]), median_ddp=fmt(r["median_ddp"]),
-            p=fmt(r["p_value"], 3), p_holm=fmt(r["p_holm"], 3),
+            median_ta=fmt(r["median_ta"]),
+            median_ddp=fmt(r["median_ddp"]),
+            p=fmt(r["p_value"], 3),
+            p_holm=fmt(r["p_holm"], 3),
         )
         for r in ind.get("replications", [])
     ]
     projection = [
         REPORT.render(
-            "projection-row", dataset=row["dataset"], setting=row["setting"],
+            "projection-row",
+            dataset=row["dataset"],
+            setting=row["setting"],
             verdict="**yes**" if row["projection_beats"] else "**no**",
-            median_with=fmt(row["median_with"]), median_without=fmt(row["median_without"]),
+            median_with=fmt(row["median_with"]),
+            median_without=fmt(row["median_without"]),
             p=fmt(row["p_value"], 3),
         )
         for row in summary["projection_at_epsilon1"]["rows"]
     ]
     targets = REPORT.render(
-        "targets", n_tests=ind["n_tests"], alpha=f"{ind['alpha']:g}",
+        "targets",
+        n_tests=ind["n_tests"],
+        alpha=f"{ind['alpha']:g}",
         verdict={True: "**yes**", False: "**no**", None: "n/a"}[ind["indistinguishable"]],
-        n_rejected=ind["n_rejected"], n_replicated=ind.get("n_replicated", 0),
-        smallest_p=fmt(ind["smallest_p_raw"], 3), smallest_p_holm=fmt(ind["smallest_p_holm"], 3),
-        replications=replications, projection=projection,
+        n_rejected=ind["n_rejected"],
+        n_replicated=ind.get("n_replicated", 0),
+        smallest_p=fmt(ind["smallest_p_raw"], 3),
+        smallest_p_holm=fmt(ind["smallest_p_holm"], 3),
+        replications=replications,
+        projection=projection,
     )
     sections = [head, targets]
     for ds in summary["datasets"]:
@@ -640,22 +743,36 @@ def _markdown(summary: dict) -> str:
             for e in plan["epsilons"]:
                 s = medians[key][f"{e:g}"]
                 cells.append(f"{fmt(s['median'])} ({fmt(s['q25'], 3)}–{fmt(s['q75'], 3)})")
-            rows.append(REPORT.render("dataset-row", method=METHODS[key].label,
-                                      cells=" | ".join(cells)))
-        sections.append(REPORT.render(
-            "dataset", dataset=ds, n_rows=info["n_rows"], d=info["d"], n_train=info["n_train"],
-            n_test=info["n_test"], median=fmt(medians["nonprivate"]["median"]),
-            q25=fmt(medians["nonprivate"]["q25"]), q75=fmt(medians["nonprivate"]["q75"]),
-            epsilons=" | ".join(f"ε = {e:g}" for e in plan["epsilons"]),
-            align="---:|" * len(plan["epsilons"]), rows=rows,
-        ))
+            rows.append(
+                REPORT.render("dataset-row", method=METHODS[key].label, cells=" | ".join(cells))
+            )
+        sections.append(
+            REPORT.render(
+                "dataset",
+                dataset=ds,
+                n_rows=info["n_rows"],
+                d=info["d"],
+                n_train=info["n_train"],
+                n_test=info["n_test"],
+                median=fmt(medians["nonprivate"]["median"]),
+                q25=fmt(medians["nonprivate"]["q25"]),
+                q75=fmt(medians["nonprivate"]["q75"]),
+                epsilons=" | ".join(f"ε = {e:g}" for e in plan["epsilons"]),
+                align="---:|" * len(plan["epsilons"]),
+                rows=rows,
+            )
+        )
     tests = [
         REPORT.render(
-            "test-row", dataset=t["dataset"], projection="yes" if t["projection"] else "no",
-            epsilon=f"{t['epsilon']:g}", median_ta=fmt(t["median_ta"]),
+            "test-row",
+            dataset=t["dataset"],
+            projection="yes" if t["projection"] else "no",
+            epsilon=f"{t['epsilon']:g}",
+            median_ta=fmt(t["median_ta"]),
             median_ddp=fmt(t["median_ddp"]),
             difference=fmt(100 * t["median_relative_difference"], 3),
-            p=fmt(t["p_value"], 3), p_holm=fmt(t["p_holm"], 3),
+            p=fmt(t["p_value"], 3),
+            p_holm=fmt(t["p_holm"], 3),
         )
         for t in ind["tests"]
     ]
@@ -663,21 +780,38 @@ def _markdown(summary: dict) -> str:
     return summary_markdown(sections, summary)
 
 
-def _notes(plan: BayesLinregPlan, *, repaired: int, fallback: int, searches: int, reused: int,
-           seen: list[str]) -> list[str]:
+def _notes(
+    plan: BayesLinregPlan,
+    *,
+    repaired: int,
+    fallback: int,
+    searches: int,
+    reused: int,
+    seen: list[str],
+) -> list[str]:
     private = [m for m in plan.methods if m != "nonprivate"]
     n_private = len(plan.datasets) * len(private) * len(plan.epsilons) * plan.runs
-    n_projected = len(plan.datasets) * plan.runs * len(plan.epsilons) * sum(
-        METHODS[m].projection for m in private)
+    n_projected = (
+        len(plan.datasets)
+        * plan.runs
+        * len(plan.epsilons)
+        * sum(METHODS[m].projection for m in private)
+    )
     notes = [
         REPORT.paragraph("note-scaling"),
         REPORT.paragraph("note-training-set"),
         REPORT.paragraph("note-range"),
         REPORT.paragraph("note-centring", centre_share=f"{plan.centre_share:g}")
-        if plan.centre else REPORT.paragraph("note-no-centring"),
+        if plan.centre
+        else REPORT.paragraph("note-no-centring"),
         REPORT.paragraph("note-repair", repair=plan.repair),
-        REPORT.paragraph("note-repairs-counted", repaired=repaired, private=n_private,
-                         fallback=fallback, projected=n_projected),
+        REPORT.paragraph(
+            "note-repairs-counted",
+            repaired=repaired,
+            private=n_private,
+            fallback=fallback,
+            projected=n_projected,
+        ),
         REPORT.paragraph("note-thresholds", searches=searches, reused=reused),
         REPORT.paragraph("note-calibration", calibration=plan.calibration),
         REPORT.paragraph("note-indistinguishable", replication_runs=plan.replication_runs),
@@ -700,8 +834,14 @@ class _Collected:
     fallbacks: dict[str, dict] = field(default_factory=dict)
 
 
-def _collect_dataset(plan: BayesLinregPlan, ds: str, scaling: Any, n_test: int,
-                     cells: dict[tuple, list[dict]], out: _Collected) -> int:
+def _collect_dataset(
+    plan: BayesLinregPlan,
+    ds: str,
+    scaling: Any,
+    n_test: int,
+    cells: dict[tuple, list[dict]],
+    out: _Collected,
+) -> int:
     """Summarise the runs of every method and budget on ``ds`` into ``out``; the number of
     training rows."""
     out.results[ds] = {}
@@ -711,16 +851,26 @@ def _collect_dataset(plan: BayesLinregPlan, ds: str, scaling: Any, n_test: int,
     for key in plan.methods:
         spec = METHODS[key]
         if key == "nonprivate":
-            res = _summarise(cells[ds, key, None, plan.seed], scaling, mode=spec.mode,
-                             repair=plan.repair, n_test=n_test)
+            res = _summarise(
+                cells[ds, key, None, plan.seed],
+                scaling,
+                mode=spec.mode,
+                repair=plan.repair,
+                n_test=n_test,
+            )
             out.results[ds][key] = res["mae"]
             n_train = res["n_train"]
             continue
         out.results[ds][key] = {}
         out.privacy[ds][key] = {}
         for level, eps in enumerate(plan.epsilons):
-            res = _summarise(cells[ds, key, level, plan.seed], scaling, mode=spec.mode,
-                             repair=plan.repair, n_test=n_test)
+            res = _summarise(
+                cells[ds, key, level, plan.seed],
+                scaling,
+                mode=spec.mode,
+                repair=plan.repair,
+                n_test=n_test,
+            )
             out.results[ds][key][f"{eps:g}"] = res["mae"]
             out.privacy[ds][key][f"{eps:g}"] = res["privacy"]
             out.repairs[ds].setdefault(key, {})[f"{eps:g}"] = res["repaired_runs"]
@@ -734,18 +884,26 @@ def _collect_dataset(plan: BayesLinregPlan, ds: str, scaling: Any, n_test: int,
     return n_train
 
 
-def _collect(plan: BayesLinregPlan, loaded: dict[str, tuple[Any, Any]],
-             cells: dict[tuple, list[dict]]) -> _Collected:
+def _collect(
+    plan: BayesLinregPlan, loaded: dict[str, tuple[Any, Any]], cells: dict[tuple, list[dict]]
+) -> _Collected:
     """Summarise the figure's runs, data set by data set."""
     out = _Collected()
     for ds in plan.datasets:
         data, scaling = loaded[ds]
         n_test = REGRESSION_DATASETS[ds].test_size
         n_train = _collect_dataset(plan, ds, scaling, n_test, cells, out)
-        out.data_info[ds] = {"name": ds, "source": data.source, "n_rows": data.n_samples,
-                             "d": data.n_features, "n_train": n_train, "n_test": n_test,
-                             "target": data.target_name, "target_scale_factor": scaling.factor_y,
-                             "preprocessing": data.preprocessing}
+        out.data_info[ds] = {
+            "name": ds,
+            "source": data.source,
+            "n_rows": data.n_samples,
+            "d": data.n_features,
+            "n_train": n_train,
+            "n_test": n_test,
+            "target": data.target_name,
+            "target_scale_factor": scaling.factor_y,
+            "preprocessing": data.preprocessing,
+        }
     return out
 
 
@@ -762,18 +920,28 @@ def _medians(plan: BayesLinregPlan, results: dict) -> dict[str, dict]:
     return medians
 
 
-def _replication_cells(run: Reproduction, task: Callable[[_Runs], list[dict]],
-                       plan: BayesLinregPlan, fits: list[dict],
-                       wanted: list[tuple[str, bool, float]]
-                       ) -> list[tuple[list[float], list[float]]]:
+def _replication_cells(
+    run: Reproduction,
+    task: Callable[[_Runs], list[dict]],
+    plan: BayesLinregPlan,
+    fits: list[dict],
+    wanted: list[tuple[str, bool, float]],
+) -> list[tuple[list[float], list[float]]]:
     """The ``run_cells`` of :func:`_replicate`: the fresh runs, whose fits join ``fits``."""
     # TA then DDP of each cell, the fresh runs of one task each
     again = [
-        _Runs(ds, key, plan.epsilons.index(eps), eps, plan.seed + 1,
-              tuple(range(plan.replication_runs)))
+        _Runs(
+            ds,
+            key,
+            plan.epsilons.index(eps),
+            eps,
+            plan.seed + 1,
+            tuple(range(plan.replication_runs)),
+        )
         for ds, projection, eps in wanted
-        for key in (("trusted_proj", "distributed_proj") if projection
-                    else ("trusted", "distributed"))
+        for key in (
+            ("trusted_proj", "distributed_proj") if projection else ("trusted", "distributed")
+        )
     ]
     redone = run.map(task, again, describe=_describe)
     fits.extend(fit for runs in redone for fit in runs)
@@ -781,20 +949,33 @@ def _replication_cells(run: Reproduction, task: Callable[[_Runs], list[dict]],
     return list(zip(maes[::2], maes[1::2], strict=True))
 
 
-def _emit_figure(run: Reproduction, plan: BayesLinregPlan, collected: _Collected,
-                 medians: dict[str, dict], indist: dict, gain: dict) -> None:
+def _emit_figure(
+    run: Reproduction,
+    plan: BayesLinregPlan,
+    collected: _Collected,
+    medians: dict[str, dict],
+    indist: dict,
+    gain: dict,
+) -> None:
     """Write ``bayes_linreg.json`` and ``bayes_linreg.png``."""
     labels = {k: METHODS[k].label for k in plan.methods}
     panels = []
     for ds in plan.datasets:
-        panels.append({
-            "title": _PANEL_TITLES.get(ds, ds),
-            "nonprivate": medians[ds].get("nonprivate"),
-            "methods": {k: [medians[ds][k][f"{e:g}"] for e in plan.epsilons]
-                        for k in plan.methods if k != "nonprivate"},
-        })
-    title = (f"DP Bayesian linear regression: median test MAE and IQR over {plan.runs} runs, "
-             f"δ = {plan.delta:g}, {plan.calibration} calibration")
+        panels.append(
+            {
+                "title": _PANEL_TITLES.get(ds, ds),
+                "nonprivate": medians[ds].get("nonprivate"),
+                "methods": {
+                    k: [medians[ds][k][f"{e:g}"] for e in plan.epsilons]
+                    for k in plan.methods
+                    if k != "nonprivate"
+                },
+            }
+        )
+    title = (
+        f"DP Bayesian linear regression: median test MAE and IQR over {plan.runs} runs, "
+        f"δ = {plan.delta:g}, {plan.calibration} calibration"
+    )
     payload = {
         "experiment": "bayes-linreg",
         "paper": "004 (Heikkilä et al., NeurIPS 2017), figure 2",
@@ -809,19 +990,35 @@ def _emit_figure(run: Reproduction, plan: BayesLinregPlan, collected: _Collected
         "indistinguishable": indist,
         "projection_at_epsilon1": gain,
     }
-    run.emit("bayes_linreg", payload, lambda: plot_bayes_linreg(
-        panels, epsilons=plan.epsilons, labels=labels, title=title), names=("png",))
+    run.emit(
+        "bayes_linreg",
+        payload,
+        lambda: plot_bayes_linreg(panels, epsilons=plan.epsilons, labels=labels, title=title),
+        names=("png",),
+    )
 
 
-def _summary(plan: BayesLinregPlan, collected: _Collected, medians: dict[str, dict],
-             indist: dict, gain: dict, fits: Sequence[dict]) -> dict[str, Any]:
+def _summary(
+    plan: BayesLinregPlan,
+    collected: _Collected,
+    medians: dict[str, dict],
+    indist: dict,
+    gain: dict,
+    fits: Sequence[dict],
+) -> dict[str, Any]:
     """The content of ``summary.json`` (before the runner adds the files and seconds)."""
     repairs, fallbacks = collected.repairs, collected.fallbacks
     n_repaired = sum(c for ds in repairs.values() for m in ds.values() for c in m.values())
     n_fallback = sum(c for ds in fallbacks.values() for m in ds.values() for c in m.values())
     searches, reused = _searches(fits)
-    notes = _notes(plan, repaired=n_repaired, fallback=n_fallback, searches=searches,
-                   reused=reused, seen=collected.notes_seen)
+    notes = _notes(
+        plan,
+        repaired=n_repaired,
+        fallback=n_fallback,
+        searches=searches,
+        reused=reused,
+        seen=collected.notes_seen,
+    )
     return {
         "quick": plan.quick,
         "plan": asdict(plan),

@@ -88,19 +88,35 @@ class ConsensusPlan:
 
 def full_plan() -> ConsensusPlan:
     """The configuration of ``dpfed reproduce consensus`` (a few minutes)."""
-    return ConsensusPlan(quick=False, clients=10, lam=1e-5, rho=0.015, iterations=20,
-                         epsilons=(0.1, 0.5, 1.0, 2.0, 5.0), seeds=(0, 1, 2))
+    return ConsensusPlan(
+        quick=False,
+        clients=10,
+        lam=1e-5,
+        rho=0.015,
+        iterations=20,
+        epsilons=(0.1, 0.5, 1.0, 2.0, 5.0),
+        seeds=(0, 1, 2),
+    )
 
 
 def quick_plan() -> ConsensusPlan:
     """A small configuration for tests: 3,000 / 3,000 rows, two levels, two seeds."""
-    return ConsensusPlan(quick=True, clients=10, lam=1e-5, rho=0.015, iterations=10,
-                         epsilons=(1.0, 5.0), seeds=(0, 1), max_train_rows=3000,
-                         max_test_rows=3000)
+    return ConsensusPlan(
+        quick=True,
+        clients=10,
+        lam=1e-5,
+        rho=0.015,
+        iterations=10,
+        epsilons=(1.0, 5.0),
+        seeds=(0, 1),
+        max_train_rows=3000,
+        max_test_rows=3000,
+    )
 
 
-def _grid_run(data: AdultParts, plan: ConsensusPlan,
-              cell: tuple[float | None, float | None, int]) -> dict:
+def _grid_run(
+    data: AdultParts, plan: ConsensusPlan, cell: tuple[float | None, float | None, int]
+) -> dict:
     """The run of one cell ``(epsilon, noise multiplier, seed)`` of the grid (a task)."""
     with limit_blas_threads():
         return _run(data, plan, noise_multiplier=cell[1], seed=cell[2])
@@ -111,40 +127,61 @@ def _describe(cell: tuple[float | None, float | None, int]) -> str:
     return "non-private" if eps is None else f"ε={eps:g} seed {seed}"
 
 
-def _run(data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | None,
-         seed: int) -> dict:
+def _run(
+    data: AdultParts, plan: ConsensusPlan, *, noise_multiplier: float | None, seed: int
+) -> dict:
     """One consensus run (retrying a failed local solve with a shifted seed)."""
 
     def train(s: int):
         if noise_multiplier is None:
-            cfg = ConsensusConfig(lam=plan.lam, rho=plan.rho, iterations=plan.iterations, seed=s,
-                                  fit_intercept=False)  # the paper's model has none
+            cfg = ConsensusConfig(
+                lam=plan.lam, rho=plan.rho, iterations=plan.iterations, seed=s, fit_intercept=False
+            )  # the paper's model has none
         else:
             cfg = ConsensusConfig(
-                lam=plan.lam, rho=plan.rho, iterations=plan.iterations, mechanism="gaussian",
-                noise_multiplier=noise_multiplier, delta=plan.delta,
-                accountant=plan.accountant, seed=s, fit_intercept=False,
+                lam=plan.lam,
+                rho=plan.rho,
+                iterations=plan.iterations,
+                mechanism="gaussian",
+                noise_multiplier=noise_multiplier,
+                delta=plan.delta,
+                accountant=plan.accountant,
+                seed=s,
+                fit_intercept=False,
             )
         return train_consensus(data.parts, cfg, X_test=data.X_test, y_test=data.y_test)
 
     done = with_retries(train, seed, retry=noise_multiplier is not None)
     if done.result is None:
-        return {"seed": seed, "seed_used": None, "attempts": done.attempts,
-                "failed": done.error, "final": None, "iterations": [],
-                "test_accuracy": [], "epsilon": [], "privacy": None}
+        return {
+            "seed": seed,
+            "seed_used": None,
+            "attempts": done.attempts,
+            "failed": done.error,
+            "final": None,
+            "iterations": [],
+            "test_accuracy": [],
+            "epsilon": [],
+            "privacy": None,
+        }
     result = done.result
     history = result.history
     per_party = result.privacy.get("per_party", {})
     first = next(iter(per_party.values()), {})
     return {
-        "seed": seed, "seed_used": done.seed_used, "attempts": done.attempts, "failed": None,
+        "seed": seed,
+        "seed_used": done.seed_used,
+        "attempts": done.attempts,
+        "failed": None,
         "iterations": [h["iteration"] for h in history],
         "test_accuracy": [h["test_accuracy"] for h in history],
         "test_log_loss": [h["test_log_loss"] for h in history],
         "train_objective": [h["train_objective"] for h in history],
         "epsilon": [h["epsilon"] for h in history],
-        "final": {k: history[-1][k] for k in ("iteration", "test_accuracy",
-                                              "test_log_loss", "train_objective")},
+        "final": {
+            k: history[-1][k]
+            for k in ("iteration", "test_accuracy", "test_log_loss", "train_objective")
+        },
         "privacy": {
             "epsilon": result.privacy.get("epsilon"),
             "delta": result.privacy.get("delta"),
@@ -185,8 +222,12 @@ def _stats(values: list[float]) -> dict:
     if not values:
         return {"mean": None, "min": None, "max": None, "std": None}
     v = np.asarray(values, dtype=float)
-    return {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()),
-            "std": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+    return {
+        "mean": float(v.mean()),
+        "min": float(v.min()),
+        "max": float(v.max()),
+        "std": float(v.std(ddof=1)) if v.size > 1 else 0.0,
+    }
 
 
 def _level(plan: ConsensusPlan, eps: float, cal: Any, level_runs: list[dict]) -> dict:
@@ -200,20 +241,20 @@ def _level(plan: ConsensusPlan, eps: float, cal: Any, level_runs: list[dict]) ->
         "noise_multiplier": float(cal.noise_multiplier),
         # epsilon_step is the classic per-round reading of the noise, a guarantee
         # only where classic_valid; the certified figure is epsilon
-        "calibration": {k: v for k, v in asdict(cal).items()
-                        if isinstance(v, int | float | str | type(None))}
+        "calibration": {
+            k: v for k, v in asdict(cal).items() if isinstance(v, int | float | str | type(None))
+        }
         | {"classic_valid": cal.classic_valid},
         "sigma_client1": first["privacy"]["sigma_client1"] if first else None,
-        "l2_sensitivity_client1": first["privacy"]["l2_sensitivity_client1"]
-        if first else None,
+        "l2_sensitivity_client1": first["privacy"]["l2_sensitivity_client1"] if first else None,
         "epsilon_spent": max((r["privacy"]["epsilon"] for r in ok), default=None),
         "seeds": list(plan.seeds),
         "seeds_used": [r["seed_used"] for r in level_runs],
-        "final_accuracy": [r["final"]["test_accuracy"] if r["final"] else None
-                           for r in level_runs],
+        "final_accuracy": [r["final"]["test_accuracy"] if r["final"] else None for r in level_runs],
         "accuracy": {**_stats(accs), "n": len(accs)},
-        "test_log_loss_mean": float(np.mean([r["final"]["test_log_loss"]
-                                             for r in ok])) if ok else None,
+        "test_log_loss_mean": float(np.mean([r["final"]["test_log_loss"] for r in ok]))
+        if ok
+        else None,
         "failed": [r["seed"] for r in level_runs if r.get("failed")],
         "retries": sum(len(r["attempts"]) for r in level_runs),
         "iterations": first["iterations"] if first else [],
@@ -227,47 +268,75 @@ def _markdown(summary: dict) -> str:
     ds = summary["dataset"]
     mode = "quick (subsampled; a smoke test, not the experiment)" if summary["quick"] else "full"
     head = REPORT.render(
-        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", n_train=ds["n_train"],
-        n_features=ds["n_features"], clients=plan["clients"], n_test=ds["n_test"],
-        lam=f"{plan['lam']:g}", rho=f"{plan['rho']:g}", iterations=plan["iterations"],
-        delta=f"{plan['delta']:g}", accountant=plan["accountant"].upper(), seeds=plan["seeds"],
+        "head",
+        mode=mode,
+        seconds=f"{summary['seconds']:.1f}",
+        n_train=ds["n_train"],
+        n_features=ds["n_features"],
+        clients=plan["clients"],
+        n_test=ds["n_test"],
+        lam=f"{plan['lam']:g}",
+        rho=f"{plan['rho']:g}",
+        iterations=plan["iterations"],
+        delta=f"{plan['delta']:g}",
+        accountant=plan["accountant"].upper(),
+        seeds=plan["seeds"],
     )
     acc = h["epsilon1_accuracy"]
     target = f"{TARGET_ACCURACY:g}"
     if acc is not None:
+
         def verdict(flag: bool) -> str:
             return "**met**" if flag else "**not met**"
 
         targets = [
-            REPORT.render("target-mean", target=target, mean=fmt(acc["mean"]), n=acc["n"],
-                          verdict=verdict(h["target_met_mean"])),
-            REPORT.render("target-every-seed", target=target, min=fmt(acc["min"]),
-                          verdict=verdict(h["target_met_every_seed"])),
+            REPORT.render(
+                "target-mean",
+                target=target,
+                mean=fmt(acc["mean"]),
+                n=acc["n"],
+                verdict=verdict(h["target_met_mean"]),
+            ),
+            REPORT.render(
+                "target-every-seed",
+                target=target,
+                min=fmt(acc["min"]),
+                verdict=verdict(h["target_met_every_seed"]),
+            ),
         ]
     else:
         targets = [REPORT.render("target-not-run", target=target)]
     rows = [
         REPORT.render(
-            "level-row", epsilon=f"{lv['epsilon']:g}", z=fmt(lv["noise_multiplier"]),
-            sigma=fmt(lv["sigma_client1"]), spent=fmt(lv["epsilon_spent"]),
-            mean=fmt(lv["accuracy"]["mean"]), min=fmt(lv["accuracy"]["min"]),
-            max=fmt(lv["accuracy"]["max"]), std=fmt(lv["accuracy"]["std"], 2),
+            "level-row",
+            epsilon=f"{lv['epsilon']:g}",
+            z=fmt(lv["noise_multiplier"]),
+            sigma=fmt(lv["sigma_client1"]),
+            spent=fmt(lv["epsilon_spent"]),
+            mean=fmt(lv["accuracy"]["mean"]),
+            min=fmt(lv["accuracy"]["min"]),
+            max=fmt(lv["accuracy"]["max"]),
+            std=fmt(lv["accuracy"]["std"], 2),
             log_loss=fmt(lv["test_log_loss_mean"]),
         )
         for lv in summary["levels"]
     ]
     np_, cen = summary["nonprivate"], summary["centralized"]
     levels = REPORT.render(
-        "levels", rows=rows, nonprivate_accuracy=fmt(np_["test_accuracy"]),
-        nonprivate_log_loss=fmt(np_["test_log_loss"]), C=f"{cen['C']:.3g}",
+        "levels",
+        rows=rows,
+        nonprivate_accuracy=fmt(np_["test_accuracy"]),
+        nonprivate_log_loss=fmt(np_["test_log_loss"]),
+        C=f"{cen['C']:.3g}",
         centralized_accuracy=fmt(cen["test_accuracy"]),
         centralized_log_loss=fmt(cen["test_log_loss"]),
     )
     return summary_markdown([head, REPORT.render("target", rows=targets), levels], summary)
 
 
-def _notes(plan: ConsensusPlan, levels: list[dict], nonprivate: dict, centralized: dict,
-           acc: dict | None) -> list[str]:
+def _notes(
+    plan: ConsensusPlan, levels: list[dict], nonprivate: dict, centralized: dict, acc: dict | None
+) -> list[str]:
     notes = [
         REPORT.paragraph("note-no-experiments", target=f"{TARGET_ACCURACY:g}"),
         REPORT.paragraph("note-noise"),
@@ -296,13 +365,17 @@ def _calibrations(plan: ConsensusPlan, data: AdultParts) -> list[Any]:
     """The calibration of every privacy level of ``plan``."""
     # every upload draws its model's coordinates from the exact grid sampler
     coordinates = plan.iterations * int(data.parts[0][0].shape[1])
-    return [calibrate_consensus(eps, plan.delta, plan.iterations,
-                                accountant=plan.accountant, coordinates=coordinates)
-            for eps in plan.epsilons]
+    return [
+        calibrate_consensus(
+            eps, plan.delta, plan.iterations, accountant=plan.accountant, coordinates=coordinates
+        )
+        for eps in plan.epsilons
+    ]
 
 
-def _run_grid(run: Reproduction, data: AdultParts, plan: ConsensusPlan,
-              calibrations: list[Any]) -> tuple[list[dict], list[dict], dict, dict]:
+def _run_grid(
+    run: Reproduction, data: AdultParts, plan: ConsensusPlan, calibrations: list[Any]
+) -> tuple[list[dict], list[dict], dict, dict]:
     """Every run of the grid and the centralised reference: the non-private runs, the levels'
     JSON, the runs by level, and the reference."""
     # every run on its own seed: (epsilon or None, noise multiplier or None, seed)
@@ -310,7 +383,8 @@ def _run_grid(run: Reproduction, data: AdultParts, plan: ConsensusPlan,
         (None, None, s) for s in plan.seeds[:1]
     ] + [
         (eps, float(cal.noise_multiplier), s)
-        for eps, cal in zip(plan.epsilons, calibrations, strict=True) for s in plan.seeds
+        for eps, cal in zip(plan.epsilons, calibrations, strict=True)
+        for s in plan.seeds
     ]
     with run.running(len(grid)):
         done = run.map(functools.partial(_grid_run, data, plan), grid, describe=_describe)
@@ -318,7 +392,7 @@ def _run_grid(run: Reproduction, data: AdultParts, plan: ConsensusPlan,
         levels, runs = [], {"nonprivate": nonprivate}
         for k, (eps, cal) in enumerate(zip(plan.epsilons, calibrations, strict=True)):
             first = len(nonprivate) + k * len(plan.seeds)
-            level_runs = done[first: first + len(plan.seeds)]
+            level_runs = done[first : first + len(plan.seeds)]
             runs[f"epsilon={eps:g}"] = level_runs
             levels.append(_level(plan, eps, cal, level_runs))
         centralized = _centralized(data, plan)
@@ -337,13 +411,27 @@ def _nonprivate_summary(np_run: dict) -> dict:
     }
 
 
-def _emit_figure(run: Reproduction, plan: ConsensusPlan, data: AdultParts, levels: list[dict],
-                 np_summary: dict, centralized: dict, runs: dict) -> None:
+def _emit_figure(
+    run: Reproduction,
+    plan: ConsensusPlan,
+    data: AdultParts,
+    levels: list[dict],
+    np_summary: dict,
+    centralized: dict,
+    runs: dict,
+) -> None:
     """Write ``consensus.json`` and ``consensus.png``."""
-    plot_levels = [{**lv, "epsilon_spent": lv["epsilon_spent_per_iteration"],
-                    "final_mean": lv["accuracy"]["mean"], "final_min": lv["accuracy"]["min"],
-                    "final_max": lv["accuracy"]["max"]}
-                   for lv in levels if lv["accuracy"]["n"]]
+    plot_levels = [
+        {
+            **lv,
+            "epsilon_spent": lv["epsilon_spent_per_iteration"],
+            "final_mean": lv["accuracy"]["mean"],
+            "final_min": lv["accuracy"]["min"],
+            "final_max": lv["accuracy"]["max"],
+        }
+        for lv in levels
+        if lv["accuracy"]["n"]
+    ]
     payload = {
         "experiment": "consensus",
         "paper": "002 (Li & Chi): no experiments in the paper",
@@ -354,16 +442,27 @@ def _emit_figure(run: Reproduction, plan: ConsensusPlan, data: AdultParts, level
         "centralized": centralized,
         "runs": runs,
     }
-    title = (f"DP consensus ADMM on Adult: {plan.clients} clients, λ={plan.lam:g}, ρ={plan.rho:g}, "
-             f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
-             f"{len(plan.seeds)} seeds")
-    run.emit("consensus", payload, lambda: plot_consensus(
-        plot_levels, title=title, nonprivate=np_summary,
-        centralized_accuracy=centralized["test_accuracy"], target_accuracy=TARGET_ACCURACY))
+    title = (
+        f"DP consensus ADMM on Adult: {plan.clients} clients, λ={plan.lam:g}, ρ={plan.rho:g}, "
+        f"{plan.iterations} iterations, δ={plan.delta:g} ({plan.accountant.upper()}), "
+        f"{len(plan.seeds)} seeds"
+    )
+    run.emit(
+        "consensus",
+        payload,
+        lambda: plot_consensus(
+            plot_levels,
+            title=title,
+            nonprivate=np_summary,
+            centralized_accuracy=centralized["test_accuracy"],
+            target_accuracy=TARGET_ACCURACY,
+        ),
+    )
 
 
-def _summary(plan: ConsensusPlan, data: AdultParts, levels: list[dict], np_summary: dict,
-             centralized: dict) -> dict[str, Any]:
+def _summary(
+    plan: ConsensusPlan, data: AdultParts, levels: list[dict], np_summary: dict, centralized: dict
+) -> dict[str, Any]:
     """The content of ``summary.json`` (before the runner adds the files and seconds)."""
     at_one = next((lv for lv in levels if math.isclose(lv["epsilon"], TARGET_EPSILON)), None)
     acc = at_one["accuracy"] if at_one and at_one["accuracy"]["n"] else None
@@ -381,11 +480,17 @@ def _summary(plan: ConsensusPlan, data: AdultParts, levels: list[dict], np_summa
         "plan": asdict(plan),
         "dataset": data.describe(),
         "headlines": headlines,
-        "levels": [{k: v for k, v in lv.items()
-                    if k not in ("iterations", "test_accuracy_mean",
-                                 "epsilon_spent_per_iteration")} for lv in levels],
-        "nonprivate": {k: v for k, v in np_summary.items()
-                       if k not in ("iterations", "test_accuracy_mean")},
+        "levels": [
+            {
+                k: v
+                for k, v in lv.items()
+                if k not in ("iterations", "test_accuracy_mean", "epsilon_spent_per_iteration")
+            }
+            for lv in levels
+        ],
+        "nonprivate": {
+            k: v for k, v in np_summary.items() if k not in ("iterations", "test_accuracy_mean")
+        },
         "centralized": centralized,
         "notes": _notes(plan, levels, np_summary, centralized, acc),
     }
@@ -434,8 +539,13 @@ def run_consensus_reproduction(
     run = Reproduction("consensus", out_dir, progress=progress, executor=executor)
     base = adult_folder(data_dir, "consensus")
     with limit_blas_threads():
-        data = load_adult_parts(base, parties=plan.clients, max_train_rows=plan.max_train_rows,
-                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
+        data = load_adult_parts(
+            base,
+            parties=plan.clients,
+            max_train_rows=plan.max_train_rows,
+            max_test_rows=plan.max_test_rows,
+            seed=plan.split_seed,
+        )
         calibrations = _calibrations(plan, data)
         nonprivate, levels, runs, centralized = _run_grid(run, data, plan, calibrations)
     np_summary = _nonprivate_summary(nonprivate[0])

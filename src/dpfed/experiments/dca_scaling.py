@@ -122,8 +122,7 @@ def _peak_rss_mb() -> float:
     return peak_rss_bytes() / (1024.0 * 1024.0)
 
 
-def _resolve_workers(workers: int | str, executor: Executor | None, n: int, d: int,
-                     m: int) -> int:
+def _resolve_workers(workers: int | str, executor: Executor | None, n: int, d: int, m: int) -> int:
     """Worker processes: the executor's for ``"auto"`` with one, else :func:`choose_workers`
     for ``"auto"``, else ``workers`` checked."""
     if workers == "auto" and executor is not None:
@@ -146,9 +145,19 @@ def _max_deviation(source: UniformClients, run: Any, n: int, d: int) -> float:
     return float(np.max(np.abs(run.total - plain)))
 
 
-def _timing_summary(runs: list[Any], source: UniformClients, *, n: int, d: int, m: int, t: int,
-                    encrypt: bool, w: int, noise_std: float,
-                    executor: Executor | None) -> dict[str, Any]:
+def _timing_summary(
+    runs: list[Any],
+    source: UniformClients,
+    *,
+    n: int,
+    d: int,
+    m: int,
+    t: int,
+    encrypt: bool,
+    w: int,
+    noise_std: float,
+    executor: Executor | None,
+) -> dict[str, Any]:
     """The record of :func:`time_secure_sum` from its timed runs."""
     r = len(runs)
     seconds = [res.timing["wall"] for res in runs]
@@ -181,8 +190,7 @@ def _timing_summary(runs: list[Any], source: UniformClients, *, n: int, d: int, 
         "total_sha256": hashlib.sha256(median_run.total_encoded.tobytes()).hexdigest(),
         "paper_seconds": paper,
         "ratio": paper / median if paper is not None and median > 0 else None,
-        "check": {"max_abs_deviation": deviation,
-                  "in_noise_stds": deviation / float(total_std)},
+        "check": {"max_abs_deviation": deviation, "in_noise_stds": deviation / float(total_std)},
     } | ({"nodes": node_usage(executor.usage)} if hasattr(executor, "usage") else {})
 
 
@@ -254,12 +262,33 @@ def time_secure_sum(
     source = UniformClients(d, bound=bound, seed=seed)
     runs = []
     for _ in range(r):
-        res = secure_sum(source, n_clients=n, dim=d, noise_std=noise_std, rng=seed,
-                         compute_nodes=m, tolerated=t, dropped=dropped, encrypt=encrypt,
-                         workers=w, executor=executor, noise=noise)
+        res = secure_sum(
+            source,
+            n_clients=n,
+            dim=d,
+            noise_std=noise_std,
+            rng=seed,
+            compute_nodes=m,
+            tolerated=t,
+            dropped=dropped,
+            encrypt=encrypt,
+            workers=w,
+            executor=executor,
+            noise=noise,
+        )
         runs.append(res)
-    return _timing_summary(runs, source, n=n, d=d, m=m, t=t, encrypt=encrypt, w=w,
-                           noise_std=noise_std, executor=executor)
+    return _timing_summary(
+        runs,
+        source,
+        n=n,
+        d=d,
+        m=m,
+        t=t,
+        encrypt=encrypt,
+        w=w,
+        noise_std=noise_std,
+        executor=executor,
+    )
 
 
 @dataclass(frozen=True)
@@ -279,14 +308,16 @@ class ScalingPlan:
 
 def full_plan(repeats: int = 3, workers: int | str = "auto") -> ScalingPlan:
     """Every cell of the paper's table (about a minute per repeat on 2 cores)."""
-    return ScalingPlan(quick=False, clients=PAPER_CLIENTS, dims=PAPER_DIMS, repeats=repeats,
-                       workers=workers)
+    return ScalingPlan(
+        quick=False, clients=PAPER_CLIENTS, dims=PAPER_DIMS, repeats=repeats, workers=workers
+    )
 
 
 def quick_plan(repeats: int = 1, workers: int | str = "auto") -> ScalingPlan:
     """The four smallest cells (N in {100, 1000}, d in {10, 100}): a smoke test."""
-    return ScalingPlan(quick=True, clients=PAPER_CLIENTS[:2], dims=PAPER_DIMS[:2],
-                       repeats=repeats, workers=workers)
+    return ScalingPlan(
+        quick=True, clients=PAPER_CLIENTS[:2], dims=PAPER_DIMS[:2], repeats=repeats, workers=workers
+    )
 
 
 def _fmt_seconds(value: float | None) -> str:
@@ -306,9 +337,14 @@ def _markdown(summary: dict) -> str:
     plan = summary["plan"]
     mode = "quick (a subset of the cells; a smoke test)" if summary["quick"] else "full"
     head = REPORT.render(
-        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", machine=summary["machine"],
-        load=_fmt_load(summary["load_average_1m"]), compute_nodes=plan["compute_nodes"],
-        repeats=plan["repeats"], comparison=_COMPARISON_NOTE,
+        "head",
+        mode=mode,
+        seconds=f"{summary['seconds']:.1f}",
+        machine=summary["machine"],
+        load=_fmt_load(summary["load_average_1m"]),
+        compute_nodes=plan["compute_nodes"],
+        repeats=plan["repeats"],
+        comparison=_COMPARISON_NOTE,
     )
     cells = {(c["n_clients"], c["dim"]): c for c in summary["cells"]}
     rows = []
@@ -322,12 +358,20 @@ def _markdown(summary: dict) -> str:
             ratio = f" ({c['ratio']:.0f}x)" if c["ratio"] else ""
             row.append(f"{_fmt_seconds(c['median'])} / {_fmt_seconds(c['paper_seconds'])}{ratio}")
         rows.append(REPORT.render("grid-row", d=f"{d:g}", cells=" | ".join(row)))
-    grid = REPORT.render("grid", clients=" | ".join(f"{n:g}" for n in plan["clients"]),
-                         align="---:|" * len(plan["clients"]), rows=rows)
+    grid = REPORT.render(
+        "grid",
+        clients=" | ".join(f"{n:g}" for n in plan["clients"]),
+        align="---:|" * len(plan["clients"]),
+        rows=rows,
+    )
     per_cell = [
         REPORT.render(
-            "cell-row", n=c["n_clients"], d=c["dim"], workers=c["workers"],
-            median=f"{c['median']:.4g}", min=f"{c['min']:.4g}",
+            "cell-row",
+            n=c["n_clients"],
+            d=c["dim"],
+            workers=c["workers"],
+            median=f"{c['median']:.4g}",
+            min=f"{c['min']:.4g}",
             inputs=f"{c['values_seconds']:.3g}",
             gbps="-" if c["keystream_gb_per_s"] is None else f"{c['keystream_gb_per_s']:.2f}",
             paper=_fmt_seconds(c["paper_seconds"]),
@@ -411,17 +455,32 @@ def run_dca_scaling(
     with run.running(len(plan.clients) * len(plan.dims)):
         for d in plan.dims:
             for n in plan.clients:
-                cells.append(time_secure_sum(
-                    n, d, plan.compute_nodes, repeats=plan.repeats, workers=plan.workers,
-                    noise_std=plan.noise_std, seed=plan.seed, executor=executor,
-                    noise=plan.noise,
-                ))
+                cells.append(
+                    time_secure_sum(
+                        n,
+                        d,
+                        plan.compute_nodes,
+                        repeats=plan.repeats,
+                        workers=plan.workers,
+                        noise_std=plan.noise_std,
+                        seed=plan.seed,
+                        executor=executor,
+                        noise=plan.noise,
+                    )
+                )
                 run.step(f"N={n} d={d}")
     where = "Ray tasks" if executor is not None else "in-process simulation"
-    title = (f"DCA secure sum, M = {plan.compute_nodes}: dpfed ({where}, "
-             f"{_machine()}) vs the paper's Spark cluster")
-    payload = {"experiment": "dca-scaling", "paper": "004 (Heikkilä et al., 2017), Table 1",
-               "plan": asdict(plan), "cells": cells, "comparison": _COMPARISON_NOTE}
+    title = (
+        f"DCA secure sum, M = {plan.compute_nodes}: dpfed ({where}, "
+        f"{_machine()}) vs the paper's Spark cluster"
+    )
+    payload = {
+        "experiment": "dca-scaling",
+        "paper": "004 (Heikkilä et al., 2017), Table 1",
+        "plan": asdict(plan),
+        "cells": cells,
+        "comparison": _COMPARISON_NOTE,
+    }
     run.emit("dca_scaling", payload, lambda: plot_dca_scaling(cells, title=title))
 
     compared = [c for c in cells if c["ratio"] is not None]
@@ -432,9 +491,16 @@ def run_dca_scaling(
         "largest_cell_seconds": max(cells, key=lambda c: c["n_clients"] * c["dim"])["median"],
         "peak_rss_mb": max(c["peak_rss_mb"] for c in cells),
     }
-    notes = [_COMPARISON_NOTE] + [REPORT.paragraph(block) for block in (
-        _NOISE_NOTES[plan.noise], "note-encryption", "note-inputs", "note-check",
-        "note-memory")]
+    notes = [_COMPARISON_NOTE] + [
+        REPORT.paragraph(block)
+        for block in (
+            _NOISE_NOTES[plan.noise],
+            "note-encryption",
+            "note-inputs",
+            "note-check",
+            "note-memory",
+        )
+    ]
     if plan.quick:
         notes.append(REPORT.paragraph("note-quick"))
     summary: dict[str, Any] = {

@@ -127,7 +127,7 @@ from dpfed.protocols.decentralized.driver import (
 #: (rho, C^R) of the paper's section V for each algorithm.
 PAPER_SETTINGS: dict[str, tuple[float, float]] = {
     "none": (1e-10, 1750.0),
-    "dvp": (10 ** -2.5, 1750.0),
+    "dvp": (10**-2.5, 1750.0),
     "pvp": (1e-1, 146.0),
 }
 #: The paper's fitted curves (section V): DVP c4 = 0.2, c5 = 25; PVP c4 = 20, c5 = 20.
@@ -237,28 +237,45 @@ class RunSpec:
         parts = [self.perturbation]
         if self.alpha is not None:
             parts.append(f"alpha={self.alpha:g}")
-        parts += [f"rho={self.rho:.3g}", f"CR={self.loss_scale:g}", f"eta={self.eta:g}",
-                  self.graph]
+        parts += [f"rho={self.rho:.3g}", f"CR={self.loss_scale:g}", f"eta={self.eta:g}", self.graph]
         if self.perturbation != "none":
             parts.append(f"seed={self.seed}")
         return ",".join(parts)
 
 
-def paper_spec(method: str, plan: DecentralizedPlan, *, alpha: float | None = None,
-               seed: int = 0, graph: str = "ring", eta: float | None = None,
-               setting: str | None = None) -> RunSpec:
+def paper_spec(
+    method: str,
+    plan: DecentralizedPlan,
+    *,
+    alpha: float | None = None,
+    seed: int = 0,
+    graph: str = "ring",
+    eta: float | None = None,
+    setting: str | None = None,
+) -> RunSpec:
     """A run with the paper's (rho, C^R) of ``setting`` (default: of ``method``)."""
     rho, scale = PAPER_SETTINGS[setting or method]
     return RunSpec(
-        perturbation=method, rho=rho, loss_scale=scale,
-        alpha=None if method == "none" else alpha, seed=seed, graph=graph,
+        perturbation=method,
+        rho=rho,
+        loss_scale=scale,
+        alpha=None if method == "none" else alpha,
+        seed=seed,
+        graph=graph,
         eta=plan.eta_for(setting or method) if eta is None else eta,
-        iterations=plan.iterations, delta=None if method == "none" else plan.delta,
+        iterations=plan.iterations,
+        delta=None if method == "none" else plan.delta,
     )
 
 
-_SERIES = ("train_objective", "misclassification_rate", "node_misclassification_rate",
-           "test_log_loss", "disagreement", "epsilon")
+_SERIES = (
+    "train_objective",
+    "misclassification_rate",
+    "node_misclassification_rate",
+    "test_log_loss",
+    "disagreement",
+    "epsilon",
+)
 
 
 def execute_run(spec: RunSpec, data: AdultParts) -> dict:
@@ -267,20 +284,32 @@ def execute_run(spec: RunSpec, data: AdultParts) -> dict:
 
     def train(seed: int):
         cfg = DecentralizedConfig(
-            loss_scale=spec.loss_scale, rho=spec.rho, eta=spec.eta, iterations=spec.iterations,
-            perturbation=spec.perturbation, alpha=spec.alpha, schedule="constant",
-            delta=spec.delta, seed=seed, fit_intercept=False,  # the paper's model has none
+            loss_scale=spec.loss_scale,
+            rho=spec.rho,
+            eta=spec.eta,
+            iterations=spec.iterations,
+            perturbation=spec.perturbation,
+            alpha=spec.alpha,
+            schedule="constant",
+            delta=spec.delta,
+            seed=seed,
+            fit_intercept=False,  # the paper's model has none
         )
-        return train_decentralized(data.parts, graph, cfg, X_test=data.X_test,
-                                   y_test=data.y_test)
+        return train_decentralized(data.parts, graph, cfg, X_test=data.X_test, y_test=data.y_test)
 
     done = with_retries(train, spec.seed, retry=spec.perturbation != "none")
     if done.result is not None:
         return _digest(spec, done.result, done.seed_used, done.attempts, done.seconds)
     return {
-        "key": spec.key, "spec": asdict(spec), "failed": done.error,
-        "attempts": done.attempts, "seed_used": None, "final": None, "privacy": None,
-        "iterations": [], **{k: [] for k in _SERIES},
+        "key": spec.key,
+        "spec": asdict(spec),
+        "failed": done.error,
+        "attempts": done.attempts,
+        "seed_used": None,
+        "final": None,
+        "privacy": None,
+        "iterations": [],
+        **{k: [] for k in _SERIES},
         "seconds": sum(a["seconds"] for a in done.attempts),
     }
 
@@ -314,8 +343,10 @@ def _digest(spec: RunSpec, result, seed: int, attempts: list[dict], seconds: flo
             "disagreement": last["disagreement"],
         },
         # the last round of a private run is the stop step (PVP: one DVP step, eq. 21-23)
-        "before_stop": {k: before[k] for k in ("iteration", "train_objective",
-                                               "misclassification_rate", "test_log_loss")},
+        "before_stop": {
+            k: before[k]
+            for k in ("iteration", "train_objective", "misclassification_rate", "test_log_loss")
+        },
         "privacy": {
             "mechanism": privacy.get("mechanism"),
             "alpha_per_release": spec.alpha,
@@ -356,8 +387,13 @@ class RunCache:
     """Runs each spec once: on ``executor`` when given (e.g. Ray tasks), else in worker
     processes when there are several workers, else here."""
 
-    def __init__(self, data: AdultParts, workers: int, step: Callable[[str], None],
-                 executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        data: AdultParts,
+        workers: int,
+        step: Callable[[str], None],
+        executor: Executor | None = None,
+    ) -> None:
         self.data, self.step = data, step
         self._done: dict[RunSpec, dict] = {}
         self._pending: dict[RunSpec, Future] = {}
@@ -370,8 +406,10 @@ class RunCache:
         elif workers > 1:
             self._owned = True
             self._pool = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker, initargs=(data,),
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_init_worker,
+                initargs=(data,),
             )
 
     def submit(self, specs: Iterable[RunSpec]) -> None:
@@ -429,8 +467,13 @@ class _Context:
             value = joint_objective(f, self.data.parts, loss=loss, loss_scale=loss_scale, rho=rho)
             s = self.data.X_test @ f
             mer = float(np.mean(np.where(s > 0, 1.0, -1.0) != self.data.y_test))
-            self.optima[key] = {"rho": rho, "loss_scale": loss_scale, "objective": value,
-                                "norm": float(np.linalg.norm(f)), "test_mer": mer}
+            self.optima[key] = {
+                "rho": rho,
+                "loss_scale": loss_scale,
+                "objective": value,
+                "norm": float(np.linalg.norm(f)),
+                "test_mer": mer,
+            }
         return self.optima[key]
 
 
@@ -454,14 +497,21 @@ def _label(run: Mapping[str, Any]) -> str:
 def _curve(run: Mapping[str, Any], label: str | None = None) -> dict | None:
     if run.get("failed"):
         return None
-    return {"label": label or _label(run), "iterations": run["iterations"],
-            "train_objective": run["train_objective"],
-            "misclassification_rate": run["misclassification_rate"]}
+    return {
+        "label": label or _label(run),
+        "iterations": run["iterations"],
+        "train_objective": run["train_objective"],
+        "misclassification_rate": run["misclassification_rate"],
+    }
 
 
 def _brief(run: Mapping[str, Any]) -> dict:
-    out = {"key": run["key"], "failed": run.get("failed"), "seed_used": run.get("seed_used"),
-           "retries": len(run.get("attempts", []))}
+    out = {
+        "key": run["key"],
+        "failed": run.get("failed"),
+        "seed_used": run.get("seed_used"),
+        "retries": len(run.get("attempts", [])),
+    }
     out |= dict(run.get("final") or {})
     if run.get("before_stop"):
         out["misclassification_rate_before_stop"] = run["before_stop"]["misclassification_rate"]
@@ -472,8 +522,13 @@ def _brief(run: Mapping[str, Any]) -> dict:
     return out
 
 
-def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
-                      eta: float | None = None, n_neighbours: int = 2) -> dict:
+def noise_calibration(
+    plan: DecentralizedPlan,
+    data: AdultParts,
+    alpha: float,
+    eta: float | None = None,
+    n_neighbours: int = 2,
+) -> dict:
     """DVP's (zeta, Phi) and PVP's zeta at ``alpha`` for the smallest node, and the mean norm
     of the noise each draws (l2-Laplace in d dimensions: norm ~ Gamma(d, 1/zeta))."""
     dvp_eta = plan.eta_for("dvp") if eta is None else eta
@@ -481,22 +536,33 @@ def noise_calibration(plan: DecentralizedPlan, data: AdultParts, alpha: float,
     B = min(X.shape[0] for X, _ in data.parts)
     d = data.X_test.shape[1]
     rho, scale = PAPER_SETTINGS["dvp"]
-    dvp = dvp_noise(alpha, c1=0.25, CR=scale, B=B, rho=rho, eta=dvp_eta,
-                    n_neighbours=n_neighbours)
+    dvp = dvp_noise(alpha, c1=0.25, CR=scale, B=B, rho=rho, eta=dvp_eta, n_neighbours=n_neighbours)
     prho, pscale = PAPER_SETTINGS["pvp"]
     pz = pvp_zeta(alpha, rho=prho, B=B, CR=pscale)
-    stop = dvp_noise(alpha, c1=0.25, CR=pscale, B=B, rho=prho, eta=pvp_eta,
-                     n_neighbours=n_neighbours)
+    stop = dvp_noise(
+        alpha, c1=0.25, CR=pscale, B=B, rho=prho, eta=pvp_eta, n_neighbours=n_neighbours
+    )
     return {
-        "alpha": alpha, "eta": {"dvp": dvp_eta, "pvp": pvp_eta}, "B_p": B,
-        "n_neighbours": n_neighbours, "d": d,
-        "dvp": {"zeta": dvp.zeta, "phi": dvp.phi, "a": dvp.a,
-                "mean_noise_norm": d / dvp.zeta,
-                "mean_dual_perturbation_norm": dvp.dual_scale * d / dvp.zeta},
+        "alpha": alpha,
+        "eta": {"dvp": dvp_eta, "pvp": pvp_eta},
+        "B_p": B,
+        "n_neighbours": n_neighbours,
+        "d": d,
+        "dvp": {
+            "zeta": dvp.zeta,
+            "phi": dvp.phi,
+            "a": dvp.a,
+            "mean_noise_norm": d / dvp.zeta,
+            "mean_dual_perturbation_norm": dvp.dual_scale * d / dvp.zeta,
+        },
         "pvp": {"zeta": pz, "mean_noise_norm": d / pz},
-        "pvp_stop_step": {"zeta": stop.zeta, "phi": stop.phi, "a": stop.a,
-                          "mean_noise_norm": d / stop.zeta,
-                          "mean_dual_perturbation_norm": stop.dual_scale * d / stop.zeta},
+        "pvp_stop_step": {
+            "zeta": stop.zeta,
+            "phi": stop.phi,
+            "a": stop.a,
+            "mean_noise_norm": d / stop.zeta,
+            "mean_dual_perturbation_norm": stop.dual_scale * d / stop.zeta,
+        },
     }
 
 
@@ -513,8 +579,10 @@ def nonprivate_experiment(ctx: _Context) -> dict:
         if run.get("failed"):
             table[graph] = {"failed": run["failed"]}
             continue
-        gaps = [None if v is None else (float(v) - optimum["objective"]) / abs(optimum["objective"])
-                for v in run["train_objective"]]
+        gaps = [
+            None if v is None else (float(v) - optimum["objective"]) / abs(optimum["objective"])
+            for v in run["train_objective"]
+        ]
         run["relative_gap"] = gaps
         at = {str(t): gaps[t - 1] for t in (1, 10, 25, 50, 100) if t <= len(gaps)}
         table[graph] = {
@@ -526,14 +594,22 @@ def nonprivate_experiment(ctx: _Context) -> dict:
             "final_disagreement": _final(run, "disagreement"),
             "target_met": gaps[-1] is not None and gaps[-1] <= TARGET_RELATIVE_GAP,
         }
-        curves[graph] = {"label": f"{graph} ({run['graph'].get('edges')} edges)",
-                         "iterations": run["iterations"], "relative_gap": gaps,
-                         "misclassification_rate": run["misclassification_rate"]}
+        curves[graph] = {
+            "label": f"{graph} ({run['graph'].get('edges')} edges)",
+            "iterations": run["iterations"],
+            "relative_gap": gaps,
+            "misclassification_rate": run["misclassification_rate"],
+        }
     payload = {
         "experiment": "nonprivate",
         "dataset": ctx.data.describe(),
-        "setting": {"rho": rho, "loss_scale": scale, "eta": plan.eta,
-                    "iterations": plan.iterations, "nodes": plan.nodes},
+        "setting": {
+            "rho": rho,
+            "loss_scale": scale,
+            "eta": plan.eta,
+            "iterations": plan.iterations,
+            "nodes": plan.nodes,
+        },
         "optimum": optimum,
         "graphs": table,
         "final_relative_gap": {g: t.get("final_relative_gap") for g, t in table.items()},
@@ -542,11 +618,17 @@ def nonprivate_experiment(ctx: _Context) -> dict:
         "runs": {g: r for g, r in zip(plan.graphs, runs, strict=True)},
         "seconds": elapsed(),
     }
-    title = (f"Non-private decentralized ADMM (Algorithm 1) on Adult: {plan.nodes} nodes, "
-             f"ρ={rho:g}, C^R={scale:g}, η={plan.eta:g}")
-    return ctx.run.emit("nonprivate", payload, lambda: plot_nonprivate(
-        curves, title=title, centralized_mer=optimum["test_mer"],
-        target_gap=TARGET_RELATIVE_GAP))
+    title = (
+        f"Non-private decentralized ADMM (Algorithm 1) on Adult: {plan.nodes} nodes, "
+        f"ρ={rho:g}, C^R={scale:g}, η={plan.eta:g}"
+    )
+    return ctx.run.emit(
+        "nonprivate",
+        payload,
+        lambda: plot_nonprivate(
+            curves, title=title, centralized_mer=optimum["test_mer"], target_gap=TARGET_RELATIVE_GAP
+        ),
+    )
 
 
 def _references(ctx: _Context) -> dict[str, dict]:
@@ -582,45 +664,60 @@ def convergence_experiment(ctx: _Context) -> dict:
     payload = {
         "figure": "3",
         "dataset": ctx.data.describe(),
-        "settings": {m: {"rho": PAPER_SETTINGS[m][0], "loss_scale": PAPER_SETTINGS[m][1]}
-                     for m in ("none", "dvp", "pvp")},
+        "settings": {
+            m: {"rho": PAPER_SETTINGS[m][0], "loss_scale": PAPER_SETTINGS[m][1]}
+            for m in ("none", "dvp", "pvp")
+        },
         "eta": {m: plan.eta_for(m) for m in ("none", "dvp", "pvp")},
-        "iterations": plan.iterations, "nodes": plan.nodes,
-        "graph": "ring", "schedule": "constant",
+        "iterations": plan.iterations,
+        "nodes": plan.nodes,
+        "graph": "ring",
+        "schedule": "constant",
         "alphas": list(plan.convergence_alphas),
         "final": table,
         "references": {k: {"label": v["label"], **_brief(v["run"])} for k, v in refs.items()},
-        "noise_calibration": [noise_calibration(plan, ctx.data, a)
-                              for a in plan.convergence_alphas],
+        "noise_calibration": [
+            noise_calibration(plan, ctx.data, a) for a in plan.convergence_alphas
+        ],
         "runs": runs_out | {v["run"]["key"]: v["run"] for v in refs.values()},
         "seconds": elapsed(),
     }
-    title = (f"Figure 3: convergence of DVP (ρ=10^-2.5, C^R=1750) and PVP (ρ=0.1, C^R=146)\n"
-             f"on Adult, {plan.nodes} nodes on a ring, {plan.eta_text()}, constant α")
-    return ctx.run.emit("fig3_convergence", payload,
-                 lambda: plot_convergence(panels, references=references, title=title))
+    title = (
+        f"Figure 3: convergence of DVP (ρ=10^-2.5, C^R=1750) and PVP (ρ=0.1, C^R=146)\n"
+        f"on Adult, {plan.nodes} nodes on a ring, {plan.eta_text()}, constant α"
+    )
+    return ctx.run.emit(
+        "fig3_convergence",
+        payload,
+        lambda: plot_convergence(panels, references=references, title=title),
+    )
 
 
-def _fit(alphas: Sequence[float], losses: Sequence[float]) -> tuple[dict | None, dict | None,
-                                                                      dict | None]:
+def _fit(
+    alphas: Sequence[float], losses: Sequence[float]
+) -> tuple[dict | None, dict | None, dict | None]:
     """Fitted curve, chosen alpha and the net-utility curve (``None`` with < 3 points)."""
     if len(set(alphas)) < 3:
         return None, None, None
     curve = fit_accuracy_loss(alphas, losses)
     choice = choose_alpha(curve, w=PAPER_WEIGHTS)
     grid = np.geomspace(0.01, 1.0, 200)
-    net = {"alpha": grid.tolist(),
-           "value": (privacy_utility(grid, PAPER_WEIGHTS) - curve(grid)).tolist()}
+    net = {
+        "alpha": grid.tolist(),
+        "value": (privacy_utility(grid, PAPER_WEIGHTS) - curve(grid)).tolist(),
+    }
     order = np.argsort(alphas)
     ordered = np.asarray(losses, dtype=float)[order]
     spread = float(ordered.max() - ordered.min())
     fit = {
-        "c4": curve.c4, "c5": curve.c5, "c6": curve.c6, "rms": curve.rms,
+        "c4": curve.c4,
+        "c5": curve.c5,
+        "c6": curve.c6,
+        "rms": curve.rms,
         "losses_decrease_with_alpha": bool(np.all(np.diff(ordered) <= 0)),
         # the model describes the data if its residual is small against the data's range and
         # it stays positive (a loss) where it is used
-        "describes_data": bool(curve.rms <= 0.1 * spread and curve.c6 > 0
-                               and choice.loss > 0),
+        "describes_data": bool(curve.rms <= 0.1 * spread and curve.c6 > 0 and choice.loss > 0),
     }
     return fit, asdict(choice), net
 
@@ -638,50 +735,61 @@ def tradeoff_experiment(ctx: _Context) -> dict:
     methods, runs_out, fig_methods = {}, {}, {}
     for m in ("dvp", "pvp"):
         runs = ctx.runs.many([paper_spec(m, plan, alpha=a) for a in plan.tradeoff_alphas])
-        ok = [(a, r) for a, r in zip(plan.tradeoff_alphas, runs, strict=True)
-              if not r.get("failed")]
+        ok = [
+            (a, r) for a, r in zip(plan.tradeoff_alphas, runs, strict=True) if not r.get("failed")
+        ]
         alphas = [a for a, _ in ok]
         losses = [_final(r, "mean_log_loss") for _, r in ok]
         fit, choice, net = _fit(alphas, losses)
         methods[m] = {
-            "rho": PAPER_SETTINGS[m][0], "loss_scale": PAPER_SETTINGS[m][1],
+            "rho": PAPER_SETTINGS[m][0],
+            "loss_scale": PAPER_SETTINGS[m][1],
             "alphas": list(plan.tradeoff_alphas),
             "mean_log_loss": [_final(r, "mean_log_loss") for r in runs],
             "empirical_loss": [_final(r, "empirical_loss") for r in runs],
             "train_objective": [_final(r, "train_objective") for r in runs],
             "misclassification_rate": [_final(r, "misclassification_rate") for r in runs],
             "misclassification_rate_before_stop": [
-                (r.get("before_stop") or {}).get("misclassification_rate") for r in runs],
-            "node_misclassification_rate": [_final(r, "node_misclassification_rate")
-                                            for r in runs],
-            "epsilon_total": [r["privacy"]["epsilon"] if r.get("privacy") else None
-                              for r in runs],
-            "basic_epsilon": [r["privacy"]["basic_epsilon"] if r.get("privacy") else None
-                              for r in runs],
-            "advanced_epsilon": [r["privacy"]["advanced_epsilon"] if r.get("privacy") else None
-                                 for r in runs],
+                (r.get("before_stop") or {}).get("misclassification_rate") for r in runs
+            ],
+            "node_misclassification_rate": [_final(r, "node_misclassification_rate") for r in runs],
+            "epsilon_total": [r["privacy"]["epsilon"] if r.get("privacy") else None for r in runs],
+            "basic_epsilon": [
+                r["privacy"]["basic_epsilon"] if r.get("privacy") else None for r in runs
+            ],
+            "advanced_epsilon": [
+                r["privacy"]["advanced_epsilon"] if r.get("privacy") else None for r in runs
+            ],
             "failed": [r["key"] for r in runs if r.get("failed")],
             "fit": fit,
             "choice": choice,
             "paper_curve_choice": _paper_curve_choice(m),
         }
-        fig_methods[m] = {"alphas": list(plan.tradeoff_alphas),
-                          "loss": methods[m]["mean_log_loss"],
-                          "misclassification_rate": methods[m]["misclassification_rate"],
-                          "misclassification_rate_before_stop":
-                              methods[m]["misclassification_rate_before_stop"],
-                          "fit": fit, "choice": choice, "net_utility": net}
+        fig_methods[m] = {
+            "alphas": list(plan.tradeoff_alphas),
+            "loss": methods[m]["mean_log_loss"],
+            "misclassification_rate": methods[m]["misclassification_rate"],
+            "misclassification_rate_before_stop": methods[m]["misclassification_rate_before_stop"],
+            "fit": fit,
+            "choice": choice,
+            "net_utility": net,
+        }
         runs_out |= {r["key"]: r for r in runs}
     ref = ctx.runs.get(paper_spec("none", plan))
-    reference = {"label": "non-private (Algorithm 1)", "loss": _final(ref, "mean_log_loss"),
-                 "misclassification_rate": _final(ref, "misclassification_rate")}
+    reference = {
+        "label": "non-private (Algorithm 1)",
+        "loss": _final(ref, "mean_log_loss"),
+        "misclassification_rate": _final(ref, "misclassification_rate"),
+    }
     payload = {
         "figure": "4-5",
         "dataset": ctx.data.describe(),
-        "iterations": plan.iterations, "nodes": plan.nodes, "graph": "ring",
+        "iterations": plan.iterations,
+        "nodes": plan.nodes,
+        "graph": "ring",
         "eta": {m: plan.eta_for(m) for m in ("none", "dvp", "pvp")},
         "fitted_quantity": "mean training log loss of the final average model, "
-                           "(J - rho ||f||^2 / 2) / C^R",
+        "(J - rho ||f||^2 / 2) / C^R",
         "weights": [0.02, 6.0, 9.0, 1.0],
         "search_range": [0.01, 1.0],
         "methods": methods,
@@ -689,18 +797,28 @@ def tradeoff_experiment(ctx: _Context) -> dict:
         "runs": runs_out,
         "seconds": elapsed(),
     }
-    title = (f"Privacy-accuracy trade-off at iteration {plan.iterations}: DVP vs PVP on Adult "
-             f"({plan.nodes} nodes, ring)\n{plan.eta_text()}")
-    return ctx.run.emit("fig4_tradeoff", payload,
-                 lambda: plot_tradeoff(fig_methods, title=title, reference=reference))
+    title = (
+        f"Privacy-accuracy trade-off at iteration {plan.iterations}: DVP vs PVP on Adult "
+        f"({plan.nodes} nodes, ring)\n{plan.eta_text()}"
+    )
+    return ctx.run.emit(
+        "fig4_tradeoff",
+        payload,
+        lambda: plot_tradeoff(fig_methods, title=title, reference=reference),
+    )
 
 
 def _spread(values: Sequence[float | None]) -> dict:
     v = np.asarray([x for x in values if x is not None], dtype=float)
     if v.size == 0:
         return {"n": 0, "mean": None, "std": None, "min": None, "max": None}
-    return {"n": int(v.size), "mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1
-            else 0.0, "min": float(v.min()), "max": float(v.max())}
+    return {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "std": float(v.std(ddof=1)) if v.size > 1 else 0.0,
+        "min": float(v.min()),
+        "max": float(v.max()),
+    }
 
 
 def _less(a: float | None, b: float | None) -> bool | None:
@@ -727,8 +845,14 @@ def seeds_experiment(ctx: _Context) -> dict:
                 "mer": _spread(mer),
                 "failed": [r["key"] for r in runs if r.get("failed")],
             }
-            groups.append({"alpha": alpha, "method": m, "loss": [x for x in loss if x is not None],
-                           "misclassification_rate": [x for x in mer if x is not None]})
+            groups.append(
+                {
+                    "alpha": alpha,
+                    "method": m,
+                    "loss": [x for x in loss if x is not None],
+                    "misclassification_rate": [x for x in mer if x is not None],
+                }
+            )
             runs_out |= {r["key"]: r for r in runs}
         row["dvp_loss_std"] = row["dvp"]["loss"]["std"]
         row["pvp_loss_std"] = row["pvp"]["loss"]["std"]
@@ -740,7 +864,9 @@ def seeds_experiment(ctx: _Context) -> dict:
     payload = {
         "figure": "5 (seeds)",
         "dataset": ctx.data.describe(),
-        "iterations": plan.iterations, "nodes": plan.nodes, "graph": "ring",
+        "iterations": plan.iterations,
+        "nodes": plan.nodes,
+        "graph": "ring",
         "eta": {m: plan.eta_for(m) for m in ("none", "dvp", "pvp")},
         "claim": "the paper: the DVP has a smaller variance of empirical loss than the PVP",
         "loss_quantity": "mean training log loss of the final average model",
@@ -750,8 +876,10 @@ def seeds_experiment(ctx: _Context) -> dict:
         "runs": runs_out,
         "seconds": elapsed(),
     }
-    title = (f"Spread over {len(plan.seeds)} seeds at iteration {plan.iterations}: DVP vs PVP "
-             f"on Adult ({plan.nodes} nodes, ring)\n{plan.eta_text()}")
+    title = (
+        f"Spread over {len(plan.seeds)} seeds at iteration {plan.iterations}: DVP vs PVP "
+        f"on Adult ({plan.nodes} nodes, ring)\n{plan.eta_text()}"
+    )
     return ctx.run.emit("fig5_seeds", payload, lambda: plot_seeds(groups, title=title))
 
 
@@ -766,8 +894,9 @@ def eta_experiment(ctx: _Context) -> dict:
     for m in ("dvp", "pvp"):
         runs = ctx.runs.many([paper_spec(m, plan, alpha=alpha, eta=e) for e in plan.eta_grid])
         objective = [_final(r, "train_objective") for r in runs]
-        candidates = [(o, e) for o, e in zip(objective, plan.eta_grid, strict=True)
-                      if o is not None]
+        candidates = [
+            (o, e) for o, e in zip(objective, plan.eta_grid, strict=True) if o is not None
+        ]
         chosen = min(candidates)[1] if candidates else None
         mer = [_final(r, "misclassification_rate") for r in runs]
         chosen_mer = mer[plan.eta_grid.index(chosen)] if chosen is not None else None
@@ -776,37 +905,51 @@ def eta_experiment(ctx: _Context) -> dict:
             "train_objective": objective,
             "mean_log_loss": [_final(r, "mean_log_loss") for r in runs],
             "misclassification_rate": mer,
-            "node_misclassification_rate": [_final(r, "node_misclassification_rate")
-                                            for r in runs],
+            "node_misclassification_rate": [_final(r, "node_misclassification_rate") for r in runs],
             "disagreement": [_final(r, "disagreement") for r in runs],
             "retries": [len(r.get("attempts", [])) for r in runs],
             "failed": [r["key"] for r in runs if r.get("failed")],
             "chosen_eta": chosen,
             "chosen_by": "lowest final training objective J (training data only)",
             "misclassification_rate_at_chosen_eta": chosen_mer,
-            "points_above_nonprivate_at_chosen_eta": None if chosen_mer is None or ref_mer is None
+            "points_above_nonprivate_at_chosen_eta": None
+            if chosen_mer is None or ref_mer is None
             else 100.0 * (chosen_mer - ref_mer),
-            "noise_calibration": [noise_calibration(plan, ctx.data, alpha, eta=e)
-                                  for e in plan.eta_grid],
+            "noise_calibration": [
+                noise_calibration(plan, ctx.data, alpha, eta=e) for e in plan.eta_grid
+            ],
         }
-        fig_methods[m] = {"eta": list(plan.eta_grid), "loss": methods[m]["mean_log_loss"],
-                          "misclassification_rate": mer, "chosen_eta": chosen}
+        fig_methods[m] = {
+            "eta": list(plan.eta_grid),
+            "loss": methods[m]["mean_log_loss"],
+            "misclassification_rate": mer,
+            "chosen_eta": chosen,
+        }
         runs_out |= {r["key"]: r for r in runs}
-    reference = {"label": f"non-private (Algorithm 1, η={plan.eta:g})",
-                 "loss": _final(ref, "mean_log_loss"), "misclassification_rate": ref_mer}
+    reference = {
+        "label": f"non-private (Algorithm 1, η={plan.eta:g})",
+        "loss": _final(ref, "mean_log_loss"),
+        "misclassification_rate": ref_mer,
+    }
     payload = {
         "experiment": "eta_sensitivity",
         "dataset": ctx.data.describe(),
-        "alpha": alpha, "iterations": plan.iterations, "nodes": plan.nodes, "graph": "ring",
+        "alpha": alpha,
+        "iterations": plan.iterations,
+        "nodes": plan.nodes,
+        "graph": "ring",
         "methods": methods,
         "nonprivate": reference,
         "runs": runs_out,
         "seconds": elapsed(),
     }
-    title = (f"Beyond the paper: DVP and PVP at α={alpha:g} against the ADMM penalty η "
-             f"(Adult, {plan.nodes} nodes, ring, {plan.iterations} iterations)")
-    return ctx.run.emit("eta_sensitivity", payload,
-                 lambda: plot_eta(fig_methods, title=title, reference=reference))
+    title = (
+        f"Beyond the paper: DVP and PVP at α={alpha:g} against the ADMM penalty η "
+        f"(Adult, {plan.nodes} nodes, ring, {plan.iterations} iterations)"
+    )
+    return ctx.run.emit(
+        "eta_sensitivity", payload, lambda: plot_eta(fig_methods, title=title, reference=reference)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -833,10 +976,16 @@ def _headlines(figs: Mapping[str, dict], plan: DecentralizedPlan) -> dict:
     epsilons = []
     d = trade["methods"]["dvp"]
     for k, a in enumerate(d["alphas"]):
-        epsilons.append({"alpha": a, "rounds": plan.iterations,
-                         "basic_epsilon": d["basic_epsilon"][k],
-                         "advanced_epsilon": d["advanced_epsilon"][k],
-                         "delta": plan.delta, "reported_epsilon": d["epsilon_total"][k]})
+        epsilons.append(
+            {
+                "alpha": a,
+                "rounds": plan.iterations,
+                "basic_epsilon": d["basic_epsilon"][k],
+                "advanced_epsilon": d["advanced_epsilon"][k],
+                "delta": plan.delta,
+                "reported_epsilon": d["epsilon_total"][k],
+            }
+        )
     return {
         "nonprivate_relative_gap": nonpriv["final_relative_gap"],
         "nonprivate_gap_target": TARGET_RELATIVE_GAP,
@@ -853,13 +1002,28 @@ def _headlines(figs: Mapping[str, dict], plan: DecentralizedPlan) -> dict:
             "target_met": None if tuned_diff is None else bool(tuned_diff <= TARGET_MER_POINTS),
         },
         "seed_robustness": [
-            {k: r[k] for k in ("alpha", "dvp_loss_std", "pvp_loss_std", "dvp_mer_std",
-                               "pvp_mer_std", "dvp_varies_less", "dvp_mer_varies_less")}
+            {
+                k: r[k]
+                for k in (
+                    "alpha",
+                    "dvp_loss_std",
+                    "pvp_loss_std",
+                    "dvp_mer_std",
+                    "pvp_mer_std",
+                    "dvp_varies_less",
+                    "dvp_mer_varies_less",
+                )
+            }
             for r in seeds["rows"]
         ],
-        "fits": {m: {"fit": v["fit"], "choice": v["choice"],
-                     "paper_curve_choice": v["paper_curve_choice"]}
-                 for m, v in trade["methods"].items()},
+        "fits": {
+            m: {
+                "fit": v["fit"],
+                "choice": v["choice"],
+                "paper_curve_choice": v["paper_curve_choice"],
+            }
+            for m, v in trade["methods"].items()
+        },
         "epsilon_totals": epsilons,
     }
 
@@ -869,13 +1033,20 @@ def _retry_notes(runs: Sequence[dict]) -> list[str]:
     failed = [r for r in runs if r.get("failed")]
     notes = []
     if retried:
-        notes.append(REPORT.paragraph(
-            "note-retried", retried=len(retried), runs=len(runs),
-            reruns=", ".join(f"{r['key']} -> seed {r['seed_used']}" for r in retried),
-        ))
+        notes.append(
+            REPORT.paragraph(
+                "note-retried",
+                retried=len(retried),
+                runs=len(runs),
+                reruns=", ".join(f"{r['key']} -> seed {r['seed_used']}" for r in retried),
+            )
+        )
     if failed:
-        notes.append(REPORT.paragraph("note-failed", failed=len(failed),
-                                      keys=", ".join(r["key"] for r in failed)))
+        notes.append(
+            REPORT.paragraph(
+                "note-failed", failed=len(failed), keys=", ".join(r["key"] for r in failed)
+            )
+        )
     return notes
 
 
@@ -887,13 +1058,24 @@ def _etas(plan: dict) -> dict[str, str]:
 def _head_section(summary: dict) -> str:
     """The report's head: the mode, the data and the plan."""
     plan, ds = summary["plan"], summary["dataset"]
-    mode = "quick (subsampled, few iterations; a smoke test, not the reproduction)" \
-        if summary["quick"] else "full"
+    mode = (
+        "quick (subsampled, few iterations; a smoke test, not the reproduction)"
+        if summary["quick"]
+        else "full"
+    )
     return REPORT.render(
-        "head", mode=mode, seconds=f"{summary['seconds']:.1f}", workers=summary["workers"],
-        processes="processes" if summary["workers"] > 1 else "process", n_train=ds["n_train"],
-        n_features=ds["n_features"], nodes=plan["nodes"], n_test=ds["n_test"],
-        iterations=plan["iterations"], pvp_eta=f"{plan['pvp_eta']:g}", **_etas(plan),
+        "head",
+        mode=mode,
+        seconds=f"{summary['seconds']:.1f}",
+        workers=summary["workers"],
+        processes="processes" if summary["workers"] > 1 else "process",
+        n_train=ds["n_train"],
+        n_features=ds["n_features"],
+        nodes=plan["nodes"],
+        n_test=ds["n_test"],
+        iterations=plan["iterations"],
+        pvp_eta=f"{plan['pvp_eta']:g}",
+        **_etas(plan),
     )
 
 
@@ -901,15 +1083,23 @@ def _targets_section(h: dict, plan: dict) -> str:
     """The targets: the non-private gaps, DVP's error rate and the seeds' robustness."""
     iterations = plan["iterations"]
     gap_rows = [
-        REPORT.render("gap-row", iterations=iterations, graph=g,
-                      target=f"{TARGET_RELATIVE_GAP:g}", gap=fmt(v, 3),
-                      verdict=_met(None if v is None else v <= TARGET_RELATIVE_GAP))
+        REPORT.render(
+            "gap-row",
+            iterations=iterations,
+            graph=g,
+            target=f"{TARGET_RELATIVE_GAP:g}",
+            gap=fmt(v, 3),
+            verdict=_met(None if v is None else v <= TARGET_RELATIVE_GAP),
+        )
         for g, v in h["nonprivate_relative_gap"].items()
     ]
     seed_rows = [
         REPORT.render(
-            "seed-row", alpha=f"{r['alpha']:g}", dvp_loss_std=fmt(r["dvp_loss_std"], 3),
-            pvp_loss_std=fmt(r["pvp_loss_std"], 3), dvp_mer_std=fmt(r["dvp_mer_std"], 3),
+            "seed-row",
+            alpha=f"{r['alpha']:g}",
+            dvp_loss_std=fmt(r["dvp_loss_std"], 3),
+            pvp_loss_std=fmt(r["pvp_loss_std"], 3),
+            dvp_mer_std=fmt(r["dvp_mer_std"], 3),
             pvp_mer_std=fmt(r["pvp_mer_std"], 3),
             verdict="confirmed" if r["dvp_varies_less"] else "not confirmed",
             mer_verdict="DVP varies less" if r["dvp_mer_varies_less"] else "PVP varies less",
@@ -918,13 +1108,20 @@ def _targets_section(h: dict, plan: dict) -> str:
     ]
     tuned = h["dvp_eta_sensitivity"]
     return REPORT.render(
-        "targets", gap_rows=gap_rows, iterations=iterations,
-        target_points=f"{TARGET_MER_POINTS:g}", dvp_mer=fmt(h["dvp_alpha1_mer"]),
+        "targets",
+        gap_rows=gap_rows,
+        iterations=iterations,
+        target_points=f"{TARGET_MER_POINTS:g}",
+        dvp_mer=fmt(h["dvp_alpha1_mer"]),
         nonprivate_mer=fmt(h["nonprivate_mer"]),
         points=fmt(h["dvp_alpha1_mer_points_above_nonprivate"], 3),
-        verdict=_met(h["dvp_mer_target_met"]), chosen_eta=fmt(tuned["chosen_eta"]),
-        tuned_mer=fmt(tuned["mer"]), tuned_points=fmt(tuned["points_above_nonprivate"], 3),
-        tuned_verdict=_met(tuned["target_met"]), seed_rows=seed_rows, **_etas(plan),
+        verdict=_met(h["dvp_mer_target_met"]),
+        chosen_eta=fmt(tuned["chosen_eta"]),
+        tuned_mer=fmt(tuned["mer"]),
+        tuned_points=fmt(tuned["points_above_nonprivate"], 3),
+        tuned_verdict=_met(tuned["target_met"]),
+        seed_rows=seed_rows,
+        **_etas(plan),
     )
 
 
@@ -933,28 +1130,45 @@ def _convergence_section(figs: dict, iterations: int) -> str:
     rows = []
     for r in figs["convergence"]["final"]:
         if r.get("failed"):
-            rows.append(REPORT.render("convergence-failed-row", alpha=f"{r['alpha']:g}",
-                                      method=r["method"].upper(), failed=r["failed"]))
+            rows.append(
+                REPORT.render(
+                    "convergence-failed-row",
+                    alpha=f"{r['alpha']:g}",
+                    method=r["method"].upper(),
+                    failed=r["failed"],
+                )
+            )
             continue
-        rows.append(REPORT.render(
-            "convergence-row", alpha=f"{r['alpha']:g}", method=r["method"].upper(),
-            objective=fmt(r.get("train_objective")), log_loss=fmt(r.get("mean_log_loss")),
-            mer=fmt(r.get("misclassification_rate")),
-            mer_before_stop=fmt(r.get("misclassification_rate_before_stop")),
-            node_mer=fmt(r.get("node_misclassification_rate")),
-            disagreement=fmt(r.get("disagreement"), 3), epsilon=fmt(r.get("epsilon_total")),
-            delta=fmt(r.get("epsilon_delta"), 2),
-        ))
+        rows.append(
+            REPORT.render(
+                "convergence-row",
+                alpha=f"{r['alpha']:g}",
+                method=r["method"].upper(),
+                objective=fmt(r.get("train_objective")),
+                log_loss=fmt(r.get("mean_log_loss")),
+                mer=fmt(r.get("misclassification_rate")),
+                mer_before_stop=fmt(r.get("misclassification_rate_before_stop")),
+                node_mer=fmt(r.get("node_misclassification_rate")),
+                disagreement=fmt(r.get("disagreement"), 3),
+                epsilon=fmt(r.get("epsilon_total")),
+                delta=fmt(r.get("epsilon_delta"), 2),
+            )
+        )
     for r in figs["convergence"]["references"].values():
-        rows.append(REPORT.render(
-            "convergence-reference-row", label=r["label"],
-            objective=fmt(r.get("train_objective")), log_loss=fmt(r.get("mean_log_loss")),
-            mer=fmt(r.get("misclassification_rate")),
-            node_mer=fmt(r.get("node_misclassification_rate")),
-            disagreement=fmt(r.get("disagreement"), 3),
-        ))
-    return REPORT.render("convergence", iterations=iterations,
-                         before_stop=iterations - 1, rows=rows)
+        rows.append(
+            REPORT.render(
+                "convergence-reference-row",
+                label=r["label"],
+                objective=fmt(r.get("train_objective")),
+                log_loss=fmt(r.get("mean_log_loss")),
+                mer=fmt(r.get("misclassification_rate")),
+                node_mer=fmt(r.get("node_misclassification_rate")),
+                disagreement=fmt(r.get("disagreement"), 3),
+            )
+        )
+    return REPORT.render(
+        "convergence", iterations=iterations, before_stop=iterations - 1, rows=rows
+    )
 
 
 def _fits_section(h: dict, figs: dict, plan: dict) -> str:
@@ -962,35 +1176,59 @@ def _fits_section(h: dict, figs: dict, plan: dict) -> str:
     fit_rows = []
     for m, v in h["fits"].items():
         fit, ch, paper = v["fit"] or {}, v["choice"] or {}, v["paper_curve_choice"]
-        fit_rows.append(REPORT.render(
-            "fit-row", method=m.upper(), c4=fmt(fit.get("c4")), c5=fmt(fit.get("c5")),
-            c6=fmt(fit.get("c6")), rms=fmt(fit.get("rms"), 3),
-            describes=fmt(fit.get("describes_data")), alpha=fmt(ch.get("alpha"), 3),
-            loss=fmt(ch.get("loss")), utility=fmt(ch.get("utility")),
-            at_boundary=fmt(ch.get("at_boundary")), paper_alpha=fmt(paper["alpha"], 3),
-            paper_c4=f"{paper['c4']:g}", paper_c5=f"{paper['c5']:g}",
-        ))
+        fit_rows.append(
+            REPORT.render(
+                "fit-row",
+                method=m.upper(),
+                c4=fmt(fit.get("c4")),
+                c5=fmt(fit.get("c5")),
+                c6=fmt(fit.get("c6")),
+                rms=fmt(fit.get("rms"), 3),
+                describes=fmt(fit.get("describes_data")),
+                alpha=fmt(ch.get("alpha"), 3),
+                loss=fmt(ch.get("loss")),
+                utility=fmt(ch.get("utility")),
+                at_boundary=fmt(ch.get("at_boundary")),
+                paper_alpha=fmt(paper["alpha"], 3),
+                paper_c4=f"{paper['c4']:g}",
+                paper_c5=f"{paper['c5']:g}",
+            )
+        )
     trade = figs["tradeoff"]["methods"]
     tradeoff_rows = [
         REPORT.render(
-            "tradeoff-row", alpha=f"{a:g}", dvp_loss=fmt(trade["dvp"]["mean_log_loss"][k]),
+            "tradeoff-row",
+            alpha=f"{a:g}",
+            dvp_loss=fmt(trade["dvp"]["mean_log_loss"][k]),
             dvp_mer=fmt(trade["dvp"]["misclassification_rate"][k]),
             pvp_loss=fmt(trade["pvp"]["mean_log_loss"][k]),
             pvp_mer=fmt(trade["pvp"]["misclassification_rate"][k]),
         )
         for k, a in enumerate(trade["dvp"]["alphas"])
     ]
-    return REPORT.render("fits", alphas=", ".join(f"{a:g}" for a in plan["tradeoff_alphas"]),
-                         fit_rows=fit_rows, tradeoff_rows=tradeoff_rows)
+    return REPORT.render(
+        "fits",
+        alphas=", ".join(f"{a:g}" for a in plan["tradeoff_alphas"]),
+        fit_rows=fit_rows,
+        tradeoff_rows=tradeoff_rows,
+    )
 
 
 def _totals_section(h: dict, plan: dict) -> str:
     """The total epsilon of every alpha, basic and advanced composition."""
     return REPORT.render(
-        "totals", iterations=plan["iterations"], delta=f"{plan['delta']:g}",
-        rows=[REPORT.render("total-row", alpha=f"{e['alpha']:g}",
-                            basic=fmt(e["basic_epsilon"]), advanced=fmt(e["advanced_epsilon"]))
-              for e in h["epsilon_totals"]],
+        "totals",
+        iterations=plan["iterations"],
+        delta=f"{plan['delta']:g}",
+        rows=[
+            REPORT.render(
+                "total-row",
+                alpha=f"{e['alpha']:g}",
+                basic=fmt(e["basic_epsilon"]),
+                advanced=fmt(e["advanced_epsilon"]),
+            )
+            for e in h["epsilon_totals"]
+        ],
     )
 
 
@@ -1000,12 +1238,22 @@ def _seed_items(figs: dict) -> list[str]:
     for r in figs["seeds"]["rows"]:
         for m in ("dvp", "pvp"):
             s, t = r[m]["loss"], r[m]["mer"]
-            items.append(REPORT.render(
-                "seed-item", alpha=f"{r['alpha']:g}", method=m.upper(), n=s["n"],
-                loss_mean=fmt(s["mean"]), loss_std=fmt(s["std"], 3), loss_min=fmt(s["min"]),
-                loss_max=fmt(s["max"]), mer_mean=fmt(t["mean"]), mer_std=fmt(t["std"], 3),
-                mer_min=fmt(t["min"]), mer_max=fmt(t["max"]),
-            ))
+            items.append(
+                REPORT.render(
+                    "seed-item",
+                    alpha=f"{r['alpha']:g}",
+                    method=m.upper(),
+                    n=s["n"],
+                    loss_mean=fmt(s["mean"]),
+                    loss_std=fmt(s["std"], 3),
+                    loss_min=fmt(s["min"]),
+                    loss_max=fmt(s["max"]),
+                    mer_mean=fmt(t["mean"]),
+                    mer_std=fmt(t["std"], 3),
+                    mer_min=fmt(t["min"]),
+                    mer_max=fmt(t["max"]),
+                )
+            )
     return items
 
 
@@ -1014,12 +1262,18 @@ def _eta_section(figs: dict) -> str:
     eta_rows = []
     for m, v in figs["eta"]["methods"].items():
         for k, e in enumerate(v["eta"]):
-            eta_rows.append(REPORT.render(
-                "eta-row", method=m.upper(), eta=f"{e:g}",
-                chosen=" (chosen)" if e == v["chosen_eta"] else "",
-                objective=fmt(v["train_objective"][k]), log_loss=fmt(v["mean_log_loss"][k]),
-                mer=fmt(v["misclassification_rate"][k]), retries=v["retries"][k],
-            ))
+            eta_rows.append(
+                REPORT.render(
+                    "eta-row",
+                    method=m.upper(),
+                    eta=f"{e:g}",
+                    chosen=" (chosen)" if e == v["chosen_eta"] else "",
+                    objective=fmt(v["train_objective"][k]),
+                    log_loss=fmt(v["mean_log_loss"][k]),
+                    mer=fmt(v["misclassification_rate"][k]),
+                    retries=v["retries"][k],
+                )
+            )
     return REPORT.render("eta", alpha=f"{figs['eta']['alpha']:g}", rows=eta_rows)
 
 
@@ -1033,14 +1287,19 @@ def _summary_markdown(summary: dict) -> str:
     totals = _totals_section(h, plan)
     items = _seed_items(figs)
     eta = _eta_section(figs)
-    return summary_markdown([head, targets, convergence, fits, totals,
-                             REPORT.render("seeds", rows=items), eta], summary)
+    return summary_markdown(
+        [head, targets, convergence, fits, totals, REPORT.render("seeds", rows=items), eta], summary
+    )
 
 
 def _notes(headlines: dict, runs: Sequence[dict], plan: DecentralizedPlan) -> list[str]:
     notes = [
-        REPORT.paragraph("note-eta", eta=f"{plan.eta:g}", dvp_eta=f"{plan.dvp_eta:g}",
-                         pvp_eta=f"{plan.pvp_eta:g}"),
+        REPORT.paragraph(
+            "note-eta",
+            eta=f"{plan.eta:g}",
+            dvp_eta=f"{plan.dvp_eta:g}",
+            pvp_eta=f"{plan.pvp_eta:g}",
+        ),
         REPORT.paragraph("note-empirical-loss"),
         REPORT.paragraph("note-alpha"),
         REPORT.paragraph("note-totals"),
@@ -1058,10 +1317,17 @@ def _all_specs(plan: DecentralizedPlan) -> list[RunSpec]:
     specs += [paper_spec("none", plan, setting="dvp"), paper_spec("none", plan, setting="pvp")]
     specs += [paper_spec(m, plan, alpha=a) for a in plan.convergence_alphas for m in ("dvp", "pvp")]
     specs += [paper_spec(m, plan, alpha=a) for a in plan.tradeoff_alphas for m in ("dvp", "pvp")]
-    specs += [paper_spec(m, plan, alpha=a, seed=s) for a in plan.seed_alphas
-              for m in ("dvp", "pvp") for s in plan.seeds]
-    specs += [paper_spec(m, plan, alpha=plan.eta_alpha, eta=e) for m in ("dvp", "pvp")
-              for e in plan.eta_grid]
+    specs += [
+        paper_spec(m, plan, alpha=a, seed=s)
+        for a in plan.seed_alphas
+        for m in ("dvp", "pvp")
+        for s in plan.seeds
+    ]
+    specs += [
+        paper_spec(m, plan, alpha=plan.eta_alpha, eta=e)
+        for m in ("dvp", "pvp")
+        for e in plan.eta_grid
+    ]
     return list(dict.fromkeys(specs))
 
 
@@ -1117,8 +1383,13 @@ def run_decentralized_reproduction(
     run = Reproduction("decentralized", out_dir, progress=progress, executor=executor)
     base = adult_folder(data_dir, "decentralized")
     with limit_blas_threads():
-        data = load_adult_parts(base, parties=plan.nodes, max_train_rows=plan.max_train_rows,
-                                max_test_rows=plan.max_test_rows, seed=plan.split_seed)
+        data = load_adult_parts(
+            base,
+            parties=plan.nodes,
+            max_train_rows=plan.max_train_rows,
+            max_test_rows=plan.max_test_rows,
+            seed=plan.split_seed,
+        )
         specs = _all_specs(plan)
         with run.running(len(specs)):
             cache = RunCache(data, plan.workers, run.step, executor)
@@ -1143,8 +1414,11 @@ def run_decentralized_reproduction(
         "dataset": data.describe(),
         "headlines": headlines,
         "figures": {k: without_runs(v) for k, v in figs.items()},
-        "runs": {"total": len(runs), "retried": sum(1 for r in runs if r.get("attempts")),
-                 "failed": [r["key"] for r in runs if r.get("failed")]},
+        "runs": {
+            "total": len(runs),
+            "retried": sum(1 for r in runs if r.get("attempts")),
+            "failed": [r["key"] for r in runs if r.get("failed")],
+        },
         "notes": _notes(headlines, runs, plan),
     }
     return run.finish(summary, _summary_markdown)

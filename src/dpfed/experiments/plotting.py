@@ -94,13 +94,22 @@ def finite_xy(xs: Sequence[Any], ys: Sequence[Any]) -> tuple[list[float], list[f
 
 def series(history: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
     """``(iterations, values)`` of the finite entries of ``key`` in a per-iteration history."""
-    return finite_xy([entry.get("iteration") for entry in history],
-                     [entry.get(key) for entry in history])
+    return finite_xy(
+        [entry.get("iteration") for entry in history], [entry.get(key) for entry in history]
+    )
 
 
-def seed_band(ax, xs: Sequence[float], centre: Sequence[float], low: Sequence[float],
-              high: Sequence[float], *, label: str, colour: str = "tab:blue",
-              **line: Any) -> None:
+def seed_band(
+    ax,
+    xs: Sequence[float],
+    centre: Sequence[float],
+    low: Sequence[float],
+    high: Sequence[float],
+    *,
+    label: str,
+    colour: str = "tab:blue",
+    **line: Any,
+) -> None:
     """A final value against the privacy budget: its min-max band over seeds and a line
     through its centre (median or mean) with a marker at each budget.
 

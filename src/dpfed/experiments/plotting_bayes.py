@@ -61,12 +61,25 @@ def plot_bayes_linreg(
                 lo.append(s["median"] - s["q25"])
                 hi.append(s["q75"] - s["median"])
             style = METHOD_STYLE.get(key, {"color": "tab:gray", "marker": "."})
-            ax.errorbar(xs, ys, yerr=[lo, hi], label=labels.get(key, key), capsize=3,
-                        linewidth=1.5, markersize=5, **style)
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[lo, hi],
+                label=labels.get(key, key),
+                capsize=3,
+                linewidth=1.5,
+                markersize=5,
+                **style,
+            )
         nonpriv = panel.get("nonprivate")
         if nonpriv and nonpriv.get("median") is not None:
-            ax.axhline(nonpriv["median"], color="black", linestyle="-.", linewidth=1.3,
-                       label=labels.get("nonprivate", "non-private"))
+            ax.axhline(
+                nonpriv["median"],
+                color="black",
+                linestyle="-.",
+                linewidth=1.3,
+                label=labels.get("nonprivate", "non-private"),
+            )
             ax.axhspan(nonpriv["q25"], nonpriv["q75"], color="black", alpha=0.08)
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -38,12 +38,19 @@ def plot_dca_scaling(cells: Sequence[Mapping[str, Any]], *, title: str) -> bytes
         colour = _DIM_COLOURS[i % len(_DIM_COLOURS)]
         row = sorted((c for c in cells if int(c["dim"]) == d), key=lambda c: c["n_clients"])
         ns = [c["n_clients"] for c in row]
-        left.plot(ns, [c["median"] for c in row], color=colour, marker="o",
-                  label=f"dpfed, d = {d:g}")
+        left.plot(
+            ns, [c["median"] for c in row], color=colour, marker="o", label=f"dpfed, d = {d:g}"
+        )
         paper = [(c["n_clients"], c["paper_seconds"]) for c in row if c["paper_seconds"]]
         if paper:
-            left.plot(*zip(*paper, strict=True), color=colour, marker="s", linestyle="--",
-                      alpha=0.7, label=f"paper (Spark), d = {d:g}")
+            left.plot(
+                *zip(*paper, strict=True),
+                color=colour,
+                marker="s",
+                linestyle="--",
+                alpha=0.7,
+                label=f"paper (Spark), d = {d:g}",
+            )
         ratios = [(c["n_clients"], c["ratio"]) for c in row if c["ratio"]]
         if ratios:
             right.plot(*zip(*ratios, strict=True), color=colour, marker="o", label=f"d = {d:g}")

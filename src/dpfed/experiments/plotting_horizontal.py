@@ -28,17 +28,30 @@ from dpfed.experiments.plotting import (
 
 #: Colours of the methods, shared by every figure.
 METHOD_COLOURS = {"dvp": "tab:blue", "pvp": "tab:orange", "none": "black"}
-METHOD_LABELS = {"dvp": "DVP (dual variable perturbation)",
-                 "pvp": "PVP (primal variable perturbation)", "none": "non-private"}
-_GRAPH_STYLE = {"ring": {"color": "tab:blue", "marker": "o"},
-                "erdos-renyi": {"color": "tab:green", "marker": "s"}}
+METHOD_LABELS = {
+    "dvp": "DVP (dual variable perturbation)",
+    "pvp": "PVP (primal variable perturbation)",
+    "none": "non-private",
+}
+_GRAPH_STYLE = {
+    "ring": {"color": "tab:blue", "marker": "o"},
+    "erdos-renyi": {"color": "tab:green", "marker": "s"},
+}
 _REFERENCE_STYLE = {
     "none_dvp": {"color": "tab:blue", "linestyle": ":", "linewidth": 1.6},
     "none_pvp": {"color": "tab:orange", "linestyle": ":", "linewidth": 1.6},
     "none_paper": {"color": "black", "linestyle": "-.", "linewidth": 1.3},
 }
-_LEVEL_COLOURS = ("tab:red", "tab:orange", "tab:olive", "tab:green", "tab:blue", "tab:purple",
-                  "tab:brown", "tab:pink")
+_LEVEL_COLOURS = (
+    "tab:red",
+    "tab:orange",
+    "tab:olive",
+    "tab:green",
+    "tab:blue",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+)
 
 
 def plot_nonprivate(
@@ -73,17 +86,29 @@ def plot_nonprivate(
         xs, ys = finite_xy(curve["iterations"], curve["relative_gap"])
         ys = [max(y, 1e-16) for y in ys]
         every = max(1, len(xs) // 10)
-        ax_gap.plot(xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every,
-                    **style)
+        ax_gap.plot(
+            xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every, **style
+        )
         xs, ys = finite_xy(curve["iterations"], curve["misclassification_rate"])
-        ax_mer.plot(xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every,
-                    **style)
+        ax_mer.plot(
+            xs, ys, label=curve["label"], linewidth=1.6, markersize=4, markevery=every, **style
+        )
     if target_gap is not None:
-        ax_gap.axhline(target_gap, color="tab:red", linestyle=":", linewidth=1.4,
-                       label=f"target {target_gap:g}")
+        ax_gap.axhline(
+            target_gap,
+            color="tab:red",
+            linestyle=":",
+            linewidth=1.4,
+            label=f"target {target_gap:g}",
+        )
     if centralized_mer is not None:
-        ax_mer.axhline(centralized_mer, color="black", linestyle="-.", linewidth=1.3,
-                       label="centralised optimum")
+        ax_mer.axhline(
+            centralized_mer,
+            color="black",
+            linestyle="-.",
+            linewidth=1.3,
+            label="centralised optimum",
+        )
     ax_gap.set_yscale("log")
     ax_gap.set_ylabel(r"relative objective gap $(J(\bar f(t)) - J^\star) / J^\star$")
     ax_gap.set_title("(a) objective gap to the centralised optimum", fontsize=10)
@@ -125,24 +150,30 @@ def plot_convergence(
     fig = new_figure(3.3 * n + 1.0, 7.2)
     axes = fig.subplots(2, n, squeeze=False)
     for col, panel in enumerate(panels):
-        for row, (key, ylabel) in enumerate((
-            ("train_objective", "empirical loss J (log scale)"),
-            ("misclassification_rate", "test MER"),
-        )):
+        for row, (key, ylabel) in enumerate(
+            (
+                ("train_objective", "empirical loss J (log scale)"),
+                ("misclassification_rate", "test MER"),
+            )
+        ):
             ax = axes[row][col]
             for name, run in panel["runs"].items():
                 if run is None:
                     continue
                 xs, ys = finite_xy(run["iterations"], run[key])
-                ax.plot(xs, ys, color=METHOD_COLOURS.get(name, "tab:gray"), linewidth=1.5,
-                        label=run["label"])
+                ax.plot(
+                    xs,
+                    ys,
+                    color=METHOD_COLOURS.get(name, "tab:gray"),
+                    linewidth=1.5,
+                    label=run["label"],
+                )
             for name, ref in references.items():
                 xs, ys = finite_xy(ref["iterations"], ref[key])
                 ax.plot(xs, ys, label=ref["label"], **_REFERENCE_STYLE.get(name, {}))
             if row == 0:
                 ax.set_yscale("log")
-                ax.set_title(rf"({chr(97 + col)}) $\alpha_p(t) = {panel['alpha']:g}$",
-                             fontsize=10)
+                ax.set_title(rf"({chr(97 + col)}) $\alpha_p(t) = {panel['alpha']:g}$", fontsize=10)
             ax.set_xlabel("iteration t")
             if col == 0:
                 ax.set_ylabel(ylabel)
@@ -192,35 +223,63 @@ def plot_tradeoff(
         if fit is not None and xs:
             grid = np.geomspace(min(xs), max(xs), 200)
             curve = fit["c4"] * np.exp(-fit["c5"] * grid) + fit["c6"]
-            text = (rf"fit $L_{{acc}} = {fit['c4']:.3g}\,e^{{-{fit['c5']:.3g}\alpha}}"
-                    rf" {'+' if fit['c6'] >= 0 else '-'} {abs(fit['c6']):.3g}$")
+            text = (
+                rf"fit $L_{{acc}} = {fit['c4']:.3g}\,e^{{-{fit['c5']:.3g}\alpha}}"
+                rf" {'+' if fit['c6'] >= 0 else '-'} {abs(fit['c6']):.3g}$"
+            )
             if not usable:
                 text += " (does not describe the data)"
-            ax_loss.plot(grid, curve, "-" if usable else ":", color=colour, linewidth=1.3,
-                         label=text)
+            ax_loss.plot(
+                grid, curve, "-" if usable else ":", color=colour, linewidth=1.3, label=text
+            )
         choice = m.get("choice") if usable else None
         if choice is not None:
-            ax_loss.plot([choice["alpha"]], [choice["loss"]], "*", color=colour, markersize=14,
-                         markeredgecolor="black", label=rf"chosen $\alpha^\star$ = "
-                                                        rf"{choice['alpha']:.3g}")
+            ax_loss.plot(
+                [choice["alpha"]],
+                [choice["loss"]],
+                "*",
+                color=colour,
+                markersize=14,
+                markeredgecolor="black",
+                label=rf"chosen $\alpha^\star$ = "
+                rf"{choice['alpha']:.3g}",
+            )
         xs, ys = finite_xy(m["alphas"], m["misclassification_rate"])
         ax_mer.plot(xs, ys, "o-", color=colour, label=f"{label}, final output")
         if m.get("misclassification_rate_before_stop") is not None:
             xs, ys = finite_xy(m["alphas"], m["misclassification_rate_before_stop"])
-            ax_mer.plot(xs, ys, "^--", color=colour, alpha=0.7, markersize=4,
-                        label=f"{label.split(' ')[0]}, round before the stop step")
+            ax_mer.plot(
+                xs,
+                ys,
+                "^--",
+                color=colour,
+                alpha=0.7,
+                markersize=4,
+                label=f"{label.split(' ')[0]}, round before the stop step",
+            )
         net = m.get("net_utility") if usable else None
         if net is not None:
             ax_net.plot(net["alpha"], net["value"], "-", color=colour, label=label)
             if choice is not None:
-                ax_net.plot([choice["alpha"]], [choice["objective"]], "*", color=colour,
-                            markersize=14, markeredgecolor="black")
+                ax_net.plot(
+                    [choice["alpha"]],
+                    [choice["objective"]],
+                    "*",
+                    color=colour,
+                    markersize=14,
+                    markeredgecolor="black",
+                )
     if reference is not None:
         for ax, key in ((ax_loss, "loss"), (ax_mer, "misclassification_rate")):
             value = reference.get(key)
             if value is not None:
-                ax.axhline(float(value), color="black", linestyle="-.", linewidth=1.2,
-                           label=reference.get("label", "non-private"))
+                ax.axhline(
+                    float(value),
+                    color="black",
+                    linestyle="-.",
+                    linewidth=1.2,
+                    label=reference.get("label", "non-private"),
+                )
     alphas = sorted(all_alphas)
     losses = finite([v for m in methods.values() for v in m["loss"]])
     if reference is not None and reference.get("loss") is not None:
@@ -268,16 +327,26 @@ def plot_seeds(
     """
     fig = new_figure(11.0, 4.8)
     axes = fig.subplots(1, 2)
-    labels = [rf"{METHOD_LABELS.get(g['method'], g['method']).split(' ')[0]}, $\alpha$="
-              f"{g['alpha']:g}" for g in groups]
-    for ax, key, ylabel in ((axes[0], "loss", "final empirical loss (mean training log loss)"),
-                            (axes[1], "misclassification_rate", "final test MER")):
+    labels = [
+        rf"{METHOD_LABELS.get(g['method'], g['method']).split(' ')[0]}, $\alpha$="
+        f"{g['alpha']:g}"
+        for g in groups
+    ]
+    for ax, key, ylabel in (
+        (axes[0], "loss", "final empirical loss (mean training log loss)"),
+        (axes[1], "misclassification_rate", "final test MER"),
+    ):
         data = [finite(g[key]) for g in groups]
         positions = list(range(1, len(groups) + 1))
         shown = [(p, d) for p, d in zip(positions, data, strict=True) if d]
         if shown:
-            box = ax.boxplot([d for _, d in shown], positions=[p for p, _ in shown], widths=0.5,
-                             patch_artist=True, showfliers=False)
+            box = ax.boxplot(
+                [d for _, d in shown],
+                positions=[p for p, _ in shown],
+                widths=0.5,
+                patch_artist=True,
+                showfliers=False,
+            )
             for patch, (p, _) in zip(box["boxes"], shown, strict=True):
                 patch.set_facecolor(METHOD_COLOURS.get(groups[p - 1]["method"], "tab:gray"))
                 patch.set_alpha(0.35)
@@ -320,8 +389,10 @@ def plot_eta(
     fig = new_figure(11.0, 4.8)
     axes = fig.subplots(1, 2)
     etas: set[float] = set()
-    for ax, key, ylabel in ((axes[0], "loss", "final empirical loss (mean training log loss)"),
-                            (axes[1], "misclassification_rate", "final test MER")):
+    for ax, key, ylabel in (
+        (axes[0], "loss", "final empirical loss (mean training log loss)"),
+        (axes[1], "misclassification_rate", "final test MER"),
+    ):
         for name, m in methods.items():
             xs, ys = finite_xy(m["eta"], m[key])
             etas.update(xs)
@@ -329,19 +400,31 @@ def plot_eta(
             ax.plot(xs, ys, "o-", color=colour, label=METHOD_LABELS.get(name, name))
             chosen = m.get("chosen_eta")
             if chosen is not None and chosen in xs:
-                ax.plot([chosen], [ys[xs.index(chosen)]], "*", color=colour, markersize=14,
-                        markeredgecolor="black")
+                ax.plot(
+                    [chosen],
+                    [ys[xs.index(chosen)]],
+                    "*",
+                    color=colour,
+                    markersize=14,
+                    markeredgecolor="black",
+                )
         if reference is not None and reference.get(key) is not None:
-            ax.axhline(float(reference[key]), color="black", linestyle="-.", linewidth=1.2,
-                       label=reference.get("label", "non-private"))
+            ax.axhline(
+                float(reference[key]),
+                color="black",
+                linestyle="-.",
+                linewidth=1.2,
+                label=reference.get("label", "non-private"),
+            )
         if etas:
             log_ticks(ax, sorted(etas))
         ax.set_xlabel(r"ADMM penalty $\eta$ (log scale)")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3, which="both")
         ax.legend(fontsize=8)
-    axes[0].set_title(r"(a) empirical loss vs $\eta$ (star: lowest training objective)",
-                      fontsize=10)
+    axes[0].set_title(
+        r"(a) empirical loss vs $\eta$ (star: lowest training objective)", fontsize=10
+    )
     axes[1].set_title(r"(b) test MER vs $\eta$", fontsize=10)
     fig.suptitle(title, fontsize=11)
     return png_bytes(fig)
@@ -383,14 +466,20 @@ def plot_consensus(
         xs, ys = finite_xy(level["iterations"], level["test_accuracy_mean"])
         ax_acc.plot(xs, ys, color=colour, linewidth=1.5, label=level["label"])
         xs, ys = finite_xy(level["iterations"], level["epsilon_spent"])
-        ax_eps.plot(xs, ys, color=colour, linewidth=1.5, marker="o", markersize=3,
-                    label=level["label"])
+        ax_eps.plot(
+            xs, ys, color=colour, linewidth=1.5, marker="o", markersize=3, label=level["label"]
+        )
     if nonprivate is not None:
         xs, ys = finite_xy(nonprivate["iterations"], nonprivate["test_accuracy_mean"])
         ax_acc.plot(xs, ys, color="black", linewidth=1.8, label="non-private")
     if centralized_accuracy is not None:
-        ax_acc.axhline(centralized_accuracy, color="black", linestyle="-.", linewidth=1.2,
-                       label="centralised scikit-learn")
+        ax_acc.axhline(
+            centralized_accuracy,
+            color="black",
+            linestyle="-.",
+            linewidth=1.2,
+            label="centralised scikit-learn",
+        )
     eps = [float(lv["epsilon"]) for lv in levels]
     if eps:
         mean = [lv["final_mean"] for lv in levels]
@@ -399,14 +488,28 @@ def plot_consensus(
         seed_band(ax_final, eps, mean, lo, hi, label="DP consensus ADMM (mean)")
         log_ticks(ax_final, eps)
     if nonprivate is not None and nonprivate.get("final_mean") is not None:
-        ax_final.axhline(float(nonprivate["final_mean"]), color="black", linewidth=1.4,
-                         label="non-private consensus ADMM")
+        ax_final.axhline(
+            float(nonprivate["final_mean"]),
+            color="black",
+            linewidth=1.4,
+            label="non-private consensus ADMM",
+        )
     if centralized_accuracy is not None:
-        ax_final.axhline(centralized_accuracy, color="black", linestyle="-.", linewidth=1.2,
-                         label="centralised scikit-learn")
+        ax_final.axhline(
+            centralized_accuracy,
+            color="black",
+            linestyle="-.",
+            linewidth=1.2,
+            label="centralised scikit-learn",
+        )
     if target_accuracy is not None:
-        ax_final.axhline(target_accuracy, color="tab:red", linestyle=":", linewidth=1.3,
-                         label=f"target {target_accuracy:g}")
+        ax_final.axhline(
+            target_accuracy,
+            color="tab:red",
+            linestyle=":",
+            linewidth=1.3,
+            label=f"target {target_accuracy:g}",
+        )
 
     integer_xticks(ax_acc)
     integer_xticks(ax_eps)

@@ -31,8 +31,16 @@ _BASELINE_STYLE = {
     "local_only": {"color": "tab:red", "linestyle": ":", "linewidth": 1.8},
     "centralized": {"color": "black", "linestyle": "-.", "linewidth": 1.4},
 }
-_LEVEL_COLOURS = ("black", "tab:blue", "tab:green", "tab:orange", "tab:purple", "tab:brown",
-                  "tab:pink", "tab:olive")
+_LEVEL_COLOURS = (
+    "black",
+    "tab:blue",
+    "tab:green",
+    "tab:orange",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+)
 
 
 def _robust_top(curves: Sequence[Sequence[float]], floor: float) -> float:
@@ -136,8 +144,16 @@ def plot_noise_levels(
         if not xs:
             continue
         colour = _LEVEL_COLOURS[k % len(_LEVEL_COLOURS)]
-        ax.plot(xs, ys, label=curve["label"], color=colour, linewidth=1.7, marker="o",
-                markersize=3, markevery=max(1, len(xs) // 10))
+        ax.plot(
+            xs,
+            ys,
+            label=curve["label"],
+            color=colour,
+            linewidth=1.7,
+            marker="o",
+            markersize=3,
+            markevery=max(1, len(xs) // 10),
+        )
         drawn.append(ys)
     values = [v for ys in drawn for v in ys]
     for name, base in baselines.items():
@@ -188,8 +204,9 @@ def plot_frontier(
     med = [float(r["median"]) for r in rows]
     lo = [float(r["min"]) for r in rows]
     hi = [float(r["max"]) for r in rows]
-    seed_band(ax, eps, med, lo, hi, label="DP ADMM sharing, sound mechanism (median)",
-              linewidth=1.8)
+    seed_band(
+        ax, eps, med, lo, hi, label="DP ADMM sharing, sound mechanism (median)", linewidth=1.8
+    )
     for name, base in baselines.items():
         value = base.get("test_log_loss")
         if value is not None:

@@ -114,8 +114,9 @@ class ReportTemplate:
         template = self._template(block)
         unused = set(values) - set(template.get_identifiers())
         if unused:
-            raise ValueError(f"block {block!r} of {self.name!r} has no placeholder "
-                             f"{sorted(unused)}.")
+            raise ValueError(
+                f"block {block!r} of {self.name!r} has no placeholder {sorted(unused)}."
+            )
         lists = {k: v for k, v in values.items() if isinstance(v, list)}
         if not lists:
             return template.substitute(values)
@@ -127,8 +128,10 @@ class ReportTemplate:
                 out += [str(item) for item in lists[key]]
                 continue
             if set(Template(line).get_identifiers()) & set(lists):
-                raise ValueError(f"block {block!r} of {self.name!r}: a list placeholder must "
-                                 f"be alone on its line. Found {line!r}.")
+                raise ValueError(
+                    f"block {block!r} of {self.name!r}: a list placeholder must "
+                    f"be alone on its line. Found {line!r}."
+                )
             out.append(Template(line).substitute(values))
         return "\n".join(out)
 
@@ -146,8 +149,9 @@ class ReportTemplate:
         try:
             return self._blocks[block]
         except KeyError:
-            raise KeyError(f"template {self.name!r} has no block {block!r}; it has "
-                           f"{list(self._blocks)}.") from None
+            raise KeyError(
+                f"template {self.name!r} has no block {block!r}; it has {list(self._blocks)}."
+            ) from None
 
 
 def summary_markdown(sections: Sequence[str], summary: Mapping[str, Any]) -> str:

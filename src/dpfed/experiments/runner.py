@@ -126,9 +126,15 @@ class Reproduction:
         and is not a folder.
     """
 
-    def __init__(self, command: str, out_dir: str | os.PathLike[str], *,
-                 progress: bool = False, plots: bool = True,
-                 executor: Executor | None = None) -> None:
+    def __init__(
+        self,
+        command: str,
+        out_dir: str | os.PathLike[str],
+        *,
+        progress: bool = False,
+        plots: bool = True,
+        executor: Executor | None = None,
+    ) -> None:
         self.elapsed = stopwatch()
         self.executor = executor
         if plots:
@@ -164,8 +170,9 @@ class Reproduction:
         if self._bar is not None:
             self._bar.step(description)
 
-    def map(self, fn: Callable[[T], R], items: Sequence[T], *,
-            describe: Callable[[T], str]) -> list[R]:
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str]
+    ) -> list[R]:
         """``[fn(item) for item in items]``, a step of the progress bar per run.
 
         With an executor the runs go to it at once and the bar steps as each finishes (``fn``
@@ -191,8 +198,14 @@ class Reproduction:
             raise
         return [results[k] for k in range(len(items))]
 
-    def emit(self, stem: str, payload: Mapping[str, Any], render: Callable[[], bytes], *,
-             names: Sequence[str] = ("png", "json")) -> dict:
+    def emit(
+        self,
+        stem: str,
+        payload: Mapping[str, Any],
+        render: Callable[[], bytes],
+        *,
+        names: Sequence[str] = ("png", "json"),
+    ) -> dict:
         """Draw a figure, then write ``stem.json`` and ``stem.png`` (each atomically).
 
         Parameters
@@ -237,15 +250,20 @@ class Reproduction:
             the wall time of the reproduction.
         """
         writer = self.writer
-        full = {"out_dir": str(writer.out_dir.resolve()), **summary,
-                "files": [*writer.files, *SUMMARY_FILES], "seconds": self.elapsed()}
+        full = {
+            "out_dir": str(writer.out_dir.resolve()),
+            **summary,
+            "files": [*writer.files, *SUMMARY_FILES],
+            "seconds": self.elapsed(),
+        }
         writer.write_text("summary.md", markdown(full))
         writer.write_json("summary.json", full)
         return jsonable(full)
 
 
-def data_folder(data_dir: str | os.PathLike[str] | None, *, command: str, reads: str,
-                holding: str) -> Path:
+def data_folder(
+    data_dir: str | os.PathLike[str] | None, *, command: str, reads: str, holding: str
+) -> Path:
     """The folder of a reproduction's data: ``data_dir``, else the ``DPFED_DATA`` variable.
 
     Parameters
@@ -296,9 +314,16 @@ def subsample(n: int, limit: int | None, rng: np.random.Generator) -> np.ndarray
     return np.sort(rng.choice(n, size=limit, replace=False))
 
 
-def subsample_rows(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray, *,
-                   max_train_rows: int | None, max_test_rows: int | None, seed: int
-                   ) -> tuple[Any, np.ndarray, Any, np.ndarray, str | None]:
+def subsample_rows(
+    X: Any,
+    y: np.ndarray,
+    X_test: Any,
+    y_test: np.ndarray,
+    *,
+    max_train_rows: int | None,
+    max_test_rows: int | None,
+    seed: int,
+) -> tuple[Any, np.ndarray, Any, np.ndarray, str | None]:
     """Training and test rows subsampled for a quick run (:func:`subsample`).
 
     Parameters
@@ -327,8 +352,10 @@ def subsample_rows(X: Any, y: np.ndarray, X_test: Any, y_test: np.ndarray, *,
         X, y = X[rows], y[rows]
     if test_rows is not None:
         X_test, y_test = X_test[test_rows], y_test[test_rows]
-    step = (f"rows subsampled to {X.shape[0]} train / {X_test.shape[0]} test "
-            f"(default_rng({seed}), quick mode)")
+    step = (
+        f"rows subsampled to {X.shape[0]} train / {X_test.shape[0]} test "
+        f"(default_rng({seed}), quick mode)"
+    )
     return X, y, X_test, y_test, step
 
 

@@ -174,14 +174,32 @@ _CV_NOTE = "best 5-fold CV log loss of the centralised model on the training row
 # primal residual grows again after iteration 8 and the objective rises); rho = 1/2 converges.
 _RHO_3 = 0.5
 DATASETS: dict[str, DatasetPlan] = {
-    "a9a": DatasetPlan("a9a", (66, 57), 1e-4, "the paper's value", False, 10.0,
-                       (1.0, 10.0, 30.0, 100.0), unit_rows=False),
-    "arcene": DatasetPlan("arcene", (4000, 4000, 2000), 1e-3, _CV_NOTE, True, 0.5,
-                          (0.01, 0.1, 0.5, 1.0), rho=_RHO_3),
-    "madelon": DatasetPlan("madelon", (200, 200, 100), 3e-3, _CV_NOTE, True, 0.5,
-                           (0.01, 0.1, 0.5, 1.0), rho=_RHO_3),
-    "gisette": DatasetPlan("gisette", (2000, 2000, 1000), 1e-3, "untuned (data absent when "
-                           "chosen)", True, 0.5, (0.01, 0.1, 0.5, 1.0), rho=_RHO_3),
+    "a9a": DatasetPlan(
+        "a9a",
+        (66, 57),
+        1e-4,
+        "the paper's value",
+        False,
+        10.0,
+        (1.0, 10.0, 30.0, 100.0),
+        unit_rows=False,
+    ),
+    "arcene": DatasetPlan(
+        "arcene", (4000, 4000, 2000), 1e-3, _CV_NOTE, True, 0.5, (0.01, 0.1, 0.5, 1.0), rho=_RHO_3
+    ),
+    "madelon": DatasetPlan(
+        "madelon", (200, 200, 100), 3e-3, _CV_NOTE, True, 0.5, (0.01, 0.1, 0.5, 1.0), rho=_RHO_3
+    ),
+    "gisette": DatasetPlan(
+        "gisette",
+        (2000, 2000, 1000),
+        1e-3,
+        "untuned (data absent when chosen)",
+        True,
+        0.5,
+        (0.01, 0.1, 0.5, 1.0),
+        rho=_RHO_3,
+    ),
 }
 
 
@@ -298,15 +316,18 @@ def _unit_rows(blocks: list) -> list:
     return [normalize_rows(b) for b in blocks]
 
 
-def prepare_dataset(
-    name: str, base: Path, plan: ReproductionPlan
-) -> PreparedData:
+def prepare_dataset(name: str, base: Path, plan: ReproductionPlan) -> PreparedData:
     """Load, (subsample,) standardise, split and row-normalise one data set."""
     spec = DATASETS[name]
     ds = load_dataset(name, base)
     X, y, Xt, yt = ds.X_train, ds.y_train, ds.X_test, ds.y_test
     X, y, Xt, yt, subsampled = subsample_rows(
-        X, y, Xt, yt, max_train_rows=plan.max_train_rows, max_test_rows=plan.max_test_rows,
+        X,
+        y,
+        Xt,
+        yt,
+        max_train_rows=plan.max_train_rows,
+        max_test_rows=plan.max_test_rows,
         seed=plan.seed,
     )
     steps = [subsampled] if subsampled else []
@@ -328,8 +349,13 @@ def prepare_dataset(
     else:
         steps.append("features as published (binary one-hot); mechanisms scale rows themselves")
     return PreparedData(
-        name=name, blocks=blocks, y=np.asarray(y, float), test_blocks=test_blocks,
-        y_test=np.asarray(yt, float), plan=spec, preprocessing="; ".join(steps),
+        name=name,
+        blocks=blocks,
+        y=np.asarray(y, float),
+        test_blocks=test_blocks,
+        y_test=np.asarray(yt, float),
+        plan=spec,
+        preprocessing="; ".join(steps),
         source=ds.source,
     )
 
@@ -379,8 +405,13 @@ class _DataCache:
                 ("local_only", fit_local_only, "local only (label holder's features)"),
                 ("centralized", fit_centralized, "centralised (all features)"),
             ):
-                res = fit(data.blocks, data.y, lam=data.plan.lam, test_blocks=data.test_blocks,
-                          test_labels=data.y_test)
+                res = fit(
+                    data.blocks,
+                    data.y,
+                    lam=data.plan.lam,
+                    test_blocks=data.test_blocks,
+                    test_labels=data.y_test,
+                )
                 out[key] = {k: v for k, v in res.items() if k != "coef"} | {"label": label}
             self._baselines[name] = out
         return self._baselines[name]
@@ -402,8 +433,15 @@ def _admm(
     seed: int = 0,
 ) -> dict:
     cfg = VerticalConfig(
-        lam=data.plan.lam, rho=data.plan.rho, iterations=iterations, mechanism=mechanism,
-        noise_sigma=noise_sigma, epsilon=epsilon, delta=delta, accountant=accountant, seed=seed,
+        lam=data.plan.lam,
+        rho=data.plan.rho,
+        iterations=iterations,
+        mechanism=mechanism,
+        noise_sigma=noise_sigma,
+        epsilon=epsilon,
+        delta=delta,
+        accountant=accountant,
+        seed=seed,
         fit_intercept=False,  # the paper's model has none
     )
     result = train_vertical(
@@ -421,9 +459,7 @@ def _log10_advanced_composition(eps: Sequence[float], delta_prime: float) -> flo
     e = np.asarray([x for x in eps if x > 0], dtype=float)
     if e.size == 0:
         return -math.inf
-    first = 0.5 * math.log(2.0 * math.log(1.0 / delta_prime)) + 0.5 * math.log(
-        float(np.sum(e * e))
-    )
+    first = 0.5 * math.log(2.0 * math.log(1.0 / delta_prime)) + 0.5 * math.log(float(np.sum(e * e)))
     # log(e_t (e^{e_t} - 1)) = log e_t + e_t + log(1 - e^{-e_t})
     terms = np.log(e) + e + np.log(-np.expm1(-e))
     second = float(np.logaddexp.reduce(terms))
@@ -455,8 +491,7 @@ def _paper_epsilon_digest(result) -> dict:
         "certified": False,
         "paper_epsilon_step_max": max(steps) if steps else None,
         "paper_epsilon_step_per_party": {n: p.get("epsilon_step") for n, p in per_party.items()},
-        "paper_epsilon": corollary
-        if corollary is not None and math.isfinite(corollary) else None,
+        "paper_epsilon": corollary if corollary is not None and math.isfinite(corollary) else None,
         "log10_paper_epsilon": log10,
         "paper_epsilon_pld": privacy.get("paper_epsilon_pld"),
         "paper_epsilon_reason": list(privacy.get("paper_epsilon_reason", [])),
@@ -464,13 +499,25 @@ def _paper_epsilon_digest(result) -> dict:
 
 
 def _sgd(
-    data: PreparedData, *, epochs: int, learning_rate: float, batch_size: int,
-    noise_sigma: float = 0.0, seed: int = 0,
+    data: PreparedData,
+    *,
+    epochs: int,
+    learning_rate: float,
+    batch_size: int,
+    noise_sigma: float = 0.0,
+    seed: int = 0,
 ) -> dict:
     res = train_vertical_sgd(
-        data.blocks, data.y, lam=data.plan.lam, learning_rate=learning_rate, epochs=epochs,
-        batch_size=batch_size, noise_sigma=noise_sigma, seed=seed,
-        test_blocks=data.test_blocks, test_labels=data.y_test,
+        data.blocks,
+        data.y,
+        lam=data.plan.lam,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        batch_size=batch_size,
+        noise_sigma=noise_sigma,
+        seed=seed,
+        test_blocks=data.test_blocks,
+        test_labels=data.y_test,
     )
     return {
         "history": res["history"],
@@ -489,8 +536,9 @@ def _final_objective(run: Mapping[str, Any]) -> float:
 
 def _brief(run: Mapping[str, Any]) -> dict:
     final = run.get("final", {})
-    return {k: final.get(k) for k in ("train_objective", "test_log_loss", "test_accuracy",
-                                      "iteration")}
+    return {
+        k: final.get(k) for k in ("train_objective", "test_log_loss", "test_accuracy", "iteration")
+    }
 
 
 #: The functions a :class:`_Run` can name, each taking the data set first.
@@ -538,8 +586,9 @@ class _Context:
     notes: list[str] = field(default_factory=list)
     #: One ``partial(_perform, data)`` per data set, the same object for every experiment, so
     #: an executor that sends each object once (by ``id``) sends each data set once.
-    _performers: dict[str, functools.partial[dict]] = field(default_factory=dict, init=False,
-                                                            repr=False)
+    _performers: dict[str, functools.partial[dict]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def step(self, description: str) -> None:
         self.run.step(description)
@@ -560,22 +609,45 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
     head = f"figure {figure} {name}"
     sgd = {"epochs": plan.sgd_epochs, "batch_size": plan.sgd_batch_size, "seed": plan.seed}
     # first the runs that need nothing: exact ADMM, the SGD grid, noisy ADMM
-    first = ctx.map(name, [
-        _Run("admm", f"{head}: ADMM", {"iterations": plan.iterations}),
-        *(_Run("sgd", f"{head}: SGD lr={lr:g}", {**sgd, "learning_rate": lr})
-          for lr in plan.sgd_learning_rates),
-        _Run("admm", f"{head}: ADMM σ={sigma:g}", {
-            "iterations": plan.iterations, "mechanism": "paper", "noise_sigma": sigma,
-            "delta": plan.paper_delta, "seed": plan.seed,
-        }),
-    ])
+    first = ctx.map(
+        name,
+        [
+            _Run("admm", f"{head}: ADMM", {"iterations": plan.iterations}),
+            *(
+                _Run("sgd", f"{head}: SGD lr={lr:g}", {**sgd, "learning_rate": lr})
+                for lr in plan.sgd_learning_rates
+            ),
+            _Run(
+                "admm",
+                f"{head}: ADMM σ={sigma:g}",
+                {
+                    "iterations": plan.iterations,
+                    "mechanism": "paper",
+                    "noise_sigma": sigma,
+                    "delta": plan.paper_delta,
+                    "seed": plan.seed,
+                },
+            ),
+        ],
+    )
     candidates = first[1:-1]
     best = min(candidates, key=_final_objective)
     # then noisy SGD at the learning rate the grid picked; the baselines here (see
     # _DataCache.baselines)
-    (sgd_noisy,) = ctx.map(name, [_Run("sgd", f"{head}: SGD σ={sigma:g}", {
-        **sgd, "learning_rate": best["learning_rate"], "noise_sigma": sigma,
-    })])
+    (sgd_noisy,) = ctx.map(
+        name,
+        [
+            _Run(
+                "sgd",
+                f"{head}: SGD σ={sigma:g}",
+                {
+                    **sgd,
+                    "learning_rate": best["learning_rate"],
+                    "noise_sigma": sigma,
+                },
+            )
+        ],
+    )
     baselines = ctx.data.baselines(name)
     ctx.step(f"{head}: baselines")
     runs: dict[str, dict] = {
@@ -591,9 +663,7 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
         "noise_sigma": sigma,
         "sgd_learning_rate_grid": list(plan.sgd_learning_rates),
         "sgd_learning_rate_choice": "lowest final training objective over the grid",
-        "sgd_grid": [
-            {"learning_rate": c["learning_rate"], **_brief(c)} for c in candidates
-        ],
+        "sgd_grid": [{"learning_rate": c["learning_rate"], **_brief(c)} for c in candidates],
         "final": {key: _brief(run) for key, run in runs.items()},
         "baselines": baselines,
         "runs": runs,
@@ -606,7 +676,8 @@ def training_curves_experiment(ctx: _Context, figure: str, name: str) -> dict:
         f"λ={data.plan.lam:g}"
     )
     return ctx.run.emit(
-        f"figure{figure}_{name}", payload,
+        f"figure{figure}_{name}",
+        payload,
         lambda: plot_training_curves(runs, title=title, baselines=baselines),
     )
 
@@ -616,13 +687,26 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
     elapsed = stopwatch()
     plan, data = ctx.plan, ctx.data.get(name)
     sigmas = plan.levels(name)
-    exact, *levels = ctx.map(name, [
-        _Run("admm", f"figure 3 {name}: no noise", {"iterations": plan.noise_iterations}),
-        *(_Run("admm", f"figure 3 {name}: σ={sigma:g}", {
-            "iterations": plan.noise_iterations, "mechanism": "paper", "noise_sigma": sigma,
-            "delta": plan.paper_delta, "seed": plan.seed,
-        }) for sigma in sigmas),
-    ])
+    exact, *levels = ctx.map(
+        name,
+        [
+            _Run("admm", f"figure 3 {name}: no noise", {"iterations": plan.noise_iterations}),
+            *(
+                _Run(
+                    "admm",
+                    f"figure 3 {name}: σ={sigma:g}",
+                    {
+                        "iterations": plan.noise_iterations,
+                        "mechanism": "paper",
+                        "noise_sigma": sigma,
+                        "delta": plan.paper_delta,
+                        "seed": plan.seed,
+                    },
+                )
+                for sigma in sigmas
+            ),
+        ],
+    )
     exact["label"] = "no noise"
     for sigma, run in zip(sigmas, levels, strict=True):
         digest = run["paper_epsilon"]
@@ -632,8 +716,11 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
         )
     baselines = ctx.data.baselines(name)
     table = [
-        {"noise_sigma": r["paper_epsilon"]["noise_sigma"], **_brief(r),
-         **{k: v for k, v in r["paper_epsilon"].items() if k != "noise_sigma"}}
+        {
+            "noise_sigma": r["paper_epsilon"]["noise_sigma"],
+            **_brief(r),
+            **{k: v for k, v in r["paper_epsilon"].items() if k != "noise_sigma"},
+        }
         for r in levels
     ]
     payload = {
@@ -647,8 +734,10 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
         "baselines": baselines,
         "privacy_notes": levels[0]["privacy"].get("notes", []) if levels else [],
         "paper_epsilon_note": PAPER_EPSILON_NOTE,
-        "runs": {"no_noise": exact, **{f"sigma={r['paper_epsilon']['noise_sigma']:g}": r
-                                       for r in levels}},
+        "runs": {
+            "no_noise": exact,
+            **{f"sigma={r['paper_epsilon']['noise_sigma']:g}": r for r in levels},
+        },
         "seconds": elapsed(),
     }
     title = (
@@ -657,7 +746,8 @@ def noise_levels_experiment(ctx: _Context, name: str) -> dict:
         "ε′ = the paper's Theorem 1 + Corollary 1 formula (not a privacy guarantee)"
     )
     return ctx.run.emit(
-        f"figure3_{name}", payload,
+        f"figure3_{name}",
+        payload,
         lambda: plot_noise_levels([exact, *levels], title=title, baselines=baselines),
     )
 
@@ -666,7 +756,7 @@ def _format_log10(log10: float | None) -> str:
     if log10 is None or not math.isfinite(log10):
         return "n/a"
     if log10 < 4:
-        return f"{10 ** log10:.3g}"
+        return f"{10**log10:.3g}"
     return f"1e{log10:.0f}" if log10 < 1e4 else f"10^{log10:.3g}"
 
 
@@ -683,15 +773,28 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
     plan, data = ctx.plan, ctx.data.get(name)
     baselines = ctx.data.baselines(name)
     local = baselines["local_only"]["test_log_loss"]
-    iterations = {eps: frontier_iterations(eps, data.y.shape[0])
-                  for eps in plan.frontier_epsilons}
-    results = iter(ctx.map(name, [
-        _Run("admm", f"frontier {name}: ε={eps:g} seed {seed}", {
-            "iterations": iterations[eps], "mechanism": "sound", "epsilon": eps,
-            "delta": plan.frontier_delta, "accountant": plan.frontier_accountant,
-            "seed": seed,
-        }) for eps in plan.frontier_epsilons for seed in plan.frontier_seeds
-    ]))
+    iterations = {eps: frontier_iterations(eps, data.y.shape[0]) for eps in plan.frontier_epsilons}
+    results = iter(
+        ctx.map(
+            name,
+            [
+                _Run(
+                    "admm",
+                    f"frontier {name}: ε={eps:g} seed {seed}",
+                    {
+                        "iterations": iterations[eps],
+                        "mechanism": "sound",
+                        "epsilon": eps,
+                        "delta": plan.frontier_delta,
+                        "accountant": plan.frontier_accountant,
+                        "seed": seed,
+                    },
+                )
+                for eps in plan.frontier_epsilons
+                for seed in plan.frontier_seeds
+            ],
+        )
+    )
     rows, runs = [], {}
     for eps in plan.frontier_epsilons:
         iters = iterations[eps]
@@ -702,18 +805,20 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
             finals.append(run["final"]["test_log_loss"])
             accs.append(run["final"]["test_accuracy"])
             spent.append(run["privacy"]["epsilon"])
-        rows.append({
-            "epsilon": eps,
-            "epsilon_spent_max": max(spent),
-            "iterations": iters,
-            "seeds": list(plan.frontier_seeds),
-            "test_log_loss": finals,
-            "median": float(np.median(finals)),
-            "min": float(np.min(finals)),
-            "max": float(np.max(finals)),
-            "test_accuracy_median": float(np.median(accs)),
-            "beats_local_only": bool(np.median(finals) < local),
-        })
+        rows.append(
+            {
+                "epsilon": eps,
+                "epsilon_spent_max": max(spent),
+                "iterations": iters,
+                "seeds": list(plan.frontier_seeds),
+                "test_log_loss": finals,
+                "median": float(np.median(finals)),
+                "min": float(np.min(finals)),
+                "max": float(np.max(finals)),
+                "test_accuracy_median": float(np.median(accs)),
+                "beats_local_only": bool(np.median(finals) < local),
+            }
+        )
     beating = [r["epsilon"] for r in rows if r["beats_local_only"]]
     first = next(iter(runs.values()), None)
     payload = {
@@ -735,8 +840,9 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
         f"(δ={plan.frontier_delta:g}, {len(plan.frontier_seeds)} seeds, "
         f"{plan.frontier_accountant.upper()} accountant)"
     )
-    return ctx.run.emit(f"frontier_{name}", payload,
-                 lambda: plot_frontier(rows, title=title, baselines=baselines))
+    return ctx.run.emit(
+        f"frontier_{name}", payload, lambda: plot_frontier(rows, title=title, baselines=baselines)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -746,20 +852,35 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
 def _summary_markdown(summary: dict) -> str:
     mode = "quick (subsampled, few iterations)" if summary["quick"] else "full"
     sections = [REPORT.render("head", mode=mode, seconds=f"{summary['seconds']:.1f}")]
-    sections.append(REPORT.render("datasets", rows=[
+    sections.append(
         REPORT.render(
-            "dataset-row", name=d["name"], n_train=d["n_train"], n_test=d["n_test"],
-            split=" \\| ".join(map(str, d["split"])), lam=f"{d['lam']:g}",
-            lam_choice=d["lam_choice"], rho=fmt(d["rho"]) if d["rho"] else "1/4",
-            preprocessing=d["preprocessing"],
+            "datasets",
+            rows=[
+                REPORT.render(
+                    "dataset-row",
+                    name=d["name"],
+                    n_train=d["n_train"],
+                    n_test=d["n_test"],
+                    split=" \\| ".join(map(str, d["split"])),
+                    lam=f"{d['lam']:g}",
+                    lam_choice=d["lam_choice"],
+                    rho=fmt(d["rho"]) if d["rho"] else "1/4",
+                    preprocessing=d["preprocessing"],
+                )
+                for d in summary["datasets"].values()
+            ],
         )
-        for d in summary["datasets"].values()
-    ]))
+    )
     if summary["skipped"]:
-        sections.append(REPORT.render("skipped", items=[
-            REPORT.render("skipped-item", name=k, reason=v)
-            for k, v in summary["skipped"].items()
-        ]))
+        sections.append(
+            REPORT.render(
+                "skipped",
+                items=[
+                    REPORT.render("skipped-item", name=k, reason=v)
+                    for k, v in summary["skipped"].items()
+                ],
+            )
+        )
     curves = summary["figures"].get("training_curves", [])
     if curves:
         rows = []
@@ -767,70 +888,103 @@ def _summary_markdown(summary: dict) -> str:
             cells = {"figure": fig["figure"], "dataset": fig["dataset"]["name"]}
             for run in fig["runs"].values():
                 f = run["final"]
-                rows.append(REPORT.render(
-                    "curves-row", method=run["label"], epochs=fmt(f.get("iteration")),
-                    objective=fmt(f.get("train_objective")),
-                    log_loss=fmt(f.get("test_log_loss")),
-                    accuracy=fmt(f.get("test_accuracy")), **cells,
-                ))
+                rows.append(
+                    REPORT.render(
+                        "curves-row",
+                        method=run["label"],
+                        epochs=fmt(f.get("iteration")),
+                        objective=fmt(f.get("train_objective")),
+                        log_loss=fmt(f.get("test_log_loss")),
+                        accuracy=fmt(f.get("test_accuracy")),
+                        **cells,
+                    )
+                )
             for base in fig["baselines"].values():
-                rows.append(REPORT.render(
-                    "curves-baseline-row", label=base["label"],
-                    objective=fmt(base["train_objective"]),
-                    log_loss=fmt(base["test_log_loss"]), accuracy=fmt(base["test_accuracy"]),
-                    **cells,
-                ))
+                rows.append(
+                    REPORT.render(
+                        "curves-baseline-row",
+                        label=base["label"],
+                        objective=fmt(base["train_objective"]),
+                        log_loss=fmt(base["test_log_loss"]),
+                        accuracy=fmt(base["test_accuracy"]),
+                        **cells,
+                    )
+                )
         sections.append(REPORT.render("curves", rows=rows))
     noise = summary["figures"].get("noise_levels", [])
     if noise:
         rows = []
         for fig in noise:
             ds = fig["dataset"]["name"]
-            rows.append(REPORT.render(
-                "noise-exact-row", dataset=ds, iterations=fig["iterations"],
-                log_loss=fmt(fig["no_noise"]["test_log_loss"]),
-                accuracy=fmt(fig["no_noise"]["test_accuracy"]),
-            ))
+            rows.append(
+                REPORT.render(
+                    "noise-exact-row",
+                    dataset=ds,
+                    iterations=fig["iterations"],
+                    log_loss=fmt(fig["no_noise"]["test_log_loss"]),
+                    accuracy=fmt(fig["no_noise"]["test_accuracy"]),
+                )
+            )
             for row in fig["levels"]:
-                rows.append(REPORT.render(
-                    "noise-row", dataset=ds, sigma=f"{row['noise_sigma']:g}",
-                    iterations=row["iterations"], delta=f"{row['delta_total']:g}",
-                    epsilon_step=fmt(row["paper_epsilon_step_max"]),
-                    epsilon_total=_format_log10(row["log10_paper_epsilon"]),
-                    epsilon_pld=fmt(row["paper_epsilon_pld"]),
-                    log_loss=fmt(row["test_log_loss"]), accuracy=fmt(row["test_accuracy"]),
-                ))
+                rows.append(
+                    REPORT.render(
+                        "noise-row",
+                        dataset=ds,
+                        sigma=f"{row['noise_sigma']:g}",
+                        iterations=row["iterations"],
+                        delta=f"{row['delta_total']:g}",
+                        epsilon_step=fmt(row["paper_epsilon_step_max"]),
+                        epsilon_total=_format_log10(row["log10_paper_epsilon"]),
+                        epsilon_pld=fmt(row["paper_epsilon_pld"]),
+                        log_loss=fmt(row["test_log_loss"]),
+                        accuracy=fmt(row["test_accuracy"]),
+                    )
+                )
             for base in fig["baselines"].values():
-                rows.append(REPORT.render(
-                    "noise-baseline-row", dataset=ds, label=base["label"],
-                    log_loss=fmt(base["test_log_loss"]), accuracy=fmt(base["test_accuracy"]),
-                ))
-        sections.append(REPORT.render("noise", paper_epsilon_note=PAPER_EPSILON_NOTE,
-                                      rows=rows))
+                rows.append(
+                    REPORT.render(
+                        "noise-baseline-row",
+                        dataset=ds,
+                        label=base["label"],
+                        log_loss=fmt(base["test_log_loss"]),
+                        accuracy=fmt(base["test_accuracy"]),
+                    )
+                )
+        sections.append(REPORT.render("noise", paper_epsilon_note=PAPER_EPSILON_NOTE, rows=rows))
     for fig in summary["figures"].get("frontier", []):
         base = fig["baselines"]
         smallest = fig["smallest_epsilon_beating_local_only"]
-        sections.append(REPORT.render(
-            "frontier", dataset=fig["dataset"]["name"], delta=f"{fig['delta']:g}",
-            accountant=fig["accountant"].upper(),
-            seeds=str(fig["rows"][0]["seeds"] if fig["rows"] else []),
-            local_only=fmt(base["local_only"]["test_log_loss"]),
-            centralized=fmt(base["centralized"]["test_log_loss"]),
-            rows=[REPORT.render(
-                "frontier-row", epsilon=f"{r['epsilon']:g}", spent=fmt(r["epsilon_spent_max"]),
-                iterations=r["iterations"], median=fmt(r["median"]), min=fmt(r["min"]),
-                max=fmt(r["max"]), accuracy=fmt(r["test_accuracy_median"]),
-                beats="yes" if r["beats_local_only"] else "no",
-            ) for r in fig["rows"]],
-            smallest=f"**{smallest:g}**" if smallest is not None else "**none** (null)",
-        ))
+        sections.append(
+            REPORT.render(
+                "frontier",
+                dataset=fig["dataset"]["name"],
+                delta=f"{fig['delta']:g}",
+                accountant=fig["accountant"].upper(),
+                seeds=str(fig["rows"][0]["seeds"] if fig["rows"] else []),
+                local_only=fmt(base["local_only"]["test_log_loss"]),
+                centralized=fmt(base["centralized"]["test_log_loss"]),
+                rows=[
+                    REPORT.render(
+                        "frontier-row",
+                        epsilon=f"{r['epsilon']:g}",
+                        spent=fmt(r["epsilon_spent_max"]),
+                        iterations=r["iterations"],
+                        median=fmt(r["median"]),
+                        min=fmt(r["min"]),
+                        max=fmt(r["max"]),
+                        accuracy=fmt(r["test_accuracy_median"]),
+                        beats="yes" if r["beats_local_only"] else "no",
+                    )
+                    for r in fig["rows"]
+                ],
+                smallest=f"**{smallest:g}**" if smallest is not None else "**none** (null)",
+            )
+        )
     return summary_markdown(sections, summary)
 
 
 def _key_numbers(figures: Mapping[str, list[dict]]) -> dict:
-    out: dict[str, Any] = {
-        "final_test_log_loss": {}, "noise_to_paper_epsilon": {}, "frontier": {}
-    }
+    out: dict[str, Any] = {"final_test_log_loss": {}, "noise_to_paper_epsilon": {}, "frontier": {}}
     for fig in figures.get("training_curves", []):
         ds = fig["dataset"]["name"]
         out["final_test_log_loss"][ds] = {
@@ -839,15 +993,23 @@ def _key_numbers(figures: Mapping[str, list[dict]]) -> dict:
         }
     for fig in figures.get("noise_levels", []):
         out["noise_to_paper_epsilon"][fig["dataset"]["name"]] = [
-            {k: row[k] for k in ("noise_sigma", "certified", "paper_epsilon_step_max",
-                                 "paper_epsilon", "log10_paper_epsilon", "paper_epsilon_pld",
-                                 "test_log_loss")}
+            {
+                k: row[k]
+                for k in (
+                    "noise_sigma",
+                    "certified",
+                    "paper_epsilon_step_max",
+                    "paper_epsilon",
+                    "log10_paper_epsilon",
+                    "paper_epsilon_pld",
+                    "test_log_loss",
+                )
+            }
             for row in fig["levels"]
         ]
     for fig in figures.get("frontier", []):
         out["frontier"][fig["dataset"]["name"]] = {
-            "rows": [{k: r[k] for k in ("epsilon", "median", "min", "max")}
-                     for r in fig["rows"]],
+            "rows": [{k: r[k] for k in ("epsilon", "median", "min", "max")} for r in fig["rows"]],
             "smallest_epsilon_beating_local_only": fig["smallest_epsilon_beating_local_only"],
             "local_only": fig["baselines"]["local_only"]["test_log_loss"],
             "centralized": fig["baselines"]["centralized"]["test_log_loss"],
@@ -932,7 +1094,9 @@ def run_vertical_reproduction(
     run = Reproduction("vertical", out_dir, progress=progress, executor=executor)
     plan = quick_plan() if quick else full_plan()
     base = data_folder(
-        data_dir, command="vertical", reads="a9a, arcene, madelon and gisette",
+        data_dir,
+        command="vertical",
+        reads="a9a, arcene, madelon and gisette",
         holding="a9a/a9a and a9a/a9a.t (and arcene/, madelon/, gisette/ for figure 2)",
     )
     cache = _DataCache(base, plan)
@@ -948,9 +1112,7 @@ def run_vertical_reproduction(
         for figure, names in (("1", plan.figure1), ("2", plan.figure2)):
             for name in names:
                 if cache.available(name):
-                    figures["training_curves"].append(
-                        training_curves_experiment(ctx, figure, name)
-                    )
+                    figures["training_curves"].append(training_curves_experiment(ctx, figure, name))
         for name in plan.figure3:
             if cache.available(name):
                 figures["noise_levels"].append(noise_levels_experiment(ctx, name))
@@ -972,8 +1134,12 @@ def run_vertical_reproduction(
 
 def _notes(figures: Mapping[str, list[dict]], plan: ReproductionPlan) -> list[str]:
     notes = [REPORT.paragraph(key) for key in ("note-blocks", "note-start", "note-noisy-sgd")]
-    paper_notes = {n for fig in figures.get("noise_levels", []) for n in fig["privacy_notes"]
-                   if not n.startswith(("label:", "party"))}
+    paper_notes = {
+        n
+        for fig in figures.get("noise_levels", [])
+        for n in fig["privacy_notes"]
+        if not n.startswith(("label:", "party"))
+    }
     notes += sorted(paper_notes)
     if figures.get("noise_levels"):
         notes.append(PAPER_EPSILON_NOTE)

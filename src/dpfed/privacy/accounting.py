@@ -207,7 +207,11 @@ def _format_epsilon(eps: float) -> str:
 
 
 def classic_range_message(
-    subject: str, delta_step: float, found: str, *, unit: str = "step",
+    subject: str,
+    delta_step: float,
+    found: str,
+    *,
+    unit: str = "step",
     advice: str = _CLASSIC_ADVICE,
 ) -> str:
     """The refusal of a figure or noise outside the classical Gaussian bound's proved range."""
@@ -219,8 +223,9 @@ def classic_range_message(
     )
 
 
-def _check_classic(z_min: float, steps: int, delta: float, accountant: str, *,
-                   heterogeneous: bool = False) -> None:
+def _check_classic(
+    z_min: float, steps: int, delta: float, accountant: str, *, heterogeneous: bool = False
+) -> None:
     """Raise if ``steps`` releases whose smallest multiplier is ``z_min`` leave the range."""
     if accountant not in CLASSIC_ACCOUNTANTS:
         return
@@ -231,7 +236,8 @@ def _check_classic(z_min: float, steps: int, delta: float, accountant: str, *,
     which = f", the smallest of the {steps} releases' multipliers" if heterogeneous else ""
     raise DpfedInputError(
         classic_range_message(
-            f"accountant {accountant!r} uses", d_step,
+            f"accountant {accountant!r} uses",
+            d_step,
             f"noise multiplier {z_min:.6g} (per-step epsilon {_format_epsilon(eps_step)}){which}",
         )
     )
@@ -317,8 +323,10 @@ def classic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     if not in_classic_range(eps):
         raise DpfedInputError(
             classic_range_message(
-                "classic_gaussian_epsilon evaluates", d,
-                f"noise multiplier {z:.6g} (epsilon {_format_epsilon(eps)})", unit="release",
+                "classic_gaussian_epsilon evaluates",
+                d,
+                f"noise multiplier {z:.6g} (epsilon {_format_epsilon(eps)})",
+                unit="release",
             )
         )
     return eps
@@ -358,7 +366,10 @@ def classic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) 
     if not in_classic_range(eps):
         raise DpfedInputError(
             classic_range_message(
-                "classic_gaussian_sigma uses", d, f"epsilon {eps:g}", unit="release",
+                "classic_gaussian_sigma uses",
+                d,
+                f"epsilon {eps:g}",
+                unit="release",
             )
         )
     return math.sqrt(2.0 * math.log(1.25 / d)) * c / eps
@@ -604,8 +615,9 @@ def _gaussian_dp_epsilon(precision_sum: float, delta: float) -> float:
     lo, hi = 0.0, 1.0
     while _gaussian_log_delta(mu, hi) > log_delta:
         lo, hi = hi, hi * 10.0
-    return float(optimize.brentq(lambda e: _gaussian_log_delta(mu, e) - log_delta, lo, hi,
-                                 xtol=1e-12))
+    return float(
+        optimize.brentq(lambda e: _gaussian_log_delta(mu, e) - log_delta, lo, hi, xtol=1e-12)
+    )
 
 
 def analytic_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
@@ -757,13 +769,15 @@ def _check_classic_target(eps: float, d: float, t: int, acc: str) -> None:
     if acc not in CLASSIC_ACCOUNTANTS:
         return
     limit = (
-        corollary1_epsilon(CLASSIC_MAX_EPSILON, t, d / 2.0) if acc == "advanced"
+        corollary1_epsilon(CLASSIC_MAX_EPSILON, t, d / 2.0)
+        if acc == "advanced"
         else t * CLASSIC_MAX_EPSILON
     )
     if eps > limit * (1.0 + _CLASSIC_RTOL):
         raise DpfedInputError(
             classic_range_message(
-                f"accountant {acc!r} uses", _classic_delta_step(acc, t, d),
+                f"accountant {acc!r} uses",
+                _classic_delta_step(acc, t, d),
                 f"target epsilon {eps:g}, above the {limit:.4g} it certifies there over "
                 f"{t} step{'s' if t > 1 else ''} at delta {d:g}",
             )
@@ -953,7 +967,10 @@ def _cached_releases_epsilon(
 
 
 def gaussian_releases_epsilon(
-    noise_multipliers: Sequence[float], delta: float, accountant: str = "pld", *,
+    noise_multipliers: Sequence[float],
+    delta: float,
+    accountant: str = "pld",
+    *,
     coordinates: int = 0,
 ) -> float:
     r"""Epsilon of a party's Gaussian releases, as every runtime reports it (cached).
@@ -981,7 +998,9 @@ def gaussian_releases_epsilon(
     if accountant not in COUPLED_ACCOUNTANTS:
         coordinates = 0  # an RDP bound holds for the discrete Gaussian as it is
     return epsilon_with_coupling(
-        lambda d: _cached_releases_epsilon(zs, float(d), accountant), float(delta), coordinates,
+        lambda d: _cached_releases_epsilon(zs, float(d), accountant),
+        float(delta),
+        coordinates,
         fallback=lambda: _cached_releases_epsilon(zs, float(delta), "rdp"),
     )
 
@@ -1060,7 +1079,8 @@ def as_release(item: Release | tuple[str, float] | tuple[str, float, int] | floa
     if mechanism not in MECHANISMS:
         raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {mechanism!r}.")
     return Release(
-        str(mechanism), check_positive("noise_multiplier", z),
+        str(mechanism),
+        check_positive("noise_multiplier", z),
         check_int("coordinates", coordinates, minimum=0),
     )
 
@@ -1118,10 +1138,12 @@ def _mixed_pld_epsilon(releases: tuple[Release, ...], delta: float) -> float:
     pure = Counter(pure_epsilon(r) for r in releases if r.mechanism in PURE_MECHANISMS)
     out = pld_lib.identity(value_discretization_interval=_PLD_DISCRETIZATION)
     if inv_sq > 0.0:
-        out = out.compose(pld_lib.from_gaussian_mechanism(
-            standard_deviation=1.0 / math.sqrt(inv_sq),
-            value_discretization_interval=_PLD_DISCRETIZATION,
-        ))
+        out = out.compose(
+            pld_lib.from_gaussian_mechanism(
+                standard_deviation=1.0 / math.sqrt(inv_sq),
+                value_discretization_interval=_PLD_DISCRETIZATION,
+            )
+        )
     for eps, n in sorted(pure.items()):
         one = pld_lib.from_privacy_parameters(
             pld_common.DifferentialPrivacyParameters(eps, 0.0),
@@ -1143,7 +1165,8 @@ def _cached_mixed_epsilon(releases: tuple[Release, ...], delta: float, accountan
     # PLD's fallback when the Gaussians' composed multiplier is below 0.25 (where the PLD grid
     # would not fit in memory): an upper bound, as every RDP conversion is.
     acc = dp_accounting.rdp.RdpAccountant(
-        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
     acc.compose(releases_event(releases))
     return float(acc.get_epsilon(delta))
 
@@ -1211,7 +1234,8 @@ def releases_epsilon(
         )
     plain = tuple(sorted(Release(r.mechanism, r.noise_multiplier) for r in items))
     return epsilon_with_coupling(
-        lambda dd: _cached_mixed_epsilon(plain, float(dd), acc), d,
+        lambda dd: _cached_mixed_epsilon(plain, float(dd), acc),
+        d,
         coordinates if acc in COUPLED_ACCOUNTANTS else 0,
         fallback=lambda: _cached_mixed_epsilon(plain, d, "rdp"),
     )

@@ -314,8 +314,7 @@ def bernoulli_exp(gamma: Fraction, size: int, rng: np.random.Generator) -> np.nd
     g = Fraction(gamma)
     if g < 0 or g.denominator > DRAW_LIMIT or g > DRAW_LIMIT:
         raise DpfedInputError(
-            "gamma must be a rational in [0, 2^62] with denominator at most 2^62. "
-            f"Found {gamma!r}."
+            f"gamma must be a rational in [0, 2^62] with denominator at most 2^62. Found {gamma!r}."
         )
     whole, frac = divmod(g.numerator, g.denominator)
     out = bernoulli_exp_integer(np.full(size, whole, dtype=np.int64), rng)

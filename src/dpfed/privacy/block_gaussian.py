@@ -165,8 +165,11 @@ class BlockEnvelope:
 
     @staticmethod
     @lru_cache(maxsize=64)
-    def build(sigma2: int, tail_sigmas: Fraction = _DEFAULT_TAIL_SIGMAS,
-              margin_bits: int = _DEFAULT_MARGIN_BITS) -> BlockEnvelope:
+    def build(
+        sigma2: int,
+        tail_sigmas: Fraction = _DEFAULT_TAIL_SIGMAS,
+        margin_bits: int = _DEFAULT_MARGIN_BITS,
+    ) -> BlockEnvelope:
         r"""The envelope of :math:`\mathcal N_{\mathbb Z}(0, s^2)`, cached per argument.
 
         Parameters
@@ -217,8 +220,19 @@ class BlockEnvelope:
         for j in range(2 * blocks):
             log_ratio[j] = math.log(scale * w) - math.log(weights[j])
         piece = np.concatenate([np.arange(_SLOTS, dtype=np.int64), alias])
-        return BlockEnvelope(s2, width_bits, blocks, scale, tuple(weights), threshold, piece,
-                             base[piece], direction[piece], log_ratio[piece], mb)
+        return BlockEnvelope(
+            s2,
+            width_bits,
+            blocks,
+            scale,
+            tuple(weights),
+            threshold,
+            piece,
+            base[piece],
+            direction[piece],
+            log_ratio[piece],
+            mb,
+        )
 
     def tail_acceptance_bounds(self, distance: int, level: int) -> tuple[Fraction, Fraction]:
         r"""Rational bounds of a tail candidate's :math:`\alpha` at :math:`|x| - L` =
@@ -226,8 +240,9 @@ class BlockEnvelope:
         low, high = _tail_mass_bounds(self.tail_start, self.sigma2, level + 1)
         factor = Fraction(self.scale, self.weights[self.tail_slot])
         if distance:
-            e_low, e_high = _exp_neg_bounds(Fraction(distance * distance, 2 * self.sigma2),
-                                            level + 1)
+            e_low, e_high = _exp_neg_bounds(
+                Fraction(distance * distance, 2 * self.sigma2), level + 1
+            )
         else:
             e_low = e_high = Fraction(1)
         return factor * low * e_low, factor * high * e_high
@@ -291,8 +306,12 @@ def _alias_table(weights: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(threshold, dtype=np.uint64), np.array(alias, dtype=np.int64)
 
 
-def _uniform_below(prefix: int, bits: int, bounds: Callable[[int], tuple[Fraction, Fraction]],
-                   rng: np.random.Generator) -> bool:
+def _uniform_below(
+    prefix: int,
+    bits: int,
+    bounds: Callable[[int], tuple[Fraction, Fraction]],
+    rng: np.random.Generator,
+) -> bool:
     r"""Whether :math:`U < \alpha` exactly, for :math:`U` uniform on :math:`[0, 1)` whose leading
     ``bits`` bits are ``prefix`` and whose later bits are drawn from ``rng`` on demand.
 
@@ -312,8 +331,12 @@ def _uniform_below(prefix: int, bits: int, bounds: Callable[[int], tuple[Fractio
         level += 1
 
 
-def _decide_rows(env: BlockEnvelope, first: np.ndarray, second: np.ndarray,
-                 generators: Sequence[np.random.Generator]) -> tuple[np.ndarray, np.ndarray]:
+def _decide_rows(
+    env: BlockEnvelope,
+    first: np.ndarray,
+    second: np.ndarray,
+    generators: Sequence[np.random.Generator],
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Candidates and their acceptance for words of shape ``(rows, n)``; the rare exact
     decisions draw from row ``i``'s generator, in candidate order."""
     slot = (first >> np.uint64(_THRESHOLD_BITS)).view(np.int64)
@@ -348,9 +371,15 @@ def _decide_rows(env: BlockEnvelope, first: np.ndarray, second: np.ndarray,
     return x_int, accept
 
 
-def _decide_exactly(env: BlockEnvelope, undecided: tuple[np.ndarray, np.ndarray],
-                    index: np.ndarray, second: np.ndarray, x: np.ndarray, accept: np.ndarray,
-                    generators: Sequence[np.random.Generator]) -> None:
+def _decide_exactly(
+    env: BlockEnvelope,
+    undecided: tuple[np.ndarray, np.ndarray],
+    index: np.ndarray,
+    second: np.ndarray,
+    x: np.ndarray,
+    accept: np.ndarray,
+    generators: Sequence[np.random.Generator],
+) -> None:
     """The candidates the filter left (and every tail candidate), row by row in candidate
     order: a row's tail points first (one Laplace call), then each decision's words."""
     b = env.width_bits
@@ -376,11 +405,15 @@ def _decide_exactly(env: BlockEnvelope, undecided: tuple[np.ndarray, np.ndarray]
 
 #: Bit generators whose ``random_raw`` words are exactly the words of
 #: ``integers(0, 2**64, dtype=uint64)`` (one 64-bit output each; tested).
-_RAW_64 = frozenset({
-    ("numpy.random._sfc64", "SFC64"), ("numpy.random._pcg64", "PCG64"),
-    ("numpy.random._pcg64", "PCG64DXSM"), ("numpy.random._philox", "Philox"),
-    ("randomgen.chacha", "ChaCha"),
-})
+_RAW_64 = frozenset(
+    {
+        ("numpy.random._sfc64", "SFC64"),
+        ("numpy.random._pcg64", "PCG64"),
+        ("numpy.random._pcg64", "PCG64DXSM"),
+        ("numpy.random._philox", "Philox"),
+        ("randomgen.chacha", "ChaCha"),
+    }
+)
 
 
 def _words(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
@@ -406,8 +439,13 @@ def _candidates(dim: int) -> int:
     return dim + dim // 16 + 64
 
 
-def block_gaussian_rows(sigma2: int, generators: Sequence[np.random.Generator], dim: int,
-                        *, envelope: BlockEnvelope | None = None) -> np.ndarray:
+def block_gaussian_rows(
+    sigma2: int,
+    generators: Sequence[np.random.Generator],
+    dim: int,
+    *,
+    envelope: BlockEnvelope | None = None,
+) -> np.ndarray:
     r"""One row of ``dim`` exact :math:`\mathcal N_{\mathbb Z}(0, s^2)` draws per generator.
 
     Row ``i`` is a function of ``generators[i]`` alone (the same as
@@ -463,8 +501,9 @@ def block_gaussian_rows(sigma2: int, generators: Sequence[np.random.Generator], 
     return out
 
 
-def block_gaussian(sigma2: int, size: int, rng: np.random.Generator, *,
-                   envelope: BlockEnvelope | None = None) -> np.ndarray:
+def block_gaussian(
+    sigma2: int, size: int, rng: np.random.Generator, *, envelope: BlockEnvelope | None = None
+) -> np.ndarray:
     r"""``size`` exact draws of :math:`\mathcal N_{\mathbb Z}(0, s^2)`, :math:`P(x) \propto
     e^{-x^2/(2 s^2)}` on :math:`\mathbb Z`, for an integer :math:`s^2 \ge 2^{16}`.
 

@@ -128,8 +128,9 @@ def grid_releases_delta_slack(releases: Sequence[tuple[int, float]], epsilon: fl
         :math:`(1 + e^{\varepsilon}) \sum_t d_t\, \mathrm{TV}_1(s_t)`.
     """
     eps = check_positive("epsilon", epsilon, allow_zero=True)
-    total = math.fsum(check_int("d", d, minimum=1) * rounded_gaussian_tv_bound(s)
-                      for d, s in releases)
+    total = math.fsum(
+        check_int("d", d, minimum=1) * rounded_gaussian_tv_bound(s) for d, s in releases
+    )
     return (1.0 + math.exp(eps)) * total
 
 
@@ -180,7 +181,9 @@ def _upper(epsilon: float) -> float:
 
 
 def epsilon_with_coupling(
-    epsilon_at: Callable[[float], float], delta: float, coordinates: int,
+    epsilon_at: Callable[[float], float],
+    delta: float,
+    coordinates: int,
     fallback: Callable[[], float] | None = None,
 ) -> float:
     r"""Epsilon of a party's grid releases at total ``delta``, the coupling included.

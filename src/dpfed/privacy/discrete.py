@@ -292,8 +292,7 @@ def discrete_laplace(
     return out.reshape(shape)
 
 
-def _fill(out: np.ndarray, candidates: Callable[[int], np.ndarray],
-          first: tuple[int, int]) -> None:
+def _fill(out: np.ndarray, candidates: Callable[[int], np.ndarray], first: tuple[int, int]) -> None:
     """Fill ``out`` with accepted candidates, in order, a chunk at a time.
 
     The number of proposals per round is the number still needed over the acceptance rate
@@ -425,8 +424,9 @@ def _gaussian_candidates(
     return out
 
 
-def _accept_exact(magnitude: int, params: DiscreteGaussianParameters,
-                  rng: np.random.Generator) -> bool:
+def _accept_exact(
+    magnitude: int, params: DiscreteGaussianParameters, rng: np.random.Generator
+) -> bool:
     """The acceptance trial of one proposal, with Python integers (exponent beyond int64)."""
     w = params.a * magnitude - params.b
     whole, frac = divmod(w * w * params.f, params.d)
@@ -505,9 +505,7 @@ def _gaussian_normaliser(s2: float) -> float:
     return 1.0 + 2.0 * float(np.sum(np.exp(-ys * ys / (2.0 * s2))))
 
 
-def discrete_gaussian_pmf(
-    x: np.ndarray | int, sigma2: int | Fraction | float | str
-) -> np.ndarray:
+def discrete_gaussian_pmf(x: np.ndarray | int, sigma2: int | Fraction | float | str) -> np.ndarray:
     r""":math:`P(X = x)` of :math:`\mathcal N_{\mathbb Z}(0, \sigma^2)`, in floating point.
 
     The normaliser is :math:`\sum_y e^{-y^2/(2\sigma^2)}`, summed directly for

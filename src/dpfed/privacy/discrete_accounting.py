@@ -287,8 +287,11 @@ def distributed_discrete_gaussian_rdp(
     n = check_int("clients", clients, minimum=1)
     l2 = check_positive("l2_sensitivity", l2_sensitivity)
     d = check_int("dim", dim, minimum=1)
-    l1 = (min(math.sqrt(d) * l2, l2 * l2) if l1_sensitivity is None
-          else check_positive("l1_sensitivity", l1_sensitivity))
+    l1 = (
+        min(math.sqrt(d) * l2, l2 * l2)
+        if l1_sensitivity is None
+        else check_positive("l1_sensitivity", l1_sensitivity)
+    )
     alpha = np.asarray(orders, dtype=np.float64)
     if np.any(alpha < 1.0):
         raise DpfedInputError("orders must all be >= 1.")

@@ -13,8 +13,9 @@ from dpfed.privacy.grid_release import GridGaussianRelease
 
 
 @lru_cache(maxsize=256)
-def _grid(label: str, l2_sensitivity: float, noise_multiplier: float, dim: int
-          ) -> GridGaussianRelease:
+def _grid(
+    label: str, l2_sensitivity: float, noise_multiplier: float, dim: int
+) -> GridGaussianRelease:
     return GridGaussianRelease.for_multiplier(label, l2_sensitivity, noise_multiplier, dim)
 
 
@@ -60,8 +61,7 @@ class GaussianRelease:
     def grid(self, dim: int) -> GridGaussianRelease:
         """The exact release of ``dim`` coordinates at this release's multiplier (or above):
         :meth:`GridGaussianRelease.for_multiplier`."""
-        return _grid(self.label, float(self.l2_sensitivity), float(self.noise_multiplier),
-                     int(dim))
+        return _grid(self.label, float(self.l2_sensitivity), float(self.noise_multiplier), int(dim))
 
     def noisy(self, rng: np.random.Generator, value: np.ndarray) -> np.ndarray:
         r"""Release ``value`` (any shape, :math:`d` entries in all) with exact discrete Gaussian

@@ -144,8 +144,11 @@ class GridGaussianRelease:
         sens = check_positive(f"l2_sensitivity of {self.label}", self.l2_sensitivity)
         sigma = check_positive(f"noise sigma of {self.label}", self.sigma)
         d = check_int("dim", self.dim, minimum=1)
-        c = d if self.changed_coordinates is None else check_int(
-            "changed_coordinates", self.changed_coordinates, minimum=1)
+        c = (
+            d
+            if self.changed_coordinates is None
+            else check_int("changed_coordinates", self.changed_coordinates, minimum=1)
+        )
         if c > d:
             raise DpfedInputError(
                 f"changed_coordinates of {self.label} must be at most dim = {d}. Found {c}."
@@ -159,7 +162,12 @@ class GridGaussianRelease:
 
     @classmethod
     def for_multiplier(
-        cls, label: str, l2_sensitivity: float, noise_multiplier: float, dim: int, *,
+        cls,
+        label: str,
+        l2_sensitivity: float,
+        noise_multiplier: float,
+        dim: int,
+        *,
         grid_bits: int = DEFAULT_GRID_BITS,
     ) -> GridGaussianRelease:
         r"""The release of ``dim`` coordinates whose grid multiplier

@@ -84,8 +84,10 @@ def l2_laplace_grid_spacing(zeta: float) -> float:
     z = check_positive("zeta", zeta)
     exponent = math.floor(math.log2(1.0 / z)) - GRID_BITS_BELOW_SCALE
     if not -1000 < exponent < 1000:
-        raise DpfedInputError(f"zeta = {z!r} puts the release grid at 2^{exponent}, outside "
-                              "float64's range; expected zeta within 2^-900 .. 2^900.")
+        raise DpfedInputError(
+            f"zeta = {z!r} puts the release grid at 2^{exponent}, outside "
+            "float64's range; expected zeta within 2^-900 .. 2^900."
+        )
     return math.ldexp(1.0, exponent)
 
 
@@ -130,8 +132,10 @@ def l2_laplace_grid_release(
     v = np.asarray(value, dtype=np.float64)
     if v.ndim not in (1, 2) or v.shape[-1] < 1 or not np.all(np.isfinite(v)):
         where = "" if np.all(np.isfinite(v)) else " with non-finite entries"
-        raise DpfedInputError("value must be a finite (d,) or (n, d) array with d >= 1; "
-                              f"found shape {v.shape}{where}.")
+        raise DpfedInputError(
+            "value must be a finite (d,) or (n, d) array with d >= 1; "
+            f"found shape {v.shape}{where}."
+        )
     gamma = l2_laplace_grid_spacing(z) if grid is None else check_positive("grid", grid)
     if math.frexp(gamma)[0] != 0.5:
         raise DpfedInputError(f"grid must be a power of two; found {gamma!r}.")
@@ -139,7 +143,8 @@ def l2_laplace_grid_release(
     if np.max(np.abs(rows)) / gamma >= 2.0**50:
         raise DpfedInputError(
             f"|value| up to {float(np.max(np.abs(rows)))!r} is too large for the release grid "
-            f"{gamma!r} (at most 2^50 grid steps); rescale the model or raise zeta's scale.")
+            f"{gamma!r} (at most 2^50 grid steps); rescale the model or raise zeta's scale."
+        )
     n, d = rows.shape
     h = (d + 1) // 2
     words = uniform_words(rng, n * (d + 2 * h)).reshape(n, d + 2 * h)
@@ -164,18 +169,21 @@ def _exponentials(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     u = words.astype(np.float64) / _TWO64
     complement = (~words + np.uint64(1)).astype(np.float64) / _TWO64  # 1 - w 2^-64, w >= 2^63
     with np.errstate(divide="ignore"):
-        e = np.where(low, -np.log(np.where(low, u, 0.5)),
-                     -np.log1p(-np.where(low, 0.0, complement)))
+        e = np.where(
+            low, -np.log(np.where(low, u, 0.5)), -np.log1p(-np.where(low, 0.0, complement))
+        )
         # |dE/dU| = 1/U: the word's width 2^-64 and the float conversion's 2^-53 relative.
-        width = np.where(low, 1.0 / words.astype(np.float64),
-                         2.0**-63 + 2.0 * 2.0**-53 * complement)
+        width = np.where(
+            low, 1.0 / words.astype(np.float64), 2.0**-63 + 2.0 * 2.0**-53 * complement
+        )
     err = width + 2.0**-52 + _REL * e
     err[words == 0] = np.inf
     return e, err
 
 
-def _decide_in_float(rows: np.ndarray, zeta: float, gamma: float,
-                     words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _decide_in_float(
+    rows: np.ndarray, zeta: float, gamma: float, words: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Cells of ``rows + e`` from the first words, and which rows that decides rigorously."""
     d = rows.shape[1]
     h = (d + 1) // 2
@@ -184,15 +192,18 @@ def _decide_in_float(rows: np.ndarray, zeta: float, gamma: float,
     s_err = e_err.sum(axis=1) + d * 2.0**-52 * s
     radius = s / zeta
     radius_err = s_err / zeta + 2.0**-52 * radius
-    ea, ea_err = _exponentials(words[:, d:d + h])
+    ea, ea_err = _exponentials(words[:, d : d + h])
     rho = np.sqrt(2.0 * ea)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho_err = np.minimum(np.sqrt(2.0 * ea_err), np.where(rho > 0, 2.0 * ea_err / rho, np.inf))
     rho_err = rho_err + _REL * rho
-    theta = (2.0 * np.pi) * (words[:, d + h:].astype(np.float64) / _TWO64)
+    theta = (2.0 * np.pi) * (words[:, d + h :].astype(np.float64) / _TWO64)
     g = np.concatenate([rho * np.cos(theta), rho * np.sin(theta)], axis=1)[:, :d]
-    g_err = (np.concatenate([rho_err, rho_err], axis=1)[:, :d] * (1.0 + _TRIG_ABS)
-             + np.concatenate([rho, rho], axis=1)[:, :d] * _TRIG_ABS + _REL * np.abs(g))
+    g_err = (
+        np.concatenate([rho_err, rho_err], axis=1)[:, :d] * (1.0 + _TRIG_ABS)
+        + np.concatenate([rho, rho], axis=1)[:, :d] * _TRIG_ABS
+        + _REL * np.abs(g)
+    )
     norm = np.sqrt(np.einsum("ij,ij->i", g, g))
     norm_err = np.sqrt(np.einsum("ij,ij->i", g_err, g_err)) + (d + 2) * 2.0**-52 * norm
     ok = np.isfinite(radius_err) & np.all(np.isfinite(g_err), axis=1)
@@ -212,8 +223,9 @@ def _decide_in_float(rows: np.ndarray, zeta: float, gamma: float,
     return ok, cells
 
 
-def _decide_exactly(rows: np.ndarray, zeta: float, gamma: float, words: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
+def _decide_exactly(
+    rows: np.ndarray, zeta: float, gamma: float, words: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
     """Cells of ``rows + e`` in interval arithmetic, drawing further words until decided."""
     n, d = rows.shape
     numerators = [[int(w) for w in row] for row in words]
@@ -232,14 +244,17 @@ def _decide_exactly(rows: np.ndarray, zeta: float, gamma: float, words: np.ndarr
             return cells
         more = uniform_words(rng, len(pending) * len(numerators[0])).reshape(len(pending), -1)
         for i, extra in zip(pending, more, strict=True):
-            numerators[i] = [(u << _WORD_BITS) | int(w) for u, w in zip(numerators[i], extra,
-                                                                           strict=True)]
+            numerators[i] = [
+                (u << _WORD_BITS) | int(w) for u, w in zip(numerators[i], extra, strict=True)
+            ]
     raise RuntimeError(  # pragma: no cover - probability about 2^-2000
-        f"the l2-Laplace release was not decided after {_MAX_WORDS} words per uniform")
+        f"the l2-Laplace release was not decided after {_MAX_WORDS} words per uniform"
+    )
 
 
-def _cells_in_intervals(row: np.ndarray, zeta: float, gamma: float, numerators: list[int],
-                        k: int) -> np.ndarray | None:
+def _cells_in_intervals(
+    row: np.ndarray, zeta: float, gamma: float, numerators: list[int], k: int
+) -> np.ndarray | None:
     """The cells of ``row + e`` if the intervals from ``k`` words per uniform decide them."""
     iv = mpmath.iv
     d = row.size
@@ -252,11 +267,13 @@ def _cells_in_intervals(row: np.ndarray, zeta: float, gamma: float, numerators: 
         scale = iv.mpf(2) ** (-_WORD_BITS * k)
         uniforms = [iv.mpf(u) * scale + iv.mpf([0, 1]) * scale for u in numerators]
         radius = -sum((iv.log(u) for u in uniforms[:d]), iv.mpf(0)) / iv.mpf(zeta)
-        rho = [iv.sqrt(-2 * iv.log(a)) for a in uniforms[d:d + h]]
-        angle = [2 * iv.pi * b for b in uniforms[d + h:]]
+        rho = [iv.sqrt(-2 * iv.log(a)) for a in uniforms[d : d + h]]
+        angle = [2 * iv.pi * b for b in uniforms[d + h :]]
         # the float path's order: every cosine, then every sine
-        g = ([r * iv.cos(t) for r, t in zip(rho, angle, strict=True)]
-             + [r * iv.sin(t) for r, t in zip(rho, angle, strict=True)])[:d]
+        g = (
+            [r * iv.cos(t) for r, t in zip(rho, angle, strict=True)]
+            + [r * iv.sin(t) for r, t in zip(rho, angle, strict=True)]
+        )[:d]
         norm = iv.sqrt(sum((c**2 for c in g), iv.mpf(0)))
         if not norm.a > 0:
             return None

@@ -71,8 +71,7 @@ def _chacha(key: int) -> np.random.BitGenerator:
         from randomgen import ChaCha
     except ImportError:  # pragma: no cover - randomgen comes with the net extra
         raise DpfedInputError(
-            "noise from a party's secret needs the randomgen package: "
-            'pip install "dpfed[net]".'
+            'noise from a party\'s secret needs the randomgen package: pip install "dpfed[net]".'
         ) from None
     bit_generator: np.random.BitGenerator = ChaCha(key=key, counter=0, rounds=20)
     return bit_generator

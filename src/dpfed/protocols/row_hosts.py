@@ -36,7 +36,7 @@ from dpfed.runtime.messages import Message
 EVALUATION_NOTE = (
     "evaluation: after training every party reported its mean training loss at the per-round "
     "models the leader sent it{extra}; those figures are not covered by the epsilon above. "
-    "Set [job].evaluate = \"test\" or \"none\" to keep them home."
+    'Set [job].evaluate = "test" or "none" to keep them home.'
 )
 TEST_EVALUATION_NOTE = (
     "evaluation: the leader computed test figures at the released models{extra} on the test "
@@ -72,7 +72,8 @@ def held_out_rows(spec: JobSpec) -> tuple[Matrix | None, np.ndarray | None]:
         return None, None
     # a data set's test rows come with their labels
     return normalize_rows(data.X_test), check_binary_labels(
-        "test labels", cast(np.ndarray, data.y_test))
+        "test labels", cast(np.ndarray, data.y_test)
+    )
 
 
 class RowHost(RoleDelegate):
@@ -108,9 +109,11 @@ class RowHost(RoleDelegate):
             return []
         y = cast(np.ndarray, self.y)  # a party's rows come with their labels
         return [
-            self.loss_factor * float(
-                np.mean(self.loss.value(np.asarray(self.X @ np.asarray(m, dtype=float))
-                                        .reshape(-1), y))
+            self.loss_factor
+            * float(
+                np.mean(
+                    self.loss.value(np.asarray(self.X @ np.asarray(m, dtype=float)).reshape(-1), y)
+                )
             )
             for m in models
         ]

@@ -155,18 +155,26 @@ def train_vertical_sgd(
     n_parties = len(parts)
     rngs = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n_parties)]
     # numpy's stubs take the size (an int typed Any) for None: arrays of shape (d_m,)
-    models = cast(list[np.ndarray], [init_scale * rng.standard_normal(b.shape[1])
-                                     for rng, b in zip(rngs, parts, strict=True)])
+    models = cast(
+        list[np.ndarray],
+        [init_scale * rng.standard_normal(b.shape[1]) for rng, b in zip(rngs, parts, strict=True)],
+    )
     history: list[dict[str, Any]] = []
     elapsed = 0.0
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
-        _sgd_epoch(parts, y, models, rngs, lr=lr0 / np.sqrt(epoch), lam=lam,
-                   batch_size=batch_size, sigma=sigma)
-        elapsed += time.perf_counter() - start
-        history.append(
-            _evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma)
+        _sgd_epoch(
+            parts,
+            y,
+            models,
+            rngs,
+            lr=lr0 / np.sqrt(epoch),
+            lam=lam,
+            batch_size=batch_size,
+            sigma=sigma,
         )
+        elapsed += time.perf_counter() - start
+        history.append(_evaluate(epoch, elapsed, parts, y, models, lam, test_parts, y_test, sigma))
     names = _party_names(n_parties)
     return {
         "history": history,
@@ -191,8 +199,7 @@ def _prepare_test(
         test_parts = _prepare_blocks(test_blocks, "test")
         if len(test_parts) != len(parts):
             raise DpfedInputError(
-                f"test data must have {len(parts)} blocks like training. "
-                f"Found {len(test_parts)}."
+                f"test data must have {len(parts)} blocks like training. Found {len(test_parts)}."
             )
         for m, (b, tb) in enumerate(zip(parts, test_parts, strict=True)):
             if tb.shape[1] != b.shape[1]:
@@ -242,9 +249,17 @@ def _sgd_epoch(
             models[m] = (1.0 - lr * lam) * models[m] - lr * _rmatvec(rows[m], g)
 
 
-def _evaluate(epoch: int, elapsed: float, parts: Sequence[Block], y: np.ndarray,
-              models: Sequence[np.ndarray], lam: float, test_parts: Sequence[Block] | None,
-              y_test: np.ndarray | None, sigma: float) -> dict[str, Any]:
+def _evaluate(
+    epoch: int,
+    elapsed: float,
+    parts: Sequence[Block],
+    y: np.ndarray,
+    models: Sequence[np.ndarray],
+    lam: float,
+    test_parts: Sequence[Block] | None,
+    y_test: np.ndarray | None,
+    sigma: float,
+) -> dict[str, Any]:
     s = sum(_matvec(b, x) for b, x in zip(parts, models, strict=True))
     objective = float(np.mean(np.logaddexp(0.0, -y * s))) + lam * sum(
         0.5 * float(x @ x) for x in models

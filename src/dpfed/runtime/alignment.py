@@ -62,11 +62,17 @@ def alignment_spec(spec: JobSpec) -> JobSpec:
         If ``spec`` is not an aligned job.
     """
     if spec.align != "psi":
-        raise DpfedInputError(f"job {spec.id} is not aligned ([job].align is not \"psi\").")
-    return replace(spec, id=alignment_job_id(spec.id), protocol=ALIGNMENT_PROTOCOL,
-                   params={"job": spec.id, "min_rows": spec.min_rows}, evaluate="none",
-                   predict_training_rows=False, align="",
-                   checkpoint=spec.checkpoint / "alignment")
+        raise DpfedInputError(f'job {spec.id} is not aligned ([job].align is not "psi").')
+    return replace(
+        spec,
+        id=alignment_job_id(spec.id),
+        protocol=ALIGNMENT_PROTOCOL,
+        params={"job": spec.id, "min_rows": spec.min_rows},
+        evaluate="none",
+        predict_training_rows=False,
+        align="",
+        checkpoint=spec.checkpoint / "alignment",
+    )
 
 
 def alignment_file(spec: JobSpec, name: str, job_id: str | None = None) -> Path:

@@ -244,8 +244,13 @@ class BudgetLedger:
         return self._jobs.check_plan(dataset, party, plan)
 
     def open_job(
-        self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem],
-        *, rows: str | None = None,
+        self,
+        job_id: str,
+        dataset: str,
+        party: str,
+        plan: Sequence[PlanItem],
+        *,
+        rows: str | None = None,
     ) -> Reservation:
         """Open a job on (dataset, party) and reserve its plan, if the budget allows it.
 
@@ -479,8 +484,17 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             )
     lines.append("")
     lines += _table(
-        ["dataset", "party", "budget", "delta", "spent", "released", "reserved", "remaining",
-         "jobs"],
+        [
+            "dataset",
+            "party",
+            "budget",
+            "delta",
+            "spent",
+            "released",
+            "reserved",
+            "remaining",
+            "jobs",
+        ],
         budget_rows,
     )
     lines.append(
@@ -492,7 +506,6 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     if job_rows:
         lines.append("")
         lines += _table(
-            ["job", "dataset", "party", "status", "released", "opened", "closed", "rows"],
-            job_rows
+            ["job", "dataset", "party", "status", "released", "opened", "closed", "rows"], job_rows
         )
     return "\n".join(lines)

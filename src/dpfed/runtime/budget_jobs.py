@@ -122,22 +122,35 @@ class JobReservations:
         with self._store.transaction(write=False) as conn:
             budget = stored_budget(conn, dataset, party)
             if budget is None:
-                return {"budget_epsilon": None, "delta": None, "spent": None,
-                        "committed": None, "total": None, "fits": False}
+                return {
+                    "budget_epsilon": None,
+                    "delta": None,
+                    "spent": None,
+                    "committed": None,
+                    "total": None,
+                    "fits": False,
+                }
             eps_budget, delta = budget
             committed = committed_releases(conn, dataset, party)
             spent = spent_releases(conn, dataset, party)
             total = self._epsilon(committed + zs, delta)
             return {
-                "budget_epsilon": eps_budget, "delta": delta,
+                "budget_epsilon": eps_budget,
+                "delta": delta,
                 "spent": self._epsilon(spent, delta),
                 "committed": self._epsilon(committed, delta),
-                "total": total, "fits": total <= eps_budget,
+                "total": total,
+                "fits": total <= eps_budget,
             }
 
     def open_job(
-        self, job_id: str, dataset: str, party: str, plan: Sequence[PlanItem],
-        *, rows: str | None = None,
+        self,
+        job_id: str,
+        dataset: str,
+        party: str,
+        plan: Sequence[PlanItem],
+        *,
+        rows: str | None = None,
     ) -> Reservation:
         """Open a job on (dataset, party) and reserve its plan, or resume it if already open.
 
@@ -180,8 +193,10 @@ class JobReservations:
             conn.executemany(
                 "INSERT INTO plan_entries (job_id, party, idx, noise_multiplier, mechanism, "
                 "coordinates) VALUES (?, ?, ?, ?, ?, ?)",
-                [(job_id, party, i, r.noise_multiplier, r.mechanism, r.coordinates)
-                 for i, r in enumerate(zs)],
+                [
+                    (job_id, party, i, r.noise_multiplier, r.mechanism, r.coordinates)
+                    for i, r in enumerate(zs)
+                ],
             )
         return Reservation(
             job_id=job_id,
@@ -339,11 +354,17 @@ class JobReservations:
             conn.execute(
                 "INSERT INTO withdrawals (job_id, party, dataset, planned, opened_at, "
                 "withdrawn_at, reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (job_id, party, job["dataset"], job["planned"], job["opened_at"], utc_now(),
-                 str(reason)),
+                (
+                    job_id,
+                    party,
+                    job["dataset"],
+                    job["planned"],
+                    job["opened_at"],
+                    utc_now(),
+                    str(reason),
+                ),
             )
-            conn.execute("DELETE FROM plan_entries WHERE job_id = ? AND party = ?",
-                         (job_id, party))
+            conn.execute("DELETE FROM plan_entries WHERE job_id = ? AND party = ?", (job_id, party))
             conn.execute("DELETE FROM jobs WHERE job_id = ? AND party = ?", (job_id, party))
         return job | {"status": "withdrawn"}
 

@@ -128,6 +128,7 @@ CREATE TABLE withdrawals (
 );
 """
 
+
 class LedgerStore:
     """The SQLite connection of a budget ledger file, checked (and upgraded) when opened.
 
@@ -299,9 +300,7 @@ class LedgerStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute(
-                    "SELECT value FROM meta WHERE key = 'schema_version'"
-                ).fetchone()
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 old = str(row[0]) if row is not None else "?"
                 if row is not None and row[0] in _MIGRATIONS:
                     version = str(row[0])
@@ -581,6 +580,15 @@ def job_rows(
         + " ORDER BY j.rowid",
         list(args),
     ).fetchall()
-    keys = ("id", "dataset", "party", "status", "planned", "recorded", "opened_at", "closed_at",
-            "rows")
+    keys = (
+        "id",
+        "dataset",
+        "party",
+        "status",
+        "planned",
+        "recorded",
+        "opened_at",
+        "closed_at",
+        "rows",
+    )
     return [dict(zip(keys, r, strict=True)) for r in rows]

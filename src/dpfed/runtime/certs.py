@@ -585,8 +585,7 @@ def _common_name(cert: x509.Certificate, what: str) -> str:
     cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     if len(cns) != 1 or not isinstance(cns[0].value, str):
         raise DpfedInputError(
-            f"{what} must have exactly one subject common name. "
-            f"Found {[a.value for a in cns]}."
+            f"{what} must have exactly one subject common name. Found {[a.value for a in cns]}."
         )
     return cns[0].value
 
@@ -623,8 +622,7 @@ def _check_leaf(
             else "a signature that does not verify with that CA's key"
         )
         raise DpfedInputError(
-            f"{what} must be issued by {ca_what} ({ca.subject.rfc4514_string()!r}). "
-            f"Found {found}."
+            f"{what} must be issued by {ca_what} ({ca.subject.rfc4514_string()!r}). Found {found}."
         ) from None
     if _is_ca(cert):
         raise DpfedInputError(f"{what} must be a leaf certificate. Found a CA certificate.")
@@ -641,4 +639,3 @@ def _check_leaf(
             f"Found extended key usages {[oid.dotted_string for oid in eku]}."
         )
     return _common_name(cert, what)
-

@@ -151,8 +151,18 @@ class EndPrediction(ControlRequest):
 
 #: Every control request, in the order of a job (then of a prediction).
 CONTROL_REQUESTS: tuple[type[ControlRequest], ...] = (
-    OpenJob, BeginJob, CloseSubmissions, StatusRequest, AccountRequest, EvaluateRequest,
-    FinishJob, SuspendJob, AbortJob, OpenPrediction, PredictRequest, PredictionStatus,
+    OpenJob,
+    BeginJob,
+    CloseSubmissions,
+    StatusRequest,
+    AccountRequest,
+    EvaluateRequest,
+    FinishJob,
+    SuspendJob,
+    AbortJob,
+    OpenPrediction,
+    PredictRequest,
+    PredictionStatus,
     EndPrediction,
 )
 
@@ -167,8 +177,9 @@ def kinds_fingerprint(message_kinds: Iterable[type[Message]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def check_open(request: OpenJob | OpenPrediction, message_kinds: Iterable[type[Message]],
-               party: str) -> None:
+def check_open(
+    request: OpenJob | OpenPrediction, message_kinds: Iterable[type[Message]], party: str
+) -> None:
     """Refuse an :class:`OpenJob` or :class:`OpenPrediction` from a leader of another version
     or other message kinds.
 

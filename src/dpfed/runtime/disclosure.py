@@ -36,7 +36,10 @@ def in_process_seed_note(seed: int | None) -> list[str]:
 
 
 def exact_values(
-    figures: Sequence[str], *, left_parties: bool, what: str = "",
+    figures: Sequence[str],
+    *,
+    left_parties: bool,
+    what: str = "",
     because: str = '[job].evaluate = "full"',
 ) -> dict[str, Any] | None:
     """The ``exact_values`` section of a result, or None when there is nothing to flag.

@@ -34,8 +34,9 @@ from typing import BinaryIO
 #: The first line of a gRPC C-core log record: severity, date, time, thread, ``file:line]``.
 GRPC_LINE = re.compile(r"^([IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+[\w./-]+:\d+\]\s?(.*)$")
 #: A handshake step's record; a failed one carries an error other than ``OK``.
-HANDSHAKE_STEP = re.compile(r"CallNextHandshakerLocked: error=(.*?)(?:\n=== Source|\s+shutdown=)",
-                            re.DOTALL)
+HANDSHAKE_STEP = re.compile(
+    r"CallNextHandshakerLocked: error=(.*?)(?:\n=== Source|\s+shutdown=)", re.DOTALL
+)
 PEER = re.compile(r"endpoint_peer_address=([^,}\s]+)")
 #: gRPC severities shown at its default verbosity (``ERROR``).
 SHOWN = ("E", "F")
@@ -79,12 +80,14 @@ def describe_handshake_failure(error: str, peer: str) -> tuple[str, str]:
         return "foreign", (
             f"{peer} presented a certificate not signed by this party's CA "
             f"(CERTIFICATE_VERIFY_FAILED: {reason}): a leader or party of a job with another "
-            "CA; its connection was refused")
+            "CA; its connection was refused"
+        )
     if "Socket closed" in error:
         return "closed", (
             f"{peer} closed its connection during the TLS handshake: it does not accept this "
             "party's certificate (a leader or party whose job file names another CA, or "
-            "another name for this party), or it stopped")
+            "another name for this party), or it stopped"
+        )
     return "failed", f"a TLS handshake with {peer} failed: {error.strip()}"
 
 
@@ -100,8 +103,12 @@ class HandshakeLog:
     clock : callable, default time.monotonic
     """
 
-    def __init__(self, write: Callable[[bytes], object], log: Callable[[str], object],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        write: Callable[[bytes], object],
+        log: Callable[[str], object],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.write, self.log, self.clock = write, log, clock
         self._last: dict[tuple[str, str], tuple[float, int]] = {}
 
@@ -154,8 +161,9 @@ def grpc_log_to(log: Callable[[str], object]) -> Iterator[None]:
     real = os.dup(2)
     read_end, write_end = os.pipe()
     saved_stderr = sys.stderr
-    sys.stderr = os.fdopen(os.dup(real), "w", buffering=1, encoding="utf-8",
-                           errors="backslashreplace")
+    sys.stderr = os.fdopen(
+        os.dup(real), "w", buffering=1, encoding="utf-8", errors="backslashreplace"
+    )
     os.dup2(write_end, 2)
     os.close(write_end)
     pipe: BinaryIO = os.fdopen(read_end, "rb")

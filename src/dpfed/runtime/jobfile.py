@@ -73,6 +73,7 @@ EVALUATE = ("full", "test", "none")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
+
 def _table(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     value = doc.get(key)
     if not isinstance(value, dict):
@@ -132,8 +133,9 @@ def _path(base: Path, value: str) -> Path:
 def _reject_unknown(table: dict[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
-                              f"{sorted(allowed)}.")
+        raise DpfedInputError(
+            f"{where} has unknown keys {unknown}. Expected some of {sorted(allowed)}."
+        )
 
 
 def _params(table: Any, protocol: Protocol) -> dict[str, Any]:
@@ -157,8 +159,23 @@ def _budget(value: Any, where: str) -> Budget | None:
 
 
 _PARTY_KEYS = {
-    "name", "address", "listen", "certificate", "key", "data", "data_dir", "columns", "rows",
-    "role", "workdir", "ledger", "dataset", "budget", "test", "id_column", "schema",
+    "name",
+    "address",
+    "listen",
+    "certificate",
+    "key",
+    "data",
+    "data_dir",
+    "columns",
+    "rows",
+    "role",
+    "workdir",
+    "ledger",
+    "dataset",
+    "budget",
+    "test",
+    "id_column",
+    "schema",
 }
 
 #: The keys of a party's own table, which ``[job].align`` needs (and nothing else takes).
@@ -171,7 +188,8 @@ ALIGNMENTS = ("psi",)
 def _span(table: dict[str, Any], key: str, where: str) -> tuple[int, int]:
     span = table.get(key)
     if (
-        not isinstance(span, list) or len(span) != 2
+        not isinstance(span, list)
+        or len(span) != 2
         or not all(isinstance(c, int) and not isinstance(c, bool) for c in span)
         or not 0 <= span[0] < span[1]
     ):
@@ -192,8 +210,9 @@ def _party_endpoint(table: dict[str, Any], name: str, where: str, base: Path) ->
     }
 
 
-def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
-           align: str = "") -> PartySpec:
+def _party(
+    table: dict[str, Any], index: int, base: Path, protocol: Protocol, align: str = ""
+) -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
         raise DpfedInputError(f"{where} must be a table. Found {table!r}.")
@@ -204,7 +223,7 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
     if given:
         raise DpfedInputError(
             f"{where}: {given} describe a party's own table, which needs [job].align = "
-            f"\"psi\" (rows aligned by their IDs). Found no align."
+            f'"psi" (rows aligned by their IDs). Found no align.'
         )
     name = _name(_text(table, "name", where), f"{where}.name")
     where = f"party {name!r}"
@@ -212,8 +231,11 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
         raise DpfedInputError(f"{where}: the name {LEADER!r} is reserved for the job's leader.")
     role = table.get("role", "")
     if role not in ("", protocol.dataless_role):
-        allowed = (f'"{protocol.dataless_role}"' if protocol.dataless_role
-                   else "absent (every party holds data)")
+        allowed = (
+            f'"{protocol.dataless_role}"'
+            if protocol.dataless_role
+            else "absent (every party holds data)"
+        )
         raise DpfedInputError(
             f"{where}.role may only be {allowed} in a {protocol.name} job. Found {role!r}."
         )
@@ -246,9 +268,20 @@ def _party(table: dict[str, Any], index: int, base: Path, protocol: Protocol,
 
 
 _JOB_KEYS = {
-    "id", "protocol", "round_timeout", "grace", "idle_timeout", "max_message_mb", "evaluate",
-    "checkpoint", "fsync", "simulation", "prediction_recipients", "predict_training_rows",
-    "align", "min_rows",
+    "id",
+    "protocol",
+    "round_timeout",
+    "grace",
+    "idle_timeout",
+    "max_message_mb",
+    "evaluate",
+    "checkpoint",
+    "fsync",
+    "simulation",
+    "prediction_recipients",
+    "predict_training_rows",
+    "align",
+    "min_rows",
 }
 
 
@@ -465,8 +498,11 @@ def _parties(
 def _prediction_options(job: dict[str, Any], names: list[str]) -> tuple[tuple[str, ...], bool]:
     """``[job].prediction_recipients`` (without repeats) and ``[job].predict_training_rows``."""
     recipients = job.get("prediction_recipients", [names[0]])
-    if not (isinstance(recipients, list) and recipients
-            and all(r in (*names, LEADER) for r in recipients)):
+    if not (
+        isinstance(recipients, list)
+        and recipients
+        and all(r in (*names, LEADER) for r in recipients)
+    ):
         raise DpfedInputError(
             f"[job].prediction_recipients must list who may receive a prediction's scores, "
             f"each a party ({', '.join(names)}) or {LEADER!r}. Found {recipients!r}."

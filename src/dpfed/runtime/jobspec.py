@@ -129,8 +129,7 @@ class JobSpec:
             "max_message_bytes": self.max_message_bytes,
             "leader": self.leader.address,
             "parties": [
-                [p.name, p.address, p.role, _shown(p.columns), _shown(p.rows)]
-                for p in self.parties
+                [p.name, p.address, p.role, _shown(p.columns), _shown(p.rows)] for p in self.parties
             ],
         }
 
@@ -172,8 +171,13 @@ def describe(spec: JobSpec) -> dict[str, Any]:
         "protocol": spec.protocol,
         "digest": spec.digest,
         "parties": [
-            {"name": p.name, "address": p.address, "role": p.role or None,
-             "columns": _shown(p.columns), "rows": _shown(p.rows)}
+            {
+                "name": p.name,
+                "address": p.address,
+                "role": p.role or None,
+                "columns": _shown(p.columns),
+                "rows": _shown(p.rows),
+            }
             for p in spec.parties
         ],
         "params": dict(spec.params),

@@ -64,8 +64,8 @@ class Journal:
             end = pos + _HEAD.size + length
             if magic != _MAGIC or end + 32 > len(data):
                 break
-            payload = data[pos + _HEAD.size:end]
-            if hashlib.sha256(payload).digest() != data[end:end + 32]:
+            payload = data[pos + _HEAD.size : end]
+            if hashlib.sha256(payload).digest() != data[end : end + 32]:
                 break
             if counter > after:
                 out.append((kind, counter, payload))

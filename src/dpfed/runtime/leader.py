@@ -141,8 +141,15 @@ class Leader:
     :meth:`_close_submissions`: a subclass may watch or replace them.
     """
 
-    def __init__(self, spec: JobSpec, *, resume: bool = False, progress: bool = True,
-                 monitor: str | None = None, monitor_keep: float = MONITOR_KEEP) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        resume: bool = False,
+        progress: bool = True,
+        monitor: str | None = None,
+        monitor_keep: float = MONITOR_KEEP,
+    ) -> None:
         self.spec = spec
         self.view = JobView(spec)
         self.monitor = monitor
@@ -186,8 +193,9 @@ class Leader:
         self.view.set_history(self.history)
 
     # -- the job ----------------------------------------------------------------------------
-    def run(self, out: str | Path,
-            on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    def run(
+        self, out: str | Path, on_result: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
         """Run (or resume) the job and write ``out``; return the result.
 
         With ``monitor`` (``[HOST:]PORT``), the job's page is served while it runs
@@ -238,7 +246,8 @@ class Leader:
         if self.finished and self.result is not None:  # --resume of a finished job
             return self.job_result.write_again(out, self.result)
         server = serve(
-            self.identity, self.spec.leader.bind,
+            self.identity,
+            self.spec.leader.bind,
             {"Deliver": self.inbox.deliver, "Control": refuse_control},
             max_bytes=self.spec.max_message_bytes,
             max_connections=connection_limit(len(self.spec.names) + 1),
@@ -261,11 +270,16 @@ class Leader:
             server.stop(grace=0.5).wait()
 
     # -- requests to the parties ------------------------------------------------------------
-    def _control(self, name: str, op: type[ControlRequest], *, timeout: float | None = None,
-                 **fields: Any) -> dict[str, Any]:
+    def _control(
+        self, name: str, op: type[ControlRequest], *, timeout: float | None = None, **fields: Any
+    ) -> dict[str, Any]:
         """Send party ``name`` the request ``op(**fields)`` and return its answer."""
-        frame = wire.encode(control_request(op, party=name, **fields), job=self.spec.id, seq=0,
-                            max_bytes=self.spec.max_message_bytes)
+        frame = wire.encode(
+            control_request(op, party=name, **fields),
+            job=self.spec.id,
+            seq=0,
+            max_bytes=self.spec.max_message_bytes,
+        )
         return self.connections[name].control(frame, timeout=timeout or self.spec.round_timeout)
 
     def _query(self, name: str, op: type[ControlRequest], **fields: Any) -> dict[str, Any]:
@@ -309,8 +323,9 @@ def run_alignment(spec: JobSpec, *, progress: bool = True) -> dict[str, Any]:
     if out.exists():
         return dict(json.loads(out.read_text()))
     aligning = alignment_spec(spec)
-    leader = Leader(aligning, resume=(aligning.checkpoint / "leader.npz").exists(),
-                    progress=progress)
+    leader = Leader(
+        aligning, resume=(aligning.checkpoint / "leader.npz").exists(), progress=progress
+    )
     return leader.run(out)
 
 

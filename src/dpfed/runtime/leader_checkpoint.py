@@ -72,8 +72,7 @@ class LeaderCheckpoint:
             return
         if not exists:
             raise DpfedInputError(
-                f"--resume needs the leader's checkpoint {str(path)!r}. "
-                "Found none."
+                f"--resume needs the leader's checkpoint {str(path)!r}. Found none."
             )
         _, state = load_checkpoint(path)
         if state.get("digest") != spec.digest:
@@ -83,8 +82,7 @@ class LeaderCheckpoint:
             )
         if state.get("finished"):
             if state.get("result") is None:
-                raise DpfedInputError(
-                    f"job {spec.id} has already finished; nothing to resume.")
+                raise DpfedInputError(f"job {spec.id} has already finished; nothing to resume.")
             # finished, but its result file may not have been written: write it again
             leader.finished, leader.result = True, state["result"]
             return
@@ -100,7 +98,8 @@ class LeaderCheckpoint:
         """Write the leader's state (``aborted``: why the job was aborted, never resumed)."""
         leader = self._leader
         save_checkpoint(
-            leader.checkpoint_path, {},
+            leader.checkpoint_path,
+            {},
             {
                 "digest": leader.spec.digest,
                 "history": leader.history,

@@ -88,8 +88,10 @@ class SubmissionDeadline:
                 except RemoteError as exc:
                     if not exc.retryable:
                         refused.add(name)
-                        leader_log(f"{name} refused the job and is left out: {exc.details}",
-                                   logging.WARNING)
+                        leader_log(
+                            f"{name} refused the job and is left out: {exc.details}",
+                            logging.WARNING,
+                        )
                     continue  # not serving yet: tried again in the next pass
                 begun.add(name)
                 watched.add(name)
@@ -116,8 +118,7 @@ class SubmissionDeadline:
         leader = self._leader
         missing = [n for n in leader.droppable if n not in begun]
         if missing:
-            shown = ", ".join(f"{n} at {leader.spec.party(n).address}"
-                              for n in missing[:10])
+            shown = ", ".join(f"{n} at {leader.spec.party(n).address}" for n in missing[:10])
             more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
             leader_log(
                 f"waiting for {len(missing)} of {len(leader.droppable)} droppable parties "
@@ -160,8 +161,9 @@ class SubmissionDeadline:
         if not leader.deadline_passed:
             missing = [n for n in leader.droppable if n not in leader.droppable_samples]
             if len(missing) > dropouts.tolerated:
-                shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
-                                                   if len(missing) > 10 else "")
+                shown = ", ".join(missing[:10]) + (
+                    f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                )
                 self.refuse(
                     f"{len(missing)} of {len(leader.droppable)} droppable parties were not in by "
                     f"the submission deadline of {dropouts.deadline:g} s ({shown}), but at "
@@ -179,8 +181,12 @@ class SubmissionDeadline:
         leader_log(
             f"submission deadline of {dropouts.deadline:g} s passed: "
             + (f"dropping {', '.join(leader.dropped)} (never opened); " if leader.dropped else "")
-            + (f"not finished when last asked: {', '.join(leader.unfinished)} (left out unless "
-               "their input is in at the close); " if leader.unfinished else "")
+            + (
+                f"not finished when last asked: {', '.join(leader.unfinished)} (left out unless "
+                "their input is in at the close); "
+                if leader.unfinished
+                else ""
+            )
             + f"closing the submissions at {', '.join(sorted(closing))}"
         )
         leader._close_submissions(closing)
@@ -213,8 +219,9 @@ class SubmissionDeadline:
         with leader.lock:
             leader.checkpoints.save(aborted=why)
         leader_log(f"job {leader.spec.id} aborted: {why}", logging.WARNING)
-        leader.requests.broadcast(AbortJob, reason=why,
-                                  names=[n for n in leader.spec.names if n in leader.active])
+        leader.requests.broadcast(
+            AbortJob, reason=why, names=[n for n in leader.spec.names if n in leader.active]
+        )
         raise DpfedInputError(
             f"job {leader.spec.id} refused: {why}. Nothing was summed; the parties were told to "
             "abort (those that released nothing free their budget reservations)."
@@ -232,8 +239,9 @@ class SubmissionDeadline:
                 if status["finished"]:
                     leader._control(name, FinishJob, timeout=2.0)
                 else:
-                    leader._control(name, AbortJob, timeout=2.0,
-                                    reason=f"{name} missed the submission deadline")
+                    leader._control(
+                        name, AbortJob, timeout=2.0, reason=f"{name} missed the submission deadline"
+                    )
             except RemoteError as exc:
                 return f"{name} ({exc.code.name})"
             return None
@@ -241,5 +249,7 @@ class SubmissionDeadline:
         with ThreadPoolExecutor(max_workers=min(8, max(1, len(leader.droppable)))) as pool:
             missed = [m for m in pool.map(end_one, leader.droppable) if m is not None]
         if missed:
-            leader_log(f"not reached at the end of the job: {', '.join(missed)}; they stop "
-                       f"after idle_timeout ({leader.spec.idle_timeout:g} s)")
+            leader_log(
+                f"not reached at the end of the job: {', '.join(missed)}; they stop "
+                f"after idle_timeout ({leader.spec.idle_timeout:g} s)"
+            )

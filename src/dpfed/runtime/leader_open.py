@@ -25,8 +25,13 @@ from dpfed.runtime.transport import HANDSHAKE_CLOSED, RemoteError, tls_failure
 if TYPE_CHECKING:  # the leader imports this module
     from dpfed.runtime.leader import Leader
 
-__all__ = ["HANDSHAKE_CLOSED_TRIES", "WAITING_EVERY", "WAITING_FIRST", "JobOpening",
-           "PartyUnreachable"]
+__all__ = [
+    "HANDSHAKE_CLOSED_TRIES",
+    "WAITING_EVERY",
+    "WAITING_FIRST",
+    "JobOpening",
+    "PartyUnreachable",
+]
 
 #: Seconds before the leader first says which parties it is still waiting for, and between
 #: repeats.
@@ -59,9 +64,15 @@ class JobOpening:
         leader = self._leader
         spec = leader.spec
         return leader._control(
-            name, OpenJob, timeout=timeout, digest=spec.digest, resume=leader.resume,
-            version=__version__, kinds=kinds_fingerprint(leader.protocol.messages),
-            keys=json.dumps(spec.key_digests(), sort_keys=True), text=spec.text,
+            name,
+            OpenJob,
+            timeout=timeout,
+            digest=spec.digest,
+            resume=leader.resume,
+            version=__version__,
+            kinds=kinds_fingerprint(leader.protocol.messages),
+            keys=json.dumps(spec.key_digests(), sort_keys=True),
+            text=spec.text,
         )
 
     def open_required(self) -> dict[str, dict[str, Any]]:
@@ -82,8 +93,9 @@ class JobOpening:
         infos = self.open_all(leader.required)
         n_samples = {info["n_samples"] for info in infos.values()}
         if leader.protocol.same_rows and len(n_samples) != 1:
-            leader.requests.abort_all("the parties hold different numbers of rows",
-                                      retry_for=leader.spec.round_timeout)
+            leader.requests.abort_all(
+                "the parties hold different numbers of rows", retry_for=leader.spec.round_timeout
+            )
             raise DpfedInputError(
                 "the parties must hold the same rows in the same order. Found row counts "
                 f"{ {n: i['n_samples'] for n, i in infos.items()} }."
@@ -142,13 +154,14 @@ class JobOpening:
                     tls = tls_failure(name, address, exc.details) if starting else None
                     closed = closed + 1 if starting and HANDSHAKE_CLOSED in exc.details else 0
                     if closed >= HANDSHAKE_CLOSED_TRIES:
-                        tls = (f"{name} at {address} closed the connection during the TLS "
-                               f"handshake {closed} times in a row: it does not accept the "
-                               "leader's certificate (not signed by the CA of its job file, "
-                               "or not the leader's)")
+                        tls = (
+                            f"{name} at {address} closed the connection during the TLS "
+                            f"handshake {closed} times in a row: it does not accept the "
+                            "leader's certificate (not signed by the CA of its job file, "
+                            "or not the leader's)"
+                        )
                     if tls is not None:
-                        leader.requests.abort_all(f"{name} could not open the job",
-                                                  retry_for=0.0)
+                        leader.requests.abort_all(f"{name} could not open the job", retry_for=0.0)
                         raise DpfedInputError(
                             f"{tls}. Nothing ran and nothing was recorded; fix the certificate "
                             "and run this command again."
@@ -165,8 +178,9 @@ class JobOpening:
         again."""
         leader = self._leader
         spec = leader.spec
-        leader.requests.abort_all(f"{name} could not open the job",
-                                  retry_for=0.0 if never else spec.round_timeout)
+        leader.requests.abort_all(
+            f"{name} could not open the job", retry_for=0.0 if never else spec.round_timeout
+        )
         if never:
             raise PartyUnreachable(
                 f"party {name!r} at {spec.party(name).address} was never "
@@ -180,6 +194,4 @@ class JobOpening:
                 f"party {name!r} at {spec.party(name).address} did not answer "
                 f"within {spec.round_timeout:g} s ({exc.details})"
             ) from None
-        raise DpfedInputError(
-            f"party {name!r} refused the job: {exc.details}"
-        ) from None
+        raise DpfedInputError(f"party {name!r} refused the job: {exc.details}") from None

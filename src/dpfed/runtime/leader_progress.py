@@ -19,8 +19,14 @@ from dpfed.runtime.registry import RoundReport
 if TYPE_CHECKING:  # the leader imports this module
     from dpfed.runtime.leader import Leader
 
-__all__ = ["LEADER_LOGGER", "LOG_FIRST_ROUNDS", "LOG_LINES", "RoundDisplay", "leader_log",
-           "logs_round"]
+__all__ = [
+    "LEADER_LOGGER",
+    "LOG_FIRST_ROUNDS",
+    "LOG_LINES",
+    "RoundDisplay",
+    "leader_log",
+    "logs_round",
+]
 
 #: The logger every line of the leader goes to (the ``logger`` of a JSON log line).
 LEADER_LOGGER = "dpfed.runtime.leader"
@@ -87,7 +93,8 @@ class RoundDisplay:
         """Show the round of ``report`` (already in the history) on ``bar`` or in the log."""
         entry = self._leader.history[report.round - 1]
         figures = {
-            k: entry[k] for k in ("train_objective", "test_log_loss", "epsilon")
+            k: entry[k]
+            for k in ("train_objective", "test_log_loss", "epsilon")
             if entry.get(k) is not None
         }
         if bar is not None:

@@ -76,13 +76,17 @@ class ReportInbox:
         """
         leader = self._leader
         try:
-            envelope = wire.decode(payload, job=leader.spec.id,
-                                   max_bytes=leader.spec.max_message_bytes)
+            envelope = wire.decode(
+                payload, job=leader.spec.id, max_bytes=leader.spec.max_message_bytes
+            )
         except wire.WireError as exc:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
         message = envelope.message
-        if leader.protocol.report is None or not isinstance(message, leader.protocol.report) \
-                or message.sender != peer:
+        if (
+            leader.protocol.report is None
+            or not isinstance(message, leader.protocol.report)
+            or message.sender != peer
+        ):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
         report = cast(RoundReport, message)
         digest = hashlib.sha256(payload).hexdigest()

@@ -68,13 +68,21 @@ class PartyRequests:
                 waited = time.monotonic() - since
                 grace = self._leader.spec.grace
                 if waited > grace:
-                    self.stop(f"party {name!r} did not answer {op.__name__} "
-                              f"(for {waited:.1f} s; grace {grace:g} s): "
-                              f"{exc.details}")
+                    self.stop(
+                        f"party {name!r} did not answer {op.__name__} "
+                        f"(for {waited:.1f} s; grace {grace:g} s): "
+                        f"{exc.details}"
+                    )
                 time.sleep(0.2)
 
-    def broadcast(self, op: type[ControlRequest], *, retry_for: float = 0.0,
-                  names: Iterable[str] | None = None, **fields: Any) -> None:
+    def broadcast(
+        self,
+        op: type[ControlRequest],
+        *,
+        retry_for: float = 0.0,
+        names: Iterable[str] | None = None,
+        **fields: Any,
+    ) -> None:
         """Send ``op`` to every party of ``names`` (default: all) that answers; a party that
         is not serving yet is tried again for ``retry_for`` seconds, then left alone."""
         deadline = time.monotonic() + retry_for
@@ -95,12 +103,16 @@ class PartyRequests:
     def abort_all(self, reason: str, *, retry_for: float) -> None:
         """Tell every party the job will not run: the required ones are tried for
         ``retry_for`` seconds while not serving, the droppable ones once."""
-        self.broadcast(AbortJob, reason=reason, retry_for=retry_for,
-                       names=self._leader.required)
+        self.broadcast(AbortJob, reason=reason, retry_for=retry_for, names=self._leader.required)
         self.broadcast(AbortJob, reason=reason, names=self._leader.droppable)
 
-    def poll(self, unreachable: dict[str, float], names: list[str] | None = None, *,
-             on_refused: Callable[[str], NoReturn] | None = None) -> dict[str, dict[str, Any]]:
+    def poll(
+        self,
+        unreachable: dict[str, float],
+        names: list[str] | None = None,
+        *,
+        on_refused: Callable[[str], NoReturn] | None = None,
+    ) -> dict[str, dict[str, Any]]:
         """The status of every party of ``names`` (default: all) that answers; stops the job
         when one is unreachable for longer than ``grace``, or when one refused a message
         (``on_refused(why)``, default :meth:`stop`).
@@ -155,8 +167,9 @@ class PartyRequests:
             Always, naming ``why``, the round, the checkpoint and the command that resumes.
         """
         leader = self._leader
-        self.broadcast(SuspendJob, reason=why,
-                       names=[n for n in leader.spec.names if n in leader.active])
+        self.broadcast(
+            SuspendJob, reason=why, names=[n for n in leader.spec.names if n in leader.active]
+        )
         raise JobStopped(
             f"job {leader.spec.id} stopped in round {len(leader.history) + 1}: {why}. "
             f"Checkpoint: {leader.checkpoint_path}. Once every party serves again, continue with "

@@ -57,9 +57,11 @@ class JobResult:
         accounts = {name: leader._query(name, AccountRequest) for name in leader.required}
         samples = {name: int(info["n_samples"]) for name, info in infos.items()}
         record = JobRecord(
-            history=leader.history, accounts=accounts,
+            history=leader.history,
+            accounts=accounts,
             n_samples=leader.droppable_samples | samples,
-            evaluate=self.evaluate, seconds=leader.checkpoints.seconds(),
+            evaluate=self.evaluate,
+            seconds=leader.checkpoints.seconds(),
         )
         result = leader.protocol.result(leader.spec, record)
         for name in leader.required:
@@ -92,8 +94,10 @@ class JobResult:
         """
         leader = self._leader
         self.write(out, result)
-        leader_log(f"job {leader.spec.id} had finished; its result, kept in the checkpoint, "
-                   f"is written again to {out}")
+        leader_log(
+            f"job {leader.spec.id} had finished; its result, kept in the checkpoint, "
+            f"is written again to {out}"
+        )
         leader.view.set_result(result)
         leader.view.set_state("finished")
         return result
@@ -121,6 +125,7 @@ class JobResult:
 
     def evaluate(self, name: str, models: list[list[float]]) -> list[float]:
         """Party ``name``'s losses at ``models`` (evaluation after training)."""
-        reply = self._leader._query(name, EvaluateRequest,
-                                    models=np.asarray(models, dtype=np.float64))
+        reply = self._leader._query(
+            name, EvaluateRequest, models=np.asarray(models, dtype=np.float64)
+        )
         return [float(v) for v in reply["losses"]]

@@ -50,8 +50,7 @@ class RoundFollower:
             # party (a restarted party's link is still retrying): wait until all finished
             self.follow_status(leader.required)
         else:
-            self.follow_status(leader.required,
-                               closing if leader.deadline_passed else None)
+            self.follow_status(leader.required, closing if leader.deadline_passed else None)
 
     def follow(self) -> None:
         """Show the round reports as they come until the last one, polling every party

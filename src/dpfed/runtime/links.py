@@ -144,9 +144,7 @@ class OutboundLink:
     # -- the sending thread ------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._run, name=f"link-{self.peer}", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name=f"link-{self.peer}", daemon=True)
             self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:

@@ -46,8 +46,16 @@ __all__ = ["MONITOR_KEEP", "JobView", "MonitorServer", "checkpoint_view", "parse
 MONITOR_KEEP = 3.0
 
 #: The history entries' figures the page draws (others are left out of ``status.json``).
-FIGURES = ("iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
-           "epsilon", "primal_residual", "dual_residual")
+FIGURES = (
+    "iteration",
+    "seconds",
+    "train_objective",
+    "test_log_loss",
+    "test_accuracy",
+    "epsilon",
+    "primal_residual",
+    "dual_residual",
+)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -127,7 +135,7 @@ class JobView:
             shown = self._state["history"]
             if len(history) < len(shown):  # not the same job's history: start again
                 shown.clear()
-            shown.extend({k: e.get(k) for k in FIGURES if k in e} for e in history[len(shown):])
+            shown.extend({k: e.get(k) for k in FIGURES if k in e} for e in history[len(shown) :])
             self._state["warning"] = rising_loss_warning(shown)
             self._state["updated"] = time.time()
 
@@ -141,8 +149,9 @@ class JobView:
                 "mechanism": privacy.get("mechanism"),
                 "epsilon": privacy.get("epsilon"),
                 "delta": privacy.get("delta"),
-                "per_party": {n: v.get("epsilon") for n, v in per_party.items()
-                              if isinstance(v, dict)},
+                "per_party": {
+                    n: v.get("epsilon") for n, v in per_party.items() if isinstance(v, dict)
+                },
             }
             for name, party in self._state["parties"].items():
                 spent = self._state["privacy"]["per_party"].get(name)
@@ -164,15 +173,20 @@ def rising_loss_warning(history: list[dict[str, Any]]) -> str | None:
     """A warning when the test log loss rose in each of the last :data:`RISING_ROUNDS`
     rounds, else None: more rounds are making the model worse, and a private job spends
     budget on every one of them."""
-    losses = [v for e in history[-(RISING_ROUNDS + 1):]
-              if isinstance(v := e.get("test_log_loss"), int | float)]
+    losses = [
+        v
+        for e in history[-(RISING_ROUNDS + 1) :]
+        if isinstance(v := e.get("test_log_loss"), int | float)
+    ]
     if len(losses) <= RISING_ROUNDS:
         return None
     if all(b > a for a, b in itertools.pairwise(losses)):
         first = len(history) - RISING_ROUNDS
-        return (f"the test log loss has risen in each of the last {RISING_ROUNDS} rounds "
-                f"({losses[0]:.4g} at round {first} to {losses[-1]:.4g}): more rounds are "
-                "making the model worse, and a private job spends budget on every one")
+        return (
+            f"the test log loss has risen in each of the last {RISING_ROUNDS} rounds "
+            f"({losses[0]:.4g} at round {first} to {losses[-1]:.4g}): more rounds are "
+            "making the model worse, and a private job spends budget on every one"
+        )
     return None
 
 
@@ -203,8 +217,7 @@ def checkpoint_view(spec: JobSpec, folder: str | Path | None = None) -> JobView:
         view.set_result(state.get("result") or {"final": history[-1] if history else None})
         view.set_state("finished", "read from the leader's checkpoint")
     else:
-        view.set_state("stopped", aborted or "stopped part-way; read from the leader's "
-                                            "checkpoint")
+        view.set_state("stopped", aborted or "stopped part-way; read from the leader's checkpoint")
     return view
 
 
@@ -233,8 +246,9 @@ class MonitorServer:
                 if path in ("/", "/index.html"):
                     self._send(200, "text/html; charset=utf-8", page)
                 elif path == "/status.json":
-                    body = json.dumps(_finite(view()), allow_nan=False,
-                                      default=_json_default).encode()
+                    body = json.dumps(
+                        _finite(view()), allow_nan=False, default=_json_default
+                    ).encode()
                     self._send(200, "application/json", body)
                 else:
                     self._send(404, "text/plain; charset=utf-8", b"not found\n")
@@ -257,8 +271,9 @@ class MonitorServer:
                 f"the monitor cannot listen on {host}:{port} ({exc.strerror or exc})."
             ) from None
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="monitor",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="monitor", daemon=True
+        )
 
     @property
     def url(self) -> str:

@@ -104,7 +104,9 @@ class PartyNode:
         self.links = {
             peer: OutboundLink(
                 Connection(
-                    self.identity, peer, spec.endpoint(peer).address,
+                    self.identity,
+                    peer,
+                    spec.endpoint(peer).address,
                     max_bytes=spec.max_message_bytes,
                 ),
                 call_timeout=spec.round_timeout,
@@ -114,8 +116,9 @@ class PartyNode:
             for peer in peers
         }
         self.folder = self.party.workdir / spec.id
-        self.budget = PartyBudget(spec, self.party, self.host,
-                                  allow_exact_disclosure=allow_exact_disclosure)
+        self.budget = PartyBudget(
+            spec, self.party, self.host, allow_exact_disclosure=allow_exact_disclosure
+        )
         self.job = PartyJob(spec, self.host, self.links, self.inbound, self.budget, self.folder)
         self.checkpoint_path = self.job.checkpoint_path
         self.journal: Journal = self.job.journal
@@ -126,12 +129,26 @@ class PartyNode:
         self.refusals = 0
         # a finished job's party serves predictions with its part of the model
         self.predictions = PredictionDesk(
-            spec, name, self.host, self.identity, self.folder,
-            allow_exact_disclosure=allow_exact_disclosure, budgeted=self.budget.budgeted)
+            spec,
+            name,
+            self.host,
+            self.identity,
+            self.folder,
+            allow_exact_disclosure=allow_exact_disclosure,
+            budgeted=self.budget.budgeted,
+        )
         self.control = PartyControl(
-            spec, self.party, self.host, self.links, self.job, self.budget, self.predictions,
-            allow_exact_disclosure=allow_exact_disclosure, refusals=lambda: self.refusals,
-            stop=self._stop)
+            spec,
+            self.party,
+            self.host,
+            self.links,
+            self.job,
+            self.budget,
+            self.predictions,
+            allow_exact_disclosure=allow_exact_disclosure,
+            refusals=lambda: self.refusals,
+            stop=self._stop,
+        )
         self.restored = self.job.saved()
         if self.restored:
             self.job.restore()
@@ -186,7 +203,8 @@ class PartyNode:
     def serve(self) -> int:
         """Serve until the job finishes, is aborted, or the leader is gone too long."""
         server = serve(
-            self.identity, self.party.bind,
+            self.identity,
+            self.party.bind,
             {"Deliver": self._deliver, "Control": self._control},
             max_bytes=self.spec.max_message_bytes,
             max_connections=connection_limit(len(self.spec.names) + 1),
@@ -209,8 +227,9 @@ class PartyNode:
             what = "finished: serving predictions with its part of the model (dpfed predict)"
         party_log(self.name, f"serving job {self.spec.id} on {self.party.address} ({what})")
         if self.spec.simulation:
-            party_log(self.name,
-                      f"SIMULATION, seed {self.spec.params['seed']}: {SIMULATION_WARNING}")
+            party_log(
+                self.name, f"SIMULATION, seed {self.spec.params['seed']}: {SIMULATION_WARNING}"
+            )
         for link in self.links.values():
             link.start()
 
@@ -232,8 +251,10 @@ class PartyNode:
         the journal once no request is being handled."""
         try:
             deadline = time.monotonic() + 2.0
-            while drain and time.monotonic() < deadline and not all(
-                link.idle() or link.refused for link in self.links.values()
+            while (
+                drain
+                and time.monotonic() < deadline
+                and not all(link.idle() or link.refused for link in self.links.values())
             ):
                 time.sleep(0.02)
         finally:
@@ -310,8 +331,7 @@ class PartyNode:
         try:
             return self._control_checked(payload, peer)
         except Refused as exc:
-            party_log(self.name, f"refused a control request from {peer}: {exc}",
-                      logging.WARNING)
+            party_log(self.name, f"refused a control request from {peer}: {exc}", logging.WARNING)
             raise
 
     def _control_checked(self, payload: bytes, peer: str) -> bytes:

@@ -44,8 +44,9 @@ class PartyBudget:
         account).
     """
 
-    def __init__(self, spec: JobSpec, party: PartySpec, host: ProtocolHost, *,
-                 allow_exact_disclosure: bool) -> None:
+    def __init__(
+        self, spec: JobSpec, party: PartySpec, host: ProtocolHost, *, allow_exact_disclosure: bool
+    ) -> None:
         self.spec = spec
         self.party = party
         self.name = party.name
@@ -145,8 +146,7 @@ class PartyBudget:
                 f"delta={party.budget.delta} on {party.dataset!r}, but the ledger holds "
                 f"epsilon={stored[0]}, delta={stored[1]}; change it with `dpfed budget set`."
             )
-        ledger.open_job(self.spec.id, party.dataset, self.name, host.plan,
-                        rows=host.rows_digest)
+        ledger.open_job(self.spec.id, party.dataset, self.name, host.plan, rows=host.rows_digest)
 
     def reattach(self) -> None:
         """A restarted party's ledger: the job was opened in it before anything was journaled
@@ -179,8 +179,7 @@ class PartyBudget:
             return None
         releases = len(self.host.events)
         if self._epsilon_cache is None or self._epsilon_cache[0] != releases:
-            epsilon = self.ledger.spent_epsilon(self.party.dataset, self.name,
-                                                job_id=self.spec.id)
+            epsilon = self.ledger.spent_epsilon(self.party.dataset, self.name, job_id=self.spec.id)
             self._epsilon_cache = (releases, epsilon)
         return self._epsilon_cache[1]
 

@@ -81,10 +81,20 @@ class PartyControl:
         ``stop(code, message)``: end the process with this exit status and last word.
     """
 
-    def __init__(self, spec: JobSpec, party: PartySpec, host: ProtocolHost,
-                 links: dict[str, OutboundLink], job: PartyJob, budget: PartyBudget,
-                 predictions: PredictionDesk, *, allow_exact_disclosure: bool,
-                 refusals: Callable[[], int], stop: Callable[[int, str], None]) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        party: PartySpec,
+        host: ProtocolHost,
+        links: dict[str, OutboundLink],
+        job: PartyJob,
+        budget: PartyBudget,
+        predictions: PredictionDesk,
+        *,
+        allow_exact_disclosure: bool,
+        refusals: Callable[[], int],
+        stop: Callable[[int, str], None],
+    ) -> None:
         self.spec, self.party, self.name, self.host = spec, party, party.name, host
         self.links, self.job, self.budget, self.predictions = links, job, budget, predictions
         self.folder = job.folder
@@ -108,14 +118,17 @@ class PartyControl:
         try:
             envelope = wire.decode(payload, max_bytes=self.spec.max_message_bytes)
         except wire.WireError as exc:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"not a control request: {exc}") from None
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT, f"not a control request: {exc}"
+            ) from None
         request = envelope.message
         if envelope.job != self.spec.id:
             if self.spec.id == alignment_job_id(envelope.job):
                 # the aligned job itself, which this process serves next: not up yet
-                raise Refused(grpc.StatusCode.UNAVAILABLE,
-                              f"{self.name} is finishing job {envelope.job}'s alignment")
+                raise Refused(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"{self.name} is finishing job {envelope.job}'s alignment",
+                )
             raise Refused(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{self.name} serves job {self.spec.id!r}. Found {envelope.job!r}",
@@ -156,8 +169,11 @@ class PartyControl:
             where = differing_keys(self.spec.key_digests(), theirs) if theirs else []
             raise DpfedInputError(
                 f"{self.name}'s job file differs from the leader's"
-                + (f" at {', '.join(where)}" if where else
-                   " (job, parameters, parties or addresses)")
+                + (
+                    f" at {', '.join(where)}"
+                    if where
+                    else " (job, parameters, parties or addresses)"
+                )
                 + "; every process must run the same job file."
             )
 
@@ -199,12 +215,14 @@ class PartyControl:
         close is journaled like a message, so a restarted party closes again on replay."""
         if not self.job.begun:
             raise DpfedInputError(
-                f"{self.name} cannot close the submissions of job {self.spec.id}: it has not "
-                "begun."
+                f"{self.name} cannot close the submissions of job {self.spec.id}: it has not begun."
             )
         out = self.job.close_submissions()  # refuses before changing anything
-        party_log(self.name, f"submissions closed by the leader (the submission deadline "
-                             f"passed); {len(out)} messages follow")
+        party_log(
+            self.name,
+            f"submissions closed by the leader (the submission deadline "
+            f"passed); {len(out)} messages follow",
+        )
         return {"round": self.host.round, "finished": self.host.finished}
 
     def status(self, request: StatusRequest) -> dict[str, Any]:
@@ -268,11 +286,20 @@ class PartyControl:
             losses = self.host.losses(array.tolist())
         except ValueError as exc:
             raise DpfedInputError(f"evaluate: {exc}") from None
-        write_json_atomic(record_path, {"job": self.spec.id, "models": digest,
-                                        "n_models": int(array.shape[0]), "losses": losses})
-        party_log(self.name, f"disclosed its exact mean training loss at {array.shape[0]} models "
-                             'to the leader ([job].evaluate = "full"); recorded in '
-                             + str(record_path))
+        write_json_atomic(
+            record_path,
+            {
+                "job": self.spec.id,
+                "models": digest,
+                "n_models": int(array.shape[0]),
+                "losses": losses,
+            },
+        )
+        party_log(
+            self.name,
+            f"disclosed its exact mean training loss at {array.shape[0]} models "
+            'to the leader ([job].evaluate = "full"); recorded in ' + str(record_path),
+        )
         return {"losses": losses}
 
     def finish_job(self, request: FinishJob) -> dict[str, Any]:
@@ -284,13 +311,17 @@ class PartyControl:
         # the final state, so that a restart serves predictions without replaying the journal
         # (whose releases the ledger has closed); the journal stays as the record of the job
         self.job.snapshot(truncate=False)
-        write_json_atomic(model_path, {
-            "job": self.spec.id, "party": self.name,
-            "columns": None if self.party.columns is None else list(self.party.columns),
-            "rows": None if self.party.rows is None else list(self.party.rows),
-            "coef": self.host.model(),
-            **self.host.model_details(),
-        })
+        write_json_atomic(
+            model_path,
+            {
+                "job": self.spec.id,
+                "party": self.name,
+                "columns": None if self.party.columns is None else list(self.party.columns),
+                "rows": None if self.party.rows is None else list(self.party.rows),
+                "coef": self.host.model(),
+                **self.host.model_details(),
+            },
+        )
         self.budget.close_job()
         self.host.discard_replay_files()  # the final state is saved: no replay needs them
         self.stop(EXIT_FINISHED, f"job {self.spec.id} finished; model in {model_path}")
@@ -298,8 +329,11 @@ class PartyControl:
 
     def suspend_job(self, request: SuspendJob) -> dict[str, Any]:
         """Keep the state and wait for the leader's resume."""
-        party_log(self.name, f"job suspended by the leader: {request.reason}; state kept, "
-                             "waiting for the leader's `dpfed run ... --resume`")
+        party_log(
+            self.name,
+            f"job suspended by the leader: {request.reason}; state kept, "
+            "waiting for the leader's `dpfed run ... --resume`",
+        )
         self.job.opened = False
         return {"round": self.host.round}
 
@@ -311,12 +345,20 @@ class PartyControl:
             # nothing spent: withdraw the reservation, so that the same job can run again
             freed = self.budget.withdraw(request.reason)
         if self.job.begun:
-            message = (f"job {self.spec.id} not continued: {request.reason}; its state is kept "
-                       f"in {self.folder} for the leader's `dpfed run ... --resume`")
+            message = (
+                f"job {self.spec.id} not continued: {request.reason}; its state is kept "
+                f"in {self.folder} for the leader's `dpfed run ... --resume`"
+            )
         else:
-            message = (f"job {self.spec.id} aborted before it began: {request.reason}; nothing "
-                       "ran" + ("; its budget reservation is withdrawn and the job can run "
-                                "again" if freed else ""))
+            message = (
+                f"job {self.spec.id} aborted before it began: {request.reason}; nothing "
+                "ran"
+                + (
+                    "; its budget reservation is withdrawn and the job can run again"
+                    if freed
+                    else ""
+                )
+            )
         self.stop(EXIT_ABORTED, message)
         return {"released": released}
 

@@ -66,8 +66,15 @@ class PartyJob:
     checkpoint_path : Path
     """
 
-    def __init__(self, spec: JobSpec, host: ProtocolHost, links: dict[str, OutboundLink],
-                 inbound: InboundLinks, budget: PartyBudget, folder: Path) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        host: ProtocolHost,
+        links: dict[str, OutboundLink],
+        inbound: InboundLinks,
+        budget: PartyBudget,
+        folder: Path,
+    ) -> None:
         self.spec = spec
         self.host = host
         self.links = links
@@ -95,8 +102,9 @@ class PartyJob:
             self._journal(b"B", b"")
             self.emit(out, n_events)
 
-    def take(self, message: Message, payload: memoryview, sha256: bytes, sender: str,
-             seq: int) -> bool:
+    def take(
+        self, message: Message, payload: memoryview, sha256: bytes, sender: str, seq: int
+    ) -> bool:
         """Hand message number ``seq`` from ``sender`` (``payload``, its SHA-256 ``sha256``)
         to the role; journal it and queue the role's answer. False for a repeat of a handled
         message (to acknowledge again).
@@ -129,8 +137,9 @@ class PartyJob:
         self.emit(out, n_events)
         return out
 
-    def _journal(self, kind: bytes, payload: bytes | memoryview, *,
-                 sha256: bytes | None = None) -> None:
+    def _journal(
+        self, kind: bytes, payload: bytes | memoryview, *, sha256: bytes | None = None
+    ) -> None:
         self.counter += 1
         self.journal.append(kind, self.counter, payload, sha256=sha256)
 
@@ -140,8 +149,15 @@ class PartyJob:
         for m in messages:
             link = self.links[m.recipient]
             seq = link.reserve()
-            encoded.append((link, seq, wire.encode(m, job=self.spec.id, seq=seq,
-                                                   max_bytes=self.spec.max_message_bytes)))
+            encoded.append(
+                (
+                    link,
+                    seq,
+                    wire.encode(
+                        m, job=self.spec.id, seq=seq, max_bytes=self.spec.max_message_bytes
+                    ),
+                )
+            )
         self.budget.record(self.host.events[n_events:], [p for _, _, p in encoded])
         for link, seq, payload in encoded:
             link.push(seq, payload)
@@ -169,7 +185,9 @@ class PartyJob:
             "begun": self.begun,
         }
         save_checkpoint(
-            self.checkpoint_path, {f"role/{k}": v for k, v in arrays.items()}, state,
+            self.checkpoint_path,
+            {f"role/{k}": v for k, v in arrays.items()},
+            state,
             fsync=self.spec.fsync,
         )
         if truncate:
@@ -189,8 +207,9 @@ class PartyJob:
             elif kind == b"C":
                 out = self.host.close()
             else:
-                envelope = wire.decode(payload, job=self.spec.id,
-                                       max_bytes=self.spec.max_message_bytes)
+                envelope = wire.decode(
+                    payload, job=self.spec.id, max_bytes=self.spec.max_message_bytes
+                )
                 sender = envelope.message.sender
                 digest = hashlib.sha256(payload).hexdigest()
                 if not self.inbound.is_new(sender, envelope.seq, digest):

@@ -76,9 +76,17 @@ class PredictionDesk:
         Whether it holds a privacy budget on its data.
     """
 
-    def __init__(self, spec: JobSpec, name: str, host: ProtocolHost, identity: TlsIdentity,
-                 folder: Path, *, allow_exact_disclosure: bool,
-                 budgeted: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        name: str,
+        host: ProtocolHost,
+        identity: TlsIdentity,
+        folder: Path,
+        *,
+        allow_exact_disclosure: bool,
+        budgeted: Callable[[], bool],
+    ) -> None:
         self.spec, self.name, self.host, self.identity = spec, name, host, identity
         self.folder = folder
         self.allow_exact_disclosure, self.budgeted = allow_exact_disclosure, budgeted
@@ -105,8 +113,7 @@ class PredictionDesk:
     # -- control requests -----------------------------------------------------------------
     def open(self, request: OpenPrediction) -> dict[str, Any]:
         """Open a prediction (the caller has checked the job file)."""
-        check_open(request, prediction_message_kinds(get_protocol(self.spec.protocol)),
-                   self.name)
+        check_open(request, prediction_message_kinds(get_protocol(self.spec.protocol)), self.name)
         if not self.host.finished:
             raise DpfedInputError(
                 f"{self.name} has not finished job {self.spec.id} (round {self.host.round}): "
@@ -136,8 +143,10 @@ class PredictionDesk:
             self.by_id = (request_id, request.data, request.to, role)
             self._send(request_id, role.start())
             self.scored[request_id] = {"rows": None, "by_id": True}
-            self._log(f"matching the rows of {request.data!r} by ID with {request.to} "
-                      f"(prediction {request_id})")
+            self._log(
+                f"matching the rows of {request.data!r} by ID with {request.to} "
+                f"(prediction {request_id})"
+            )
             return self.scored[request_id]
         share = self.host.prediction_share(request.data)
         return self._share(request_id, request.data, request.to, share)
@@ -152,8 +161,11 @@ class PredictionDesk:
         }
         collector = self.collector
         if collector is not None and collector.request == request.request:
-            reply |= {"received": collector.received(), "done": self.receipt is not None,
-                      **(self.receipt or {})}
+            reply |= {
+                "received": collector.received(),
+                "done": self.receipt is not None,
+                **(self.receipt or {}),
+            }
         return reply
 
     def stop(self) -> None:
@@ -177,10 +189,12 @@ class PredictionDesk:
             return
         if self.by_id is None:
             if self.open_:
-                raise Refused(grpc.StatusCode.UNAVAILABLE,
-                              f"the prediction has not reached {self.name} yet")
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"{self.name} has no prediction by ID open")
+                raise Refused(
+                    grpc.StatusCode.UNAVAILABLE, f"the prediction has not reached {self.name} yet"
+                )
+            raise Refused(
+                grpc.StatusCode.FAILED_PRECONDITION, f"{self.name} has no prediction by ID open"
+            )
         request_id, data, to, role = self.by_id
         if sha256 in self.handled:
             return  # a repeat (its acknowledgement was lost): acknowledge again
@@ -212,10 +226,14 @@ class PredictionDesk:
         collector = self.collector
         if collector is None or collector.request != share.request:
             if collector is None and self.open_:
-                raise Refused(grpc.StatusCode.UNAVAILABLE,
-                              f"prediction {share.request!r} has not reached {self.name} yet")
-            raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                          f"{self.name} is not the recipient of prediction {share.request!r}")
+                raise Refused(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"prediction {share.request!r} has not reached {self.name} yet",
+                )
+            raise Refused(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{self.name} is not the recipient of prediction {share.request!r}",
+            )
         try:
             collector.add(share)
         except DpfedInputError as exc:
@@ -227,9 +245,14 @@ class PredictionDesk:
         """Send ``messages`` from threads, one per peer, retrying until taken."""
         peers = sorted({m.recipient for m in messages})
         for peer in peers:
-            self.senders.setdefault(request_id, []).append(ShareSender(
-                self.identity, self.spec, [m for m in messages if m.recipient == peer],
-                timeout=self.spec.round_timeout))
+            self.senders.setdefault(request_id, []).append(
+                ShareSender(
+                    self.identity,
+                    self.spec,
+                    [m for m in messages if m.recipient == peer],
+                    timeout=self.spec.round_timeout,
+                )
+            )
 
     def _share(self, request_id: str, data: str, to: str, share: PartyShare) -> dict[str, Any]:
         """Send its share of the rows' scores to ``to`` (or take it, as the recipient)."""
@@ -238,8 +261,14 @@ class PredictionDesk:
         found = int(training.sum())
         if found:
             self._check_training_rows(data, found)
-        messages = share_messages(self.name, to, request_id, scores,
-                                  max_bytes=self.spec.max_message_bytes, training_rows=found)
+        messages = share_messages(
+            self.name,
+            to,
+            request_id,
+            scores,
+            max_bytes=self.spec.max_message_bytes,
+            training_rows=found,
+        )
         self.scored[request_id] = {"rows": int(scores.shape[0]), "training_rows": found}
         if to == self.name:
             assert self.collector is not None
@@ -248,20 +277,28 @@ class PredictionDesk:
             self._maybe_write()
         else:
             self._send(request_id, messages)
-        self._log(f"scored {scores.shape[0]} rows of {data!r} with its part of the model "
-                  f"(prediction {request_id}); its share goes to {to}")
+        self._log(
+            f"scored {scores.shape[0]} rows of {data!r} with its part of the model "
+            f"(prediction {request_id}); its share goes to {to}"
+        )
         if found and to != self.name:
-            self._log(f"the share holds the EXACT scores of {found} of its training rows "
-                      "([job].predict_training_rows = true), which training released only "
-                      f"with noise; {to} learns them", logging.WARNING)
+            self._log(
+                f"the share holds the EXACT scores of {found} of its training rows "
+                "([job].predict_training_rows = true), which training released only "
+                f"with noise; {to} learns them",
+                logging.WARNING,
+            )
         return self.scored[request_id]
 
     def _check_training_rows(self, data: str, found: int) -> None:
         """Refuse to score ``found`` rows that are this party's training rows unless the job
         file opts in and, for a party with a budget, its own configuration allows exact
         disclosure."""
-        which = ("rows whose IDs are its training rows'" if self.spec.align else
-                 "its training part or file, or a copy of it")
+        which = (
+            "rows whose IDs are its training rows'"
+            if self.spec.align
+            else "its training part or file, or a copy of it"
+        )
         what = (
             f"rows {data!r} are its training rows ({found} rows: {which}), and their shares "
             f"would give the recipient {self.name}'s exact scores of its training rows, which "
@@ -289,10 +326,13 @@ class PredictionDesk:
         if self.by_id is not None:
             listing = self.by_id[3].listing()
         counted = copy.copy(collector)  # the peers' shares as its model counts them
-        counted.shares = {sender: scores if sender == self.name
-                          else self.host.peer_share(sender, scores)
-                          for sender, scores in collector.shares.items()}
+        counted.shares = {
+            sender: scores if sender == self.name else self.host.peer_share(sender, scores)
+            for sender, scores in collector.shares.items()
+        }
         path = self.folder / PREDICTIONS_FOLDER / f"{collector.request}.json"
         self.receipt = write_predictions(path, self.spec, counted, self.name, listing)
-        self._log(f"wrote the scores of {collector.n_rows} rows (prediction "
-                  f"{collector.request}) to {path}")
+        self._log(
+            f"wrote the scores of {collector.n_rows} rows (prediction "
+            f"{collector.request}) to {path}"
+        )

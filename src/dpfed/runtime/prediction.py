@@ -134,23 +134,38 @@ def new_request_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def share_messages(sender: str, recipient: str, request: str, scores: np.ndarray, *,
-                   max_bytes: int, training_rows: int = 0) -> list[PredictionShare]:
+def share_messages(
+    sender: str,
+    recipient: str,
+    request: str,
+    scores: np.ndarray,
+    *,
+    max_bytes: int,
+    training_rows: int = 0,
+) -> list[PredictionShare]:
     """``scores`` (shape ``(n_rows,)``) cut into shares of at most a quarter of ``max_bytes``
     each (at least one message, even for no rows); ``training_rows``: how many of the rows
     are the sender's training rows."""
     n_rows = int(scores.shape[0])
     block = max(1, max_bytes // 32)
     return [
-        PredictionShare(sender, recipient, 0, request, first, n_rows,
-                        np.ascontiguousarray(scores[first:first + block], dtype=np.float64),
-                        training_rows)
+        PredictionShare(
+            sender,
+            recipient,
+            0,
+            request,
+            first,
+            n_rows,
+            np.ascontiguousarray(scores[first : first + block], dtype=np.float64),
+            training_rows,
+        )
         for first in range(0, max(n_rows, 1), block)
     ]
 
 
-def training_rows_disclosure(training: Mapping[str, int], n_rows: int,
-                             figures: Sequence[str]) -> dict[str, Any] | None:
+def training_rows_disclosure(
+    training: Mapping[str, int], n_rows: int, figures: Sequence[str]
+) -> dict[str, Any] | None:
     """The ``exact_values`` section of a prediction that scored training rows, or None.
 
     Parameters
@@ -165,12 +180,15 @@ def training_rows_disclosure(training: Mapping[str, int], n_rows: int,
     found = {name: int(count) for name, count in training.items() if count}
     if not found:
         return None
-    shares = ", ".join(f"{name}'s share of {count} of its training rows"
-                       for name, count in found.items())
+    shares = ", ".join(
+        f"{name}'s share of {count} of its training rows" for name, count in found.items()
+    )
     section = exact_values(
-        figures, left_parties=True, because="[job].predict_training_rows = true",
+        figures,
+        left_parties=True,
+        because="[job].predict_training_rows = true",
         what=f"the exact scores of training rows among the {n_rows} rows scored ({shares}), "
-             "which training released only with noise",
+        "which training released only with noise",
     )
     assert section is not None  # figures or what: always something to flag
     return {**section, "training_rows": found}
@@ -235,16 +253,18 @@ class PredictionCollector:
             )
         own = self.shares.setdefault(share.sender, np.zeros(self.n_rows))
         filled = self.filled.setdefault(share.sender, np.zeros(self.n_rows, dtype=bool))
-        seen = filled[share.first:end]
-        if np.any(seen) and not np.array_equal(own[share.first:end][seen], scores[seen]):
+        seen = filled[share.first : end]
+        if np.any(seen) and not np.array_equal(own[share.first : end][seen], scores[seen]):
             raise DpfedInputError(f"{share.sender} sent other scores for rows it already sent")
-        own[share.first:end] = scores
-        filled[share.first:end] = True
+        own[share.first : end] = scores
+        filled[share.first : end] = True
 
     def received(self) -> dict[str, int]:
         """Rows received from each party."""
-        return {name: int(self.filled[name].sum()) if name in self.filled else 0
-                for name in self.parties}
+        return {
+            name: int(self.filled[name].sum()) if name in self.filled else 0
+            for name in self.parties
+        }
 
     @property
     def complete(self) -> bool:
@@ -262,9 +282,13 @@ class PredictionCollector:
         return total
 
 
-def write_predictions(path: Path, spec: JobSpec, collector: PredictionCollector,
-                      recipient: str, listing: Mapping[str, Any] | None = None
-                      ) -> dict[str, Any]:
+def write_predictions(
+    path: Path,
+    spec: JobSpec,
+    collector: PredictionCollector,
+    recipient: str,
+    listing: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write the complete prediction to ``path``; return where, how many rows, its SHA-256,
     the output's fields (``figures``) and each party's training rows among them.
 
@@ -281,19 +305,37 @@ def write_predictions(path: Path, spec: JobSpec, collector: PredictionCollector,
         if sorted(order.tolist()) != list(range(total.shape[0])):
             raise DpfedInputError("the listing does not order the rows scored")
         total = total[order]
-        by_id = {"ids": list(listing["ids"]),
-                 **{k: v for k, v in listing.items() if k not in ("order", "ids")}}
+        by_id = {
+            "ids": list(listing["ids"]),
+            **{k: v for k, v in listing.items() if k not in ("order", "ids")},
+        }
     output = get_protocol(spec.protocol).prediction_output(spec, total)
     private_folder(path.parent)
     exact = training_rows_disclosure(collector.training, collector.n_rows or 0, list(output))
-    write_json_atomic(path, with_exact_values({
-        "job": spec.id, "request": collector.request, "data": collector.data,
-        "recipient": recipient, "parties": collector.parties, "n_rows": collector.n_rows,
-        **by_id, **output,
-    }, exact))
+    write_json_atomic(
+        path,
+        with_exact_values(
+            {
+                "job": spec.id,
+                "request": collector.request,
+                "data": collector.data,
+                "recipient": recipient,
+                "parties": collector.parties,
+                "n_rows": collector.n_rows,
+                **by_id,
+                **output,
+            },
+            exact,
+        ),
+    )
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    return {"path": str(path.resolve()), "n_rows": collector.n_rows, "sha256": sha256,
-            "figures": list(output), "training": dict(collector.training)}
+    return {
+        "path": str(path.resolve()),
+        "n_rows": collector.n_rows,
+        "sha256": sha256,
+        "figures": list(output),
+        "training": dict(collector.training),
+    }
 
 
 class ShareSender:
@@ -301,19 +343,21 @@ class ShareSender:
     the messages that agree the rows of a prediction by ID) from a thread, retrying while the
     peer is not ready or not reachable, until acknowledged or ``timeout`` seconds."""
 
-    def __init__(self, identity: TlsIdentity, spec: JobSpec, messages: Sequence[Message],
-                 *, timeout: float) -> None:
+    def __init__(
+        self, identity: TlsIdentity, spec: JobSpec, messages: Sequence[Message], *, timeout: float
+    ) -> None:
         recipient = messages[0].recipient
-        self.connection = Connection(identity, recipient, spec.endpoint(recipient).address,
-                                     max_bytes=spec.max_message_bytes)
-        self.frames = [wire.encode(m, job=spec.id, seq=0, max_bytes=spec.max_message_bytes)
-                       for m in messages]
+        self.connection = Connection(
+            identity, recipient, spec.endpoint(recipient).address, max_bytes=spec.max_message_bytes
+        )
+        self.frames = [
+            wire.encode(m, job=spec.id, seq=0, max_bytes=spec.max_message_bytes) for m in messages
+        ]
         self.timeout = timeout
         self.sent = 0
         self.error: str | None = None
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"shares-{recipient}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"shares-{recipient}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -328,8 +372,10 @@ class ShareSender:
                         self.error = f"{exc.peer} refused the share: {exc.details}"
                         return
                     if time.monotonic() > deadline:
-                        self.error = (f"{exc.peer} did not take the share within "
-                                      f"{self.timeout:g} s ({exc.details})")
+                        self.error = (
+                            f"{exc.peer} did not take the share within "
+                            f"{self.timeout:g} s ({exc.details})"
+                        )
                         return
                     self._stopped.wait(backoff)
                     backoff = min(2 * backoff, 0.5)
@@ -365,8 +411,9 @@ class Predictor:
         The prediction's id (it names the recipient's file); None: a fresh one.
     """
 
-    def __init__(self, spec: JobSpec, *, recipient: str | None = None,
-                 request: str | None = None) -> None:
+    def __init__(
+        self, spec: JobSpec, *, recipient: str | None = None, request: str | None = None
+    ) -> None:
         self.spec = spec
         self.protocol = get_protocol(spec.protocol)
         self.recipient = recipient or spec.names[0]
@@ -386,10 +433,15 @@ class Predictor:
         self.lock = threading.Lock()
         self.collector: PredictionCollector | None = None
 
-    def _control(self, name: str, op: type[ControlRequest], *, timeout: float | None = None,
-                 **fields: Any) -> dict[str, Any]:
-        frame = wire.encode(control_request(op, party=name, **fields), job=self.spec.id, seq=0,
-                            max_bytes=self.spec.max_message_bytes)
+    def _control(
+        self, name: str, op: type[ControlRequest], *, timeout: float | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        frame = wire.encode(
+            control_request(op, party=name, **fields),
+            job=self.spec.id,
+            seq=0,
+            max_bytes=self.spec.max_message_bytes,
+        )
         return self.connections[name].control(frame, timeout=timeout or self.spec.round_timeout)
 
     def _ask(self, name: str, op: type[ControlRequest], **fields: Any) -> dict[str, Any]:
@@ -400,22 +452,24 @@ class Predictor:
         except RemoteError as exc:
             if exc.retryable:
                 raise PredictionFailed(f"party {name!r} did not answer ({exc.details})") from None
-            raise DpfedInputError(f"party {name!r} refused the prediction: {exc.details}") \
-                from None
+            raise DpfedInputError(f"party {name!r} refused the prediction: {exc.details}") from None
 
     def _deliver(self, payload: bytes, peer: str) -> bytes:
         """The leader as recipient: take shares; acknowledge (and drop) anything a restored
         party re-sends from its finished job."""
         for frame in received_frames(payload, max_bytes=self.spec.max_message_bytes):
             try:
-                envelope = wire.decode(frame, job=self.spec.id,
-                                       max_bytes=self.spec.max_message_bytes)
+                envelope = wire.decode(
+                    frame, job=self.spec.id, max_bytes=self.spec.max_message_bytes
+                )
             except wire.WireError as exc:
                 raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
             message = envelope.message
             if message.sender != peer:
-                raise Refused(grpc.StatusCode.PERMISSION_DENIED,
-                              f"a message from {message.sender!r} on {peer!r}'s connection")
+                raise Refused(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"a message from {message.sender!r} on {peer!r}'s connection",
+                )
             if not isinstance(message, PredictionShare):
                 continue
             with self.lock:
@@ -447,21 +501,24 @@ class Predictor:
         server = None
         if as_leader:
             self.collector = PredictionCollector(self.request, data, self.spec.names)
-            server = serve(self.identity, self.spec.leader.bind,
-                           {"Deliver": self._deliver, "Control": self._refuse_control},
-                           max_bytes=self.spec.max_message_bytes,
-                           max_connections=connection_limit(len(self.spec.names) + 1))
+            server = serve(
+                self.identity,
+                self.spec.leader.bind,
+                {"Deliver": self._deliver, "Control": self._refuse_control},
+                max_bytes=self.spec.max_message_bytes,
+                max_connections=connection_limit(len(self.spec.names) + 1),
+            )
         try:
             self._open_all()
             order = sorted(self.spec.names, key=lambda n: n != self.recipient)
             replies = {
-                name: self._ask(name, PredictRequest, request=self.request, data=data,
-                                to=self.recipient)
+                name: self._ask(
+                    name, PredictRequest, request=self.request, data=data, to=self.recipient
+                )
                 for name in order
             }
             rows = {name: reply["rows"] for name, reply in replies.items()}
-            training = {name: int(reply.get("training_rows", 0))
-                        for name, reply in replies.items()}
+            training = {name: int(reply.get("training_rows", 0)) for name, reply in replies.items()}
             # by ID, the parties agree their rows after this (each reply's rows are None)
             if not self.spec.align and len(set(rows.values())) != 1:
                 raise DpfedInputError(
@@ -477,14 +534,24 @@ class Predictor:
                 result: dict[str, Any] = {"n_rows": self.collector.n_rows, **output}
             else:
                 figures = list(status.get("figures", []))
-                result = {"path": status["path"], "n_rows": status["n_rows"],
-                          "sha256": status["sha256"]}
+                result = {
+                    "path": status["path"],
+                    "n_rows": status["n_rows"],
+                    "sha256": status["sha256"],
+                }
                 training = status.get("training", training)
-            result = with_exact_values({
-                "job": self.spec.id, "request": self.request, "data": data,
-                "recipient": self.recipient, "parties": self.spec.names, **result,
-                "seconds": time.monotonic() - started,
-            }, training_rows_disclosure(training, int(result["n_rows"] or 0), figures))
+            result = with_exact_values(
+                {
+                    "job": self.spec.id,
+                    "request": self.request,
+                    "data": data,
+                    "recipient": self.recipient,
+                    "parties": self.spec.names,
+                    **result,
+                    "seconds": time.monotonic() - started,
+                },
+                training_rows_disclosure(training, int(result["n_rows"] or 0), figures),
+            )
             write_json_atomic(out, result)
         except BaseException as exc:
             self._end_all(f"the prediction failed: {exc}")
@@ -506,9 +573,15 @@ class Predictor:
             next_word = time.monotonic() + 2.0
             while True:
                 try:
-                    self._control(name, OpenPrediction, digest=self.spec.digest,
-                                  version=__version__, kinds=kinds, keys=keys,
-                                  text=self.spec.text)
+                    self._control(
+                        name,
+                        OpenPrediction,
+                        digest=self.spec.digest,
+                        version=__version__,
+                        kinds=kinds,
+                        keys=keys,
+                        text=self.spec.text,
+                    )
                     break
                 except RemoteError as exc:
                     if not exc.retryable:
@@ -523,8 +596,10 @@ class Predictor:
                             "start it with its usual `dpfed party` command"
                         ) from None
                     if now >= next_word:
-                        self._log(f"waiting for {name} at {self.spec.party(name).address} "
-                                  "(not serving yet)")
+                        self._log(
+                            f"waiting for {name} at {self.spec.party(name).address} "
+                            "(not serving yet)"
+                        )
                         next_word = now + 10.0
                     time.sleep(0.2)
 
@@ -535,14 +610,16 @@ class Predictor:
             statuses = {}
             for name in self.spec.names:
                 try:
-                    statuses[name] = self._control(name, PredictionStatus, timeout=5.0,
-                                                   request=self.request)
+                    statuses[name] = self._control(
+                        name, PredictionStatus, timeout=5.0, request=self.request
+                    )
                 except RemoteError as exc:
                     if not exc.retryable:
                         raise DpfedInputError(f"party {name!r}: {exc.details}") from None
                     if time.monotonic() - last_change > self.spec.grace:
-                        raise PredictionFailed(f"party {name!r} is unreachable "
-                                               f"({exc.details})") from None
+                        raise PredictionFailed(
+                            f"party {name!r} is unreachable ({exc.details})"
+                        ) from None
                     continue
                 if statuses[name].get("error"):
                     raise PredictionFailed(f"party {name!r}: {statuses[name]['error']}")
@@ -571,16 +648,23 @@ class Predictor:
             try:
                 self._control(name, EndPrediction, timeout=2.0, reason=reason)
             except RemoteError:
-                self._log(f"{name} did not take the end of the prediction; it stops on its "
-                          "idle timeout")
+                self._log(
+                    f"{name} did not take the end of the prediction; it stops on its idle timeout"
+                )
 
     @staticmethod
     def _log(text: str) -> None:
         process_logger(__name__, LEADER).info(text)
 
 
-def run_prediction(spec: JobSpec, data: str, out: str | Path, *, recipient: str | None = None,
-                   request: str | None = None) -> dict[str, Any]:
+def run_prediction(
+    spec: JobSpec,
+    data: str,
+    out: str | Path,
+    *,
+    recipient: str | None = None,
+    request: str | None = None,
+) -> dict[str, Any]:
     """``dpfed predict``: score the rows named by ``data`` with the trained model of ``spec``."""
     return Predictor(spec, recipient=recipient, request=request).run(data, out)
 

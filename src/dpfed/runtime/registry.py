@@ -37,6 +37,7 @@ PROTOCOL_REGISTRY: dict[str, str] = {
     "vertical_secure": "dpfed.protocols.vertical_secure.host:PROTOCOL",
 }
 
+
 class RoundReport(typing.Protocol):
     """What the leader reads of a protocol's per-round report message."""
 
@@ -208,9 +209,7 @@ def get_protocol(name: str) -> Protocol:
         If no protocol of that name is registered.
     """
     if name not in PROTOCOL_REGISTRY:
-        raise DpfedInputError(
-            f"[job].protocol must be one of {protocol_names()}. Found {name!r}."
-        )
+        raise DpfedInputError(f"[job].protocol must be one of {protocol_names()}. Found {name!r}.")
     module_name, attribute = PROTOCOL_REGISTRY[name].split(":")
     protocol = getattr(importlib.import_module(module_name), attribute)
     if not isinstance(protocol, Protocol) or protocol.name != name:

@@ -59,9 +59,23 @@ from dpfed.runtime.transport import Refused, connection_limit, serve
 __all__ = ["PartyConfig", "PartyService", "is_party_config", "load_party_config"]
 
 #: Keys of ``party.toml``.
-PARTY_KEYS = frozenset({"name", "address", "listen", "certificate", "key", "ca", "workdir",
-                        "data_dir", "budget", "allow_exact_disclosure", "protocols",
-                        "recipients", "max_message_mb"})
+PARTY_KEYS = frozenset(
+    {
+        "name",
+        "address",
+        "listen",
+        "certificate",
+        "key",
+        "ca",
+        "workdir",
+        "data_dir",
+        "budget",
+        "allow_exact_disclosure",
+        "protocols",
+        "recipients",
+        "max_message_mb",
+    }
+)
 
 #: The data-set label of a service's ledger: one budget for every job it serves.
 SERVICE_DATASET = "all jobs of this service"
@@ -123,8 +137,9 @@ def _budget(table: Any, where: str) -> Budget:
             f"set. Found {table!r}."
         )
     eps, dlt = table["epsilon"], table["delta"]
-    if not (isinstance(eps, int | float) and eps > 0 and isinstance(dlt, int | float)
-            and 0 <= dlt < 1):
+    if not (
+        isinstance(eps, int | float) and eps > 0 and isinstance(dlt, int | float) and 0 <= dlt < 1
+    ):
         raise DpfedInputError(f"{where} needs epsilon > 0 and delta in [0, 1). Found {table!r}.")
     return Budget(float(eps), float(dlt))
 
@@ -147,8 +162,9 @@ def load_party_config(path: str | Path) -> PartyConfig:
         raise DpfedInputError(f"party file {where!r} is not valid TOML: {exc}") from None
     unknown = sorted(set(doc) - PARTY_KEYS)
     if unknown:
-        raise DpfedInputError(f"{where} has unknown keys {unknown}. Expected some of "
-                              f"{sorted(PARTY_KEYS)}.")
+        raise DpfedInputError(
+            f"{where} has unknown keys {unknown}. Expected some of {sorted(PARTY_KEYS)}."
+        )
     base = path.resolve().parent
 
     def local(value: str) -> Path:
@@ -158,36 +174,42 @@ def load_party_config(path: str | Path) -> PartyConfig:
     budget: Budget | dict[str, Budget] | None = None
     if "budget" in doc:
         table = doc["budget"]
-        if isinstance(table, dict) and table and all(isinstance(v, dict)
-                                                     for v in table.values()):
-            budget = {str(data): _budget(v, f"{where}: budget.{data}")
-                      for data, v in table.items()}
+        if isinstance(table, dict) and table and all(isinstance(v, dict) for v in table.values()):
+            budget = {str(data): _budget(v, f"{where}: budget.{data}") for data, v in table.items()}
         else:
             budget = _budget(table, f"{where}: budget")
     allow = doc.get("allow_exact_disclosure", False)
     if not isinstance(allow, bool):
-        raise DpfedInputError(f"{where}: allow_exact_disclosure must be true or false. "
-                              f"Found {allow!r}.")
+        raise DpfedInputError(
+            f"{where}: allow_exact_disclosure must be true or false. Found {allow!r}."
+        )
     protocols = doc.get("protocols", [])
     known = protocol_names()
     if not (isinstance(protocols, list) and all(p in known for p in protocols)):
-        raise DpfedInputError(f"{where}: protocols must list some of {known}. "
-                              f"Found {protocols!r}.")
+        raise DpfedInputError(f"{where}: protocols must list some of {known}. Found {protocols!r}.")
     recipients = doc.get("recipients", [])
     if not (isinstance(recipients, list) and all(isinstance(r, str) and r for r in recipients)):
-        raise DpfedInputError(f"{where}: recipients must list party names (or \"leader\"). "
-                              f"Found {recipients!r}.")
+        raise DpfedInputError(
+            f'{where}: recipients must list party names (or "leader"). Found {recipients!r}.'
+        )
     max_mb = doc.get("max_message_mb", 64)
     if not (isinstance(max_mb, int | float) and max_mb > 0):
         raise DpfedInputError(f"{where}: max_message_mb must be a number > 0. Found {max_mb!r}.")
     return PartyConfig(
-        path=path, name=_text(doc, "name", where), address=_text(doc, "address", where),
-        certificate=local(_text(doc, "certificate", where)), key=local(_text(doc, "key", where)),
-        ca=local(_text(doc, "ca", where)), workdir=local(_text(doc, "workdir", where)),
+        path=path,
+        name=_text(doc, "name", where),
+        address=_text(doc, "address", where),
+        certificate=local(_text(doc, "certificate", where)),
+        key=local(_text(doc, "key", where)),
+        ca=local(_text(doc, "ca", where)),
+        workdir=local(_text(doc, "workdir", where)),
         listen=str(doc.get("listen", "")),
         data_dir=local(_text(doc, "data_dir", where)) if "data_dir" in doc else None,
-        budget=budget, allow_exact_disclosure=allow, protocols=tuple(protocols),
-        recipients=tuple(recipients), max_message_bytes=int(max_mb * 2**20),
+        budget=budget,
+        allow_exact_disclosure=allow,
+        protocols=tuple(protocols),
+        recipients=tuple(recipients),
+        max_message_bytes=int(max_mb * 2**20),
     )
 
 
@@ -265,10 +287,16 @@ class PartyService:
             data = str(target)
         budget, dataset = self._budget_for(spec, budget_key)
         ours = replace(
-            party, certificate=cfg.certificate, key=cfg.key, listen=cfg.listen,
-            workdir=cfg.workdir, ledger=cfg.ledger, data=data,
+            party,
+            certificate=cfg.certificate,
+            key=cfg.key,
+            listen=cfg.listen,
+            workdir=cfg.workdir,
+            ledger=cfg.ledger,
+            data=data,
             data_dir=cfg.data_dir,  # never the leader's folder: None reads the default places
-            budget=budget, dataset=dataset,
+            budget=budget,
+            dataset=dataset,
         )
         parties = tuple(ours if p.name == cfg.name else p for p in spec.parties)
         ours_spec = replace(spec, ca=cfg.ca, parties=parties)
@@ -282,9 +310,9 @@ class PartyService:
         if cfg.data_dir is None:
             raise DpfedInputError(
                 f"job {spec.id} reads {cfg.name}'s own tables; this service has no data_dir "
-                "to read them from.")
-        table = next(t for t in tomllib.loads(text).get("party", [])
-                     if t.get("name") == cfg.name)
+                "to read them from."
+            )
+        table = next(t for t in tomllib.loads(text).get("party", []) if t.get("name") == cfg.name)
         root = cfg.data_dir.resolve()
 
         def inside(key: str) -> Path:
@@ -293,12 +321,16 @@ class PartyService:
             if root not in target.parents:
                 raise DpfedInputError(
                     f"job {spec.id} names {cfg.name}'s {key} {value!r}, outside this "
-                    f"service's data_dir {str(root)!r}.")
+                    f"service's data_dir {str(root)!r}."
+                )
             return target
 
-        own = replace(party, data=str(inside("data")),
-                      test=str(inside("test")) if "test" in table else "",
-                      schema=inside("schema"))
+        own = replace(
+            party,
+            data=str(inside("data")),
+            test=str(inside("test")) if "test" in table else "",
+            schema=inside("schema"),
+        )
         return own, str(table["data"])
 
     def _budget_for(self, spec: JobSpec, data: str) -> tuple[Budget | None, str]:
@@ -326,8 +358,11 @@ class PartyService:
             if self.stopping.is_set():
                 raise Refused(grpc.StatusCode.UNAVAILABLE, f"{self.config.name} is stopping")
             kept = self.config.workdir / job_id / "job.toml"
-            text = getattr(request, "text", "") if isinstance(
-                request, OpenJob | OpenPrediction) else ""
+            text = (
+                getattr(request, "text", "")
+                if isinstance(request, OpenJob | OpenPrediction)
+                else ""
+            )
             if not text and kept.exists():
                 text = kept.read_text()
             if not text:
@@ -338,8 +373,11 @@ class PartyService:
                 )
             try:
                 spec = self.job_spec(job_id, text)
-                node = PartyNode(spec, self.config.name,
-                                 allow_exact_disclosure=self.config.allow_exact_disclosure)
+                node = PartyNode(
+                    spec,
+                    self.config.name,
+                    allow_exact_disclosure=self.config.allow_exact_disclosure,
+                )
             except (DpfedInputError, OSError) as exc:
                 raise Refused(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from None
             private_file(kept).write_text(text)  # after PartyNode made the folder owner-only
@@ -371,8 +409,10 @@ class PartyService:
             except wire.WireError as exc:
                 raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
             if peer != "leader":
-                raise Refused(grpc.StatusCode.PERMISSION_DENIED,
-                              f"only the leader may control a job. Found {peer!r}")
+                raise Refused(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"only the leader may control a job. Found {peer!r}",
+                )
             if not isinstance(request, OpenJob | OpenPrediction):
                 kept = self.config.workdir / job / "job.toml"
                 if not kept.exists():
@@ -399,22 +439,29 @@ class PartyService:
         refused."""
         if type(request).__name__ == "AbortJob":
             return b"{}"
-        raise Refused(grpc.StatusCode.FAILED_PRECONDITION,
-                      f"{self.config.name} serves no job {job!r}: open it first")
+        raise Refused(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{self.config.name} serves no job {job!r}: open it first",
+        )
 
     def _deliver(self, payload: bytes, peer: str) -> bytes:
         # a call carries a batch of frames (or one frame), all from one job's link
-        jobs = {self._job_of(frame) for frame in
-                received_frames(payload, max_bytes=self.config.max_message_bytes)}
+        jobs = {
+            self._job_of(frame)
+            for frame in received_frames(payload, max_bytes=self.config.max_message_bytes)
+        }
         if len(jobs) != 1:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"a delivery must carry the frames of one job. Found {sorted(jobs)}")
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"a delivery must carry the frames of one job. Found {sorted(jobs)}",
+            )
         (job,) = jobs
         with self.lock:
             node = self.nodes.get(job)
         if node is None:
-            raise Refused(grpc.StatusCode.UNAVAILABLE,
-                          f"{self.config.name} has not opened job {job!r} yet")
+            raise Refused(
+                grpc.StatusCode.UNAVAILABLE, f"{self.config.name} has not opened job {job!r} yet"
+            )
         return node._deliver(payload, peer)
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -435,15 +482,20 @@ class PartyService:
     def serve(self, *, install_signals: bool = True) -> int:
         """Serve until :meth:`stop`; returns 0."""
         server = serve(
-            self.identity, self.config.bind,
+            self.identity,
+            self.config.bind,
             {"Deliver": self._deliver, "Control": self._control},
             max_bytes=self.config.max_message_bytes,
-            max_connections=connection_limit(64), workers=16,
+            max_connections=connection_limit(64),
+            workers=16,
         )
         if install_signals:
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
-        _log(self.config.name, f"serving party {self.config.name} on {self.config.address} "
-                               f"(a service: jobs come from the leaders; SIGTERM stops it)")
+        _log(
+            self.config.name,
+            f"serving party {self.config.name} on {self.config.address} "
+            f"(a service: jobs come from the leaders; SIGTERM stops it)",
+        )
         try:
             while not self.stopping.wait(0.2):
                 self._reap()
@@ -454,7 +506,9 @@ class PartyService:
                 self.nodes.clear()
             for job, node in nodes:
                 node.close()
-                _log(self.config.name, f"job {job}: stopped with the service; its state is kept "
-                                       f"in {node.folder}")
+                _log(
+                    self.config.name,
+                    f"job {job}: stopped with the service; its state is kept in {node.folder}",
+                )
         _log(self.config.name, f"stopped after serving {self.served} job(s) and predictions")
         return 0

@@ -122,9 +122,11 @@ def serve(
         ThreadPoolExecutor(max_workers=workers), options=_options(max_bytes) + limits
     )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(
-            SERVICE, {name: wrap(h) for name, h in handlers.items()}
-        ),)
+        (
+            grpc.method_handlers_generic_handler(
+                SERVICE, {name: wrap(h) for name, h in handlers.items()}
+            ),
+        )
     )
     try:
         port = server.add_secure_port(address, credentials)
@@ -152,7 +154,8 @@ class RemoteError(RuntimeError):
         A server that stops (Ctrl-C, shutdown) cancels the calls in flight: CANCELLED is a
         peer going down, never a refusal (refusals carry their own codes)."""
         return self.code in (
-            grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.CANCELLED,
         )
 
@@ -168,13 +171,17 @@ def tls_failure(name: str, address: str, details: str) -> str | None:
     handshake; see :data:`HANDSHAKE_CLOSED`.)
     """
     if "CERTIFICATE_VERIFY_FAILED" in details or "TSI_PROTOCOL_FAILURE" in details:
-        return (f"{name} at {address} presented a certificate not signed by this job's CA "
-                "(its TLS handshake failed: CERTIFICATE_VERIFY_FAILED); check [tls].ca and "
-                f"{name}'s certificate in the job file")
+        return (
+            f"{name} at {address} presented a certificate not signed by this job's CA "
+            "(its TLS handshake failed: CERTIFICATE_VERIFY_FAILED); check [tls].ca and "
+            f"{name}'s certificate in the job file"
+        )
     if "Hostname Verification Check failed" in details:
-        return (f"the process at {address} presented a certificate of this job's CA, but not "
-                f"for the name {name!r}: another party listens there, or its certificate "
-                "names someone else")
+        return (
+            f"the process at {address} presented a certificate of this job's CA, but not "
+            f"for the name {name!r}: another party listens there, or its certificate "
+            "names someone else"
+        )
     return None
 
 

@@ -237,8 +237,7 @@ def _describe(cls: type[Message]) -> _Kind:
     name = cls.__name__
     if not name or len(name) > MAX_NAME_LENGTH:
         raise WireError(
-            f"message class name must have 1 to {MAX_NAME_LENGTH} characters. "
-            f"Found {_show(name)}."
+            f"message class name must have 1 to {MAX_NAME_LENGTH} characters. Found {_show(name)}."
         )
     params = cls.__dict__.get("__dataclass_params__")
     if "__dataclass_fields__" not in cls.__dict__ or params is None or not params.frozen:
@@ -405,19 +404,19 @@ def _lay_out_fields(
                     parts.append(bytes(pad))
                     offset += pad
                 parts.append(array)
-            entries.append({
-                "name": field.name,
-                "dtype": array.dtype.str,
-                "shape": list(array.shape),
-                "offset": offset,
-                "nbytes": array.nbytes,
-            })
+            entries.append(
+                {
+                    "name": field.name,
+                    "dtype": array.dtype.str,
+                    "shape": list(array.shape),
+                    "offset": offset,
+                    "nbytes": array.nbytes,
+                }
+            )
             offset += array.nbytes
         else:
             if isinstance(value, np.ndarray):
-                raise WireError(
-                    f"{where} must be a scalar. Found an array of shape {value.shape}."
-                )
+                raise WireError(f"{where} must be a scalar. Found an array of shape {value.shape}.")
             scalars[field.name] = _check_scalar_type(where, field, _scalar_for_wire(where, value))
     return scalars, entries, parts, offset
 
@@ -425,8 +424,9 @@ def _lay_out_fields(
 def _header_text(header: dict[str, Any], name: str) -> bytes:
     """The header as compact sorted JSON, padded so that the payload starts aligned."""
     try:
-        text = json.dumps(header, separators=(",", ":"), sort_keys=True, allow_nan=False,
-                          ensure_ascii=False).encode("utf-8")
+        text = json.dumps(
+            header, separators=(",", ":"), sort_keys=True, allow_nan=False, ensure_ascii=False
+        ).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise WireError(f"{name} holds a string that is not valid Unicode: {exc}.") from exc
     text += b" " * (-(PREFIX_BYTES + len(text)) % _ALIGN)
@@ -452,15 +452,13 @@ def _array_for_wire(where: str, value: np.ndarray) -> np.ndarray:
         raise WireError(f"{where} must have at most {MAX_NDIM} dimensions. Found {value.ndim}.")
     if dtype.kind == "u" and dtype.itemsize >= 8 and value.size and value.max() > _INT64_MAX:
         raise WireError(
-            f"{where} must hold values up to 2**63 - 1 to travel as int64. "
-            f"Found {value.max()}."
+            f"{where} must hold values up to 2**63 - 1 to travel as int64. Found {value.max()}."
         )
     array = np.asarray(value, dtype=target, order="C")  # keeps 0-d; no copy if already so
     if target is _F8:
         if dtype.itemsize > 8 and not np.array_equal(array, value, equal_nan=True):
             raise WireError(
-                f"{where} cannot be converted to float64 without loss. Found dtype "
-                f"{dtype.str!r}."
+                f"{where} cannot be converted to float64 without loss. Found dtype {dtype.str!r}."
             )
         _check_finite(where, array)
     return array
@@ -603,7 +601,9 @@ def decode(
         values[key] = _check_scalar_type(where, field, value)
     try:
         message = kind.cls(
-            sender=header["sender"], recipient=header["recipient"], round=header["round"],
+            sender=header["sender"],
+            recipient=header["recipient"],
+            round=header["round"],
             **values,
         )
     except Exception as exc:
@@ -631,8 +631,7 @@ def _read_header(
         raise WireError(f"frame is {size} bytes, over max_bytes={limit}.")
     if size < PREFIX_BYTES:
         raise WireError(
-            f"frame is too short: a frame has at least {PREFIX_BYTES} bytes. "
-            f"Found {size} bytes."
+            f"frame is too short: a frame has at least {PREFIX_BYTES} bytes. Found {size} bytes."
         )
     magic, version, length = _PREFIX.unpack_from(view)
     if magic != MAGIC:
@@ -644,8 +643,7 @@ def _read_header(
     start = PREFIX_BYTES + length
     if start > size:
         raise WireError(
-            f"frame is truncated: header length {length} needs {start} bytes. "
-            f"Found {size} bytes."
+            f"frame is truncated: header length {length} needs {start} bytes. Found {size} bytes."
         )
     try:
         header = json.loads(
@@ -753,10 +751,10 @@ def _check_layout(entries: list[dict[str, Any]], view: memoryview, start: int) -
                     f"(only padding to an {_ALIGN}-byte boundary may be). Found the gap "
                     f"before array {name!r}."
                 )
-            if any(view[start + end:start + offset]):
+            if any(view[start + end : start + offset]):
                 raise WireError(
                     f"alignment padding must be zero bytes. Found "
-                    f"{bytes(view[start + end:start + offset])!r} before array {name!r}."
+                    f"{bytes(view[start + end : start + offset])!r} before array {name!r}."
                 )
         end = offset + nbytes
         previous = name
@@ -767,9 +765,7 @@ def _check_layout(entries: list[dict[str, Any]], view: memoryview, start: int) -
         )
 
 
-def _array_from_wire(
-    where: str, view: memoryview, start: int, entry: dict[str, Any]
-) -> np.ndarray:
+def _array_from_wire(where: str, view: memoryview, start: int, entry: dict[str, Any]) -> np.ndarray:
     dtype = _DTYPES[entry["dtype"]]
     shape = tuple(entry["shape"])
     count = math.prod(shape)
@@ -880,7 +876,7 @@ _BATCH_LENGTH = struct.Struct("<Q")
 def encode_batch(frames: typing.Sequence[bytes]) -> bytes:
     """Several frames, in order, as one payload::
 
-        BATCH_MAGIC  count (uint32)  [length (uint64)  frame] * count
+    BATCH_MAGIC  count (uint32)  [length (uint64)  frame] * count
     """
     parts = [BATCH_MAGIC, _BATCH_COUNT.pack(len(frames))]
     for frame in frames:
@@ -916,10 +912,8 @@ def split_batch(
             raise WireError(
                 f"frame {k + 1} of {count} claims {length} bytes; only {len(view) - pos} remain."
             )
-        frames.append(view[pos:pos + length])
+        frames.append(view[pos : pos + length])
         pos += length
     if pos != len(view) or count == 0:
-        raise WireError(
-            f"batch of {count} frames leaves {len(view) - pos} bytes unaccounted for."
-        )
+        raise WireError(f"batch of {count} frames leaves {len(view) - pos} bytes unaccounted for.")
     return frames

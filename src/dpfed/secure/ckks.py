@@ -81,7 +81,7 @@ def tenseal() -> Any:
         return importlib.import_module("tenseal")
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise DpfedInputError(
-            "the secure vertical mode needs TenSEAL: pip install \"dpfed[secure]\""
+            'the secure vertical mode needs TenSEAL: pip install "dpfed[secure]"'
         ) from exc
 
 
@@ -95,7 +95,7 @@ def _chunks(values: np.ndarray, slots: int = SLOTS) -> list[list[float]]:
     count = chunk_count(n, slots)
     padded = np.zeros(count * slots)
     padded[:n] = values
-    return [padded[i * slots:(i + 1) * slots].tolist() for i in range(count)]
+    return [padded[i * slots : (i + 1) * slots].tolist() for i in range(count)]
 
 
 @dataclass
@@ -139,8 +139,9 @@ class PublicContext:
         vector = np.asarray(values, dtype=np.float64)
         if vector.ndim != 1 or not np.all(np.isfinite(vector)):
             raise DpfedInputError("only a finite one-dimensional vector can be encrypted")
-        return [ts.ckks_vector(self.context, chunk).serialize()
-                for chunk in _chunks(vector, self.slots)]
+        return [
+            ts.ckks_vector(self.context, chunk).serialize() for chunk in _chunks(vector, self.slots)
+        ]
 
     def load(self, ciphertexts: list[bytes]) -> list[Any]:
         """Deserialise ciphertexts encrypted under this context."""
@@ -171,8 +172,9 @@ class KeyHolder:
                 raise DpfedInputError("the serialised CKKS context holds no secret key")
         else:
             ring, bits = parameters(levels)
-            context = ts.context(ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ring,
-                                 coeff_mod_bit_sizes=list(bits))
+            context = ts.context(
+                ts.SCHEME_TYPE.CKKS, poly_modulus_degree=ring, coeff_mod_bit_sizes=list(bits)
+            )
             context.global_scale = 2.0**SCALE_BITS
             context.generate_galois_keys()
         self._context = context
@@ -185,14 +187,26 @@ class KeyHolder:
     def secret_bytes(self) -> bytes:
         """The whole key pair serialised, secret key included: for the owner's own
         owner-only file (a restarted party decrypts with the same key), never to be sent."""
-        return bytes(self._context.serialize(save_public_key=True, save_secret_key=True,
-                                             save_galois_keys=True, save_relin_keys=False))
+        return bytes(
+            self._context.serialize(
+                save_public_key=True,
+                save_secret_key=True,
+                save_galois_keys=True,
+                save_relin_keys=False,
+            )
+        )
 
     def public_bytes(self) -> bytes:
         """The public key and Galois keys, serialised (no secret key: SEAL writes only what
         is asked for, and :meth:`PublicContext.from_bytes` refuses a context that has one)."""
-        return bytes(self._context.serialize(save_public_key=True, save_secret_key=False,
-                                             save_galois_keys=True, save_relin_keys=False))
+        return bytes(
+            self._context.serialize(
+                save_public_key=True,
+                save_secret_key=False,
+                save_galois_keys=True,
+                save_relin_keys=False,
+            )
+        )
 
     def encrypt(self, values: np.ndarray) -> list[bytes]:
         """Encrypt under the own key (shape ``(n,)`` -> serialised ciphertexts)."""
@@ -284,7 +298,9 @@ def fold_powers(powers: list[list[Any]], t: np.ndarray) -> list[list[Any]]:
 
 
 def transposed_product(
-    chunks: list[Any], X: np.ndarray | sp.spmatrix, offset: np.ndarray | None = None,
+    chunks: list[Any],
+    X: np.ndarray | sp.spmatrix,
+    offset: np.ndarray | None = None,
 ) -> list[bytes]:
     r"""Serialised ciphertexts of :math:`(X^\top v)_j + o_j`, one per column (every slot
     holds it).

@@ -104,8 +104,7 @@ class SigmoidPolynomial:
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         """:math:`p(z)` (shape of ``z``)."""
-        return np.polynomial.polynomial.polyval(np.asarray(z) / self.half_width,
-                                                self.coefficients)
+        return np.polynomial.polynomial.polyval(np.asarray(z) / self.half_width, self.coefficients)
 
     def shifted(self, t_own: np.ndarray) -> list[np.ndarray]:
         r"""Coefficients of :math:`s \mapsto p(Z(t_{own} + s))` in powers of :math:`s`.
@@ -132,6 +131,13 @@ class SigmoidPolynomial:
         k = self.degree
         powers = np.vander(t, k + 1, increasing=True).T  # row i: t^i
         # B[m, i] = a_{m+i} C(m+i, m), so c_m = sum_i B[m, i] t^i
-        mix = np.array([[self.coefficients[m + i] * math.comb(m + i, m) if m + i <= k else 0.0
-                         for i in range(k + 1)] for m in range(k + 1)])
+        mix = np.array(
+            [
+                [
+                    self.coefficients[m + i] * math.comb(m + i, m) if m + i <= k else 0.0
+                    for i in range(k + 1)
+                ]
+                for m in range(k + 1)
+            ]
+        )
         return list(mix @ powers)

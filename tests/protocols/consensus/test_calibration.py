@@ -296,5 +296,12 @@ def test_classic_reading_beside_a_valid_total_is_only_reported() -> None:
     assert cal.epsilon <= 50.0
     assert cal.epsilon_step > 1 and not cal.classic_valid
     with pytest.raises(DpfedInputError, match="per-round epsilon <= 1"):
-        consensus_sigma(c1=1.0, lam=0.1, n_clients=10, rho=1.0, m_i=500,
-                        epsilon=cal.epsilon_step, delta=cal.delta_step)
+        consensus_sigma(
+            c1=1.0,
+            lam=0.1,
+            n_clients=10,
+            rho=1.0,
+            m_i=500,
+            epsilon=cal.epsilon_step,
+            delta=cal.delta_step,
+        )

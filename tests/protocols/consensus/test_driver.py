@@ -21,8 +21,14 @@ from dpfed.protocols.consensus.driver import (
     train_consensus,
 )
 
-HISTORY_KEYS = ("iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
-                "epsilon")
+HISTORY_KEYS = (
+    "iteration",
+    "seconds",
+    "train_objective",
+    "test_log_loss",
+    "test_accuracy",
+    "epsilon",
+)
 
 
 def make_parts(sizes=(60, 90, 120, 150), d=6, seed=0, n_test=200):
@@ -39,36 +45,43 @@ def make_parts(sizes=(60, 90, 120, 150), d=6, seed=0, n_test=200):
 
 
 PARTS, X_TEST, Y_TEST = make_parts()
-PRIVATE = dict(lam=0.1, rho=0.5, iterations=6, mechanism="gaussian", epsilon=2.0, delta=1e-5,
-               accountant="rdp")
+PRIVATE = dict(
+    lam=0.1, rho=0.5, iterations=6, mechanism="gaussian", epsilon=2.0, delta=1e-5, accountant="rdp"
+)
 
 
 # -- configuration ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("changes, match", [
-    (dict(mechanism="laplace"), "mechanism must be one of"),
-    (dict(mechanism="gaussian", epsilon=1.0, delta=1e-5, accountant="basic"),
-     "accountant must be one of"),
-    (dict(epsilon=1.0), "need mechanism 'gaussian'"),
-    (dict(noise_multiplier=2.0), "need mechanism 'gaussian'"),
-    (dict(mechanism="gaussian", epsilon=1.0), "needs delta"),
-    (dict(mechanism="gaussian", epsilon=1.0, noise_multiplier=2.0, delta=1e-5),
-     "exactly one of epsilon or noise_multiplier"),
-    (dict(mechanism="gaussian", delta=1e-5), "exactly one of epsilon or noise_multiplier"),
-    (dict(mechanism="gaussian", loss="squared", epsilon=1.0, delta=1e-5),
-     "bounded derivative"),
-    (dict(mechanism="gaussian", epsilon=0.0, delta=1e-5), "epsilon"),
-    (dict(mechanism="gaussian", noise_multiplier=-1.0, delta=1e-5), "noise_multiplier"),
-    (dict(mechanism="gaussian", epsilon=1.0, delta=1.0), "delta"),
-    (dict(loss="hinge"), "loss must be one of"),
-    (dict(lam=0.0), "lam"),
-    (dict(rho=-1.0), "rho"),
-    (dict(iterations=0), "iterations"),
-    (dict(relaxation=2.0), "relaxation"),
-    (dict(relaxation=0.0), "relaxation"),
-    (dict(average_last=0), "average_last"),
-])
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        (dict(mechanism="laplace"), "mechanism must be one of"),
+        (
+            dict(mechanism="gaussian", epsilon=1.0, delta=1e-5, accountant="basic"),
+            "accountant must be one of",
+        ),
+        (dict(epsilon=1.0), "need mechanism 'gaussian'"),
+        (dict(noise_multiplier=2.0), "need mechanism 'gaussian'"),
+        (dict(mechanism="gaussian", epsilon=1.0), "needs delta"),
+        (
+            dict(mechanism="gaussian", epsilon=1.0, noise_multiplier=2.0, delta=1e-5),
+            "exactly one of epsilon or noise_multiplier",
+        ),
+        (dict(mechanism="gaussian", delta=1e-5), "exactly one of epsilon or noise_multiplier"),
+        (dict(mechanism="gaussian", loss="squared", epsilon=1.0, delta=1e-5), "bounded derivative"),
+        (dict(mechanism="gaussian", epsilon=0.0, delta=1e-5), "epsilon"),
+        (dict(mechanism="gaussian", noise_multiplier=-1.0, delta=1e-5), "noise_multiplier"),
+        (dict(mechanism="gaussian", epsilon=1.0, delta=1.0), "delta"),
+        (dict(loss="hinge"), "loss must be one of"),
+        (dict(lam=0.0), "lam"),
+        (dict(rho=-1.0), "rho"),
+        (dict(iterations=0), "iterations"),
+        (dict(relaxation=2.0), "relaxation"),
+        (dict(relaxation=0.0), "relaxation"),
+        (dict(average_last=0), "average_last"),
+    ],
+)
 def test_invalid_configurations_are_refused(changes, match):
     with pytest.raises(DpfedInputError, match=match):
         ConsensusConfig(**changes).validated()
@@ -120,15 +133,17 @@ def _centralized(lam: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     X = with_intercept(np.vstack([X for X, _ in PARTS]))
     y = np.concatenate([y for _, y in PARTS])
     weights = np.concatenate([np.full(X.shape[0], 1.0 / X.shape[0]) for X, _ in PARTS])
-    minimiser = solve_local(X, y, get_loss("logistic"),
-                            LocalProblem(loss_weight=weights, l2=lam), tol=1e-13).x
+    minimiser = solve_local(
+        X, y, get_loss("logistic"), LocalProblem(loss_weight=weights, l2=lam), tol=1e-13
+    ).x
     return minimiser, X, y, weights
 
 
 def test_without_noise_the_job_reaches_the_centralized_minimiser():
     lam = 0.1
-    res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=80),
-                          X_test=X_TEST, y_test=Y_TEST)
+    res = train_consensus(
+        PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=80), X_test=X_TEST, y_test=Y_TEST
+    )
     reference, X, y, weights = _centralized(lam)
     np.testing.assert_allclose(res.model, reference, rtol=0, atol=1e-6)
     # train_objective is F(w)/n of eq. 1a
@@ -142,15 +157,20 @@ def test_without_noise_the_job_reaches_the_centralized_minimiser():
     assert res.final["test_accuracy"] > 0.85
 
 
-@pytest.mark.parametrize("accountant, relaxation, average_last",
-                         [("rdp", 1.0, 1), ("pld", 1.0, 1), ("pld", 1.6, 3)])
+@pytest.mark.parametrize(
+    "accountant, relaxation, average_last", [("rdp", 1.0, 1), ("pld", 1.0, 1), ("pld", 1.6, 3)]
+)
 def test_privacy_block_matches_the_events_and_the_hand_computed_noise(
     accountant, relaxation, average_last
 ):
     """Also with over-relaxation and averaging: both post-process released values, so the
     noise, its sensitivity and the spent epsilon are those of plain ADMM."""
-    cfg = ConsensusConfig(**(PRIVATE | dict(accountant=accountant, iterations=4)), seed=0,
-                          relaxation=relaxation, average_last=average_last)
+    cfg = ConsensusConfig(
+        **(PRIVATE | dict(accountant=accountant, iterations=4)),
+        seed=0,
+        relaxation=relaxation,
+        average_last=average_last,
+    )
     res = train_consensus(PARTS, cfg, X_test=X_TEST, y_test=Y_TEST)
     privacy = res.privacy
     T, n = cfg.iterations, len(PARTS)
@@ -160,11 +180,16 @@ def test_privacy_block_matches_the_events_and_the_hand_computed_noise(
     assert privacy["epsilon"] > 0.9 * cfg.epsilon  # calibrated, not wasteful
     z = privacy["noise_multiplier"]
     d = PARTS[0][0].shape[1] + 1  # each upload: d + 1 coordinates (the intercept's too)
-    assert z == calibrate_consensus(cfg.epsilon, cfg.delta, T, accountant=accountant,
-                                    coordinates=T * d).noise_multiplier
+    assert (
+        z
+        == calibrate_consensus(
+            cfg.epsilon, cfg.delta, T, accountant=accountant, coordinates=T * d
+        ).noise_multiplier
+    )
     # the coupling's delta is far below delta: the epsilon is the continuous one's, to 1e-6
-    assert privacy["epsilon"] == pytest.approx(gaussian_epsilon(z, T, cfg.delta,
-                                                                accountant=accountant), rel=1e-6)
+    assert privacy["epsilon"] == pytest.approx(
+        gaussian_epsilon(z, T, cfg.delta, accountant=accountant), rel=1e-6
+    )
     assert privacy["epsilon"] >= gaussian_epsilon(z, T, cfg.delta, accountant=accountant)
     assert set(privacy["per_party"]) == {f"client{i}" for i in range(1, n + 1)}
     c1 = 1.0  # logistic: |l'| <= 1, rows of norm <= 1
@@ -192,14 +217,12 @@ def test_privacy_block_matches_the_events_and_the_hand_computed_noise(
 def test_average_last_reports_the_mean_of_the_last_global_models():
     cfg = ConsensusConfig(**PRIVATE, seed=2)
     plain = train_consensus(PARTS, cfg, X_test=X_TEST, y_test=Y_TEST)
-    averaged = train_consensus(PARTS, replace(cfg, average_last=3), X_test=X_TEST,
-                               y_test=Y_TEST)
+    averaged = train_consensus(PARTS, replace(cfg, average_last=3), X_test=X_TEST, y_test=Y_TEST)
     models = [r.model for r in plain.rounds]
     # the same run (averaging is post-processing), reported at the mean of the last three
     for a, b in zip(plain.rounds, averaged.rounds, strict=True):
         assert np.array_equal(a.model, b.model)
-    np.testing.assert_allclose(averaged.model, np.mean(models[-3:], axis=0), rtol=0,
-                               atol=1e-15)
+    np.testing.assert_allclose(averaged.model, np.mean(models[-3:], axis=0), rtol=0, atol=1e-15)
     first = averaged.history[1]  # round 2: the mean of the two models so far
     s = cfg.prepare_rows(X_TEST) @ ((models[0] + models[1]) / 2)
     assert first["test_accuracy"] == np.mean(np.where(s > 0, 1.0, -1.0) == Y_TEST)
@@ -208,14 +231,12 @@ def test_average_last_reports_the_mean_of_the_last_global_models():
 
 def test_over_relaxation_converges_to_the_centralized_minimiser():
     lam = 0.1
-    res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=60,
-                                                 relaxation=1.6))
+    res = train_consensus(PARTS, ConsensusConfig(lam=lam, rho=0.1, iterations=60, relaxation=1.6))
     np.testing.assert_allclose(res.model, _centralized(lam)[0], rtol=0, atol=1e-6)
 
 
 def test_history_has_the_vertical_schema_and_epsilon_grows():
-    res = train_consensus(PARTS, ConsensusConfig(**PRIVATE, seed=1), X_test=X_TEST,
-                          y_test=Y_TEST)
+    res = train_consensus(PARTS, ConsensusConfig(**PRIVATE, seed=1), X_test=X_TEST, y_test=Y_TEST)
     assert [h["iteration"] for h in res.history] == list(range(1, PRIVATE["iterations"] + 1))
     for entry in res.history:
         for key in HISTORY_KEYS:
@@ -234,8 +255,7 @@ def test_history_has_the_vertical_schema_and_epsilon_grows():
 
 
 def test_to_json_is_serialisable():
-    res = train_consensus(PARTS, ConsensusConfig(**PRIVATE, seed=2), X_test=X_TEST,
-                          y_test=Y_TEST)
+    res = train_consensus(PARTS, ConsensusConfig(**PRIVATE, seed=2), X_test=X_TEST, y_test=Y_TEST)
     payload = json.loads(json.dumps(res.to_json()))
     assert payload["protocol"] == "consensus"
     assert [p["n_samples"] for p in payload["parties"]] == [X.shape[0] for X, _ in PARTS]
@@ -255,12 +275,19 @@ def test_moments_accountant_total_is_the_closed_form():
 
 
 def test_a_given_noise_multiplier_is_used_as_is():
-    cfg = ConsensusConfig(lam=0.1, rho=0.5, iterations=3, mechanism="gaussian",
-                          noise_multiplier=4.0, delta=1e-5, accountant="rdp", seed=0)
+    cfg = ConsensusConfig(
+        lam=0.1,
+        rho=0.5,
+        iterations=3,
+        mechanism="gaussian",
+        noise_multiplier=4.0,
+        delta=1e-5,
+        accountant="rdp",
+        seed=0,
+    )
     res = train_consensus(PARTS, cfg)
     assert res.privacy["noise_multiplier"] == 4.0
-    assert res.privacy["epsilon"] == pytest.approx(gaussian_epsilon(4.0, 3, 1e-5,
-                                                                    accountant="rdp"))
+    assert res.privacy["epsilon"] == pytest.approx(gaussian_epsilon(4.0, 3, 1e-5, accountant="rdp"))
     assert all(e.noise_multiplier == 4.0 for e in res.ledger.events("client2"))
 
 
@@ -271,8 +298,9 @@ def test_private_runs_clip_the_rows_first():
     big = [(3.0 * X, y) for X, y in PARTS]
     assert any(np.any(np.linalg.norm(X, axis=1) > 1.0) for X, _ in big)
     a = train_consensus(big, ConsensusConfig(**PRIVATE, seed=0))
-    b = train_consensus([(clip_rows(X, 1.0), y) for X, y in big],
-                        ConsensusConfig(**PRIVATE, seed=0))
+    b = train_consensus(
+        [(clip_rows(X, 1.0), y) for X, y in big], ConsensusConfig(**PRIVATE, seed=0)
+    )
     np.testing.assert_allclose(a.model, b.model, rtol=0, atol=1e-9)
 
 
@@ -296,8 +324,9 @@ def test_adult_ten_clients_epsilon_one_reaches_the_papers_accuracy():
     X = normalize_rows(data.X_train)
     X_test = normalize_rows(data.X_test)
     parts = [(X[i], data.y_train[i]) for i in horizontal_split(X.shape[0], 10, rng=0)]
-    cfg = ConsensusConfig(lam=1e-5, rho=0.015, iterations=20, mechanism="gaussian",
-                          epsilon=1.0, delta=1e-5, seed=0)
+    cfg = ConsensusConfig(
+        lam=1e-5, rho=0.015, iterations=20, mechanism="gaussian", epsilon=1.0, delta=1e-5, seed=0
+    )
     res = train_consensus(parts, cfg, X_test=X_test, y_test=data.y_test)
     assert res.privacy["epsilon"] <= 1.0
     assert res.final["test_accuracy"] >= 0.825

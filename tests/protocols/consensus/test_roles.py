@@ -38,14 +38,28 @@ def make_roles(parts, *, lam=0.1, rho=0.1, rounds=10, sigma=None, seed=0, relaxa
     names = [f"client{i + 1}" for i in range(n)]
     clients = [
         ConsensusClient(
-            names[i], X, y, server=SERVER, loss=LOSS, lam=lam, n_clients=n, rho=rho,
+            names[i],
+            X,
+            y,
+            server=SERVER,
+            loss=LOSS,
+            lam=lam,
+            n_clients=n,
+            rho=rho,
             release=None if sigma is None else GaussianRelease("model", 0.1, sigma),
-            rng=np.random.default_rng([seed, i]), relaxation=relaxation,
+            rng=np.random.default_rng([seed, i]),
+            relaxation=relaxation,
         )
         for i, (X, y) in enumerate(parts)
     ]
-    server = ConsensusServer(SERVER, names, n_features=parts[0][0].shape[1], rho=rho,
-                             max_rounds=rounds, relaxation=relaxation)
+    server = ConsensusServer(
+        SERVER,
+        names,
+        n_features=parts[0][0].shape[1],
+        rho=rho,
+        max_rounds=rounds,
+        relaxation=relaxation,
+    )
     return server, clients
 
 
@@ -189,8 +203,9 @@ def test_zero_rounds_finish_at_once():
 
 @pytest.mark.parametrize("relaxation", [1.0, 1.7])
 def test_client_duals_equal_the_servers_copy_bit_for_bit(relaxation):
-    server, clients = make_roles(make_parts(), sigma=0.05, rounds=8, lam=0.1, rho=0.3,
-                                 relaxation=relaxation)
+    server, clients = make_roles(
+        make_parts(), sigma=0.05, rounds=8, lam=0.1, rho=0.3, relaxation=relaxation
+    )
     broadcasts = server.start()
     for k in range(1, 9):
         # each client updates its dual on receipt of the global model of round k - 1
@@ -220,10 +235,10 @@ def test_every_round_matches_the_update_equations():
     for _ in range(6):
         uploads = deliver(clients, broadcasts)
         for c, up, g in zip(clients, uploads, gammas, strict=True):
-            problem = LocalProblem(loss_weight=1.0 / c.n_samples, l2=lam / n, linear=-g,
-                                   prox=rho, center=w)
-            np.testing.assert_allclose(c.exact, solve_local(c.X, c.y, LOSS, problem).x,
-                                       atol=1e-9)
+            problem = LocalProblem(
+                loss_weight=1.0 / c.n_samples, l2=lam / n, linear=-g, prox=rho, center=w
+            )
+            np.testing.assert_allclose(c.exact, solve_local(c.X, c.y, LOSS, problem).x, atol=1e-9)
             np.testing.assert_array_equal(up.model, c.released)
         w_new = sum(u.model for u in uploads) / n - sum(gammas) / (n * rho)
         gammas = [g - rho * (u.model - w_new) for g, u in zip(gammas, uploads, strict=True)]
@@ -257,8 +272,9 @@ def rounds_to(parts, reference, *, relaxation, lam, rho, rounds, tol):
     """First round whose global model is within ``tol`` of ``reference`` (None: never)."""
     server, clients = make_roles(parts, lam=lam, rho=rho, rounds=rounds, relaxation=relaxation)
     InProcessEngine().run({SERVER: server} | {c.name: c for c in clients}, server.start())
-    return next((r.round for r in server.history
-                 if np.linalg.norm(r.model - reference) < tol), None)
+    return next(
+        (r.round for r in server.history if np.linalg.norm(r.model - reference) < tol), None
+    )
 
 
 def test_over_relaxation_reaches_the_minimiser_in_fewer_rounds():
@@ -285,8 +301,7 @@ def test_gaussian_release_noise_has_mean_zero_and_variance_sigma_squared():
     sigma, lam, rho, rounds = 0.07, 0.1, 0.5, 40
     noise = []
     for rep in range(5):
-        server, clients = make_roles(parts, lam=lam, rho=rho, rounds=rounds, sigma=sigma,
-                                     seed=rep)
+        server, clients = make_roles(parts, lam=lam, rho=rho, rounds=rounds, sigma=sigma, seed=rep)
         n = len(clients)
         gammas = {c.name: np.zeros(5) for c in clients}
         broadcasts = server.start()
@@ -294,8 +309,13 @@ def test_gaussian_release_noise_has_mean_zero_and_variance_sigma_squared():
             w = broadcasts[0].model
             uploads = deliver(clients, broadcasts)
             for c, up in zip(clients, uploads, strict=True):
-                problem = LocalProblem(loss_weight=1.0 / c.n_samples, l2=lam / n,
-                                       linear=-gammas[c.name], prox=rho, center=w)
+                problem = LocalProblem(
+                    loss_weight=1.0 / c.n_samples,
+                    l2=lam / n,
+                    linear=-gammas[c.name],
+                    prox=rho,
+                    center=w,
+                )
                 exact = solve_local(c.X, c.y, LOSS, problem).x
                 noise.append(up.model - exact)
                 event = c.events[-1]
@@ -308,6 +328,7 @@ def test_gaussian_release_noise_has_mean_zero_and_variance_sigma_squared():
     assert N == 5 * 5 * rounds * 5
     # mean: each coordinate-average is N(0, sigma^2 / N)
     assert abs(e.mean()) < 4.0 * sigma / np.sqrt(N)
+
     # variance: sum e^2 / s^2 ~ chi2(N); a two-sided test at 1e-4
     def p_value(s):
         q = float(np.sum(e**2)) / s**2
@@ -325,14 +346,15 @@ def test_gaussian_release_noise_has_mean_zero_and_variance_sigma_squared():
 def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, relaxation):
     parts = make_parts()
     rounds, cut = 10, 4
-    reference_server, reference_clients = make_roles(parts, sigma=0.05, rounds=rounds, seed=7,
-                                                     relaxation=relaxation)
+    reference_server, reference_clients = make_roles(
+        parts, sigma=0.05, rounds=rounds, seed=7, relaxation=relaxation
+    )
     InProcessEngine().run(
-        {SERVER: reference_server} | {c.name: c for c in reference_clients}
-    , reference_server.start())
+        {SERVER: reference_server} | {c.name: c for c in reference_clients},
+        reference_server.start(),
+    )
 
-    server, clients = make_roles(parts, sigma=0.05, rounds=rounds, seed=7,
-                                 relaxation=relaxation)
+    server, clients = make_roles(parts, sigma=0.05, rounds=rounds, seed=7, relaxation=relaxation)
     broadcasts = server.start()
     for _ in range(cut):
         broadcasts = one_round(server, clients, broadcasts)
@@ -344,8 +366,7 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, relaxatio
         save_checkpoint(tmp_path / f"{role.name}.npz", *role.state_dict())
 
     # fresh roles with other generators: everything must come from the checkpoints
-    server2, clients2 = make_roles(parts, sigma=0.05, rounds=rounds, seed=99,
-                                   relaxation=relaxation)
+    server2, clients2 = make_roles(parts, sigma=0.05, rounds=rounds, seed=99, relaxation=relaxation)
     for role in [server2, *clients2]:
         role.load_state_dict(*load_checkpoint(tmp_path / f"{role.name}.npz"))
     assert_same_state(snapshot(server2), snapshot(server))
@@ -359,7 +380,11 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, relaxatio
     for r1, r2 in zip(reference_server.history, server2.history, strict=True):
         assert np.array_equal(r1.model, r2.model)
         assert (r1.round, r1.primal_residual, r1.dual_residual, r1.finished) == (
-            r2.round, r2.primal_residual, r2.dual_residual, r2.finished)
+            r2.round,
+            r2.primal_residual,
+            r2.dual_residual,
+            r2.finished,
+        )
     for a, b in zip(reference_clients, clients2, strict=True):
         assert np.array_equal(a.released, b.released)
         assert np.array_equal(a.gamma, b.gamma)

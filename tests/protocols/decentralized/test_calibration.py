@@ -62,7 +62,6 @@ def test_dvp_branch_a_nonpositive_hand_computed() -> None:
     assert noise.alpha_hat + noise.alpha_bar == pytest.approx(0.1)
 
 
-
 def test_dvp_small_positive_a_takes_the_penalty_branch_hand_computed() -> None:
     # Adult on 10 nodes (B = 3256), ring (N_p = 2), eta = 1, the paper's DVP setting, alpha = 0.1:
     # strong = 10^-2.5 + 4 = 4.0031623; c1 C^R / (B strong) = 437.5 / 13034.30 = 0.0335651;
@@ -87,6 +86,7 @@ def test_dvp_zeta_is_continuous_where_the_branches_meet() -> None:
         assert noise.zeta >= 0.05 - 1e-12
         jacobian = _jacobian_alpha(0.25, 1750.0, B, 10**-2.5 + noise.phi + 4.0)
         assert noise.alpha_hat + jacobian == pytest.approx(0.2)
+
 
 def test_dvp_is_not_algorithm2_as_printed() -> None:
     # Algorithm 2 as printed draws with zeta = alpha_hat (half this noise); the proof (and

@@ -17,9 +17,18 @@ from dpfed.protocols.decentralized.driver import (
 )
 
 LOSS = get_loss("logistic")
-HISTORY_KEYS = ("iteration", "seconds", "train_objective", "test_log_loss", "test_accuracy",
-                "epsilon", "misclassification_rate", "node_misclassification_rate",
-                "disagreement", "alpha")
+HISTORY_KEYS = (
+    "iteration",
+    "seconds",
+    "train_objective",
+    "test_log_loss",
+    "test_accuracy",
+    "epsilon",
+    "misclassification_rate",
+    "node_misclassification_rate",
+    "disagreement",
+    "alpha",
+)
 # well conditioned: the nodes agree to ~1e-9 within 100 rounds
 SETTING = dict(loss_scale=10.0, rho=0.1, eta=0.1)
 
@@ -44,26 +53,29 @@ RING = nx.cycle_graph(len(PARTS))
 # -- configuration and graph ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("changes, match", [
-    (dict(perturbation="laplace"), "perturbation must be one of"),
-    (dict(alpha=1.0), "alpha needs perturbation"),
-    (dict(perturbation="dvp"), "needs alpha"),
-    (dict(perturbation="pvp"), "needs alpha"),
-    (dict(perturbation="dvp", alpha=0.0), "alpha"),
-    (dict(perturbation="pvp", alpha=-1.0), "alpha"),
-    (dict(node_alphas=(1.0, 1.0)), "node_alphas needs perturbation"),
-    (dict(perturbation="dvp", alpha=1.0, node_alphas=(1.0, 1.0)), "not both"),
-    (dict(perturbation="dvp", node_alphas=()), "one alpha per node"),
-    (dict(perturbation="dvp", node_alphas=(1.0, 0.0)), r"node_alphas\[1\]"),
-    (dict(perturbation="dvp", alpha=1.0, loss="squared"), "logistic"),
-    (dict(loss_scale=0.0), "loss_scale"),
-    (dict(rho=0.0), "rho"),
-    (dict(eta=-1.0), "eta"),
-    (dict(iterations=0), "iterations"),
-    (dict(delta=0.0), "delta"),
-    (dict(delta=1.5), "delta"),
-    (dict(loss="hinge"), "loss must be one of"),
-])
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        (dict(perturbation="laplace"), "perturbation must be one of"),
+        (dict(alpha=1.0), "alpha needs perturbation"),
+        (dict(perturbation="dvp"), "needs alpha"),
+        (dict(perturbation="pvp"), "needs alpha"),
+        (dict(perturbation="dvp", alpha=0.0), "alpha"),
+        (dict(perturbation="pvp", alpha=-1.0), "alpha"),
+        (dict(node_alphas=(1.0, 1.0)), "node_alphas needs perturbation"),
+        (dict(perturbation="dvp", alpha=1.0, node_alphas=(1.0, 1.0)), "not both"),
+        (dict(perturbation="dvp", node_alphas=()), "one alpha per node"),
+        (dict(perturbation="dvp", node_alphas=(1.0, 0.0)), r"node_alphas\[1\]"),
+        (dict(perturbation="dvp", alpha=1.0, loss="squared"), "logistic"),
+        (dict(loss_scale=0.0), "loss_scale"),
+        (dict(rho=0.0), "rho"),
+        (dict(eta=-1.0), "eta"),
+        (dict(iterations=0), "iterations"),
+        (dict(delta=0.0), "delta"),
+        (dict(delta=1.5), "delta"),
+        (dict(loss="hinge"), "loss must be one of"),
+    ],
+)
 def test_invalid_configurations_are_refused(changes, match):
     with pytest.raises(DpfedInputError, match=match):
         DecentralizedConfig(**changes).validated()
@@ -91,11 +103,13 @@ def test_graph_and_parts_must_match():
         train_decentralized(PARTS[:1], nx.complete_graph(1), DecentralizedConfig(iterations=2))
     (X1, y1), (X2, y2) = PARTS[:2]
     with pytest.raises(DpfedInputError, match="same columns"):
-        train_decentralized([(X1, y1), (X2[:, :-1], y2)], nx.complete_graph(2),
-                            DecentralizedConfig(iterations=2))
+        train_decentralized(
+            [(X1, y1), (X2[:, :-1], y2)], nx.complete_graph(2), DecentralizedConfig(iterations=2)
+        )
     with pytest.raises(DpfedInputError, match="binary"):
-        train_decentralized([(X1, 3.0 * y1), (X2, y2)], nx.complete_graph(2),
-                            DecentralizedConfig(iterations=2))
+        train_decentralized(
+            [(X1, 3.0 * y1), (X2, y2)], nx.complete_graph(2), DecentralizedConfig(iterations=2)
+        )
 
 
 def test_graph_nodes_are_taken_in_sorted_order():
@@ -122,7 +136,8 @@ def test_non_private_run_reaches_the_centralized_optimum(graph):
     best = joint_objective(reference, rows, loss=LOSS, **terms)
     assert abs(res.final["train_objective"] - best) <= 1e-6 * abs(best)
     assert res.final["train_objective"] == pytest.approx(
-        joint_objective(res.average_model, rows, loss=LOSS, **terms), rel=1e-12)
+        joint_objective(res.average_model, rows, loss=LOSS, **terms), rel=1e-12
+    )
     for model in res.models.values():
         np.testing.assert_allclose(model, reference, rtol=0, atol=1e-6)
     assert res.final["disagreement"] < 1e-6
@@ -135,12 +150,14 @@ def test_non_private_run_reaches_the_centralized_optimum(graph):
 
 @pytest.mark.parametrize("perturbation", ["dvp", "pvp"])
 def test_private_runs_are_reproducible_with_a_seed(perturbation):
-    cfg = DecentralizedConfig(iterations=8, perturbation=perturbation, alpha=1.0, seed=3,
-                              **SETTING)
+    cfg = DecentralizedConfig(iterations=8, perturbation=perturbation, alpha=1.0, seed=3, **SETTING)
     a = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
     b = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
-    c = train_decentralized(PARTS, RING, DecentralizedConfig(
-        iterations=8, perturbation=perturbation, alpha=1.0, seed=4, **SETTING))
+    c = train_decentralized(
+        PARTS,
+        RING,
+        DecentralizedConfig(iterations=8, perturbation=perturbation, alpha=1.0, seed=4, **SETTING),
+    )
     plain = train_decentralized(PARTS, RING, DecentralizedConfig(iterations=8, **SETTING))
     for name in a.models:
         assert np.array_equal(a.models[name], b.models[name])
@@ -154,10 +171,11 @@ def test_node_alphas_equal_to_alpha_give_the_same_run():
     common = dict(iterations=6, perturbation="dvp", seed=3, **SETTING)
     one = train_decentralized(PARTS, RING, DecentralizedConfig(alpha=0.7, **common))
     each = train_decentralized(
-        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * len(PARTS), **common))
+        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * len(PARTS), **common)
+    )
     other = train_decentralized(
-        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * (len(PARTS) - 1) + (0.2,),
-                                         **common))
+        PARTS, RING, DecentralizedConfig(node_alphas=(0.7,) * (len(PARTS) - 1) + (0.2,), **common)
+    )
     for name in one.models:
         assert np.array_equal(one.models[name], each.models[name])
     assert not all(np.array_equal(one.models[n], other.models[n]) for n in one.models)
@@ -167,8 +185,16 @@ def test_node_alphas_equal_to_alpha_give_the_same_run():
 def test_per_node_alphas_account_the_most_exposed_node(delta):
     T = 6
     firsts = [0.5, 1.5] + [1.0] * (len(PARTS) - 2)
-    cfg = DecentralizedConfig(iterations=T, perturbation="pvp", node_alphas=firsts,
-                              schedule="geometric", rate=0.9, delta=delta, seed=1, **SETTING)
+    cfg = DecentralizedConfig(
+        iterations=T,
+        perturbation="pvp",
+        node_alphas=firsts,
+        schedule="geometric",
+        rate=0.9,
+        delta=delta,
+        seed=1,
+        **SETTING,
+    )
     res = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
     schedules = [alpha_schedule(a, T, kind="geometric", rate=0.9) for a in firsts]
     privacy = res.privacy
@@ -196,8 +222,16 @@ def test_node_alphas_must_match_the_nodes():
 @pytest.mark.parametrize("schedule, rate", [("constant", None), ("geometric", 0.8)])
 def test_privacy_block_is_the_honest_total_of_the_schedule(delta, schedule, rate):
     T = 10
-    cfg = DecentralizedConfig(iterations=T, perturbation="dvp", alpha=0.5, schedule=schedule,
-                              rate=rate, delta=delta, seed=0, **SETTING)
+    cfg = DecentralizedConfig(
+        iterations=T,
+        perturbation="dvp",
+        alpha=0.5,
+        schedule=schedule,
+        rate=rate,
+        delta=delta,
+        seed=0,
+        **SETTING,
+    )
     res = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
     alphas = alpha_schedule(0.5, T, kind=schedule, rate=rate)
     total = decentralized_total(alphas, delta=delta)
@@ -239,14 +273,18 @@ def test_history_schema_and_misclassification_rate():
 
 
 def test_to_json_is_serialisable():
-    cfg = DecentralizedConfig(iterations=4, perturbation="dvp", alpha=1.0, delta=1e-5, seed=2,
-                              **SETTING)
+    cfg = DecentralizedConfig(
+        iterations=4, perturbation="dvp", alpha=1.0, delta=1e-5, seed=2, **SETTING
+    )
     res = train_decentralized(PARTS, RING, cfg, X_test=X_TEST, y_test=Y_TEST)
     payload = json.loads(json.dumps(res.to_json()))
     assert payload["protocol"] == "decentralized"
     assert payload["graph"]["nodes"] == 5 and payload["graph"]["edges"] == 5
     assert payload["graph"]["edge_list"] == [
-        ["node0", "node1"], ["node0", "node4"], ["node1", "node2"], ["node2", "node3"],
+        ["node0", "node1"],
+        ["node0", "node4"],
+        ["node1", "node2"],
+        ["node2", "node3"],
         ["node3", "node4"],
     ]
     assert [p["n_samples"] for p in payload["parties"]] == [X.shape[0] for X, _ in PARTS]

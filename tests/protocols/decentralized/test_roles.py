@@ -49,8 +49,15 @@ def make_nodes(parts, graph, *, rounds, perturbation="none", alpha=None, seed=0,
     alphas = None if alpha is None else np.full(rounds, float(alpha))
     return [
         DecentralizedNode(
-            f"n{p}", X, y, neighbours=graph[f"n{p}"], loss=LOSS, max_rounds=rounds,
-            perturbation=perturbation, alphas=alphas, rng=np.random.default_rng([seed, p]),
+            f"n{p}",
+            X,
+            y,
+            neighbours=graph[f"n{p}"],
+            loss=LOSS,
+            max_rounds=rounds,
+            perturbation=perturbation,
+            alphas=alphas,
+            rng=np.random.default_rng([seed, p]),
             **setting,
         )
         for p, (X, y) in enumerate(parts)
@@ -111,7 +118,8 @@ def test_non_private_nodes_reach_the_centralized_optimum(graph):
     for n in nodes:  # every node agrees with the optimum (and so with the others)
         np.testing.assert_allclose(n.exact, reference, rtol=0, atol=1e-6)
         assert joint_objective(n.exact, parts, loss=LOSS, **_objective_terms()) == (
-            pytest.approx(best, rel=1e-6))
+            pytest.approx(best, rel=1e-6)
+        )
         assert n.spent == []
     spread = max(np.linalg.norm(a.exact - b.exact) for a in nodes for b in nodes)
     assert spread < 1e-6
@@ -131,8 +139,12 @@ def test_first_round_is_the_local_update_from_zero():
     assert [m.recipient for m in first] == ["n0", "n2"]
     assert all(m.round == 1 for m in first)
     X, y = parts[1]
-    problem = LocalProblem(loss_weight=SETTING["loss_scale"] / X.shape[0], l2=SETTING["rho"],
-                           prox=2.0 * SETTING["eta"] * 2, center=np.zeros(X.shape[1]))
+    problem = LocalProblem(
+        loss_weight=SETTING["loss_scale"] / X.shape[0],
+        l2=SETTING["rho"],
+        prox=2.0 * SETTING["eta"] * 2,
+        center=np.zeros(X.shape[1]),
+    )
     np.testing.assert_allclose(first[0].model, solve_local(X, y, LOSS, problem).x, atol=1e-10)
     assert nodes[1].start() == []  # a second start does nothing
 
@@ -192,14 +204,15 @@ def test_construction_refusals():
     X, y = make_parts()[0]
     common = dict(loss=LOSS, max_rounds=4, rng=np.random.default_rng(0), **SETTING)
     with pytest.raises(DpfedInputError, match="one alpha per round"):
-        DecentralizedNode("a", X, y, neighbours=["b"], perturbation="dvp",
-                          alphas=np.ones(3), **common)
+        DecentralizedNode(
+            "a", X, y, neighbours=["b"], perturbation="dvp", alphas=np.ones(3), **common
+        )
     with pytest.raises(DpfedInputError, match="one alpha per round"):
-        DecentralizedNode("a", X, y, neighbours=["b"], perturbation="pvp",
-                          alphas=np.ones(5), **common)
+        DecentralizedNode(
+            "a", X, y, neighbours=["b"], perturbation="pvp", alphas=np.ones(5), **common
+        )
     with pytest.raises(DpfedInputError, match="one alpha per round"):
-        DecentralizedNode("a", X, y, neighbours=["b"], perturbation="dvp", alphas=None,
-                          **common)
+        DecentralizedNode("a", X, y, neighbours=["b"], perturbation="dvp", alphas=None, **common)
     with pytest.raises(DpfedInputError, match="perturbation"):
         DecentralizedNode("a", X, y, neighbours=["b"], perturbation="laplace", **common)
     with pytest.raises(DpfedInputError, match="neighbour"):
@@ -240,8 +253,9 @@ def test_any_delivery_order_gives_the_same_run(perturbation, alpha):
     fifo = make_nodes(parts, graph, rounds=8, perturbation=perturbation, alpha=alpha, seed=1)
     run(fifo)
     for k in range(3):
-        shuffled = make_nodes(parts, graph, rounds=8, perturbation=perturbation, alpha=alpha,
-                              seed=1)
+        shuffled = make_nodes(
+            parts, graph, rounds=8, perturbation=perturbation, alpha=alpha, seed=1
+        )
         run(shuffled, order=np.random.default_rng(k))
         assert all(n.finished for n in shuffled)
         assert_same_run(shuffled, fifo)
@@ -277,9 +291,18 @@ def test_a_schedule_is_spent_round_by_round():
     graph = complete(3)
     alphas = np.array([0.5, 0.4, 0.3, 0.2])
     nodes = [
-        DecentralizedNode(f"n{p}", X, y, neighbours=graph[f"n{p}"], loss=LOSS, max_rounds=4,
-                          perturbation="dvp", alphas=alphas, rng=np.random.default_rng(p),
-                          **SETTING)
+        DecentralizedNode(
+            f"n{p}",
+            X,
+            y,
+            neighbours=graph[f"n{p}"],
+            loss=LOSS,
+            max_rounds=4,
+            perturbation="dvp",
+            alphas=alphas,
+            rng=np.random.default_rng(p),
+            **SETTING,
+        )
         for p, (X, y) in enumerate(parts)
     ]
     pending = [m for n in nodes for m in n.start()]
@@ -325,8 +348,16 @@ def test_pvp_perturbs_every_broadcast_but_the_last_which_is_a_dvp_step():
 
 def _pvp_node(X, y, rounds):
     return DecentralizedNode(
-        "n1", X, y, neighbours=["n0", "n2"], loss=LOSS, max_rounds=rounds, perturbation="pvp",
-        alphas=np.full(rounds, 1.0), rng=np.random.default_rng(11), **SETTING,
+        "n1",
+        X,
+        y,
+        neighbours=["n0", "n2"],
+        loss=LOSS,
+        max_rounds=rounds,
+        perturbation="pvp",
+        alphas=np.full(rounds, 1.0),
+        rng=np.random.default_rng(11),
+        **SETTING,
     )
 
 
@@ -336,8 +367,10 @@ def _pause(node, at_round, seed=7):
     rng = np.random.default_rng(seed)
 
     def box(r):
-        return [NodeModel(j, node.name, r, 0.3 * rng.normal(size=node.n_features))
-                for j in node.neighbours]
+        return [
+            NodeModel(j, node.name, r, 0.3 * rng.normal(size=node.n_features))
+            for j in node.neighbours
+        ]
 
     node.start()
     for r in range(1, at_round):
@@ -424,8 +457,9 @@ def test_pvp_minimiser_moves_at_most_the_sensitivity_given_public_inputs():
             # the same fresh noise: the broadcasts differ by what the minimisers do, up to
             # each broadcast's rounding to the release grid
             grid = l2_laplace_grid_spacing(pvp_zeta(1.0, rho=rho, B=B, CR=CR))
-            np.testing.assert_allclose(node.broadcast - other.broadcast,
-                                       node.exact - other.exact, rtol=0, atol=grid)
+            np.testing.assert_allclose(
+                node.broadcast - other.broadcast, node.exact - other.exact, rtol=0, atol=grid
+            )
             largest = max(largest, moved)
     assert largest > 0.05 * tight  # the replaced records do move the minimiser
 
@@ -438,12 +472,12 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, perturbat
     parts = make_parts()
     graph = ring(len(parts))
     rounds = 6
-    reference = make_nodes(parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha,
-                           seed=5)
+    reference = make_nodes(
+        parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha, seed=5
+    )
     run(reference)
 
-    nodes = make_nodes(parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha,
-                       seed=5)
+    nodes = make_nodes(parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha, seed=5)
     by_name = {n.name: n for n in nodes}
     queue = deque(m for n in nodes for m in n.start())
     for _ in range(23):  # mid-run, with some messages buffered one round ahead
@@ -454,8 +488,9 @@ def test_state_dict_round_trip_mid_run_continues_bit_for_bit(tmp_path, perturbat
     for n in nodes:
         save_checkpoint(tmp_path / f"{n.name}.npz", *n.state_dict())
 
-    restored = make_nodes(parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha,
-                          seed=77)
+    restored = make_nodes(
+        parts, graph, rounds=rounds, perturbation=perturbation, alpha=alpha, seed=77
+    )
     for n in restored:
         n.load_state_dict(*load_checkpoint(tmp_path / f"{n.name}.npz"))
     for a, b in zip(nodes, restored, strict=True):

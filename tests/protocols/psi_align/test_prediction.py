@@ -21,9 +21,19 @@ def _rows(held: dict[str, list[str]], *, training=frozenset(), recipient="label"
     def scorer(name):
         return lambda ids: np.array([weight[name] * int(i[1:]) for i in ids], dtype=float)
 
-    return {name: RowsById(name, "p1", "new.csv", recipient, PARTIES, held[name],
-                           score=scorer(name), training_ids=frozenset(training))
-            for name in PARTIES}
+    return {
+        name: RowsById(
+            name,
+            "p1",
+            "new.csv",
+            recipient,
+            PARTIES,
+            held[name],
+            score=scorer(name),
+            training_ids=frozenset(training),
+        )
+        for name in PARTIES
+    }
 
 
 def _run(roles) -> None:
@@ -34,9 +44,11 @@ def _run(roles) -> None:
 
 
 def test_the_rows_every_party_holds_are_scored_in_the_recipients_order():
-    held = {"label": [f"C{v}" for v in (7, 3, 9, 1, 5, 8)],
-            "bank": [f"C{v}" for v in (1, 3, 5, 7, 9, 11)],   # lacks 8
-            "shop": [f"C{v}" for v in (9, 8, 7, 5, 3, 2)]}    # lacks 1
+    held = {
+        "label": [f"C{v}" for v in (7, 3, 9, 1, 5, 8)],
+        "bank": [f"C{v}" for v in (1, 3, 5, 7, 9, 11)],  # lacks 8
+        "shop": [f"C{v}" for v in (9, 8, 7, 5, 3, 2)],
+    }  # lacks 1
     roles = _rows(held)
     _run(roles)
     assert all(role.finished and not role.refusal for role in roles.values())
@@ -48,8 +60,11 @@ def test_the_rows_every_party_holds_are_scored_in_the_recipients_order():
     listing = roles["label"].listing()
     assert listing["ids"] == ["C7", "C3", "C9", "C5"]  # the label holder's file order
     np.testing.assert_array_equal(total[listing["order"]], [777.0, 333.0, 999.0, 555.0])
-    assert listing["not_scored"] == {"rows": 2, "missing_at": {"bank": 1, "shop": 1},
-                                     "ids": ["C1", "C8"]}
+    assert listing["not_scored"] == {
+        "rows": 2,
+        "missing_at": {"bank": 1, "shop": 1},
+        "ids": ["C1", "C8"],
+    }
     assert not any(role.share().training.any() for role in roles.values())
     with pytest.raises(ProtocolError, match="not the recipient"):
         roles["bank"].listing()
@@ -62,8 +77,16 @@ def test_a_training_rows_id_is_flagged_at_every_party_and_another_prediction_ref
     share = roles["shop"].share()
     assert share.training.sum() == 1
     assert share.training[roles["shop"].agreed.index("C2")]
-    other = RowsById("bank", "p2", "new.csv", "label", PARTIES, ["C1"],
-                     score=lambda ids: np.zeros(len(ids)), training_ids=frozenset())
+    other = RowsById(
+        "bank",
+        "p2",
+        "new.csv",
+        "label",
+        PARTIES,
+        ["C1"],
+        score=lambda ids: np.zeros(len(ids)),
+        training_ids=frozenset(),
+    )
     request = roles["label"].start()[0]
     with pytest.raises(ProtocolError, match="prediction 'p1'; this prediction is 'p2'"):
         other.handle(request)

@@ -20,16 +20,31 @@ def _ids(prefix: str, values) -> list[str]:
 def _parties(*, min_rows: int = 1, bank_columns=("balance",), keys=None):
     keys = keys or {n: new_psi_key() for n in ("label", "bank", "shop")}
     label = AlignmentSeeker(
-        "label", ["bank", "shop"],
+        "label",
+        ["bank", "shop"],
         {"train": _ids("C", range(0, 100)), "test": _ids("T", range(10))},
-        width=3, columns=column_hashes("j", ["age", "income"]), psi_key=keys["label"],
-        order_key=keys.get("order", order_key()), min_rows=min_rows)
+        width=3,
+        columns=column_hashes("j", ["age", "income"]),
+        psi_key=keys["label"],
+        order_key=keys.get("order", order_key()),
+        min_rows=min_rows,
+    )
     bank = AlignmentHolder(
-        "bank", "label", {"train": _ids("C", range(20, 130)), "test": _ids("T", range(5, 12))},
-        width=4, columns=column_hashes("j", list(bank_columns)), psi_key=keys["bank"])
+        "bank",
+        "label",
+        {"train": _ids("C", range(20, 130)), "test": _ids("T", range(5, 12))},
+        width=4,
+        columns=column_hashes("j", list(bank_columns)),
+        psi_key=keys["bank"],
+    )
     shop = AlignmentHolder(
-        "shop", "label", {"train": _ids("C", range(10, 90, 1)), "test": _ids("T", range(10))},
-        width=2, columns=column_hashes("j", ["basket"]), psi_key=keys["shop"])
+        "shop",
+        "label",
+        {"train": _ids("C", range(10, 90, 1)), "test": _ids("T", range(10))},
+        width=2,
+        columns=column_hashes("j", ["basket"]),
+        psi_key=keys["shop"],
+    )
     return label, {"bank": bank, "shop": shop}
 
 

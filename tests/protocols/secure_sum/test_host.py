@@ -17,7 +17,8 @@ def _job(tmp_path, params: str, dim_of_data: int = 3):
     np.save(tmp_path / "v.npy", np.ones((2, dim_of_data)))
     parties = "".join(
         f'[[party]]\nname = "c{i}"\naddress = "127.0.0.1:{6001 + i}"\ndata = "v.npy"\n'
-        f'rows = [{i}, {i + 1}]\ncertificate = "x.pem"\nkey = "x.key"\n\n' for i in range(2)
+        f'rows = [{i}, {i + 1}]\ncertificate = "x.pem"\nkey = "x.key"\n\n'
+        for i in range(2)
     )
     text = (
         '[job]\nid = "s"\nprotocol = "secure_sum"\n\n[params]\n' + params + "\n\n"
@@ -42,8 +43,12 @@ def test_dim_is_required(tmp_path):
 
 @pytest.mark.parametrize(
     ("params", "pattern"),
-    [('mechanism = "gaussian"', "Missing"), ('mechanism = "laplace"', "gaussian"),
-     ('noise_std = 1.0', "need mechanism"), ('mechanism = "gaussian"\nnoise_std = -1.0', "> 0")],
+    [
+        ('mechanism = "gaussian"', "Missing"),
+        ('mechanism = "laplace"', "gaussian"),
+        ("noise_std = 1.0", "need mechanism"),
+        ('mechanism = "gaussian"\nnoise_std = -1.0', "> 0"),
+    ],
 )
 def test_bad_noise_plans_are_refused(tmp_path, params, pattern):
     with pytest.raises(DpfedInputError, match=pattern):
@@ -65,8 +70,11 @@ def test_secrets_are_owner_only_and_kept_across_restarts(tmp_path):
 def test_only_a_sensitivity_makes_a_share_accountable(tmp_path):
     bare = SecureSumHost(_job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0'), "c0")
     assert not bare.ledger_support and bare.plan == []
-    spec = _job(tmp_path, 'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0'
-                '\nnoise = "continuous"')
+    spec = _job(
+        tmp_path,
+        'dim = 3\nmechanism = "gaussian"\nnoise_std = 2.0\nl2_sensitivity = 4.0'
+        '\nnoise = "continuous"',
+    )
     host = SecureSumHost(spec, "c1")
     # two clients, T = 0: sigma_std = sqrt(2 - 0 - 1) * 2 = 2, multiplier 2 / 4
     assert host.ledger_support and host.plan == [0.5]
@@ -78,14 +86,16 @@ def test_only_a_sensitivity_makes_a_share_accountable(tmp_path):
     (release,) = ring.plan
     assert release.mechanism == "discrete_gaussian"
     assert release.noise_multiplier == pytest.approx(
-        2**25 / (2**26 + math.sqrt(3)) * (1 - 1e-9), rel=1e-15)
+        2**25 / (2**26 + math.sqrt(3)) * (1 - 1e-9), rel=1e-15
+    )
     assert ring.noise["sigma2"] == 2**50
 
 
-
 def test_classic_calibration_above_epsilon_one_is_refused_before_any_noise(tmp_path):
-    params = ('dim = 3\nmechanism = "gaussian"\nepsilon = 2.0\ndelta = 1e-5\n'
-              'l2_sensitivity = 1.0\ncalibration = "classic"')
+    params = (
+        'dim = 3\nmechanism = "gaussian"\nepsilon = 2.0\ndelta = 1e-5\n'
+        'l2_sensitivity = 1.0\ncalibration = "classic"'
+    )
     pattern = r"method 'classic'.*proven only for a per-release epsilon <= 1.*'pld' or 'rdp'"
     # every process refuses the job file when it reads it, before it reads secrets or draws
     # noise (so a client never builds its side)
@@ -121,8 +131,11 @@ def test_only_a_compute_node_closes_and_only_a_deadline_makes_clients_droppable(
     with pytest.raises(DpfedInputError, match=r"c0 is a client .* only a compute node"):
         SecureSumHost(spec, "c0").close()
     node = SecureSumHost(spec, "n0")
-    with pytest.raises(DpfedInputError, match=r"0 of 2 clients; 2 are missing \(c0, c1\).*"
-                                              r"tolerated = 1"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"0 of 2 clients; 2 are missing \(c0, c1\).*"
+        r"tolerated = 1",
+    ):
         node.close()
     assert not node.role.closed
     # a protocol without droppable parties keeps the runtime's default: a refusal

@@ -31,13 +31,28 @@ def _parties(values: np.ndarray, n_nodes: int, *, tolerated: int = 0, secrets=No
     nodes = [f"n{k}" for k in range(n_nodes)]
     secrets = secrets or [os.urandom(32) for _ in clients]
     roles = {
-        name: SecureSumClient(name, i, values[i], nodes=nodes, n_clients=n, job_id="job",
-                              secret=secrets[i], fractional_bits=BITS)
+        name: SecureSumClient(
+            name,
+            i,
+            values[i],
+            nodes=nodes,
+            n_clients=n,
+            job_id="job",
+            secret=secrets[i],
+            fractional_bits=BITS,
+        )
         for i, name in enumerate(clients)
     }
     roles |= {
-        name: ComputeNode(name, clients=clients, nodes=nodes, dim=d, job_id="job",
-                          key=NodeKeyPair.generate(), tolerated=tolerated)
+        name: ComputeNode(
+            name,
+            clients=clients,
+            nodes=nodes,
+            dim=d,
+            job_id="job",
+            key=NodeKeyPair.generate(),
+            tolerated=tolerated,
+        )
         for name in nodes
     }
     return roles, clients, nodes
@@ -77,8 +92,16 @@ def test_same_secret_sends_the_same_bytes_again():
     secrets = [os.urandom(32), os.urandom(32)]
     first, _, nodes = _parties(values, 2, secrets=secrets)
     sent = _deliver(first)
-    again = SecureSumClient("c0", 0, values[0], nodes=nodes, n_clients=2, job_id="job",
-                            secret=secrets[0], fractional_bits=BITS)
+    again = SecureSumClient(
+        "c0",
+        0,
+        values[0],
+        nodes=nodes,
+        n_clients=2,
+        job_id="job",
+        secret=secrets[0],
+        fractional_bits=BITS,
+    )
     replies = []
     for m in sent:
         if isinstance(m, NodeKey) and m.recipient == "c0":
@@ -114,16 +137,19 @@ def test_nodes_sum_only_clients_every_node_received():
     roles, _clients, nodes = _parties(values, 3, tolerated=1)
     n0 = roles["n0"]
     # n0 never hears from c3; the others do and report all four
-    _deliver(roles, drop=lambda m: isinstance(m, SealedShare) and m.sender == "c3"
-             and m.recipient == "n0")
+    _deliver(
+        roles,
+        drop=lambda m: isinstance(m, SealedShare) and m.sender == "c3" and m.recipient == "n0",
+    )
     assert not n0.finished  # n0 waits for c3's share before it reports
     for message in n0.close():  # c3 is declared dropped
         assert roles[message.recipient].handle(message) == []
     report = np.array([True, True, True, False])
     for k in nodes:
         np.testing.assert_array_equal(roles[k].included, report)
-    np.testing.assert_allclose(decode(_total(roles, nodes), BITS), values[:3].sum(axis=0),
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        decode(_total(roles, nodes), BITS), values[:3].sum(axis=0), atol=1e-6
+    )
 
 
 def test_more_dropouts_than_tolerated_refused():
@@ -137,8 +163,16 @@ def test_more_dropouts_than_tolerated_refused():
 
 def test_client_refuses_a_value_that_could_overflow():
     with pytest.raises(DpfedInputError, match="value"):
-        SecureSumClient("c0", 0, np.array([1e12]), nodes=["n0"], n_clients=10, job_id="job",
-                        secret=os.urandom(32), fractional_bits=BITS)
+        SecureSumClient(
+            "c0",
+            0,
+            np.array([1e12]),
+            nodes=["n0"],
+            n_clients=10,
+            job_id="job",
+            secret=os.urandom(32),
+            fractional_bits=BITS,
+        )
 
 
 def test_node_state_survives_a_round_trip():
@@ -146,8 +180,9 @@ def test_node_state_survives_a_round_trip():
     roles, clients, nodes = _parties(values, 2)
     _deliver(roles)
     arrays, meta = roles["n1"].state_dict()
-    copy = ComputeNode("n1", clients=clients, nodes=nodes, dim=2, job_id="job",
-                       key=roles["n1"].key, tolerated=0)
+    copy = ComputeNode(
+        "n1", clients=clients, nodes=nodes, dim=2, job_id="job", key=roles["n1"].key, tolerated=0
+    )
     copy.load_state_dict(arrays, meta)
     np.testing.assert_array_equal(copy.sum, roles["n1"].sum)
     assert copy.finished and copy.included.all()
@@ -156,8 +191,10 @@ def test_node_state_survives_a_round_trip():
 def _late(roles, late: set[str]):
     """Deliver everything but the shares of the ``late`` clients; return those shares."""
     held = []
-    _deliver(roles, drop=lambda m: isinstance(m, SealedShare) and m.sender in late
-             and held.append(m) is None)
+    _deliver(
+        roles,
+        drop=lambda m: isinstance(m, SealedShare) and m.sender in late and held.append(m) is None,
+    )
     return held
 
 
@@ -177,8 +214,16 @@ def test_closing_with_at_most_tolerated_missing_sums_the_rest_like_inprocess():
     _late(roles, {"c1", "c4"})
     assert not any(roles[k].finished for k in nodes)  # every node waits for c1 and c4
     _close_all(roles, nodes)
-    reference = secure_sum(values, noise_std=std, rng=seed, compute_nodes=m, tolerated=2,
-                           dropped=[1, 4], fractional_bits=BITS, noise="gaussian")
+    reference = secure_sum(
+        values,
+        noise_std=std,
+        rng=seed,
+        compute_nodes=m,
+        tolerated=2,
+        dropped=[1, 4],
+        fractional_bits=BITS,
+        noise="gaussian",
+    )
     np.testing.assert_array_equal(_total(roles, nodes), reference.total_encoded)
     for k in nodes:
         assert roles[k].finished
@@ -191,8 +236,11 @@ def test_closing_with_more_than_tolerated_missing_is_refused_without_change():
     _late(roles, {"c1", "c3"})
     node = roles["n0"]
     before = node.state_dict()
-    with pytest.raises(DpfedInputError, match=r"3 of 5 clients; 2 are missing \(c1, c3\).*"
-                                              r"tolerated = 1"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"3 of 5 clients; 2 are missing \(c1, c3\).*"
+        r"tolerated = 1",
+    ):
         node.close()
     after = node.state_dict()
     assert not node.closed and after[1] == before[1]
@@ -218,21 +266,29 @@ def test_a_share_after_the_close_is_ignored_and_closing_twice_sends_nothing():
         assert roles[message.recipient].handle(message) == []
     for k in nodes:
         np.testing.assert_array_equal(roles[k].included, [True, True, False, True])
-    np.testing.assert_allclose(decode(_total(roles, nodes), BITS),
-                               values[[0, 1, 3]].sum(axis=0), atol=1e-6)
+    np.testing.assert_allclose(
+        decode(_total(roles, nodes), BITS), values[[0, 1, 3]].sum(axis=0), atol=1e-6
+    )
 
 
 def test_a_report_that_leaves_too_few_clients_is_refused_before_it_is_stored():
     values = np.ones((4, 2))
     roles, _clients, _nodes = _parties(values, 2, tolerated=1)
     # n0 misses c0's share and n1 misses c1's: each alone is within T = 1, together not
-    _deliver(roles, drop=lambda m: isinstance(m, SealedShare)
-             and (m.sender, m.recipient) in {("c0", "n0"), ("c1", "n1")})
+    _deliver(
+        roles,
+        drop=lambda m: (
+            isinstance(m, SealedShare) and (m.sender, m.recipient) in {("c0", "n0"), ("c1", "n1")}
+        ),
+    )
     node = roles["n0"]
     node.close()
     (report,) = roles["n1"].close()
-    with pytest.raises(DpfedInputError, match=r"every compute node holds the shares of only "
-                                              r"2 of 4 clients; 2 are missing \(c0, c1\)"):
+    with pytest.raises(
+        DpfedInputError,
+        match=r"every compute node holds the shares of only "
+        r"2 of 4 clients; 2 are missing \(c0, c1\)",
+    ):
         node.handle(report)
     assert "n1" not in node.reports and not node.finished
 
@@ -243,8 +299,9 @@ def test_a_closed_node_restored_from_its_state_is_still_closed():
     _late(roles, {"c3"})
     sent = roles["n0"].close()
     arrays, meta = roles["n0"].state_dict()
-    copy = ComputeNode("n0", clients=clients, nodes=nodes, dim=2, job_id="job",
-                       key=roles["n0"].key, tolerated=1)
+    copy = ComputeNode(
+        "n0", clients=clients, nodes=nodes, dim=2, job_id="job", key=roles["n0"].key, tolerated=1
+    )
     copy.load_state_dict(arrays, meta)
     assert copy.closed and copy.close() == [] and not copy.finished
     for message in roles["n1"].close():

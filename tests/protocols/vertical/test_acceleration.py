@@ -39,8 +39,13 @@ def test_the_default_reaches_the_central_model_in_fewer_rounds_than_the_referenc
     target = central["test_log_loss"] + 0.005
     rounds = {}
     for name, extra in {"reference": REFERENCE, "default": {}}.items():
-        result = train_vertical(blocks, y, VerticalConfig(lam=lam, iterations=30, **extra),
-                                test_blocks=test_blocks, test_labels=y_test)
+        result = train_vertical(
+            blocks,
+            y,
+            VerticalConfig(lam=lam, iterations=30, **extra),
+            test_blocks=test_blocks,
+            test_labels=y_test,
+        )
         rounds[name] = _rounds_to(result.history, target)
     assert rounds["reference"] is not None and rounds["reference"] >= 20
     assert rounds["default"] is not None and rounds["default"] <= 10
@@ -67,28 +72,36 @@ def test_defaults_resolve_per_mechanism():
 
 def test_sound_results_are_unchanged_by_default():
     blocks, y = make_vertical_problem(split=(3, 2))
-    cfg = VerticalConfig(mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=3,
-                         iterations=4, accountant="rdp")
+    cfg = VerticalConfig(
+        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=3, iterations=4, accountant="rdp"
+    )
     default = train_vertical(blocks, y, cfg)
     reference = train_vertical(blocks, y, dataclasses.replace(cfg, **REFERENCE))
     for name, model in reference.models.items():
         np.testing.assert_array_equal(default.models[name], model)
     for a, b in zip(default.history, reference.history, strict=True):
         assert {k: v for k, v in a.items() if k != "seconds"} == {
-            k: v for k, v in b.items() if k != "seconds"}
+            k: v for k, v in b.items() if k != "seconds"
+        }
 
 
 @pytest.mark.parametrize("acceleration", ["relaxed", "anderson"])
-def test_acceleration_is_refused_with_a_protected_label_holder_or_the_paper_mechanism(
-        acceleration):
+def test_acceleration_is_refused_with_a_protected_label_holder_or_the_paper_mechanism(acceleration):
     with pytest.raises(DpfedInputError, match="acceleration"):
-        VerticalConfig(mechanism="sound", epsilon=4.0, delta=1e-5, protect_label_holder=True,
-                       acceleration=acceleration).validated()
+        VerticalConfig(
+            mechanism="sound",
+            epsilon=4.0,
+            delta=1e-5,
+            protect_label_holder=True,
+            acceleration=acceleration,
+        ).validated()
     with pytest.raises(DpfedInputError, match="acceleration"):
-        VerticalConfig(mechanism="paper", epsilon=4.0, delta=1e-5,
-                       acceleration=acceleration).validated()
-    protected = VerticalConfig(mechanism="sound", epsilon=4.0, delta=1e-5,
-                               protect_label_holder=True).validated()
+        VerticalConfig(
+            mechanism="paper", epsilon=4.0, delta=1e-5, acceleration=acceleration
+        ).validated()
+    protected = VerticalConfig(
+        mechanism="sound", epsilon=4.0, delta=1e-5, protect_label_holder=True
+    ).validated()
     assert protected.acceleration == "none"
 
 
@@ -98,20 +111,43 @@ def test_the_label_holder_refuses_acceleration_with_a_noisy_dual():
     setup = vertical_setup(cfg.validated(), [3, 2], blocks[0].shape[0])
     assert isinstance(setup.dual_release, DualRelease)
     with pytest.raises(DpfedInputError, match="protected label holder"):
-        LabelHolder("label", blocks[0], y, parties=["bank"], loss=get_loss("logistic"), rho=0.25,
-                    max_rounds=3, dual_release=setup.dual_release, anderson_memory=5,
-                    regularizer=get_regularizer("l2"), reg_weight=1.0,
-                    mechanism=setup.mechanisms[0], rng=np.random.default_rng(0))
+        LabelHolder(
+            "label",
+            blocks[0],
+            y,
+            parties=["bank"],
+            loss=get_loss("logistic"),
+            rho=0.25,
+            max_rounds=3,
+            dual_release=setup.dual_release,
+            anderson_memory=5,
+            regularizer=get_regularizer("l2"),
+            reg_weight=1.0,
+            mechanism=setup.mechanisms[0],
+            rng=np.random.default_rng(0),
+        )
 
 
 def _roles(blocks, y, rounds):
     common = dict(regularizer=get_regularizer("l2"), reg_weight=1.0, mechanism=NoPrivacy())
-    holder = LabelHolder("label", blocks[0], y, parties=["bank", "shop"],
-                         loss=get_loss("logistic"), rho=0.25, max_rounds=rounds,
-                         relaxation=1.6, anderson_memory=3, warm_start_rounds=2,
-                         rng=np.random.default_rng(0), **common)
-    parties = [PassiveParty(name, b, label_holder="label", rng=np.random.default_rng(i), **common)
-               for i, (name, b) in enumerate(zip(["bank", "shop"], blocks[1:], strict=True), 1)]
+    holder = LabelHolder(
+        "label",
+        blocks[0],
+        y,
+        parties=["bank", "shop"],
+        loss=get_loss("logistic"),
+        rho=0.25,
+        max_rounds=rounds,
+        relaxation=1.6,
+        anderson_memory=3,
+        warm_start_rounds=2,
+        rng=np.random.default_rng(0),
+        **common,
+    )
+    parties = [
+        PassiveParty(name, b, label_holder="label", rng=np.random.default_rng(i), **common)
+        for i, (name, b) in enumerate(zip(["bank", "shop"], blocks[1:], strict=True), 1)
+    ]
     return [holder, *parties]
 
 
@@ -158,7 +194,8 @@ def test_without_the_anderson_state_a_resume_drifts_apart():
     fresh = _roles(blocks, y, 10)
     for old, new in zip(first, fresh, strict=True):
         arrays, meta = old.state_dict()
-        new.load_state_dict({k: v for k, v in arrays.items() if not k.startswith("anderson/")},
-                            meta)
+        new.load_state_dict(
+            {k: v for k, v in arrays.items() if not k.startswith("anderson/")}, meta
+        )
     _drive(fresh, in_flight)
     assert not np.array_equal(whole[0].model, fresh[0].model)

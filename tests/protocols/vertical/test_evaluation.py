@@ -43,7 +43,12 @@ CONFIGS = {
         mechanism="sound", epsilon=4.0, delta=1e-5, seed=7, iterations=4, accountant="rdp"
     ),
     "sound-protected": VerticalConfig(
-        mechanism="sound", epsilon=4.0, delta=1e-5, seed=11, iterations=3, accountant="rdp",
+        mechanism="sound",
+        epsilon=4.0,
+        delta=1e-5,
+        seed=11,
+        iterations=3,
+        accountant="rdp",
         protect_label_holder=True,
     ),
     "paper": VerticalConfig(mechanism="paper", epsilon=2.0, delta=1e-5, seed=5, iterations=3),
@@ -89,16 +94,24 @@ def _roles(config, blocks, y, test_blocks=None, y_test=None, *, train=True):
             holder = make_vertical_role(
                 setup, 0, NAMES, block, rng=rng, labels=check_binary_labels("labels", y)
             )
-            roles.append(EvaluatedLabelHolder(
-                holder, leader=LEADER, lam=cfg.lam, test_block=test_block,
-                test_labels=None if y_test is None else check_binary_labels("test", y_test),
-                epsilon_of=epsilon_of, train=train,
-            ))
+            roles.append(
+                EvaluatedLabelHolder(
+                    holder,
+                    leader=LEADER,
+                    lam=cfg.lam,
+                    test_block=test_block,
+                    test_labels=None if y_test is None else check_binary_labels("test", y_test),
+                    epsilon_of=epsilon_of,
+                    train=train,
+                )
+            )
         else:
             party = make_vertical_role(setup, m, NAMES, block, rng=rng)
-            roles.append(EvaluatedPassiveParty(
-                party, test_block=test_block, epsilon_of=epsilon_of, train=train
-            ))
+            roles.append(
+                EvaluatedPassiveParty(
+                    party, test_block=test_block, epsilon_of=epsilon_of, train=train
+                )
+            )
     return roles
 
 
@@ -247,14 +260,29 @@ def test_shares_of_the_next_round_are_refused_until_the_round_is_over(first_roun
 STATE_CONFIGS = {
     "none": VerticalConfig(lam=1e-2, iterations=5, seed=1),
     "sound": VerticalConfig(
-        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=3, iterations=4, accountant="rdp",
+        mechanism="sound",
+        noise_multiplier=2.0,
+        delta=1e-5,
+        seed=3,
+        iterations=4,
+        accountant="rdp",
         passive_weighting=False,
     ),
     "sound-weighted": VerticalConfig(
-        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=5, iterations=4, accountant="rdp",
+        mechanism="sound",
+        noise_multiplier=2.0,
+        delta=1e-5,
+        seed=5,
+        iterations=4,
+        accountant="rdp",
     ),
     "sound-protected": VerticalConfig(
-        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=4, iterations=4, accountant="rdp",
+        mechanism="sound",
+        noise_multiplier=2.0,
+        delta=1e-5,
+        seed=4,
+        iterations=4,
+        accountant="rdp",
         protect_label_holder=True,
     ),
 }

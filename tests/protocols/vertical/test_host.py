@@ -37,6 +37,7 @@ key = "c.key"
 """
         for port, (name, a, b) in enumerate(SPLIT, start=1)
     )
+
     def toml(v):
         if isinstance(v, bool):
             return str(v).lower()
@@ -55,14 +56,20 @@ ca = "ca.pem"
 address = "127.0.0.1:9"
 certificate = "l.pem"
 key = "l.key"
-""" + parties
+"""
+        + parties
     )
     return load_job(tmp_path / "job.toml")
 
 
 PAPER = {"mechanism": "paper", "epsilon": 1.0, "delta": 1e-5, "iterations": 2, "lam": 1e-2}
-SOUND = {"mechanism": "sound", "epsilon": 2.0, "delta": 1e-5, "iterations": 2,
-         "rounds_above_rule": True}
+SOUND = {
+    "mechanism": "sound",
+    "epsilon": 2.0,
+    "delta": 1e-5,
+    "iterations": 2,
+    "rounds_above_rule": True,
+}
 
 
 @pytest.mark.parametrize(
@@ -87,9 +94,7 @@ class _Leader:
         return []
 
 
-def test_paper_premise_stays_with_the_party_and_the_result_certifies_no_epsilon(
-    tmp_path, capsys
-):
+def test_paper_premise_stays_with_the_party_and_the_result_certifies_no_epsilon(tmp_path, capsys):
     spec = _job(tmp_path, PAPER)
     hosts = {name: VerticalHost(spec, name) for name, _, _ in SPLIT}
     logged = capsys.readouterr().err
@@ -133,7 +138,8 @@ def test_a_networked_sound_job_says_its_weight_and_the_cost_of_rounds_above_the_
     finals = {name: host.final() for name, host in hosts.items()}
     n = hosts["label"].n_samples
     notes = vertical_result(spec, leader.history, finals, n_samples=n, seconds=0.0)["privacy"][
-        "notes"]
+        "notes"
+    ]
     assert any(f"models by {weight:.3g}" in note for note in notes)
     (cost,) = [note for note in notes if note.startswith("rounds: 2, above the 1")]
     assert "per-round noise multiplier" in cost

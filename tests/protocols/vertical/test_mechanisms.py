@@ -45,13 +45,17 @@ def test_paper_noise_has_variance_sigma_squared_in_the_column_space():
     D = rng.normal(size=(30, 4))
     D /= np.linalg.norm(D, axis=1, keepdims=True)
     spectrum = GramSpectrum(D)
-    mech = PaperMechanism(d_m=4, n_parties=2, reg_weight=1.0, c1=1.0, b1=3.0,
-                          delta_step=1e-5, sigma=0.7)
-    noise = np.array([
-        mech.release(np.zeros(4), block=D, spectrum=spectrum, rho=1.0, round=1, party="p",
-                     rng=rng).scores
-        for _ in range(20000)
-    ])
+    mech = PaperMechanism(
+        d_m=4, n_parties=2, reg_weight=1.0, c1=1.0, b1=3.0, delta_step=1e-5, sigma=0.7
+    )
+    noise = np.array(
+        [
+            mech.release(
+                np.zeros(4), block=D, spectrum=spectrum, rho=1.0, round=1, party="p", rng=rng
+            ).scores
+            for _ in range(20000)
+        ]
+    )
     # D xi has covariance sigma^2 P with P the projection onto the column space of D
     q, _ = np.linalg.qr(D)
     coords = noise @ q
@@ -63,8 +67,9 @@ def test_sound_release_noise_matches_the_calibration():
     rng = np.random.default_rng(1)
     D = rng.normal(size=(50, 3))
     bounds = SoundBounds(row_norm=1.0, model_radius=2.0, target_clip=1.0, score_clip=1.0)
-    mech = SoundMechanism(bounds=bounds, reg_weight=5.0, model_multiplier=3.0,
-                          scores_multiplier=2.0)
+    mech = SoundMechanism(
+        bounds=bounds, reg_weight=5.0, model_multiplier=3.0, scores_multiplier=2.0
+    )
     mech.check_regularizer(L2(), 5.0)
     block = mech.prepare_block(D)
     assert np.all(np.linalg.norm(block, axis=1) <= 1.0 + 1e-12)
@@ -73,11 +78,14 @@ def test_sound_release_noise_matches_the_calibration():
     assert model_release.sigma == pytest.approx(3.0 * model_release.l2_sensitivity)
     assert scores_release.l2_sensitivity == pytest.approx(2.0)
     assert scores_release.sigma == pytest.approx(4.0)
-    draws = np.array([
-        mech.release(np.zeros(3), block=block, spectrum=None, rho=0.5, round=1, party="p",
-                     rng=rng).scores
-        for _ in range(4000)
-    ])
+    draws = np.array(
+        [
+            mech.release(
+                np.zeros(3), block=block, spectrum=None, rho=0.5, round=1, party="p", rng=rng
+            ).scores
+            for _ in range(4000)
+        ]
+    )
     signal = np.clip(block @ np.zeros(3), -1, 1)
     # the model noise moves the scores a little; the scores noise dominates
     assert np.var(draws - signal) == pytest.approx(16.0, rel=0.08)
@@ -116,9 +124,13 @@ def test_calibrated_sound_run_spends_at_most_its_target_and_more_rounds_spend_mo
     blocks, y = make_vertical_problem(split=(3, 2))
     spent = []
     for iterations in (2, 4):
-        res = train_vertical(blocks, y, VerticalConfig(
-            mechanism="sound", epsilon=2.0, delta=1e-5, iterations=iterations, seed=0,
-            lam=1e-2))
+        res = train_vertical(
+            blocks,
+            y,
+            VerticalConfig(
+                mechanism="sound", epsilon=2.0, delta=1e-5, iterations=iterations, seed=0, lam=1e-2
+            ),
+        )
         assert res.privacy["epsilon"] <= 2.0
         assert res.privacy["epsilon"] >= 1.95
         eps_path = [h["epsilon"] for h in res.history]
@@ -129,8 +141,13 @@ def test_calibrated_sound_run_spends_at_most_its_target_and_more_rounds_spend_mo
 
 def test_paper_noise_sigma_reports_theorem1_and_corollary1_however_large():
     blocks, y = make_vertical_problem(split=(3, 2))
-    res = train_vertical(blocks, y, VerticalConfig(
-        mechanism="paper", noise_sigma=0.01, delta=1e-5, iterations=3, seed=0, lam=1e-2))
+    res = train_vertical(
+        blocks,
+        y,
+        VerticalConfig(
+            mechanism="paper", noise_sigma=0.01, delta=1e-5, iterations=3, seed=0, lam=1e-2
+        ),
+    )
     party = res.privacy["per_party"]["party1"]
     n = y.shape[0]
     c = lemma1_bound(d_m=2, rho=0.25, lam=n * 1e-2, c1=1.0, b1=5 * math.sqrt(n), n_parties=2)
@@ -144,8 +161,11 @@ def test_paper_noise_sigma_reports_theorem1_and_corollary1_however_large():
 
 def test_paper_target_epsilon_is_met_by_corollary1():
     blocks, y = make_vertical_problem(split=(3, 2))
-    res = train_vertical(blocks, y, VerticalConfig(
-        mechanism="paper", epsilon=1.0, delta=1e-5, iterations=4, seed=0, lam=1e-2))
+    res = train_vertical(
+        blocks,
+        y,
+        VerticalConfig(mechanism="paper", epsilon=1.0, delta=1e-5, iterations=4, seed=0, lam=1e-2),
+    )
     party = res.privacy["per_party"]["party1"]
     assert corollary1_epsilon(party["epsilon_step"], 4, 0.5e-5) == pytest.approx(1.0, rel=1e-6)
     assert party["paper_delta"] == pytest.approx(1e-5)
@@ -155,16 +175,30 @@ def test_paper_target_epsilon_is_met_by_corollary1():
     assert res.privacy["paper_epsilon"] == pytest.approx(1.0, rel=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(mechanism="sound", epsilon=0.0, delta=1e-5), "epsilon"),
-    (dict(mechanism="sound", epsilon=-1.0, delta=1e-5), "epsilon"),
-    (dict(mechanism="sound", epsilon=1.0, delta=1.0), "delta"),
-    (dict(mechanism="sound", epsilon=1.0), "needs delta"),
-    (dict(mechanism="none", epsilon=1.0), "need a privacy mechanism"),
-    (dict(mechanism="paper", regularizer="l1", epsilon=1.0, delta=1e-5), "twice differentiable"),
-    (dict(mechanism="sound", epsilon=1.0, delta=1e-5, protect_label_holder=True,
-          adaptive_rho=True), "adaptive rho"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(mechanism="sound", epsilon=0.0, delta=1e-5), "epsilon"),
+        (dict(mechanism="sound", epsilon=-1.0, delta=1e-5), "epsilon"),
+        (dict(mechanism="sound", epsilon=1.0, delta=1.0), "delta"),
+        (dict(mechanism="sound", epsilon=1.0), "needs delta"),
+        (dict(mechanism="none", epsilon=1.0), "need a privacy mechanism"),
+        (
+            dict(mechanism="paper", regularizer="l1", epsilon=1.0, delta=1e-5),
+            "twice differentiable",
+        ),
+        (
+            dict(
+                mechanism="sound",
+                epsilon=1.0,
+                delta=1e-5,
+                protect_label_holder=True,
+                adaptive_rho=True,
+            ),
+            "adaptive rho",
+        ),
+    ],
+)
 def test_bad_privacy_settings_are_refused(kwargs, match):
     blocks, y = make_vertical_problem(split=(3, 2))
     with pytest.raises(DpfedInputError, match=match):
@@ -173,9 +207,19 @@ def test_bad_privacy_settings_are_refused(kwargs, match):
 
 def test_protected_label_holder_spends_on_its_model_and_broadcast():
     blocks, y = make_vertical_problem(split=(3, 2))
-    res = train_vertical(blocks, y, VerticalConfig(
-        mechanism="sound", epsilon=3.0, delta=1e-5, iterations=3, seed=0, lam=1e-2,
-        protect_label_holder=True))
+    res = train_vertical(
+        blocks,
+        y,
+        VerticalConfig(
+            mechanism="sound",
+            epsilon=3.0,
+            delta=1e-5,
+            iterations=3,
+            seed=0,
+            lam=1e-2,
+            protect_label_holder=True,
+        ),
+    )
     events = [(e.round, e.label) for e in res.ledger.events("label")]
     # round 0: its regularised local model and the first dual; then one dual per round but
     # the last (nothing goes out after it); its block stays as released
@@ -184,9 +228,18 @@ def test_protected_label_holder_spends_on_its_model_and_broadcast():
     assert res.privacy["per_party"]["party1"]["epsilon"] <= 3.0
     assert not any("not protected" in n for n in res.privacy["notes"])
     with pytest.raises(DpfedInputError, match="warm start"):
-        train_vertical(blocks, y, VerticalConfig(
-            mechanism="sound", epsilon=3.0, delta=1e-5, iterations=3, protect_label_holder=True,
-            warm_start_rounds=5))
+        train_vertical(
+            blocks,
+            y,
+            VerticalConfig(
+                mechanism="sound",
+                epsilon=3.0,
+                delta=1e-5,
+                iterations=3,
+                protect_label_holder=True,
+                warm_start_rounds=5,
+            ),
+        )
 
 
 def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch):
@@ -197,7 +250,11 @@ def test_last_round_scores_are_not_released_and_nothing_new_is_sent(monkeypatch)
     res = train_vertical(blocks, y, cfg)
     labels = [(e.round, e.label) for e in res.ledger.events("party1")]
     assert labels == [
-        (1, "model"), (1, "scores"), (2, "model"), (2, "scores"), (3, "model"),
+        (1, "model"),
+        (1, "scores"),
+        (2, "model"),
+        (2, "scores"),
+        (3, "model"),
         (3, "statistics"),  # the passive weighting's three numbers, not scores
     ]
     # replay the protocol and watch the wire: round 3 carries round 2's scores again
@@ -233,10 +290,12 @@ def test_a_protected_label_holders_local_model_moves_at_most_its_sensitivity():
     X = clip_rows(rng.normal(0, 1, (n, d)), R)
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     loss = get_loss("logistic")
-    bounds = SoundBounds(row_norm=R, model_radius=2.0, target_clip=4.0, score_clip=0.5,
-                         prox_weight=mu)
-    mech = SoundMechanism(bounds=bounds, reg_weight=0.0, model_multiplier=1.0,
-                          scores_multiplier=1.0)
+    bounds = SoundBounds(
+        row_norm=R, model_radius=2.0, target_clip=4.0, score_clip=0.5, prox_weight=mu
+    )
+    mech = SoundMechanism(
+        bounds=bounds, reg_weight=0.0, model_multiplier=1.0, scores_multiplier=1.0
+    )
     mech.check_regularizer(L2(), 0.0)
     g = LOCAL_MODEL_TOLERANCE * R
     bound = mech.local_model_release(loss, g, n).l2_sensitivity
@@ -259,10 +318,12 @@ def test_a_protected_label_holders_local_model_moves_at_most_its_sensitivity():
 def test_the_intercept_column_keeps_the_row_bound_and_splits_back(row_norm):
     """The label holder's bounded rows with the intercept column stay within R (so every
     sensitivity holds as derived), and (coef, intercept) reproduce the prepared rows' scores."""
-    bounds = SoundBounds(row_norm=row_norm, model_radius=5.0, target_clip=3.0, score_clip=2.0,
-                         dual_clip=1.0)
-    mech = SoundMechanism(bounds=bounds, reg_weight=1.0, model_multiplier=2.0,
-                          scores_multiplier=2.0)
+    bounds = SoundBounds(
+        row_norm=row_norm, model_radius=5.0, target_clip=3.0, score_clip=2.0, dual_clip=1.0
+    )
+    mech = SoundMechanism(
+        bounds=bounds, reg_weight=1.0, model_multiplier=2.0, scores_multiplier=2.0
+    )
     mech.intercept_scale = 0.25
     X = np.random.default_rng(0).normal(scale=3.0, size=(50, 4))
     rows = mech.prepare_block(X)

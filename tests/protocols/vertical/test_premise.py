@@ -40,9 +40,7 @@ def _scores(block: np.ndarray, target: np.ndarray, *, reg_weight: float, b1: flo
 
 
 def _lemma1(block: np.ndarray, reg_weight: float, b1: float) -> float:
-    return lemma1_bound(
-        d_m=block.shape[1], rho=RHO, lam=reg_weight, c1=1.0, b1=b1, n_parties=2
-    )
+    return lemma1_bound(d_m=block.shape[1], rho=RHO, lam=reg_weight, c1=1.0, b1=b1, n_parties=2)
 
 
 def _unit_row_at_distance_one(row: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -96,14 +94,16 @@ def test_the_unbounded_noise_is_always_a_reason():
 def test_paper_mechanism_reads_the_premise_off_the_block_spectrum():
     rng = np.random.default_rng(0)
     tall = normalize_rows(rng.normal(size=(200, 3)))
-    mech = PaperMechanism(d_m=3, n_parties=2, reg_weight=1.0, c1=1.0, b1=10.0,
-                          delta_step=1e-6, sigma=1.0)
+    mech = PaperMechanism(
+        d_m=3, n_parties=2, reg_weight=1.0, c1=1.0, b1=10.0, delta_step=1e-6, sigma=1.0
+    )
     premise = mech.eigenvalue_premise(GramSpectrum(tall))
     assert premise.min_eigenvalue == pytest.approx(np.linalg.eigvalsh(tall.T @ tall).min())
     assert premise.holds is True
     wide = normalize_rows(rng.normal(size=(20, 300)))
-    mech = PaperMechanism(d_m=300, n_parties=2, reg_weight=1.0, c1=1.0, b1=10.0,
-                          delta_step=1e-6, sigma=1.0)
+    mech = PaperMechanism(
+        d_m=300, n_parties=2, reg_weight=1.0, c1=1.0, b1=10.0, delta_step=1e-6, sigma=1.0
+    )
     premise = mech.eigenvalue_premise(GramSpectrum(wide))
     assert premise.min_eigenvalue == 0.0 and premise.holds is False
 
@@ -149,7 +149,12 @@ def test_on_a_tall_well_conditioned_block_the_premise_holds():
     block = normalize_rows(rng.normal(size=(200, 3)))
     assert GramSpectrum(block).min_eigenvalue >= 3  # lambda_min about N/d = 67
     premise = PaperMechanism(
-        d_m=3, n_parties=2, reg_weight=0.02, c1=1.0, b1=5 * math.sqrt(200), delta_step=1e-6,
+        d_m=3,
+        n_parties=2,
+        reg_weight=0.02,
+        c1=1.0,
+        b1=5 * math.sqrt(200),
+        delta_step=1e-6,
         sigma=1.0,
     ).eigenvalue_premise(GramSpectrum(block))
     assert premise.holds is True and premise.reason("label") is None
@@ -179,7 +184,7 @@ def test_on_arcene_negating_a_row_moves_the_scores_beyond_lemma1():
     for i in range(5):
         neighbour = block.copy()
         neighbour[i] = -block[i]
-        moved.append(np.linalg.norm(
-            scores - _scores(neighbour, target, reg_weight=reg_weight, b1=b1)
-        ))
+        moved.append(
+            np.linalg.norm(scores - _scores(neighbour, target, reg_weight=reg_weight, b1=b1))
+        )
     assert max(moved) > 10 * bound  # measured: 2.16 for row 1, 12x C

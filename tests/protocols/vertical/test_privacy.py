@@ -72,8 +72,9 @@ def test_a_measured_premise_failure_is_reported_when_the_shapes_allow_it():
 
 def test_the_sound_mechanism_still_certifies_its_epsilon():
     blocks, y = _blocks(100, (3, 4), seed=3)
-    res = train_vertical(blocks, y, VerticalConfig(
-        mechanism="sound", epsilon=2.0, delta=1e-5, iterations=2, seed=0))
+    res = train_vertical(
+        blocks, y, VerticalConfig(mechanism="sound", epsilon=2.0, delta=1e-5, iterations=2, seed=0)
+    )
     assert 0 < res.privacy["epsilon"] <= 2.0
     assert "paper_epsilon" not in res.privacy
     assert all(h["epsilon"] is not None for h in res.history)
@@ -88,8 +89,11 @@ def test_arcene_split_in_two_certifies_no_epsilon():
 
     data = load_dataset("arcene", base)
     blocks = vertical_split(np.asarray(data.X_train, dtype=float), [5000, 5000])
-    res = train_vertical(blocks, data.y_train, VerticalConfig(
-        mechanism="paper", epsilon=1.0, delta=1e-5, iterations=2, seed=0, lam=1e-4))
+    res = train_vertical(
+        blocks,
+        data.y_train,
+        VerticalConfig(mechanism="paper", epsilon=1.0, delta=1e-5, iterations=2, seed=0, lam=1e-4),
+    )
     _check_paper_privacy(res.privacy)
     reasons = res.privacy["paper_epsilon_reason"]
     assert len(reasons) == 3

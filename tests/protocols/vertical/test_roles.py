@@ -15,8 +15,17 @@ from ...conftest import make_vertical_problem
 def _roles(blocks, y, rounds=5):
     rngs = [np.random.default_rng(i) for i in range(len(blocks))]
     common = dict(regularizer=get_regularizer("l2"), reg_weight=1.0, mechanism=NoPrivacy())
-    holder = LabelHolder("label", blocks[0], y, parties=["bank"], loss=get_loss("logistic"),
-                         rho=0.25, max_rounds=rounds, rng=rngs[0], **common)
+    holder = LabelHolder(
+        "label",
+        blocks[0],
+        y,
+        parties=["bank"],
+        loss=get_loss("logistic"),
+        rho=0.25,
+        max_rounds=rounds,
+        rng=rngs[0],
+        **common,
+    )
     bank = PassiveParty("bank", blocks[1], label_holder="label", rng=rngs[1], **common)
     return holder, bank
 
@@ -58,14 +67,16 @@ def test_messages_out_of_turn_are_refused():
 def test_admm_sharing_reaches_the_centralised_optimum(fit_intercept):
     blocks, y = make_vertical_problem(n=400, split=(4, 3, 2))
     lam = 1e-2
-    res = train_vertical(blocks, y, VerticalConfig(lam=lam, iterations=300,
-                                                   fit_intercept=fit_intercept))
+    res = train_vertical(
+        blocks, y, VerticalConfig(lam=lam, iterations=300, fit_intercept=fit_intercept)
+    )
     # the label holder's rows as it trains on them (unbounded: the constant column s = 4)
     column = np.full((len(y), 1), UNBOUNDED_INTERCEPT_SCALING)
     holder = np.hstack([blocks[0], column]) if fit_intercept else blocks[0]
     X = np.hstack([holder, *blocks[1:]])
-    ref = LogisticRegression(C=1 / (lam * len(y)), fit_intercept=False, tol=1e-12,
-                             max_iter=10000).fit(X, y)
+    ref = LogisticRegression(
+        C=1 / (lam * len(y)), fit_intercept=False, tol=1e-12, max_iter=10000
+    ).fit(X, y)
     w = ref.coef_.ravel()
     ref_obj = np.mean(np.logaddexp(0, -y * (X @ w))) + lam * 0.5 * w @ w
     assert res.final["train_objective"] <= ref_obj + 1e-6
@@ -76,12 +87,15 @@ def test_admm_sharing_reaches_the_centralised_optimum(fit_intercept):
     assert coefs["label"].shape == (blocks[0].shape[1],)
 
 
-@pytest.mark.parametrize("mechanism", [
-    dict(),
-    dict(mechanism="sound", epsilon=4.0, delta=1e-5),
-    dict(mechanism="sound", epsilon=4.0, delta=1e-5, passive_weighting=False),
-    dict(mechanism="paper", noise_sigma=0.5, delta=1e-5),
-])
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        dict(),
+        dict(mechanism="sound", epsilon=4.0, delta=1e-5),
+        dict(mechanism="sound", epsilon=4.0, delta=1e-5, passive_weighting=False),
+        dict(mechanism="paper", noise_sigma=0.5, delta=1e-5),
+    ],
+)
 def test_a_seeded_run_is_bit_identical(mechanism):
     blocks, y = make_vertical_problem(split=(3, 3, 2))
     cfg = VerticalConfig(iterations=6, seed=7, lam=1e-2, **mechanism)

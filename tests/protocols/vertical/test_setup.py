@@ -47,8 +47,10 @@ def _check_plans_match_releases(config, blocks, y) -> dict[str, list[float]]:
     for index, name in enumerate(NAMES):
         plan = _host_plan(config, blocks, y, index)
         # the same mechanism, multiplier and exact-grid coordinates, release for release
-        released = sorted(Release(e.mechanism, e.noise_multiplier, e.coordinates)
-                          for e in result.ledger.events(name))
+        released = sorted(
+            Release(e.mechanism, e.noise_multiplier, e.coordinates)
+            for e in result.ledger.events(name)
+        )
         assert sorted(as_release(p) for p in plan) == released, name
         plans[name] = plan
     return plans
@@ -124,7 +126,13 @@ def test_paper_plan_is_what_each_party_releases(problem, options):
 
 # rho moves under residual balancing here (0.01, 0.02, 0.04, ...), which the plan ignores
 PAPER_ADAPTIVE = VerticalConfig(
-    mechanism="paper", noise_sigma=0.5, delta=1e-5, seed=1, iterations=6, lam=1.0, rho=0.01,
+    mechanism="paper",
+    noise_sigma=0.5,
+    delta=1e-5,
+    seed=1,
+    iterations=6,
+    lam=1.0,
+    rho=0.01,
     adaptive_rho=True,
 )
 
@@ -168,7 +176,8 @@ ca = "ca.pem"
 address = "127.0.0.1:3"
 certificate = "l.pem"
 key = "l.key"
-""" + parties
+"""
+        + parties
     )
     with pytest.raises(DpfedInputError, match="adaptive_rho = false"):
         VerticalHost(load_job(tmp_path / "job.toml"), "bank")
@@ -221,10 +230,14 @@ def test_party_rng_streams_are_reproducible_and_distinct():
     ("options", "message"),
     [
         (dict(mechanism="sound", noise_sigma=1.0), "noise_sigma belongs to the other mechanism"),
-        (dict(mechanism="paper", noise_multiplier=1.0),
-         "noise_multiplier belongs to the other mechanism"),
-        (dict(mechanism="sound", epsilon=1.0, noise_multiplier=1.0),
-         "exactly one of epsilon or noise_multiplier"),
+        (
+            dict(mechanism="paper", noise_multiplier=1.0),
+            "noise_multiplier belongs to the other mechanism",
+        ),
+        (
+            dict(mechanism="sound", epsilon=1.0, noise_multiplier=1.0),
+            "exactly one of epsilon or noise_multiplier",
+        ),
         (dict(mechanism="paper"), "exactly one of epsilon or noise_sigma"),
         (dict(noise_multiplier=1.0), "need a privacy mechanism"),
     ],
@@ -247,14 +260,15 @@ def test_sound_releases_lie_on_their_grid_and_record_their_coordinates(problem):
         events = result.ledger.events(name)
         assert events
         for e in events:
-            expected = widths[name] if e.label == "model" else (
-                3 if e.label == "statistics" else n)
+            expected = widths[name] if e.label == "model" else (3 if e.label == "statistics" else n)
             assert e.coordinates == expected, (name, e.label)
         assert result.privacy["per_party"][name]["grid_coordinates"] == sum(
-            e.coordinates for e in events)
+            e.coordinates for e in events
+        )
     assert result.privacy["sampler"].startswith("exact discrete Gaussian")
     # the grid's noise is at least the recorded sigma
     holder = next(e for e in result.ledger.events("label") if e.label == "model")
-    release = GaussianRelease.from_multiplier("model", holder.l2_sensitivity,
-                                              holder.noise_multiplier)
+    release = GaussianRelease.from_multiplier(
+        "model", holder.l2_sensitivity, holder.noise_multiplier
+    )
     assert release.grid(widths["label"]).sigma >= holder.sigma

@@ -55,7 +55,8 @@ def test_the_chosen_weight_never_raises_the_training_loss(signal, seed):
         n_samples=n, score_bound=bound, lipschitz=1.0, smoothness=0.25, noise_multiplier=1.0
     )
     choice = choose_passive_weight(
-        own_change=np.zeros(n), request=request,
+        own_change=np.zeros(n),
+        request=request,
         upper_bounds=[_exact_upper(release, passive, request)],
         c3=third_derivative_bound(LOGISTIC),
     )
@@ -86,7 +87,9 @@ def test_scores_that_do_not_help_get_weight_zero():
         )
         released = release.apply(passive, request, rng)
         choice = choose_passive_weight(
-            own_change=np.zeros(n), request=request, upper_bounds=[release.upper(released)],
+            own_change=np.zeros(n),
+            request=request,
+            upper_bounds=[release.upper(released)],
             c3=third_derivative_bound(LOGISTIC),
         )
         weights.append(choice.weight)
@@ -160,9 +163,11 @@ def test_a_weighted_private_model_is_no_worse_than_local_only(epsilon):
     local = fit_local_only(blocks, y, lam=lam, test_blocks=test_blocks, test_labels=y_test)
     for seed in range(3):
         res = train_vertical(
-            blocks, y,
+            blocks,
+            y,
             VerticalConfig(mechanism="sound", epsilon=epsilon, delta=1e-5, lam=lam, seed=seed),
-            test_blocks=test_blocks, test_labels=y_test,
+            test_blocks=test_blocks,
+            test_labels=y_test,
         )
         assert res.final["test_log_loss"] <= local["test_log_loss"] + 0.002
         assert res.privacy["epsilon"] <= epsilon
@@ -174,14 +179,18 @@ def test_a_weighted_private_model_is_no_worse_than_local_only(epsilon):
 def test_the_statistics_release_is_accounted():
     blocks, y, test_blocks, y_test = make_vertical_problem_with_test(n=600, split=(4, 3))
     res = train_vertical(
-        blocks, y, VerticalConfig(mechanism="sound", epsilon=2.0, delta=1e-5, seed=0),
-        test_blocks=test_blocks, test_labels=y_test,
+        blocks,
+        y,
+        VerticalConfig(mechanism="sound", epsilon=2.0, delta=1e-5, seed=0),
+        test_blocks=test_blocks,
+        test_labels=y_test,
     )
     events = res.ledger.events("party1")
     assert [e.label for e in events].count("statistics") == 1
     assert res.privacy["per_party"]["party1"]["epsilon"] <= 2.0 + 1e-9
     off = train_vertical(
-        blocks, y,
+        blocks,
+        y,
         VerticalConfig(mechanism="sound", epsilon=2.0, delta=1e-5, seed=0, passive_weighting=False),
     )
     assert "statistics" not in [e.label for e in off.ledger.events("party1")]
@@ -195,8 +204,10 @@ def test_the_statistics_release_is_accounted():
     "options, match",
     [
         (dict(mechanism="none"), "part of the sound mechanism"),
-        (dict(mechanism="sound", epsilon=1.0, delta=1e-5, protect_label_holder=True),
-         "protect_label_holder"),
+        (
+            dict(mechanism="sound", epsilon=1.0, delta=1e-5, protect_label_holder=True),
+            "protect_label_holder",
+        ),
         (dict(mechanism="sound", epsilon=1.0, delta=1e-5, loss="squared"), "bounded slope"),
     ],
 )
@@ -217,7 +228,11 @@ def test_parties_refuse_weighting_messages_out_of_place():
 
     blocks, y, _, _ = make_vertical_problem_with_test(n=100, split=(3, 2))
     cfg = VerticalConfig(
-        mechanism="sound", noise_multiplier=2.0, delta=1e-5, seed=0, iterations=2,
+        mechanism="sound",
+        noise_multiplier=2.0,
+        delta=1e-5,
+        seed=0,
+        iterations=2,
     ).validated()
     setup = vertical_setup(cfg, [b.shape[1] for b in blocks], len(y))
     names = ["label", "party1"]
@@ -237,7 +252,8 @@ def test_parties_refuse_weighting_messages_out_of_place():
     assert last.statistics is not None and last.statistics.shape == (3,)
     (done,) = holder.handle(last)
     assert done.finished and 0.0 <= done.passive_weight <= 1.0
-    bad = Broadcast("label", "party1", 2, second.residual, second.dual, 0.25, True,
-                    passive_weight=1.5)
+    bad = Broadcast(
+        "label", "party1", 2, second.residual, second.dual, 0.25, True, passive_weight=1.5
+    )
     with pytest.raises(ProtocolError, match=r"\[0, 1\]"):
         party.handle(bad)

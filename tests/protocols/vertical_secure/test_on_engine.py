@@ -41,8 +41,14 @@ def test_the_roles_on_the_in_process_engine_run_the_simulations_job():
     blocks, y = _problem()
     setup = SecureSetup(400, (4, 3), 2.0, 1e-5, rounds=2, protect="passive")
     seen = []
-    ran = train_secure_vertical(blocks, y, setup, seed=5, engine="inprocess",
-                                progress=lambda t, cost: seen.append((t, cost)))
+    ran = train_secure_vertical(
+        blocks,
+        y,
+        setup,
+        seed=5,
+        engine="inprocess",
+        progress=lambda t, cost: seen.append((t, cost)),
+    )
     plain = train_secure_vertical(blocks, y, setup, seed=5, backend="plain")
     _same_run(ran, plain, setup.rounds)
     assert seen == [(0, None), (1, None)]

@@ -63,8 +63,10 @@ def _noise_of(protect, evaluator_index, trials=400, split=(4, 3)):
     setup = SecureSetup(200, split, 1.0, 1e-5, protect=protect)
     y01 = (y > 0).astype(float)
     rngs = np.random.default_rng(0).spawn(len(split))
-    parties = [_Recorder(j, X, setup, rngs[j], y=y01 if j == 0 else None, backend="plain")
-               for j, X in enumerate(blocks)]
+    parties = [
+        _Recorder(j, X, setup, rngs[j], y=y01 if j == 0 else None, backend="plain")
+        for j, X in enumerate(blocks)
+    ]
     holder, folders = party_module.exchange_order(evaluator_index, len(split))
     evaluator = parties[evaluator_index]
     rows = evaluator.rows
@@ -72,20 +74,30 @@ def _noise_of(protect, evaluator_index, trials=400, split=(4, 3)):
     exact = np.asarray(rows.T @ r).ravel()
     draws = []
     for _ in range(trials):
-        party_module.block_update(evaluator, parties[holder], np.eye(rows.shape[1]), None,
-                                  [parties[f] for f in folders])
+        party_module.block_update(
+            evaluator, parties[holder], np.eye(rows.shape[1]), None, [parties[f] for f in folders]
+        )
         draws.append(evaluator.seen - exact)
     return np.array(draws), setup.gradient_sigma
 
 
-@pytest.mark.parametrize(("protect", "evaluator", "noises", "split"),
-                         [("all", 0, 2, (4, 3)), ("all", 1, 2, (4, 3)),
-                          ("parties", 0, 2, (4, 3)), ("parties", 1, 2, (4, 3)),
-                          ("passive", 0, 1, (4, 3)), ("passive", 1, 1, (4, 3)),
-                          # a third party's scores are in every residual: an unprotected
-                          # label holder as key holder hides them from the passive evaluator
-                          ("passive", 0, 1, (4, 3, 2)), ("passive", 1, 2, (4, 3, 2)),
-                          ("passive", 2, 2, (4, 3, 2)), ("all", 2, 2, (4, 3, 2))])
+@pytest.mark.parametrize(
+    ("protect", "evaluator", "noises", "split"),
+    [
+        ("all", 0, 2, (4, 3)),
+        ("all", 1, 2, (4, 3)),
+        ("parties", 0, 2, (4, 3)),
+        ("parties", 1, 2, (4, 3)),
+        ("passive", 0, 1, (4, 3)),
+        ("passive", 1, 1, (4, 3)),
+        # a third party's scores are in every residual: an unprotected
+        # label holder as key holder hides them from the passive evaluator
+        ("passive", 0, 1, (4, 3, 2)),
+        ("passive", 1, 2, (4, 3, 2)),
+        ("passive", 2, 2, (4, 3, 2)),
+        ("all", 2, 2, (4, 3, 2)),
+    ],
+)
 def test_each_block_carries_the_noises_its_protection_needs(protect, evaluator, noises, split):
     draws, sigma = _noise_of(protect, evaluator, split=split)
     variance = draws.var(axis=0).mean()
@@ -147,8 +159,9 @@ def test_sparse_blocks_are_accepted():
     blocks, y, _, _ = _problem()
     setup = SecureSetup(400, (4, 3), 1.0, 1e-5, rounds=2)
     dense = train_secure_vertical(blocks, y, setup, seed=1, backend="plain")
-    sparse = train_secure_vertical([sp.csr_matrix(b) for b in blocks], y, setup, seed=1,
-                                   backend="plain")
+    sparse = train_secure_vertical(
+        [sp.csr_matrix(b) for b in blocks], y, setup, seed=1, backend="plain"
+    )
     for a, b in zip(dense.blocks, sparse.blocks, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-9)
 
@@ -165,8 +178,9 @@ def test_an_unprotected_label_holder_starts_from_its_own_model_and_no_other_does
     own = LogisticRegression(C=1.0, max_iter=3000).fit(label.rows[:, :-1], y01)
     np.testing.assert_allclose(label.w[:-1], own.coef_[0])
     assert label.w[-1] * passive_setup.intercept_scale == pytest.approx(own.intercept_[0])
-    protected = party_module.SecureParty(0, blocks[0], SecureSetup(400, (4, 3), 1.0, 1e-5),
-                                         rng, y=y01, backend="plain")
+    protected = party_module.SecureParty(
+        0, blocks[0], SecureSetup(400, (4, 3), 1.0, 1e-5), rng, y=y01, backend="plain"
+    )
     with pytest.raises(DpfedInputError, match="unprotected label holder"):
         protected.warm_start()
 
@@ -174,8 +188,7 @@ def test_an_unprotected_label_holder_starts_from_its_own_model_and_no_other_does
 def test_the_gram_release_carries_its_noise_and_its_sensitivity_holds():
     blocks, y, _, _ = _problem(n=200)
     setup = SecureSetup(200, (4, 3), 1.0, 1e-5)
-    party = party_module.SecureParty(1, blocks[1], setup, np.random.default_rng(3),
-                                     backend="plain")
+    party = party_module.SecureParty(1, blocks[1], setup, np.random.default_rng(3), backend="plain")
     exact = np.asarray(party.rows.T @ party.rows)
     upper = np.triu_indices(exact.shape[0])
     draws = np.array([(party.gram_release() - exact)[upper] for _ in range(2000)])
@@ -196,10 +209,14 @@ def test_the_gram_release_carries_its_noise_and_its_sensitivity_holds():
         worst = max(worst, float(np.sqrt(sum(moved))))
     assert worst <= setup.gram_sensitivity
     # and a label holder whose data is not protected releases its Gram exactly
-    label = party_module.SecureParty(0, blocks[0], SecureSetup(200, (4, 3), 1.0, 1e-5,
-                                                               protect="passive"),
-                                     np.random.default_rng(5), y=(y > 0).astype(float),
-                                     backend="plain")
+    label = party_module.SecureParty(
+        0,
+        blocks[0],
+        SecureSetup(200, (4, 3), 1.0, 1e-5, protect="passive"),
+        np.random.default_rng(5),
+        y=(y > 0).astype(float),
+        backend="plain",
+    )
     np.testing.assert_array_equal(label.gram_release(), label.rows.T @ label.rows)
 
 

@@ -27,10 +27,12 @@ def _roles(tmp_path, setup, blocks, y01, keys, seed=7):
     rngs = np.random.default_rng(seed).spawn(2)
     roles = {}
     for k, name in enumerate(NAMES):
-        party = SecureParty(k, blocks[k], setup, rngs[k], y=y01 if k == 0 else None,
-                            key_pair=keys[k])
-        roles[name] = SecureRole(party, NAMES, "leader", outbox=Outbox(tmp_path / name),
-                                 max_bytes=4 * 2**20)
+        party = SecureParty(
+            k, blocks[k], setup, rngs[k], y=y01 if k == 0 else None, key_pair=keys[k]
+        )
+        roles[name] = SecureRole(
+            party, NAMES, "leader", outbox=Outbox(tmp_path / name), max_bytes=4 * 2**20
+        )
     return roles
 
 
@@ -56,8 +58,7 @@ def _run(roles, *, stop_after=None):
 def problem(request):
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, :15], data.X_train[:, 15:]]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5, protect=request.param,
-                        rounds=2)
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), 8.0, 1e-5, protect=request.param, rounds=2)
     keys = [ckks.KeyHolder().secret_bytes() for _ in NAMES]
     return setup, blocks, (data.y_train > 0).astype(float), keys
 
@@ -74,7 +75,8 @@ def _continue(roles, queue):
 
 
 def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_snapshot(
-        tmp_path, problem):
+    tmp_path, problem
+):
     setup, blocks, y01, keys = problem
     roles = _roles(tmp_path, setup, blocks, y01, keys)
     # all: snapshots in round 1; else: the weighting request on its way
@@ -89,8 +91,9 @@ def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_s
     # label holder records nothing
     expected = {"all": [3, 3], "parties": [3, 4], "passive": [0, 4]}[setup.protect]
     assert [len(role.events) for role in roles.values()] == expected
-    local = train_secure_vertical(blocks, y01, setup, backend="plain",
-                                  rngs=np.random.default_rng(7).spawn(2))
+    local = train_secure_vertical(
+        blocks, y01, setup, backend="plain", rngs=np.random.default_rng(7).spawn(2)
+    )
     np.testing.assert_allclose(roles["label"].party.w[:-1], local.blocks[0], atol=1e-4)
     np.testing.assert_allclose(roles["bank"].party.w, local.blocks[1], atol=1e-4)
     if setup.protect != "all":  # the label holder's own model, the passive scores weighed
@@ -107,8 +110,9 @@ def test_the_roles_reach_the_in_process_model_and_replay_the_same_bytes_from_a_s
     # nothing in the clear but d-vectors: every N-long value travels as ciphertexts
     for m in sent:
         if not isinstance(m, CipherPart):
-            assert all(v.size < setup.n_samples for v in vars(m).values()
-                       if isinstance(v, np.ndarray))
+            assert all(
+                v.size < setup.n_samples for v in vars(m).values() if isinstance(v, np.ndarray)
+            )
     # both parties rebuilt from their snapshots with the same kept keys and outbox send the
     # same messages, byte for byte (the encryptions are the kept ones), to the same models
     restored = _roles(tmp_path, setup, blocks, y01, keys)
@@ -124,7 +128,8 @@ def test_parts_carry_ciphertexts_below_the_limit_and_refuse_what_does_not_fit():
     parts = cipher_parts("a", "b", 0, "powers", 0, items, max_bytes=4096)
     assert len(parts) > 1 and all(p.nbytes <= 2048 for p in parts)
     assert [i for p in parts for i in p.items()] == items
-    broken = CipherPart("a", "b", 0, "powers", 0, 0, 1, np.array([5]), parts[0].blob,
-                        parts[0].nbytes)
+    broken = CipherPart(
+        "a", "b", 0, "powers", 0, 0, 1, np.array([5]), parts[0].blob, parts[0].nbytes
+    )
     with pytest.raises(ProtocolError, match="do not add up"):
         broken.items()

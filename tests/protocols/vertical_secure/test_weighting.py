@@ -60,9 +60,8 @@ def test_the_weight_bounds_the_training_loss_it_predicts_and_refuses_useless_sco
     release = _release(n, z=0.5)
     for scores, helps in ((1.2 * x_passive, True), (rng.normal(size=n), False)):
         noise = release.noise(np.random.default_rng(2))
-        chosen = choose_weight(release, request, plain_statistics(release, scores, request,
-                                                                  noise))
-        change = (_mean_loss(own + chosen.share(scores), y01) - _mean_loss(own, y01))
+        chosen = choose_weight(release, request, plain_statistics(release, scores, request, noise))
+        change = _mean_loss(own + chosen.share(scores), y01) - _mean_loss(own, y01)
         assert change <= chosen.weight.predicted_change + 1e-12
         if helps:
             assert chosen.beta > 0.3 and change < -0.01
@@ -83,10 +82,10 @@ def test_the_encrypted_statistics_are_the_clear_ones():
     keys = ckks.KeyHolder()
     public = ckks.PublicContext.from_bytes(keys.public_bytes())
     encrypted = [keys.encrypt(request.gradient), keys.encrypt(request.curvature)]
-    decrypted = keys.decrypt_sums(encrypted_statistics(release, public, encrypted, scores,
-                                                       noise))
-    np.testing.assert_allclose(decrypted, plain_statistics(release, scores, request, noise),
-                               atol=1e-4)
+    decrypted = keys.decrypt_sums(encrypted_statistics(release, public, encrypted, scores, noise))
+    np.testing.assert_allclose(
+        decrypted, plain_statistics(release, scores, request, noise), atol=1e-4
+    )
 
 
 def test_weighing_costs_one_more_release_of_the_passive_rows_and_the_budget_holds():
@@ -101,12 +100,10 @@ def test_weighing_costs_one_more_release_of_the_passive_rows_and_the_budget_hold
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 8.0])
-def test_the_weighed_model_is_not_worse_than_the_label_holders_own_on_its_training_rows(
-        epsilon):
+def test_the_weighed_model_is_not_worse_than_the_label_holders_own_on_its_training_rows(epsilon):
     data = load_dataset("breast_cancer")
     blocks = [data.X_train[:, :15], data.X_train[:, 15:]]
-    setup = SecureSetup(blocks[0].shape[0], (15, 15), epsilon, 1e-5, protect="passive",
-                        rounds=3)
+    setup = SecureSetup(blocks[0].shape[0], (15, 15), epsilon, 1e-5, protect="passive", rounds=3)
     result = train_secure_vertical(blocks, data.y_train, setup, seed=0, backend="plain")
     assert result.weighting is not None
     y01 = (data.y_train > 0).astype(float)

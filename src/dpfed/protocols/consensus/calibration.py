@@ -102,7 +102,13 @@ __all__ = [
 
 
 def consensus_sensitivity(
-    *, c1: float, lam: float, n_clients: int, rho: float, m_i: int, mu: float = 1.0,
+    *,
+    c1: float,
+    lam: float,
+    n_clients: int,
+    rho: float,
+    m_i: int,
+    mu: float = 1.0,
     weak_convexity: float = 0.0,
 ) -> float:
     r"""l2 sensitivity of client ``i``'s exact local minimiser (one record replaced).
@@ -212,14 +218,18 @@ def consensus_sigma(
     DpfedInputError
         For bad arguments, or for ``epsilon > 1`` (the message names the proved range).
     """
-    sens = consensus_sensitivity(c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu,
-                                 weak_convexity=weak_convexity)
+    sens = consensus_sensitivity(
+        c1=c1, lam=lam, n_clients=n_clients, rho=rho, m_i=m_i, mu=mu, weak_convexity=weak_convexity
+    )
     eps = check_positive("epsilon", epsilon)
     d = check_open_unit("delta", delta)
     if not in_classic_range(eps):
         raise DpfedInputError(
             classic_range_message(
-                "consensus_sigma uses", d, f"epsilon {eps:g}", unit="round",
+                "consensus_sigma uses",
+                d,
+                f"epsilon {eps:g}",
+                unit="round",
                 advice="Use calibrate_consensus with accountant 'pld' or 'rdp', which sets the "
                 "noise for a total epsilon without this restriction.",
             )

@@ -94,28 +94,36 @@ class ConsensusConfig:
     epsilon: float | None = param(help="target total epsilon of every client")
     delta: float | None = param(help="target total delta of every client")
     noise_multiplier: float | None = param(help="instead of epsilon: the per-round multiplier")
-    accountant: str = param("pld", help="accountant of the total",
-                            choices=("pld", "rdp", "moments"))
-    seed: int | None = param(help="seed of the noise (in process or a simulation)",
-                             public=False)
-    relaxation: float = param(1.0, help="over-relaxation alpha in (0, 2) of the average "
-                              "(1: paper 002's ADMM)")
+    accountant: str = param(
+        "pld", help="accountant of the total", choices=("pld", "rdp", "moments")
+    )
+    seed: int | None = param(help="seed of the noise (in process or a simulation)", public=False)
+    relaxation: float = param(
+        1.0, help="over-relaxation alpha in (0, 2) of the average (1: paper 002's ADMM)"
+    )
     average_last: int = param(1, help="the model is the mean of the last k global models")
-    fit_intercept: bool = param(True, help="fit an intercept: every row gets a constant "
-                                           "column (regularised with the other weights)")
-    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
-                                   help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]")
+    fit_intercept: bool = param(
+        True,
+        help="fit an intercept: every row gets a constant "
+        "column (regularised with the other weights)",
+    )
+    intercept_scale: float = param(
+        DEFAULT_INTERCEPT_SCALE, help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]"
+    )
 
     def prepare_rows(self, X: Matrix) -> Matrix:
         """Rows as the clients train on them (:func:`dpfed.core.rows.model_rows`: clipped to
         norm 1 under a private mechanism, then the intercept column)."""
-        return model_rows(X, bounded=self.mechanism != "none", fit_intercept=self.fit_intercept,
-                          scale=self.intercept_scale)
+        return model_rows(
+            X,
+            bounded=self.mechanism != "none",
+            fit_intercept=self.fit_intercept,
+            scale=self.intercept_scale,
+        )
 
     def intercept_of(self, model: np.ndarray) -> tuple[np.ndarray, float]:
         """``(coef, intercept)`` of a model, for the rows before the intercept column."""
-        return split_intercept(model, fit_intercept=self.fit_intercept,
-                               scale=self.intercept_scale)
+        return split_intercept(model, fit_intercept=self.fit_intercept, scale=self.intercept_scale)
 
     def validated(self) -> ConsensusConfig:
         if self.fit_intercept:
@@ -188,15 +196,19 @@ class ConsensusResult:
         return dict(self.history[-1]) if self.history else {}
 
     def to_json(self) -> dict[str, Any]:
-        return with_exact_values({
-            "protocol": "consensus",
-            "config": asdict(self.config),
-            "parties": [{"name": k, "n_samples": v} for k, v in self.client_sizes.items()],
-            "history": self.history,
-            "final": self.final,
-            "privacy": self.privacy,
-            "seconds": self.seconds,
-        } | engine_block(self.engine), self.exact)
+        return with_exact_values(
+            {
+                "protocol": "consensus",
+                "config": asdict(self.config),
+                "parties": [{"name": k, "n_samples": v} for k, v in self.client_sizes.items()],
+                "history": self.history,
+                "final": self.final,
+                "privacy": self.privacy,
+                "seconds": self.seconds,
+            }
+            | engine_block(self.engine),
+            self.exact,
+        )
 
 
 def client_names(n: int) -> list[str]:
@@ -212,7 +224,10 @@ def noise_multiplier_of(cfg: ConsensusConfig, n_features: int) -> float | None:
         return float(cfg.noise_multiplier)
     # a validated gaussian configuration without a multiplier has epsilon and delta
     return calibrate_consensus(
-        cast(float, cfg.epsilon), cast(float, cfg.delta), cfg.iterations, accountant=cfg.accountant,
+        cast(float, cfg.epsilon),
+        cast(float, cfg.delta),
+        cfg.iterations,
+        accountant=cfg.accountant,
         coordinates=cfg.iterations * int(n_features),
     ).noise_multiplier
 
@@ -225,15 +240,22 @@ def output_model(models: Sequence[np.ndarray], average_last: int) -> np.ndarray:
     return cast(np.ndarray, np.mean(np.asarray(models[-average_last:], dtype=float), axis=0))
 
 
-def client_release(cfg: ConsensusConfig, z: float | None, n_clients: int,
-                   m_i: int) -> GaussianRelease | None:
+def client_release(
+    cfg: ConsensusConfig, z: float | None, n_clients: int, m_i: int
+) -> GaussianRelease | None:
     """Client release of a client with ``m_i`` rows (None without noise)."""
     if z is None:
         return None
     loss = get_loss(cfg.loss)
     c1 = float(cast(float, loss.lipschitz))  # |l'| <= L and rows clipped to norm 1
-    delta_i = consensus_sensitivity(c1=c1, lam=cfg.lam, n_clients=n_clients, rho=cfg.rho,
-                                    m_i=m_i, weak_convexity=loss.weak_convexity)
+    delta_i = consensus_sensitivity(
+        c1=c1,
+        lam=cfg.lam,
+        n_clients=n_clients,
+        rho=cfg.rho,
+        m_i=m_i,
+        weak_convexity=loss.weak_convexity,
+    )
     return GaussianRelease.from_multiplier("model", delta_i, z)
 
 
@@ -259,9 +281,12 @@ def client_epsilon(events: Sequence[PrivacyEvent], cfg: ConsensusConfig) -> floa
         if len(zs) == 1:
             return moments_accountant_epsilon(zs.pop(), len(events), cast(float, cfg.delta))
         raise DpfedInputError("the moments closed form needs one noise level per client.")
-    return gaussian_releases_epsilon([e.noise_multiplier for e in events], cast(float, cfg.delta),
-                                     cfg.accountant,
-                                     coordinates=sum(e.coordinates for e in events))
+    return gaussian_releases_epsilon(
+        [e.noise_multiplier for e in events],
+        cast(float, cfg.delta),
+        cfg.accountant,
+        coordinates=sum(e.coordinates for e in events),
+    )
 
 
 def _check_clients(parts: Sequence[tuple[Matrix, np.ndarray]], what: str) -> None:
@@ -283,15 +308,15 @@ def client_loss(model: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss) -> f
     return float(np.mean(loss.value(np.asarray(X @ model).reshape(-1), y)))
 
 
-def consensus_objective(client_losses: Sequence[float], model: np.ndarray, *,
-                        lam: float) -> float:
+def consensus_objective(client_losses: Sequence[float], model: np.ndarray, *, lam: float) -> float:
     """:math:`F(w)/n`: the clients' mean losses averaged, plus :math:`(\\lambda/n) R(w)`."""
     n = len(client_losses)
     return sum(client_losses) / n + (lam / n) * 0.5 * float(model @ model)
 
 
-def test_metrics(model: np.ndarray, X_test: Matrix | None,
-                 y_test: np.ndarray | None) -> dict[str, Any]:
+def test_metrics(
+    model: np.ndarray, X_test: Matrix | None, y_test: np.ndarray | None
+) -> dict[str, Any]:
     """Test log loss and accuracy of a linear model (None without test rows)."""
     if X_test is None:
         return {"test_log_loss": None, "test_accuracy": None}
@@ -299,9 +324,15 @@ def test_metrics(model: np.ndarray, X_test: Matrix | None,
     return score_metrics(np.asarray(X_test @ model), cast(np.ndarray, y_test))
 
 
-def global_metrics(model: np.ndarray, parts: Sequence[tuple[Matrix, np.ndarray]], *,
-                   loss: Loss, lam: float, X_test: Matrix | None,
-                   y_test: np.ndarray | None) -> dict[str, Any]:
+def global_metrics(
+    model: np.ndarray,
+    parts: Sequence[tuple[Matrix, np.ndarray]],
+    *,
+    loss: Loss,
+    lam: float,
+    X_test: Matrix | None,
+    y_test: np.ndarray | None,
+) -> dict[str, Any]:
     """Objective :math:`F(w)/n` (eq. 1a over the clients), test log loss and accuracy."""
     losses = [client_loss(model, X, y, loss=loss) for X, y in parts]
     return {"train_objective": consensus_objective(losses, model, lam=lam)} | test_metrics(
@@ -317,8 +348,9 @@ def _client_names_checked(names: Sequence[str] | None, n: int) -> list[str]:
     return out
 
 
-def _prepared_parts(cfg: ConsensusConfig, parts: Sequence[tuple[Matrix, np.ndarray]],
-                    loss: Loss) -> list[tuple[Matrix, np.ndarray]]:
+def _prepared_parts(
+    cfg: ConsensusConfig, parts: Sequence[tuple[Matrix, np.ndarray]], loss: Loss
+) -> list[tuple[Matrix, np.ndarray]]:
     """Every client's rows as it trains on them, and its checked labels."""
     prepared = []
     for X, y in parts:
@@ -327,8 +359,9 @@ def _prepared_parts(cfg: ConsensusConfig, parts: Sequence[tuple[Matrix, np.ndarr
     return prepared
 
 
-def _prepared_test(cfg: ConsensusConfig, X_test: Matrix | None, y_test: np.ndarray | None
-                   ) -> tuple[Matrix | None, np.ndarray | None]:
+def _prepared_test(
+    cfg: ConsensusConfig, X_test: Matrix | None, y_test: np.ndarray | None
+) -> tuple[Matrix | None, np.ndarray | None]:
     """The test rows as the model sees them, and their checked labels (as given without
     test rows)."""
     if X_test is None:
@@ -338,9 +371,14 @@ def _prepared_test(cfg: ConsensusConfig, X_test: Matrix | None, y_test: np.ndarr
     return cfg.prepare_rows(X_test), labels
 
 
-def _make_clients(cfg: ConsensusConfig, prepared: Sequence[tuple[Matrix, np.ndarray]],
-                  names: Sequence[str], loss: Loss, z: float | None,
-                  rngs: Sequence[np.random.Generator] | None) -> list[ConsensusClient]:
+def _make_clients(
+    cfg: ConsensusConfig,
+    prepared: Sequence[tuple[Matrix, np.ndarray]],
+    names: Sequence[str],
+    loss: Loss,
+    z: float | None,
+    rngs: Sequence[np.random.Generator] | None,
+) -> list[ConsensusClient]:
     """The client roles, each with its release and noise generator."""
     n = len(prepared)
     if rngs is None:
@@ -349,18 +387,32 @@ def _make_clients(cfg: ConsensusConfig, prepared: Sequence[tuple[Matrix, np.ndar
         raise DpfedInputError(f"rngs must hold one generator per client ({n}). Found {len(rngs)}.")
     return [
         ConsensusClient(
-            names[i], X, y, server=SERVER, loss=loss, lam=cfg.lam, n_clients=n, rho=cfg.rho,
-            release=client_release(cfg, z, n, X.shape[0]), rng=rngs[i],
+            names[i],
+            X,
+            y,
+            server=SERVER,
+            loss=loss,
+            lam=cfg.lam,
+            n_clients=n,
+            rho=cfg.rho,
+            release=client_release(cfg, z, n, X.shape[0]),
+            rng=rngs[i],
             relaxation=cfg.relaxation,
         )
         for i, (X, y) in enumerate(prepared)
     ]
 
 
-def _consensus_result(cfg: ConsensusConfig, clients: Sequence[ConsensusClient],
-                      z: float | None, models: Sequence[np.ndarray],
-                      history: list[dict[str, Any]], server: ConsensusServer, seconds: float,
-                      report: EngineReport) -> ConsensusResult:
+def _consensus_result(
+    cfg: ConsensusConfig,
+    clients: Sequence[ConsensusClient],
+    z: float | None,
+    models: Sequence[np.ndarray],
+    history: list[dict[str, Any]],
+    server: ConsensusServer,
+    seconds: float,
+    report: EngineReport,
+) -> ConsensusResult:
     """The job's result: the final model, the history, the privacy block and its ledger."""
     private = cfg.mechanism != "none"
     ledger = PrivacyLedger()
@@ -372,8 +424,14 @@ def _consensus_result(cfg: ConsensusConfig, clients: Sequence[ConsensusClient],
         privacy["notes"] += in_process_seed_note(cfg.seed)
     final = output_model(models, cfg.average_last) if models else server.model.copy()
     return ConsensusResult(
-        final, history, privacy, ledger, replace(cfg), server.history,
-        seconds, {c.name: c.n_samples for c in clients},
+        final,
+        history,
+        privacy,
+        ledger,
+        replace(cfg),
+        server.history,
+        seconds,
+        {c.name: c.n_samples for c in clients},
         exact_values(["train_objective"] if private else [], left_parties=False),
         engine_summary(report),
     )
@@ -434,8 +492,14 @@ def train_consensus(
         clock["train"] += time.perf_counter() - clock["since"]
         entry = {"iteration": record.round, "seconds": clock["train"]}
         models.append(record.model)
-        entry |= global_metrics(output_model(models, cfg.average_last), prepared, loss=loss,
-                                lam=cfg.lam, X_test=X_test, y_test=y_test)
+        entry |= global_metrics(
+            output_model(models, cfg.average_last),
+            prepared,
+            loss=loss,
+            lam=cfg.lam,
+            X_test=X_test,
+            y_test=y_test,
+        )
         entry["epsilon"] = max(client_epsilon(c.events, cfg) for c in clients) if private else 0.0
         entry["primal_residual"] = record.primal_residual
         entry["dual_residual"] = record.dual_residual
@@ -444,23 +508,35 @@ def train_consensus(
             bar.update(1)
         clock["since"] = time.perf_counter()
 
-    server = ConsensusServer(SERVER, names, n_features=d, rho=cfg.rho,
-                             max_rounds=cfg.iterations, observer=observe,
-                             relaxation=cfg.relaxation)
+    server = ConsensusServer(
+        SERVER,
+        names,
+        n_features=d,
+        rho=cfg.rho,
+        max_rounds=cfg.iterations,
+        observer=observe,
+        relaxation=cfg.relaxation,
+    )
     clock["since"] = time.perf_counter()
-    report = get_engine(engine).run({SERVER: server} | {c.name: c for c in clients},
-                                     server.start())
+    report = get_engine(engine).run({SERVER: server} | {c.name: c for c in clients}, server.start())
     if bar is not None:
         bar.close()
     return _consensus_result(cfg, clients, z, models, history, server, clock["train"], report)
 
 
-def consensus_privacy(cfg: ConsensusConfig, clients: Sequence[ReleasingClient],
-                      z: float | None) -> dict[str, Any]:
+def consensus_privacy(
+    cfg: ConsensusConfig, clients: Sequence[ReleasingClient], z: float | None
+) -> dict[str, Any]:
     """The ``privacy`` block of the result."""
     if cfg.mechanism == "none":
-        return {"mechanism": "none", "epsilon": 0.0, "delta": None, "accountant": None,
-                "per_party": {}, "notes": ["no privacy mechanism: the uploads are exact"]}
+        return {
+            "mechanism": "none",
+            "epsilon": 0.0,
+            "delta": None,
+            "accountant": None,
+            "per_party": {},
+            "notes": ["no privacy mechanism: the uploads are exact"],
+        }
     per_party: dict[str, dict[str, Any]] = {}
     for c in clients:
         release = cast(GaussianRelease, c.release)  # a mechanism's clients release with noise

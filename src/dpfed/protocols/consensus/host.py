@@ -69,7 +69,11 @@ class ConsensusHost(RowHost):
             self.holds_data = False
             self.plan = []
             self.role = ConsensusServer(
-                name, clients, n_features=self.n_features, rho=cfg.rho, max_rounds=cfg.iterations,
+                name,
+                clients,
+                n_features=self.n_features,
+                rho=cfg.rho,
+                max_rounds=cfg.iterations,
                 relaxation=cfg.relaxation,
             )
             return
@@ -79,14 +83,23 @@ class ConsensusHost(RowHost):
         self.X, self.y = X, y
         release = client_release(cfg, z, len(clients), X.shape[0])
         self.role = ConsensusClient(
-            name, X, y, server=server, loss=self.loss, lam=cfg.lam, n_clients=len(clients),
-            rho=cfg.rho, release=release,
+            name,
+            X,
+            y,
+            server=server,
+            loss=self.loss,
+            lam=cfg.lam,
+            n_clients=len(clients),
+            rho=cfg.rho,
+            release=release,
             rng=noise_generator(spec, name, index=index, n_parties=len(clients)),
             relaxation=cfg.relaxation,
         )
-        self.plan = [] if release is None else [
-            Release("gaussian", release.noise_multiplier, self.n_features)
-        ] * cfg.iterations
+        self.plan = (
+            []
+            if release is None
+            else [Release("gaussian", release.noise_multiplier, self.n_features)] * cfg.iterations
+        )
 
     def model(self) -> np.ndarray:
         return cast(np.ndarray, self.role.model if not self.holds_data else self.role.released)
@@ -95,8 +108,11 @@ class ConsensusHost(RowHost):
         out: dict[str, Any] = {"events": [asdict(e) for e in self.events]}
         if not self.holds_data:
             out["rounds"] = [
-                {"model": r.model.tolist(), "primal_residual": r.primal_residual,
-                 "dual_residual": r.dual_residual}
+                {
+                    "model": r.model.tolist(),
+                    "primal_residual": r.primal_residual,
+                    "dual_residual": r.dual_residual,
+                }
                 for r in self.role.history
             ]
         else:
@@ -104,9 +120,13 @@ class ConsensusHost(RowHost):
         return out
 
 
-def consensus_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
-                     evaluate: Callable[[str, list[list[float]]], list[float]],
-                     seconds: float) -> dict[str, Any]:
+def consensus_result(
+    spec: JobSpec,
+    accounts: dict[str, dict[str, Any]],
+    *,
+    evaluate: Callable[[str, list[list[float]]], list[float]],
+    seconds: float,
+) -> dict[str, Any]:
     """The leader's ``result.json`` of a consensus job (the keys of ``dpfed train``'s)."""
 
     cfg = config_from_table(ConsensusConfig, spec.params).validated()
@@ -138,7 +158,8 @@ def consensus_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
             entry |= {"test_log_loss": None, "test_accuracy": None}
         entry["epsilon"] = (
             max(client_epsilon([e for e in events[c] if e.round <= t], cfg) for c in clients)
-            if cfg.mechanism != "none" else 0.0
+            if cfg.mechanism != "none"
+            else 0.0
         )
         entry["primal_residual"] = r["primal_residual"]
         entry["dual_residual"] = r["dual_residual"]
@@ -150,13 +171,19 @@ def consensus_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         def __init__(self, name: str) -> None:
             self.name, self.events = name, events[name]
             # made under a mechanism only: every client's release has noise
-            self.release = cast(GaussianRelease, client_release(
-                cfg, noise_multiplier_of(cfg, len(rounds[0]["model"])), n,
-                accounts[name]["n_samples"]
-            ))
+            self.release = cast(
+                GaussianRelease,
+                client_release(
+                    cfg,
+                    noise_multiplier_of(cfg, len(rounds[0]["model"])),
+                    n,
+                    accounts[name]["n_samples"],
+                ),
+            )
 
     privacy = consensus_privacy(
-        cfg, [_Client(c) for c in clients] if cfg.mechanism != "none" else [],
+        cfg,
+        [_Client(c) for c in clients] if cfg.mechanism != "none" else [],
         None if cfg.mechanism == "none" else _Client(clients[0]).release.noise_multiplier,
     )
     if losses is not None:
@@ -168,25 +195,30 @@ def consensus_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
     exact = None
     if losses is not None and cfg.mechanism != "none":
         exact = exact_values(
-            ["train_objective"], left_parties=True,
+            ["train_objective"],
+            left_parties=True,
             what="every client's mean training loss at every round's global model",
         )
-    return with_exact_values({
-        "protocol": "consensus",
-        "config": asdict(cfg),
-        "parties": [{"name": c, "n_samples": accounts[c]["n_samples"]} for c in clients],
-        "history": history,
-        "final": dict(history[-1]) if history else {},
-        "privacy": privacy,
-        "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
-        "seconds": seconds,
-        "job": describe(spec),
-    }, exact)
+    return with_exact_values(
+        {
+            "protocol": "consensus",
+            "config": asdict(cfg),
+            "parties": [{"name": c, "n_samples": accounts[c]["n_samples"]} for c in clients],
+            "history": history,
+            "final": dict(history[-1]) if history else {},
+            "privacy": privacy,
+            "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
+            "seconds": seconds,
+            "job": describe(spec),
+        },
+        exact,
+    )
 
 
 # -- decentralized -----------------------------------------------------------------------------
 #: Keys of ``[params]`` for consensus ADMM: every field of :class:`ConsensusConfig`.
 CONSENSUS_PARAMS = job_parameters(ConsensusConfig)
+
 
 class ConsensusProtocol(Protocol):
     """Consensus ADMM with a server: clients hold row ranges, one ``role = "server"`` party
@@ -217,8 +249,9 @@ class ConsensusProtocol(Protocol):
         return ConsensusHost(spec, name)
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
-        return consensus_result(spec, record.accounts, evaluate=record.evaluate,
-                                seconds=record.seconds)
+        return consensus_result(
+            spec, record.accounts, evaluate=record.evaluate, seconds=record.seconds
+        )
 
 
 #: Consensus ADMM, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.

@@ -135,8 +135,11 @@ class ConsensusClient:
             self.gamma, self.finished = gamma, True
             return []
         problem = LocalProblem(
-            loss_weight=1.0 / self.n_samples, l2=self.lam / self.n_clients,
-            linear=-gamma, prox=self.rho, center=message.model,
+            loss_weight=1.0 / self.n_samples,
+            l2=self.lam / self.n_clients,
+            linear=-gamma,
+            prox=self.rho,
+            center=message.model,
         )
         # solve first: a failed solve leaves the client's state as it was
         self.exact = solve_local(self.X, self.y, self.loss, problem, x0=self.exact).x
@@ -147,16 +150,27 @@ class ConsensusClient:
         else:
             self.released = self.release.noisy(self.rng, self.exact)
             r = self.release
-            self.events.append(PrivacyEvent(
-                party=self.name, round=self.round, mechanism="gaussian",
-                noise_multiplier=r.noise_multiplier, l2_sensitivity=r.l2_sensitivity,
-                sigma=r.sigma, label="model", coordinates=self.n_features,
-            ))
+            self.events.append(
+                PrivacyEvent(
+                    party=self.name,
+                    round=self.round,
+                    mechanism="gaussian",
+                    noise_multiplier=r.noise_multiplier,
+                    l2_sensitivity=r.l2_sensitivity,
+                    sigma=r.sigma,
+                    label="model",
+                    coordinates=self.n_features,
+                )
+            )
         return [LocalModel(self.name, self.server, self.round, self.released)]
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        arrays = {"gamma": self.gamma, "exact": self.exact, "released": self.released,
-                  "center": self.center}
+        arrays = {
+            "gamma": self.gamma,
+            "exact": self.exact,
+            "released": self.released,
+            "center": self.center,
+        }
         meta = {
             "rng": generator_state(self.rng),
             "events": [asdict(e) for e in self.events],
@@ -258,15 +272,17 @@ class ConsensusServer:
         self.inbox = {}
         previous = self.model
         mixed = [relaxed(self.relaxation, w, previous) for w in uploads]
-        model = cast(np.ndarray, sum(mixed) / n
-                     - sum(self.gammas[c] for c in self.clients) / (n * self.rho))
+        model = cast(
+            np.ndarray, sum(mixed) / n - sum(self.gammas[c] for c in self.clients) / (n * self.rho)
+        )
         for c, w in zip(self.clients, mixed, strict=True):
             self.gammas[c] = self.gammas[c] - self.rho * (w - model)
         self.model = model
         self.round += 1
         finished = self.round >= self.max_rounds
         record = ServerRecord(
-            self.round, model.copy(),
+            self.round,
+            model.copy(),
             float(np.sqrt(sum(float(np.sum((w - model) ** 2)) for w in uploads))),
             float(self.rho * np.sqrt(n) * np.linalg.norm(model - previous)),
             finished,
@@ -287,9 +303,7 @@ class ConsensusServer:
         meta = {
             "round": self.round,
             "finished": self.finished,
-            "history": [
-                {**asdict(r), "model": r.model.tolist()} for r in self.history
-            ],
+            "history": [{**asdict(r), "model": r.model.tolist()} for r in self.history],
         }
         return arrays, meta
 
@@ -298,11 +312,17 @@ class ConsensusServer:
         self.gammas = {c: np.array(arrays[f"gamma/{c}"], dtype=float) for c in self.clients}
         self.inbox = {
             k.split("/", 1)[1]: np.array(v, dtype=float)
-            for k, v in arrays.items() if k.startswith("inbox/")
+            for k, v in arrays.items()
+            if k.startswith("inbox/")
         }
         self.round, self.finished = int(meta["round"]), bool(meta["finished"])
         self.history = [
-            ServerRecord(r["round"], np.array(r["model"]), r["primal_residual"],
-                         r["dual_residual"], r["finished"])
+            ServerRecord(
+                r["round"],
+                np.array(r["model"]),
+                r["primal_residual"],
+                r["dual_residual"],
+                r["finished"],
+            )
             for r in meta["history"]
         ]

@@ -79,22 +79,26 @@ class DecentralizedConfig:
 
     loss: str = param("logistic", help="loss of every node's local problem")
     loss_scale: float = param(1750.0, help="C^R, the weight of the loss")
-    rho: float = param(10 ** -2.5, help="regulariser weight")
+    rho: float = param(10**-2.5, help="regulariser weight")
     eta: float = param(1.0, help="ADMM penalty")
     iterations: int = param(100, help="ADMM rounds")
     perturbation: str = param("none", help="privacy mechanism", choices=PERTURBATIONS)
     alpha: float | None = param(help="per-round privacy of every broadcast")
     node_alphas: tuple[float, ...] | None = param(
-        help="instead of alpha: one first-round privacy per node (nodes in graph order)")
+        help="instead of alpha: one first-round privacy per node (nodes in graph order)"
+    )
     schedule: str = param("constant", help="how alpha moves over rounds", choices=SCHEDULES)
     rate: float | None = param(help="ratio of the geometric schedule")
     delta: float | None = param(help="also bound the total by advanced composition")
-    seed: int | None = param(help="seed of the noise (in process or a simulation)",
-                             public=False)
-    fit_intercept: bool = param(True, help="fit an intercept: every row gets a constant "
-                                           "column (regularised with the other weights)")
-    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
-                                   help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]")
+    seed: int | None = param(help="seed of the noise (in process or a simulation)", public=False)
+    fit_intercept: bool = param(
+        True,
+        help="fit an intercept: every row gets a constant "
+        "column (regularised with the other weights)",
+    )
+    intercept_scale: float = param(
+        DEFAULT_INTERCEPT_SCALE, help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]"
+    )
 
     def __post_init__(self) -> None:
         if self.node_alphas is not None and not isinstance(self.node_alphas, tuple):
@@ -103,13 +107,13 @@ class DecentralizedConfig:
     def prepare_rows(self, X: Matrix) -> Matrix:
         """Rows as the nodes train on them (:func:`dpfed.core.rows.model_rows`: clipped to
         norm 1, then the intercept column)."""
-        return model_rows(X, bounded=True, fit_intercept=self.fit_intercept,
-                          scale=self.intercept_scale)
+        return model_rows(
+            X, bounded=True, fit_intercept=self.fit_intercept, scale=self.intercept_scale
+        )
 
     def intercept_of(self, model: np.ndarray) -> tuple[np.ndarray, float]:
         """``(coef, intercept)`` of a model, for the rows before the intercept column."""
-        return split_intercept(model, fit_intercept=self.fit_intercept,
-                               scale=self.intercept_scale)
+        return split_intercept(model, fit_intercept=self.fit_intercept, scale=self.intercept_scale)
 
     def validated(self) -> DecentralizedConfig:
         if self.fit_intercept:
@@ -155,19 +159,21 @@ class DecentralizedConfig:
         if self.perturbation == "none":
             return None
         # a validated perturbation has alpha when it has no node_alphas
-        firsts = ([cast(float, self.alpha)] * n_nodes if self.node_alphas is None
-                  else list(self.node_alphas))
+        firsts = (
+            [cast(float, self.alpha)] * n_nodes
+            if self.node_alphas is None
+            else list(self.node_alphas)
+        )
         if len(firsts) != n_nodes:
             raise DpfedInputError(
                 f"node_alphas needs one alpha per node ({n_nodes}). Found {len(firsts)}."
             )
-        return np.vstack([
-            alpha_schedule(a, self.iterations, kind=self.schedule, rate=self.rate) for a in firsts
-        ])
+        return np.vstack(
+            [alpha_schedule(a, self.iterations, kind=self.schedule, rate=self.rate) for a in firsts]
+        )
 
 
-def most_exposed_total(alphas: np.ndarray, *,
-                       delta: float | None) -> tuple[int, dict[str, Any]]:
+def most_exposed_total(alphas: np.ndarray, *, delta: float | None) -> tuple[int, dict[str, Any]]:
     r"""The node whose releases compose to the largest total, and that total.
 
     Parameters
@@ -206,30 +212,34 @@ class DecentralizedResult:
         return cast(np.ndarray, np.mean(list(self.models.values()), axis=0))
 
     def to_json(self) -> dict[str, Any]:
-        return with_exact_values({
-            "protocol": "decentralized",
-            "config": asdict(self.config),
-            "graph": self.graph,
-            "parties": [{"name": k, "n_samples": v} for k, v in self.node_sizes.items()],
-            "history": self.history,
-            "final": self.final,
-            "privacy": self.privacy,
-            "seconds": self.seconds,
-        } | engine_block(self.engine), self.exact)
+        return with_exact_values(
+            {
+                "protocol": "decentralized",
+                "config": asdict(self.config),
+                "graph": self.graph,
+                "parties": [{"name": k, "n_samples": v} for k, v in self.node_sizes.items()],
+                "history": self.history,
+                "final": self.final,
+                "privacy": self.privacy,
+                "seconds": self.seconds,
+            }
+            | engine_block(self.engine),
+            self.exact,
+        )
 
 
 def node_names(n: int) -> list[str]:
     return [f"node{p}" for p in range(n)]
 
 
-def node_objective_weights(parts: Sequence[tuple[Matrix, np.ndarray]],
-                           loss_scale: float) -> np.ndarray:
+def node_objective_weights(
+    parts: Sequence[tuple[Matrix, np.ndarray]], loss_scale: float
+) -> np.ndarray:
     """Per-row weights :math:`C^R/B_p` of the joint objective, rows in node order."""
     return np.concatenate([np.full(X.shape[0], loss_scale / X.shape[0]) for X, _ in parts])
 
 
-def node_loss(f: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss,
-              loss_scale: float) -> float:
+def node_loss(f: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss, loss_scale: float) -> float:
     r"""One node's scaled loss :math:`\frac{C^R}{B_p}\sum_i \mathcal L(y_i f^\top x_i)`."""
     return loss_scale * float(np.mean(loss.value(np.asarray(X @ f).reshape(-1), y)))
 
@@ -237,7 +247,10 @@ def node_loss(f: np.ndarray, X: Matrix, y: np.ndarray, *, loss: Loss,
 #: History figures computed from the nodes' per-round iterates: exact values under PVP, whose
 #: broadcasts are the iterates plus noise.
 ITERATE_FIGURES = (
-    "test_log_loss", "test_accuracy", "misclassification_rate", "node_misclassification_rate",
+    "test_log_loss",
+    "test_accuracy",
+    "misclassification_rate",
+    "node_misclassification_rate",
     "disagreement",
 )
 
@@ -247,16 +260,23 @@ def combine_objective(node_losses: Sequence[float], f: np.ndarray, *, rho: float
     return sum(node_losses) / len(node_losses) + rho * 0.5 * float(f @ f)
 
 
-def joint_objective(f: np.ndarray, parts: Sequence[tuple[Matrix, np.ndarray]], *, loss: Loss,
-                    loss_scale: float, rho: float) -> float:
+def joint_objective(
+    f: np.ndarray,
+    parts: Sequence[tuple[Matrix, np.ndarray]],
+    *,
+    loss: Loss,
+    loss_scale: float,
+    rho: float,
+) -> float:
     r""":math:`J(f) = \frac1P \sum_p Z_p(f)`."""
     return combine_objective(
         [node_loss(f, X, y, loss=loss, loss_scale=loss_scale) for X, y in parts], f, rho=rho
     )
 
 
-def centralized_optimum(parts: Sequence[tuple[Matrix, np.ndarray]], *, loss: Loss,
-                        loss_scale: float, rho: float) -> np.ndarray:
+def centralized_optimum(
+    parts: Sequence[tuple[Matrix, np.ndarray]], *, loss: Loss, loss_scale: float, rho: float
+) -> np.ndarray:
     r"""The minimiser of :math:`J` over all nodes' rows (the reference of the consensus)."""
     import scipy.sparse as sp
 
@@ -334,16 +354,26 @@ def train_decentralized(
         raise DpfedInputError(f"rngs must hold one generator per node ({P}). Found {len(rngs)}.")
     nodes = [
         DecentralizedNode(
-            names[k], X, y, neighbours=neighbours[names[k]], loss=loss,
-            loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
-            perturbation=cfg.perturbation, alphas=None if alphas is None else alphas[k],
-            c1=loss.smoothness, rng=rngs[k],
+            names[k],
+            X,
+            y,
+            neighbours=neighbours[names[k]],
+            loss=loss,
+            loss_scale=cfg.loss_scale,
+            rho=cfg.rho,
+            eta=cfg.eta,
+            max_rounds=cfg.iterations,
+            perturbation=cfg.perturbation,
+            alphas=None if alphas is None else alphas[k],
+            c1=loss.smoothness,
+            rng=rngs[k],
         )
         for k, (X, y) in enumerate(prepared)
     ]
     started = time.perf_counter()
-    report = get_engine(engine).run({n.name: n for n in nodes},
-                                    [m for n in nodes for m in n.start()])
+    report = get_engine(engine).run(
+        {n.name: n for n in nodes}, [m for n in nodes for m in n.start()]
+    )
     seconds = time.perf_counter() - started
     history: list[dict[str, Any]] = []
     for t in range(1, cfg.iterations + 1):
@@ -365,15 +395,27 @@ def train_decentralized(
     position = {node: k for k, node in enumerate(sorted(graph.nodes))}
     edges = sorted([sorted((names[position[a]], names[position[b]])) for a, b in graph.edges])
     return DecentralizedResult(
-        final_models, history, privacy, cfg,
-        {"nodes": P, "edges": len(edges), "edge_list": edges}, seconds,
-        {n.name: n.n_samples for n in nodes}, exact, engine_summary(report),
+        final_models,
+        history,
+        privacy,
+        cfg,
+        {"nodes": P, "edges": len(edges), "edge_list": edges},
+        seconds,
+        {n.name: n.n_samples for n in nodes},
+        exact,
+        engine_summary(report),
     )
 
 
-def round_entry(t: int, models: Sequence[np.ndarray], node_losses: Sequence[float] | None,
-                cfg: DecentralizedConfig, X_test: Matrix | None, y_test: np.ndarray | None,
-                alphas: np.ndarray | None) -> dict[str, Any]:
+def round_entry(
+    t: int,
+    models: Sequence[np.ndarray],
+    node_losses: Sequence[float] | None,
+    cfg: DecentralizedConfig,
+    X_test: Matrix | None,
+    y_test: np.ndarray | None,
+    alphas: np.ndarray | None,
+) -> dict[str, Any]:
     """One history entry from the nodes' primal estimates of round ``t`` and every node's
     scaled loss at their average (:func:`node_loss`; None: no training objective); ``alphas`` is
     :meth:`DecentralizedConfig.alpha_schedules` (the entry's ``alpha`` is the round's largest,
@@ -391,8 +433,9 @@ def round_entry(t: int, models: Sequence[np.ndarray], node_losses: Sequence[floa
         "node_misclassification_rate": None,
         "disagreement": float(max(np.linalg.norm(m - mean) for m in models)),
         "alpha": None if alphas is None else float(np.max(alphas[:, t - 1])),
-        "epsilon": 0.0 if alphas is None else most_exposed_total(
-            alphas[:, :t], delta=cfg.delta)[1]["epsilon"],
+        "epsilon": 0.0
+        if alphas is None
+        else most_exposed_total(alphas[:, :t], delta=cfg.delta)[1]["epsilon"],
     }
     if X_test is not None:
         y_test = cast(np.ndarray, y_test)  # test rows come with their labels
@@ -411,20 +454,27 @@ def round_entry(t: int, models: Sequence[np.ndarray], node_losses: Sequence[floa
 #: What a result's ``privacy.sampler`` says of each perturbation's noise.
 SAMPLERS = {
     "dvp": "objective perturbation: l2-Laplace drawn in float64 inside the local objective "
-           "(the release is the solver's minimiser, not value + noise)",
+    "(the release is the solver's minimiser, not value + noise)",
     "pvp": "output perturbation: the grid point nearest f + e, e l2-Laplace drawn exactly "
-           "(dpfed.privacy.l2_laplace_grid, grid 2^(floor(log2(1/zeta)) - 20)); the final "
-           "step is objective perturbation, l2-Laplace in float64 inside the objective",
+    "(dpfed.privacy.l2_laplace_grid, grid 2^(floor(log2(1/zeta)) - 20)); the final "
+    "step is objective perturbation, l2-Laplace in float64 inside the objective",
 }
 
 
-def decentralized_privacy(cfg: DecentralizedConfig, alphas: np.ndarray | None,
-                          names: Sequence[str]) -> dict[str, Any]:
+def decentralized_privacy(
+    cfg: DecentralizedConfig, alphas: np.ndarray | None, names: Sequence[str]
+) -> dict[str, Any]:
     """The ``privacy`` block: per-release alpha and the honest total of the most exposed node
     (with ``node_alphas``, also every node's total)."""
     if alphas is None:
-        return {"mechanism": "none", "epsilon": 0.0, "delta": None, "accountant": None,
-                "per_party": {}, "notes": ["no perturbation: the broadcasts are exact"]}
+        return {
+            "mechanism": "none",
+            "epsilon": 0.0,
+            "delta": None,
+            "accountant": None,
+            "per_party": {},
+            "notes": ["no perturbation: the broadcasts are exact"],
+        }
     worst, total = most_exposed_total(alphas, delta=cfg.delta)
     per_node: dict[str, dict[str, Any]] = {}
     if cfg.node_alphas is not None:
@@ -449,9 +499,12 @@ def decentralized_privacy(cfg: DecentralizedConfig, alphas: np.ndarray | None,
             f"all {alphas.shape[1]} rounds of the most exposed node, which the per-round alpha "
             "is not. It is a bound by adaptive composition: besides the node's rows and fresh "
             "noise every round reads only broadcast values and the dual computed from them"
-            + (" (PVP: the node's own last broadcast V_p(t) replaces the paper's unreleased "
-               "f_p(t) - e_p(t) of eq. 18, also in the final DVP step)."
-               if cfg.perturbation == "pvp" else "."),
+            + (
+                " (PVP: the node's own last broadcast V_p(t) replaces the paper's unreleased "
+                "f_p(t) - e_p(t) of eq. 18, also in the final DVP step)."
+                if cfg.perturbation == "pvp"
+                else "."
+            ),
             "objective perturbation (DVP, PVP's final round) assumes the exact minimiser; it is "
             "computed by Newton's method to a gradient norm of 1e-10 relative to C^R.",
             "objective perturbation's noise is drawn in float64: its alpha-DP proof is about "

@@ -59,15 +59,19 @@ _GRAPH_KEYS = tuple(job_parameters(GraphParams))
 
 
 def _decentralized_config(params: dict[str, Any]) -> DecentralizedConfig:
-    return cast(DecentralizedConfig,
-                config_from_table(DecentralizedConfig, params, exclude=_GRAPH_KEYS).validated())
+    return cast(
+        DecentralizedConfig,
+        config_from_table(DecentralizedConfig, params, exclude=_GRAPH_KEYS).validated(),
+    )
 
 
 def _graph(spec: JobSpec) -> Any:  # a networkx.Graph (networkx has no type stubs)
     graph = config_from_table(
-        GraphParams, {k: v for k, v in spec.params.items() if k in _GRAPH_KEYS})
+        GraphParams, {k: v for k, v in spec.params.items() if k in _GRAPH_KEYS}
+    )
     return make_graph(
-        graph.graph, len(spec.parties), rng=graph.graph_seed, p=graph.p, radius=graph.radius)
+        graph.graph, len(spec.parties), rng=graph.graph_seed, p=graph.p, radius=graph.radius
+    )
 
 
 class DecentralizedHost(RowHost):
@@ -91,9 +95,18 @@ class DecentralizedHost(RowHost):
         schedules = cfg.alpha_schedules(len(spec.names))
         alphas = None if schedules is None else schedules[index]
         self.role = DecentralizedNode(
-            name, self.X, y, neighbours=neighbours[name], loss=self.loss,
-            loss_scale=cfg.loss_scale, rho=cfg.rho, eta=cfg.eta, max_rounds=cfg.iterations,
-            perturbation=cfg.perturbation, alphas=alphas, c1=self.loss.smoothness,
+            name,
+            self.X,
+            y,
+            neighbours=neighbours[name],
+            loss=self.loss,
+            loss_scale=cfg.loss_scale,
+            rho=cfg.rho,
+            eta=cfg.eta,
+            max_rounds=cfg.iterations,
+            perturbation=cfg.perturbation,
+            alphas=alphas,
+            c1=self.loss.smoothness,
             rng=noise_generator(spec, name, index=index, n_parties=len(spec.parties)),
         )
         self.plan: list[float | Release] = (
@@ -120,9 +133,13 @@ class DecentralizedHost(RowHost):
         return out
 
 
-def decentralized_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
-                         evaluate: Callable[[str, list[list[float]]], list[float]],
-                         seconds: float) -> dict[str, Any]:
+def decentralized_result(
+    spec: JobSpec,
+    accounts: dict[str, dict[str, Any]],
+    *,
+    evaluate: Callable[[str, list[list[float]]], list[float]],
+    seconds: float,
+) -> dict[str, Any]:
     """The leader's ``result.json`` of a decentralized job (the in-process runner's keys)."""
 
     cfg = _decentralized_config(spec.params)
@@ -134,18 +151,24 @@ def decentralized_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         if X_test is not None:
             X_test = cfg.prepare_rows(X_test)
         per_node = {n: np.asarray(accounts[n]["models"], dtype=float) for n in names}
-        means = [np.mean([per_node[n][t] for n in names], axis=0)
-                 for t in range(cfg.iterations)]
+        means = [np.mean([per_node[n][t] for n in names], axis=0) for t in range(cfg.iterations)]
         losses = (
             {n: evaluate(n, [m.tolist() for m in means]) for n in names}
-            if spec.evaluate == "full" else None
+            if spec.evaluate == "full"
+            else None
         )
         for t in range(1, cfg.iterations + 1):
-            history.append(round_entry(
-                t, [per_node[n][t - 1] for n in names],
-                None if losses is None else [losses[n][t - 1] for n in names],
-                cfg, X_test, y_test, alphas,
-            ))
+            history.append(
+                round_entry(
+                    t,
+                    [per_node[n][t - 1] for n in names],
+                    None if losses is None else [losses[n][t - 1] for n in names],
+                    cfg,
+                    X_test,
+                    y_test,
+                    alphas,
+                )
+            )
         for entry in history:
             entry["seconds"] = seconds * entry["iteration"] / cfg.iterations
     privacy = decentralized_privacy(cfg, alphas, names)
@@ -159,7 +182,7 @@ def decentralized_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
                 ["train_objective", *(ITERATE_FIGURES if cfg.perturbation == "pvp" else ())],
                 left_parties=True,
                 what="every node's exact per-round iterates and its mean training loss at "
-                     "their averages",
+                "their averages",
             )
     elif spec.evaluate == "test":
         privacy.setdefault("notes", []).append(
@@ -167,18 +190,21 @@ def decentralized_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         )
     graph = _graph(spec)
     edges = sorted([sorted((names[a], names[b])) for a, b in graph.edges])
-    return with_exact_values({
-        "protocol": "decentralized",
-        "config": asdict(cfg),
-        "graph": {"nodes": len(names), "edges": len(edges), "edge_list": edges},
-        "parties": [{"name": n, "n_samples": accounts[n]["n_samples"]} for n in names],
-        "history": history,
-        "final": dict(history[-1]) if history else {},
-        "privacy": privacy,
-        "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
-        "seconds": seconds,
-        "job": describe(spec),
-    }, exact)
+    return with_exact_values(
+        {
+            "protocol": "decentralized",
+            "config": asdict(cfg),
+            "graph": {"nodes": len(names), "edges": len(edges), "edge_list": edges},
+            "parties": [{"name": n, "n_samples": accounts[n]["n_samples"]} for n in names],
+            "history": history,
+            "final": dict(history[-1]) if history else {},
+            "privacy": privacy,
+            "preprocessing": parties_preprocessing(spec.parties) | {"before_training": ROW_NOTE},
+            "seconds": seconds,
+            "job": describe(spec),
+        },
+        exact,
+    )
 
 
 #: Keys of ``[params]`` for decentralized ADMM: every field of :class:`DecentralizedConfig`,
@@ -212,8 +238,9 @@ class DecentralizedProtocol(Protocol):
         return DecentralizedHost(spec, name)
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
-        return decentralized_result(spec, record.accounts, evaluate=record.evaluate,
-                                    seconds=record.seconds)
+        return decentralized_result(
+            spec, record.accounts, evaluate=record.evaluate, seconds=record.seconds
+        )
 
 
 #: Decentralized ADMM, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.

@@ -157,9 +157,7 @@ class DecentralizedNode:
                 f"Found {type(message).__name__} from {message.sender!r}."
             )
         # a neighbour can be at most one round ahead of this node's current round
-        if self.finished or message.round < 1 or message.round not in (
-            self.round, self.round + 1
-        ):
+        if self.finished or message.round < 1 or message.round not in (self.round, self.round + 1):
             raise ProtocolError(
                 f"{self.name} expected round {self.round} or {self.round + 1} from "
                 f"{message.sender}. Found round {message.round}."
@@ -200,8 +198,9 @@ class DecentralizedNode:
         # none/DVP, V_p(t) = f_p(t) + epsilon_p(t) under PVP, also in PVP's final DVP step; not
         # eq. 18's unreleased f_p(t) - epsilon_p(t)), the neighbours' broadcasts, the dual.
         own = self.broadcast
-        center = cast(np.ndarray,
-                      sum(0.5 * (own + self.neighbour_last[j]) for j in self.neighbours) / n_p)
+        center = cast(
+            np.ndarray, sum(0.5 * (own + self.neighbour_last[j]) for j in self.neighbours) / n_p
+        )
         linear, extra_l2 = 2.0 * self.dual, 0.0
         noise_out = None
         alpha = None if self.alphas is None else float(self.alphas[t])
@@ -209,24 +208,30 @@ class DecentralizedNode:
         if self.perturbation == "dvp" or (self.perturbation == "pvp" and last):
             calib = dvp_noise(
                 cast(float, alpha),  # a perturbation has one alpha per round
-                c1=self.c1, CR=self.loss_scale, B=self.n_samples, rho=self.rho,
-                eta=self.eta, n_neighbours=n_p,
+                c1=self.c1,
+                CR=self.loss_scale,
+                B=self.n_samples,
+                rho=self.rho,
+                eta=self.eta,
+                n_neighbours=n_p,
             )
             zeta = calib.zeta
             e = sample_l2_laplace(calib.zeta, self.n_features, self.rng)
             linear = 2.0 * (self.dual + self.loss_scale / (2.0 * self.n_samples) * e)
             extra_l2 = calib.phi
         problem = LocalProblem(
-            loss_weight=self.loss_scale / self.n_samples, l2=self.rho + extra_l2,
-            linear=linear, prox=2.0 * self.eta * n_p, center=center,
+            loss_weight=self.loss_scale / self.n_samples,
+            l2=self.rho + extra_l2,
+            linear=linear,
+            prox=2.0 * self.eta * n_p,
+            center=center,
         )
         # warm start from the released value too, so the computed iterate (not only the exact
         # minimiser) is a function of the rows and released values alone
         self.exact = solve_local(self.X, self.y, self.loss, problem, x0=own).x
         broadcast = self.exact
         if self.perturbation == "pvp" and not last:
-            zeta = pvp_zeta(cast(float, alpha), rho=self.rho, B=self.n_samples,
-                            CR=self.loss_scale)
+            zeta = pvp_zeta(cast(float, alpha), rho=self.rho, B=self.n_samples, CR=self.loss_scale)
             # the grid point nearest exact + e, e drawn exactly: no float texture to betray
             broadcast = l2_laplace_grid_release(self.exact, zeta, self.rng)
             noise_out = broadcast - self.exact
@@ -237,26 +242,37 @@ class DecentralizedNode:
         self.released_models.append(np.array(broadcast, copy=True))
         if alpha is not None and zeta is not None:
             self.spent.append(alpha)
-            self.events.append(PrivacyEvent(
-                party=self.name, round=self.round, mechanism="l2_laplace",
-                noise_multiplier=1.0 / alpha, l2_sensitivity=alpha / zeta, sigma=1.0 / zeta,
-                label="model",
-            ))
+            self.events.append(
+                PrivacyEvent(
+                    party=self.name,
+                    round=self.round,
+                    mechanism="l2_laplace",
+                    noise_multiplier=1.0 / alpha,
+                    l2_sensitivity=alpha / zeta,
+                    sigma=1.0 / zeta,
+                    label="model",
+                )
+            )
         return [NodeModel(self.name, j, self.round, broadcast) for j in self.neighbours]
 
     # -- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays = {
-            "exact": self.exact, "noise": self.noise, "broadcast": self.broadcast,
-            "dual": self.dual, "models": np.array(self.models),
+            "exact": self.exact,
+            "noise": self.noise,
+            "broadcast": self.broadcast,
+            "dual": self.dual,
+            "models": np.array(self.models),
             "released_models": np.array(self.released_models).reshape(-1, self.n_features),
         }
         arrays |= {f"last/{j}": v for j, v in self.neighbour_last.items()}
         for rnd, box in self.received.items():
             arrays |= {f"received/{rnd}/{j}": v for j, v in box.items()}
         meta = {
-            "rng": generator_state(self.rng), "round": self.round,
-            "finished": self.finished, "spent": self.spent,
+            "rng": generator_state(self.rng),
+            "round": self.round,
+            "finished": self.finished,
+            "spent": self.spent,
             "events": [e.to_dict() for e in self.events],
         }
         return arrays, meta

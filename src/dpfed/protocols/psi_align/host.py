@@ -61,27 +61,41 @@ class AlignmentHost(RoleDelegate):
         if (schema.label is not None) != (self.index == 0):
             raise DpfedInputError(
                 f"the label holder's schema names label and positive, and no other's: party "
-                f"{name!r}'s {'does not' if self.index == 0 else 'does'}.")
-        tables = {part: read_table(party.data if part == "train" else party.test,
-                                   id_column=party.id_column, schema=schema,
-                                   labels=self.index == 0)
-                  for part in _parts(spec)}
+                f"{name!r}'s {'does not' if self.index == 0 else 'does'}."
+            )
+        tables = {
+            part: read_table(
+                party.data if part == "train" else party.test,
+                id_column=party.id_column,
+                schema=schema,
+                labels=self.index == 0,
+            )
+            for part in _parts(spec)
+        }
         ids = {part: list(t.ids) for part, t in tables.items()}
         width = int(tables["train"].X.shape[1])
         declared = [c.name for c in schema.columns] + (
-            [schema.label] if schema.label is not None else [])
+            [schema.label] if schema.label is not None else []
+        )
         columns = column_hashes(parent_job_id(spec), declared)
         folder = party.workdir / spec.id
         psi_key = load_or_create_secret(folder, "psi.key", new_psi_key)
         self.role: AlignmentSeeker | AlignmentHolder
         if self.index == 0:
             self.role = AlignmentSeeker(
-                name, spec.names[1:], ids, width=width, columns=columns, psi_key=psi_key,
+                name,
+                spec.names[1:],
+                ids,
+                width=width,
+                columns=columns,
+                psi_key=psi_key,
                 order_key=load_or_create_secret(folder, "order.key", order_key),
-                min_rows=int(spec.params["min_rows"]))
+                min_rows=int(spec.params["min_rows"]),
+            )
         else:
-            self.role = AlignmentHolder(name, spec.names[0], ids, width=width,
-                                        columns=columns, psi_key=psi_key)
+            self.role = AlignmentHolder(
+                name, spec.names[0], ids, width=width, columns=columns, psi_key=psi_key
+            )
 
     @property
     def events(self) -> list[PrivacyEvent]:
@@ -101,13 +115,18 @@ class AlignmentHost(RoleDelegate):
         job = parent_job_id(self.spec)
         path = alignment_file(self.spec, self.name, job)
         private_folder(path.parent)
-        write_json_atomic(path, {
-            "job": job,
-            "digest": self.spec.digest,
-            "widths": role.widths,
-            "parts": {part: {"ids": order, "digest": alignment_digest(order)}
-                      for part, order in role.orders.items()},
-        })
+        write_json_atomic(
+            path,
+            {
+                "job": job,
+                "digest": self.spec.digest,
+                "widths": role.widths,
+                "parts": {
+                    part: {"ids": order, "digest": alignment_digest(order)}
+                    for part, order in role.orders.items()
+                },
+            },
+        )
 
     def model(self) -> np.ndarray:
         return np.zeros(0)
@@ -119,9 +138,13 @@ class AlignmentHost(RoleDelegate):
         role = self.role
         if role.refusal:
             return {"n_samples": 0, "refusal": role.refusal}
-        return {"n_samples": 0, "parts": {
-            part: {"rows": len(order), "digest": alignment_digest(order)}
-            for part, order in role.orders.items()}}
+        return {
+            "n_samples": 0,
+            "parts": {
+                part: {"rows": len(order), "digest": alignment_digest(order)}
+                for part, order in role.orders.items()
+            },
+        }
 
     def losses(self, models: list[list[float]]) -> list[float]:
         raise DpfedInputError("an alignment job trains no model.")
@@ -153,7 +176,8 @@ class AlignmentProtocol(Protocol):
         if missing or len(parties) < 2:
             raise DpfedInputError(
                 f"an alignment needs two or more parties with id_column and schema. Found "
-                f"{missing or len(parties)}.")
+                f"{missing or len(parties)}."
+            )
 
     def private(self, params: Mapping[str, Any]) -> bool:
         return False
@@ -171,11 +195,16 @@ class AlignmentProtocol(Protocol):
         parts = {n: a.get("parts") for n, a in accounts.items()}
         if len({repr(p) for p in parts.values()}) != 1:
             raise DpfedInputError(f"the parties agreed on different rows: {parts}.")
-        return {"protocol": ALIGNMENT_PROTOCOL, "job": parent_job_id(spec),
-                "align": "psi", "parties": spec.names,
-                "how": "private set intersection of each party's IDs with the label holder's "
-                       "(ECDH-PSI, OpenMined's library), rows in an HMAC order",
-                "parts": parts[spec.names[0]], "seconds": record.seconds}
+        return {
+            "protocol": ALIGNMENT_PROTOCOL,
+            "job": parent_job_id(spec),
+            "align": "psi",
+            "parties": spec.names,
+            "how": "private set intersection of each party's IDs with the label holder's "
+            "(ECDH-PSI, OpenMined's library), rows in an HMAC order",
+            "parts": parts[spec.names[0]],
+            "seconds": record.seconds,
+        }
 
 
 #: The alignment job, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.

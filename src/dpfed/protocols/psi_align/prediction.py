@@ -59,22 +59,38 @@ class RowsById:
         Its training rows' IDs: a scored row among them is flagged (:class:`PartyShare`).
     """
 
-    def __init__(self, name: str, request: str, data: str, recipient: str,
-                 parties: Sequence[str], ids: Sequence[str], *,
-                 score: Callable[[list[str]], np.ndarray],
-                 training_ids: frozenset[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        request: str,
+        data: str,
+        recipient: str,
+        parties: Sequence[str],
+        ids: Sequence[str],
+        *,
+        score: Callable[[list[str]], np.ndarray],
+        training_ids: frozenset[str],
+    ) -> None:
         self.name, self.request, self.recipient = name, request, recipient
         self.ids = list(ids)
         self.score, self.training_ids = score, training_ids
         self.role: AlignmentSeeker | AlignmentHolder
         if name == recipient:
             self.role = AlignmentSeeker(
-                name, [p for p in parties if p != recipient], {request: self.ids}, width=0,
-                columns=[], psi_key=new_psi_key(), order_key=order_key(), min_rows=1,
-                described={request: f"rows of {data!r}"})
+                name,
+                [p for p in parties if p != recipient],
+                {request: self.ids},
+                width=0,
+                columns=[],
+                psi_key=new_psi_key(),
+                order_key=order_key(),
+                min_rows=1,
+                described={request: f"rows of {data!r}"},
+            )
         else:
-            self.role = AlignmentHolder(name, recipient, {request: self.ids}, width=0,
-                                        columns=[], psi_key=new_psi_key())
+            self.role = AlignmentHolder(
+                name, recipient, {request: self.ids}, width=0, columns=[], psi_key=new_psi_key()
+            )
 
     @property
     def finished(self) -> bool:
@@ -89,8 +105,10 @@ class RowsById:
 
     def handle(self, message: Message) -> list[Message]:
         if getattr(message, "part", None) != self.request:
-            raise ProtocolError(f"a message of prediction {getattr(message, 'part', None)!r};"
-                                f" this prediction is {self.request!r}")
+            raise ProtocolError(
+                f"a message of prediction {getattr(message, 'part', None)!r};"
+                f" this prediction is {self.request!r}"
+            )
         return self.role.handle(message)
 
     @property
@@ -119,7 +137,9 @@ class RowsById:
         return {
             "order": [at[i] for i in ids],
             "ids": ids,
-            "not_scored": {"rows": len(missing),
-                           "missing_at": {p: len(self.ids) - n for p, n in held.items()},
-                           "ids": missing},
+            "not_scored": {
+                "rows": len(missing),
+                "missing_at": {p: len(self.ids) - n for p, n in held.items()},
+                "ids": missing,
+            },
         }

@@ -48,6 +48,7 @@ SECURE_SUM_MESSAGES = (NodeKey, SealedShare, ReceivedReport)
 for _kind in SECURE_SUM_MESSAGES:
     register_message(_kind)
 
+
 def _roles(spec: JobSpec) -> tuple[list[str], list[str]]:
     """The clients and the compute nodes, each in the job file's order."""
     clients = [p.name for p in spec.parties if p.role != "compute"]
@@ -116,20 +117,24 @@ def noise_plan(spec: JobSpec) -> dict[str, Any]:
     tolerated = int(p.get("tolerated", 0))
     mechanism = p.get("mechanism", "none")
     noise = p.get("noise", "discrete")
-    out: dict[str, Any] = {"mechanism": mechanism, "tolerated": tolerated,
-                           "n_clients": len(clients), "noise": noise}
+    out: dict[str, Any] = {
+        "mechanism": mechanism,
+        "tolerated": tolerated,
+        "n_clients": len(clients),
+        "noise": noise,
+    }
     if noise not in NOISES:
         raise DpfedInputError(f"[params].noise must be one of {NOISES}. Found {noise!r}.")
     if mechanism == "none":
         extra = sorted({"noise_std", "epsilon", "delta", "l2_sensitivity"} & set(p))
         if extra:
             raise DpfedInputError(
-                f"[params] {extra} need mechanism = \"gaussian\". Found mechanism \"none\"."
+                f'[params] {extra} need mechanism = "gaussian". Found mechanism "none".'
             )
         return out | {"client_std": 0.0}
     if mechanism != "gaussian":
         raise DpfedInputError(
-            f"[params].mechanism must be \"none\" or \"gaussian\". Found {mechanism!r}."
+            f'[params].mechanism must be "none" or "gaussian". Found {mechanism!r}.'
         )
     bits, _, dim = checked_params(spec)
     if "noise_std" in p:
@@ -148,13 +153,14 @@ def noise_plan(spec: JobSpec) -> dict[str, Any]:
         method = p.get("calibration") or ("rdp" if noise == "discrete" else "pld")
         if noise == "discrete" and method == "pld":
             raise DpfedInputError(
-                "[params].calibration = \"pld\" does not hold for noise = \"discrete\" (the "
+                '[params].calibration = "pld" does not hold for noise = "discrete" (the '
                 "exact ring noise's privacy loss distribution is not the continuous Gaussian's). "
-                "Expected \"rdp\" (its default) or \"classic\", or noise = \"continuous\"."
+                'Expected "rdp" (its default) or "classic", or noise = "continuous".'
             )
         if noise == "discrete" and method == "rdp":
-            std = calibrate_dca_discrete(eps * (1 - 1e-7), dlt, sens, len(clients), tolerated,
-                                         dim, bits)
+            std = calibrate_dca_discrete(
+                eps * (1 - 1e-7), dlt, sens, len(clients), tolerated, dim, bits
+            )
             plan = out | {"client_std": std, "calibration": None}
         else:
             cal = calibrate_dca(eps, dlt, sens, len(clients), tolerated, method=method)
@@ -169,7 +175,8 @@ def noise_plan(spec: JobSpec) -> dict[str, Any]:
             plan["ring_multiplier"] = math.sqrt(honest * s2) / grid * (1 - _TAU_MARGIN)
             if "delta" in p:
                 plan["epsilon"] = releases_epsilon(
-                    [("discrete_gaussian", plan["ring_multiplier"])], float(p["delta"]))
+                    [("discrete_gaussian", plan["ring_multiplier"])], float(p["delta"])
+                )
     return plan
 
 
@@ -243,8 +250,13 @@ class SecureSumHost(RoleDelegate):
                 folder, "dca-node.key", lambda: NodeKeyPair.generate().private_bytes()
             )
             self.role: Any = ComputeNode(
-                name, clients=clients, nodes=nodes, dim=self.dim, job_id=spec.id,
-                key=NodeKeyPair.from_private_bytes(raw), tolerated=tolerated,
+                name,
+                clients=clients,
+                nodes=nodes,
+                dim=self.dim,
+                job_id=spec.id,
+                key=NodeKeyPair.from_private_bytes(raw),
+                tolerated=tolerated,
             )
             return
         self.holds_data = True
@@ -264,9 +276,11 @@ class SecureSumHost(RoleDelegate):
             # exact integers in the ring: rint(z 2^f) + K, K ~ N_Z(0, s^2), then back to the
             # value the encoding rounds to the very same integers (|.| < 2^53: exact)
             s2 = self.noise["sigma2"]
-            ring = (client_discrete_noise(int(p["seed"]), index, self.dim, s2)
-                    if spec.simulation else
-                    ring_noise(s2, self.dim, secret_generator(secret, "dca noise")))
+            ring = (
+                client_discrete_noise(int(p["seed"]), index, self.dim, s2)
+                if spec.simulation
+                else ring_noise(s2, self.dim, secret_generator(secret, "dca noise"))
+            )
             scale = math.ldexp(1.0, self.fractional_bits)
             value = (np.rint(value * scale) + ring) / scale
         elif std > 0:
@@ -280,26 +294,41 @@ class SecureSumHost(RoleDelegate):
             z_ring = self.noise["ring_multiplier"]
             sensitivity = float(p["l2_sensitivity"])
             self.release = PrivacyEvent(
-                party=name, round=1, mechanism="discrete_gaussian", noise_multiplier=z_ring,
-                l2_sensitivity=sensitivity, sigma=z_ring * sensitivity,
+                party=name,
+                round=1,
+                mechanism="discrete_gaussian",
+                noise_multiplier=z_ring,
+                l2_sensitivity=sensitivity,
+                sigma=z_ring * sensitivity,
                 label="secure sum share (distributed discrete Gaussian, exact in the ring)",
             )
             self.plan = [Release("discrete_gaussian", z_ring)]
         elif std > 0 and "l2_sensitivity" in p:
             cal = self.noise.get("calibration")
             sensitivity = float(p["l2_sensitivity"])
-            sigma_std = (cal.sigma_std if cal is not None
-                         else std * math.sqrt(len(clients) - tolerated - 1))
+            sigma_std = (
+                cal.sigma_std if cal is not None else std * math.sqrt(len(clients) - tolerated - 1)
+            )
             z = cal.noise_multiplier if cal is not None else sigma_std / sensitivity
             self.release = PrivacyEvent(
-                party=name, round=1, mechanism="gaussian",
-                noise_multiplier=z, l2_sensitivity=sensitivity,
-                sigma=sigma_std, label="secure sum share (distributed Gaussian)",
+                party=name,
+                round=1,
+                mechanism="gaussian",
+                noise_multiplier=z,
+                l2_sensitivity=sensitivity,
+                sigma=sigma_std,
+                label="secure sum share (distributed Gaussian)",
             )
             self.plan = [self.release.noise_multiplier]
         self.role = SecureSumClient(
-            name, index, value, nodes=nodes, n_clients=len(clients), job_id=spec.id,
-            secret=secret, fractional_bits=self.fractional_bits,
+            name,
+            index,
+            value,
+            nodes=nodes,
+            n_clients=len(clients),
+            job_id=spec.id,
+            secret=secret,
+            fractional_bits=self.fractional_bits,
         )
 
     @property
@@ -357,20 +386,25 @@ class SecureSumParams:
     epsilon: float | None = param(help="target epsilon of the sum")
     delta: float | None = param(help="target delta of the sum")
     l2_sensitivity: float | None = param(help="L2 sensitivity of one client's vector")
-    noise: str = param("discrete", help="the clients' noise: exact discrete Gaussian in the "
-                       "ring, or continuous (drawn in floating point)", choices=NOISES)
-    calibration: str | None = param(help="calibration of the noise: rdp (default) or classic "
-                                    "with discrete noise; pld (default), rdp or classic with "
-                                    "continuous noise",
-                                    choices=("pld", "rdp", "classic"))
+    noise: str = param(
+        "discrete",
+        help="the clients' noise: exact discrete Gaussian in the "
+        "ring, or continuous (drawn in floating point)",
+        choices=NOISES,
+    )
+    calibration: str | None = param(
+        help="calibration of the noise: rdp (default) or classic "
+        "with discrete noise; pld (default), rdp or classic with "
+        "continuous noise",
+        choices=("pld", "rdp", "classic"),
+    )
     tolerated: int = param(0, help="dropped or colluding clients the noise still covers")
     deadline: float | None = param(
         help="seconds after the leader begins the job within which a client's shares must "
-             "reach the compute nodes; clients not in by then are dropped (at most tolerated)"
+        "reach the compute nodes; clients not in by then are dropped (at most tolerated)"
     )
     fractional_bits: int = param(DEFAULT_FRACTIONAL_BITS, help="bits of the fixed-point fraction")
-    seed: int | None = param(help="seed of every client's noise (a simulation only)",
-                             public=False)
+    seed: int | None = param(help="seed of every client's noise (a simulation only)", public=False)
     dim: int | None = param(help="length D >= 1 of the summed vectors")
 
 
@@ -393,7 +427,7 @@ class SecureSumProtocol(Protocol):
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
         if not (any(p.role == "compute" for p in parties) and any(not p.role for p in parties)):
             raise DpfedInputError(
-                "a secure_sum job needs at least one party with role = \"compute\" and at "
+                'a secure_sum job needs at least one party with role = "compute" and at '
                 f"least one client. Found roles {[p.role or 'client' for p in parties]}."
             )
 
@@ -416,17 +450,22 @@ class SecureSumProtocol(Protocol):
         return SecureSumHost(spec, name)
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
-        return secure_sum_result(spec, record.accounts, seconds=record.seconds,
-                                 n_samples=record.n_samples)
+        return secure_sum_result(
+            spec, record.accounts, seconds=record.seconds, n_samples=record.n_samples
+        )
 
 
 #: The secure sum, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
 PROTOCOL = SecureSumProtocol()
 
 
-def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
-                      seconds: float,
-                      n_samples: Mapping[str, int | None] | None = None) -> dict[str, Any]:
+def secure_sum_result(
+    spec: JobSpec,
+    accounts: dict[str, dict[str, Any]],
+    *,
+    seconds: float,
+    n_samples: Mapping[str, int | None] | None = None,
+) -> dict[str, Any]:
     """The leader's ``result.json`` from the parties' final accounts: the decoded sum, which
     clients it includes and which dropped out, and how private it is.
 
@@ -460,8 +499,7 @@ def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
     cal = plan.pop("calibration", None)
     privacy: dict[str, Any] = plan | {"notes": []}
     if cal is not None:
-        privacy |= {"epsilon": cal.epsilon, "delta": cal.delta,
-                    "calibration": asdict(cal)}
+        privacy |= {"epsilon": cal.epsilon, "delta": cal.delta, "calibration": asdict(cal)}
         privacy["notes"] += list(cal.notes)
     if plan.get("epsilon") is not None:  # the exact ring noise, accounted by Renyi DP
         privacy |= {"epsilon": plan["epsilon"], "delta": float(spec.params["delta"])}
@@ -480,10 +518,13 @@ def secure_sum_result(spec: JobSpec, accounts: dict[str, dict[str, Any]], *,
         privacy["notes"].append(
             f"{len(dropped)} of {len(clients)} clients dropped out and are not in the sum "
             f"({', '.join(dropped)})"
-            + (f"; the noise calibration covers up to {plan['tolerated']} dropped or colluding "
-               f"clients in all, so the guarantee now holds while at most "
-               f"{plan['tolerated'] - len(dropped)} included clients collude"
-               if plan["mechanism"] != "none" else "")
+            + (
+                f"; the noise calibration covers up to {plan['tolerated']} dropped or colluding "
+                f"clients in all, so the guarantee now holds while at most "
+                f"{plan['tolerated'] - len(dropped)} included clients collude"
+                if plan["mechanism"] != "none"
+                else ""
+            )
         )
     return {
         "protocol": "secure_sum",

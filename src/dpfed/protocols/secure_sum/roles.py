@@ -71,14 +71,28 @@ class SecureSumClient:
     fractional_bits : int
     """
 
-    def __init__(self, name: str, index: int, value: np.ndarray, *, nodes: list[str],
-                 n_clients: int, job_id: str, secret: bytes, fractional_bits: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        value: np.ndarray,
+        *,
+        nodes: list[str],
+        n_clients: int,
+        job_id: str,
+        secret: bytes,
+        fractional_bits: int,
+    ) -> None:
         if len(secret) < 32:
             raise DpfedInputError(f"a client secret has at least 32 bytes. Found {len(secret)}.")
         self.name, self.index, self.nodes, self.job_id = name, index, list(nodes), job_id
         # encoding now refuses a value that could overflow, before anything is sent
-        self.encoded = encode(np.asarray(value, dtype=np.float64).reshape(1, -1), n_clients,
-                              fractional_bits, name=f"{name}'s value + noise")
+        self.encoded = encode(
+            np.asarray(value, dtype=np.float64).reshape(1, -1),
+            n_clients,
+            fractional_bits,
+            name=f"{name}'s value + noise",
+        )
         self.secret = bytes(secret)
         self.keys: dict[str, bytes] = {}
         self.sent = False
@@ -96,11 +110,15 @@ class SecureSumClient:
 
     def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, NodeKey) or message.sender not in self.nodes:
-            raise ProtocolError(f"{self.name} expects node keys from {self.nodes}. Found "
-                                f"{type(message).__name__} from {message.sender!r}")
+            raise ProtocolError(
+                f"{self.name} expects node keys from {self.nodes}. Found "
+                f"{type(message).__name__} from {message.sender!r}"
+            )
         if message.round != ROUND or message.sender in self.keys:
-            raise ProtocolError(f"{self.name} already holds {message.sender}'s key or the "
-                                f"round {message.round} is not {ROUND}")
+            raise ProtocolError(
+                f"{self.name} already holds {message.sender}'s key or the "
+                f"round {message.round} is not {ROUND}"
+            )
         if message.public_key.shape != (4,):
             raise ProtocolError(f"a node key has 4 words. Found shape {message.public_key.shape}")
         self.keys[message.sender] = np.ascontiguousarray(message.public_key, "<i8").tobytes()
@@ -114,7 +132,9 @@ class SecureSumClient:
         messages = split_shares(self.encoded, masks.reshape(1, m - 1, d))[0]
         contexts = [MessageContext(self.job_id, self.index, k, ROUND) for k in range(m)]
         envelopes = seal_for_nodes(
-            [row.tobytes() for row in messages], [self.keys[n] for n in self.nodes], contexts,
+            [row.tobytes() for row in messages],
+            [self.keys[n] for n in self.nodes],
+            contexts,
             ephemeral_private=derive_secret(self.secret, "ephemeral"),
             nonces=[derive_secret(self.secret, f"nonce/{k}", 12) for k in range(m)],
         )
@@ -152,8 +172,17 @@ class ComputeNode:
         :math:`T`: at most this many clients may be missing from the sum.
     """
 
-    def __init__(self, name: str, *, clients: list[str], nodes: list[str], dim: int,
-                 job_id: str, key: NodeKeyPair, tolerated: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        clients: list[str],
+        nodes: list[str],
+        dim: int,
+        job_id: str,
+        key: NodeKeyPair,
+        tolerated: int,
+    ) -> None:
         self.name, self.clients, self.nodes = name, list(clients), list(nodes)
         self.index = self.nodes.index(name)
         self.dim, self.job_id, self.key, self.tolerated = dim, job_id, key, tolerated
@@ -189,8 +218,9 @@ class ComputeNode:
             self._agreed(self.reports | {message.sender: message.received})  # refuses first
             self.reports[message.sender] = message.received.copy()
             return self._maybe_sum()
-        raise ProtocolError(f"{self.name} does not expect {type(message).__name__} from "
-                            f"{message.sender!r}")
+        raise ProtocolError(
+            f"{self.name} does not expect {type(message).__name__} from {message.sender!r}"
+        )
 
     @property
     def closed(self) -> bool:
@@ -212,8 +242,9 @@ class ComputeNode:
         except DpfedInputError as exc:  # forged, tampered with, or sealed for another node
             raise ProtocolError(str(exc)) from None
         if len(plain) != 8 * self.dim:
-            raise ProtocolError(f"{message.sender}'s share has {len(plain)} bytes; expected "
-                                f"{8 * self.dim}")
+            raise ProtocolError(
+                f"{message.sender}'s share has {len(plain)} bytes; expected {8 * self.dim}"
+            )
         self.shares[i] = np.frombuffer(plain, dtype="<u8")
         self.received[i] = True
         if not self.received.all():
@@ -244,8 +275,11 @@ class ComputeNode:
         self._check_missing(self.received, f"{self.name} holds the shares of")
         self._agreed(self.reports | {self.name: self.received})  # refuses before any change
         self.reports[self.name] = self.received.copy()
-        out: list[Message] = [ReceivedReport(self.name, n, ROUND, self.received.copy())
-                              for n in self.nodes if n != self.name]
+        out: list[Message] = [
+            ReceivedReport(self.name, n, ROUND, self.received.copy())
+            for n in self.nodes
+            if n != self.name
+        ]
         return out + self._maybe_sum()
 
     def _agreed(self, reports: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -264,8 +298,9 @@ class ComputeNode:
         missing = [c for c, ok in zip(self.clients, held, strict=True) if not ok]
         if len(missing) <= self.tolerated:
             return
-        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more"
-                                           if len(missing) > 10 else "")
+        shown = ", ".join(missing[:10]) + (
+            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        )
         raise DpfedInputError(
             f"{what} {len(self.clients) - len(missing)} of {len(self.clients)} clients; "
             f"{len(missing)} are missing ({shown}), but at most tolerated = {self.tolerated} "

@@ -139,9 +139,7 @@ class EigenvaluePremise:
         return None
 
 
-def paper_epsilon_reasons(
-    b1: float | None, premises: Mapping[str, EigenvaluePremise]
-) -> list[str]:
+def paper_epsilon_reasons(b1: float | None, premises: Mapping[str, EigenvaluePremise]) -> list[str]:
     r"""Why the paper mechanism's Theorem 1 / Corollary 1 figure is not a guarantee.
 
     Always: Lemma 1 bounds the noisy models :math:`\|\tilde x_k\| \le b_1`, which unbounded
@@ -388,4 +386,3 @@ def sound_defaults(
         dual_clip=loss_slope / 2.0 if protect_label_holder else loss_slope,
     )
     return SoundDefaults(iterations=iterations, bounds=bounds, model_fraction=0.5)
-

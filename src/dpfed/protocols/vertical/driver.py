@@ -158,52 +158,71 @@ class VerticalConfig:
         :math:`c \\in (0, 1)`.
     """
 
-    loss: str = param("logistic", help="loss of the label holder's z-update",
-                      choices=("logistic", "squared", "smoothed_hinge", "sigmoid"))
-    regularizer: str = param("l2", help="regulariser of every party's block",
-                             choices=("l2", "l1", "elasticnet"))
+    loss: str = param(
+        "logistic",
+        help="loss of the label holder's z-update",
+        choices=("logistic", "squared", "smoothed_hinge", "sigmoid"),
+    )
+    regularizer: str = param(
+        "l2", help="regulariser of every party's block", choices=("l2", "l1", "elasticnet")
+    )
     lam: float = param(1e-4, help="regularisation weight of the averaged objective")
     rho: float | None = param(help="ADMM penalty (summed-loss form)")
     iterations: int | None = param(
-        help="ADMM rounds (default 20, or the sound mechanism's public rule)")
+        help="ADMM rounds (default 20, or the sound mechanism's public rule)"
+    )
     mechanism: str = param("none", help="privacy mechanism", choices=("none", "paper", "sound"))
     epsilon: float | None = param(help="target total epsilon")
     delta: float | None = param(help="target total delta")
     noise_multiplier: float | None = param(
-        help="instead of epsilon: the sound mechanism's per-round noise multiplier")
+        help="instead of epsilon: the sound mechanism's per-round noise multiplier"
+    )
     noise_sigma: float | None = param(
-        help="instead of epsilon: the paper mechanism's sigma (absolute noise scale)")
+        help="instead of epsilon: the paper mechanism's sigma (absolute noise scale)"
+    )
     accountant: str = param("pld", help="accountant of the sound mechanism", choices=("pld", "rdp"))
-    seed: int | None = param(help="seed of every party's noise (in process or a simulation)",
-                             public=False)
+    seed: int | None = param(
+        help="seed of every party's noise (in process or a simulation)", public=False
+    )
     adaptive_rho: bool | None = param(help="residual balancing (default: on without noise)")
     tol: tuple[float, float] | None = param(
         help="absolute and relative tolerances: stop once the residuals fall below them",
-        metavar=("ABS", "REL"))
+        metavar=("ABS", "REL"),
+    )
     bounds: SoundBounds | None = param(
-        help="the sound mechanism's enforced bounds (default: a public rule of epsilon and N)")
+        help="the sound mechanism's enforced bounds (default: a public rule of epsilon and N)"
+    )
     model_fraction: float | None = param(
-        help="share of each round's budget spent on the model release (sound)")
+        help="share of each round's budget spent on the model release (sound)"
+    )
     protect_label_holder: bool = param(
-        False, help="also protect the label holder's rows and labels (sound)")
+        False, help="also protect the label holder's rows and labels (sound)"
+    )
     b1: float | None = param(help="the paper mechanism's radius of x, y and z (default 5 sqrt N)")
     warm_start_rounds: int | None = param(
-        help="local-only rounds of the label holder before the first broadcast")
+        help="local-only rounds of the label holder before the first broadcast"
+    )
     inner_iterations: int = param(100, help="iterations of an inexact x-update")
     score_rounds: int | None = param(
-        help="sound: rounds 1..score_rounds release scores (default T - 1)")
+        help="sound: rounds 1..score_rounds release scores (default T - 1)"
+    )
     acceleration: str | None = param(
         help="the label holder's acceleration of the rounds (default: anderson without noise, "
-             "none with it)", choices=ACCELERATIONS)
+        "none with it)",
+        choices=ACCELERATIONS,
+    )
     passive_weighting: bool | None = param(
-        help="sound: weigh the passive models so the result is never worse than local-only")
+        help="sound: weigh the passive models so the result is never worse than local-only"
+    )
     fit_intercept: bool | None = param(
         help="fit an intercept, held by the label holder: its rows get a constant column "
-             "(regularised with the other weights); default on, off under the paper "
-             "mechanism (the paper's algorithm)")
-    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
-                                   help="c in (0, 1): the label holder's rows become "
-                                        "[sqrt(1 - c^2) x, c R], R their bound")
+        "(regularised with the other weights); default on, off under the paper "
+        "mechanism (the paper's algorithm)"
+    )
+    intercept_scale: float = param(
+        DEFAULT_INTERCEPT_SCALE,
+        help="c in (0, 1): the label holder's rows become [sqrt(1 - c^2) x, c R], R their bound",
+    )
 
     def validated(self) -> VerticalConfig:
         """Check every value; return the config with defaults resolved."""
@@ -218,10 +237,14 @@ class VerticalConfig:
             check_positive("b1", self.b1)
         weighting = _resolve_weighting(self, loss)
         return replace(
-            self, rho=float(rho), adaptive_rho=adaptive, fit_intercept=fit_intercept,
+            self,
+            rho=float(rho),
+            adaptive_rho=adaptive,
+            fit_intercept=fit_intercept,
             warm_start_rounds=int(warm),
             acceleration=acceleration,
-            iterations=int(iterations), model_fraction=float(model_fraction),
+            iterations=int(iterations),
+            model_fraction=float(model_fraction),
             passive_weighting=bool(weighting),
         )
 
@@ -231,8 +254,9 @@ class VerticalConfig:
 
 def _check_objective(cfg: VerticalConfig) -> tuple[bool, Loss]:
     """The intercept (resolved), the loss, the regulariser and ``lam``."""
-    fit_intercept = (cfg.mechanism != "paper" if cfg.fit_intercept is None
-                     else bool(cfg.fit_intercept))
+    fit_intercept = (
+        cfg.mechanism != "paper" if cfg.fit_intercept is None else bool(cfg.fit_intercept)
+    )
     if fit_intercept:
         with_intercept(np.zeros((1, 1)), cfg.intercept_scale)  # checks c in (0, 1)
     loss = get_loss(cfg.loss)
@@ -264,9 +288,7 @@ def _resolve_rounds(cfg: VerticalConfig) -> tuple[int, float]:
 def _check_choices(cfg: VerticalConfig) -> None:
     """The mechanism's and the accountant's names."""
     if cfg.mechanism not in MECHANISMS:
-        raise DpfedInputError(
-            f"mechanism must be one of {MECHANISMS}. Found {cfg.mechanism!r}."
-        )
+        raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {cfg.mechanism!r}.")
     if cfg.accountant not in VERTICAL_ACCOUNTANTS:
         raise DpfedInputError(
             f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {cfg.accountant!r}."
@@ -341,9 +363,7 @@ def _check_protection(cfg: VerticalConfig, loss: Loss, private: bool) -> bool:
         raise DpfedInputError(
             f"protect_label_holder is part of the sound mechanism. Found {cfg.mechanism!r}."
         )
-    if cfg.protect_label_holder and (
-        loss.lipschitz is None or not math.isfinite(loss.lipschitz)
-    ):
+    if cfg.protect_label_holder and (loss.lipschitz is None or not math.isfinite(loss.lipschitz)):
         raise DpfedInputError(
             "protect_label_holder releases the label holder's local model, whose "
             "sensitivity needs a loss of bounded slope (logistic, smoothed_hinge, sigmoid). "
@@ -386,8 +406,7 @@ def _resolve_weighting(cfg: VerticalConfig, loss: Loss) -> bool:
     weighting = cfg.passive_weighting
     if weighting is None:
         weighting = (
-            cfg.mechanism == "sound" and not cfg.protect_label_holder
-            and supports_weighting(loss)
+            cfg.mechanism == "sound" and not cfg.protect_label_holder and supports_weighting(loss)
         )
     if weighting and cfg.mechanism != "sound":
         raise DpfedInputError(
@@ -440,17 +459,21 @@ class VerticalResult:
     def to_json(self) -> dict[str, Any]:
         cfg = asdict(self.config)
         coefs, intercept = self.coefficients()
-        return with_exact_values({
-            "protocol": "vertical",
-            "config": cfg,
-            "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in coefs.items()],
-            "intercept": intercept,
-            "history": self.history,
-            "final": self.final,
-            "privacy": self.privacy,
-            "weighting": self.weighting,
-            "seconds": self.seconds,
-        } | engine_block(self.engine), self.exact)
+        return with_exact_values(
+            {
+                "protocol": "vertical",
+                "config": cfg,
+                "parties": [{"name": k, "n_features": int(v.shape[0])} for k, v in coefs.items()],
+                "intercept": intercept,
+                "history": self.history,
+                "final": self.final,
+                "privacy": self.privacy,
+                "weighting": self.weighting,
+                "seconds": self.seconds,
+            }
+            | engine_block(self.engine),
+            self.exact,
+        )
 
 
 def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
@@ -464,7 +487,9 @@ def _party_names(n: int, names: Sequence[str] | None) -> list[str]:
 
 def _events_epsilon(events: Sequence[PrivacyEvent], delta: float, accountant: str) -> float:
     return gaussian_releases_epsilon(
-        [e.noise_multiplier for e in events], delta, accountant,
+        [e.noise_multiplier for e in events],
+        delta,
+        accountant,
         coordinates=sum(e.coordinates for e in events),
     )
 
@@ -521,9 +546,11 @@ def sound_rounds(
         iterations=cast(int, cfg.iterations),
         rule_iterations=rule.iterations,
         noise_multiplier=_calibrate_sound(
-            cfg, coordinates=passive_coordinates(cfg, widths, n_samples)),
+            cfg, coordinates=passive_coordinates(cfg, widths, n_samples)
+        ),
         rule_noise_multiplier=_calibrate_sound(
-            at_rule, coordinates=passive_coordinates(at_rule, widths, n_samples)),
+            at_rule, coordinates=passive_coordinates(at_rule, widths, n_samples)
+        ),
     )
 
 
@@ -558,8 +585,12 @@ def statistics_multiplier(noise_multiplier: float) -> float:
 
 
 def _calibrate_sound(
-    cfg: VerticalConfig, *, model_steps: int | None = None, score_steps: int | None = None,
-    statistics: bool | None = None, coordinates: int = 0,
+    cfg: VerticalConfig,
+    *,
+    model_steps: int | None = None,
+    score_steps: int | None = None,
+    statistics: bool | None = None,
+    coordinates: int = 0,
 ) -> float:
     """Per-round noise multiplier ``z`` (split into model and scores multipliers by
     :func:`split_noise_multiplier`) whose model and scores releases (and, with passive
@@ -630,14 +661,20 @@ def _party_mechanisms(
         delta_step, delta_prime = delta / (2 * steps), delta / 2
         eps_step = (
             corollary1_step_epsilon(cfg.epsilon, steps, delta_prime)
-            if cfg.epsilon is not None else None
+            if cfg.epsilon is not None
+            else None
         )
         b1 = paper_radius(cfg, n_samples)
         c1 = reg.curvature_bound if reg.curvature_bound is not None else 0.0
         mechs: list[PartyMechanism] = [
             PaperMechanism(
-                d_m=d, n_parties=len(n_features), reg_weight=reg_weight, c1=c1, b1=b1,
-                delta_step=delta_step, epsilon_step=eps_step,
+                d_m=d,
+                n_parties=len(n_features),
+                reg_weight=reg_weight,
+                c1=c1,
+                b1=b1,
+                delta_step=delta_step,
+                epsilon_step=eps_step,
                 sigma=cfg.noise_sigma,
             )
             for d in n_features
@@ -653,7 +690,9 @@ def _party_mechanisms(
     if cfg.bounds is None:
         slope = get_loss(cfg.loss).lipschitz
         rule = sound_defaults(
-            cfg.epsilon, n_samples, rho=cast(float, cfg.rho),
+            cfg.epsilon,
+            n_samples,
+            rho=cast(float, cfg.rho),
             loss_slope=slope if slope is not None and math.isfinite(slope) else 1.0,
             protect_label_holder=cfg.protect_label_holder,
         )
@@ -667,8 +706,11 @@ def _party_mechanisms(
 
     def sound(model_multiplier: float, scores_multiplier: float) -> SoundMechanism:
         return SoundMechanism(
-            bounds=bounds, reg_weight=reg_weight, model_multiplier=model_multiplier,
-            scores_multiplier=scores_multiplier, score_rounds=_sound_score_rounds(cfg),
+            bounds=bounds,
+            reg_weight=reg_weight,
+            model_multiplier=model_multiplier,
+            scores_multiplier=scores_multiplier,
+            score_rounds=_sound_score_rounds(cfg),
         )
 
     per_party: list[PartyMechanism] = [NoPrivacy()]
@@ -677,14 +719,20 @@ def _party_mechanisms(
         # the local model's sensitivity needs a strongly convex objective on every data set
         local_model_strong_convexity(
             ridge=reg_weight * reg.strong_convexity + bounds.prox_weight,
-            weak_convexity=get_loss(cfg.loss).weak_convexity, n_samples=n_samples,
+            weak_convexity=get_loss(cfg.loss).weak_convexity,
+            n_samples=n_samples,
             row_norm=bounds.row_norm,
         )
         # one model (its local model, round 0) and T duals: calibrated on their own
         steps = cast(int, cfg.iterations)
         holder_x, holder_y = split_noise_multiplier(
-            _calibrate_sound(cfg, model_steps=1, score_steps=steps, statistics=False,
-                             coordinates=n_features[0] + steps * n_samples),
+            _calibrate_sound(
+                cfg,
+                model_steps=1,
+                score_steps=steps,
+                statistics=False,
+                coordinates=n_features[0] + steps * n_samples,
+            ),
             model_fraction,
         )
         per_party = [sound(holder_x, holder_y)]
@@ -730,8 +778,9 @@ def statistics_release(
         score_bound=prediction_bound(cfg.bounds),
         lipschitz=float(cast(float, loss.lipschitz)),  # bounded: supports_weighting
         smoothness=float(loss.smoothness),
-        noise_multiplier=statistics_multiplier(_calibrate_sound(
-            cfg, coordinates=passive_coordinates(cfg, n_features, n_samples))),
+        noise_multiplier=statistics_multiplier(
+            _calibrate_sound(cfg, coordinates=passive_coordinates(cfg, n_features, n_samples))
+        ),
     )
 
 
@@ -756,7 +805,11 @@ def vertical_setup(cfg: VerticalConfig, n_features: Sequence[int], n_samples: in
     if cfg.bounds is None and applied:
         cfg = replace(cfg, bounds=applied[0])  # record the bounds the public rule chose
     return VerticalSetup(
-        cfg, mechanisms, dual_release, notes, n_samples,
+        cfg,
+        mechanisms,
+        dual_release,
+        notes,
+        n_samples,
         statistics_release(cfg, n_samples, n_features),
     )
 
@@ -780,33 +833,45 @@ def make_vertical_role(
     """Party ``index``'s role (0: the label holder, which needs ``labels``)."""
     cfg = setup.config
     common = dict(
-        regularizer=get_regularizer(cfg.regularizer), reg_weight=setup.n_samples * cfg.lam,
-        inner_iterations=cfg.inner_iterations, mechanism=setup.mechanisms[index], rng=rng,
+        regularizer=get_regularizer(cfg.regularizer),
+        reg_weight=setup.n_samples * cfg.lam,
+        inner_iterations=cfg.inner_iterations,
+        mechanism=setup.mechanisms[index],
+        rng=rng,
     )
     if index > 0:
         return PassiveParty(
-            names[index], block, label_holder=names[0],
-            statistics_release=setup.statistics_release, **common,
+            names[index],
+            block,
+            label_holder=names[0],
+            statistics_release=setup.statistics_release,
+            **common,
         )
     # the resolved configuration (VerticalConfig.validated) and the label holder's labels
     return LabelHolder(
-        names[0], block, cast(np.ndarray, labels), parties=list(names[1:]),
-        loss=get_loss(cfg.loss), rho=cast(float, cfg.rho),
-        max_rounds=cast(int, cfg.iterations), stop_tol=cfg.tol,
+        names[0],
+        block,
+        cast(np.ndarray, labels),
+        parties=list(names[1:]),
+        loss=get_loss(cfg.loss),
+        rho=cast(float, cfg.rho),
+        max_rounds=cast(int, cfg.iterations),
+        stop_tol=cfg.tol,
         adaptive=ResidualBalancing() if cfg.adaptive_rho else None,
         central_radius=(
             cast(PaperMechanism, setup.mechanisms[0]).b1 if cfg.mechanism == "paper" else None
         ),
-        dual_release=setup.dual_release, warm_start_rounds=cast(int, cfg.warm_start_rounds),
+        dual_release=setup.dual_release,
+        warm_start_rounds=cast(int, cfg.warm_start_rounds),
         relaxation=RELAXATION if cfg.acceleration in ("relaxed", "anderson") else 1.0,
         anderson_memory=ANDERSON_MEMORY if cfg.acceleration == "anderson" else 0,
-        statistics_release=setup.statistics_release, observer=observer, **common,
+        statistics_release=setup.statistics_release,
+        observer=observer,
+        **common,
     )
 
 
-def planned_multipliers(
-    setup: VerticalSetup, index: int, n_features: int
-) -> list[float | Release]:
+def planned_multipliers(setup: VerticalSetup, index: int, n_features: int) -> list[float | Release]:
     r"""Every release party ``index`` (``n_features`` wide, plus its intercept's weight if its
     mechanism adds the column) will make if all rounds run: the
     sound mechanism's as :class:`~dpfed.privacy.accounting.Release`\ s with the coordinates
@@ -820,15 +885,21 @@ def planned_multipliers(
     width = int(n_features) + int(mech.intercept_scale is not None)  # the intercept's weight
     if isinstance(mech, SoundMechanism):
         model, scores = mech.releases(cast(float, cfg.rho))
-        plan = cast(list[float | Release], [
-            Release("gaussian", model.noise_multiplier, width)
-        ] * (steps if index > 0 else 1))
+        plan = cast(
+            list[float | Release],
+            [Release("gaussian", model.noise_multiplier, width)] * (steps if index > 0 else 1),
+        )
         if index > 0:
             rounds = steps if mech.score_rounds is None else min(steps, mech.score_rounds)
             plan += [Release("gaussian", scores.noise_multiplier, n)] * rounds
             if setup.statistics_release is not None:
-                plan += [Release("gaussian", setup.statistics_release.release.noise_multiplier,
-                                 len(STATISTICS))]
+                plan += [
+                    Release(
+                        "gaussian",
+                        setup.statistics_release.release.noise_multiplier,
+                        len(STATISTICS),
+                    )
+                ]
         elif setup.dual_release is not None:
             plan += [Release("gaussian", setup.dual_release.release.noise_multiplier, n)] * steps
         return plan
@@ -902,8 +973,9 @@ def train_vertical(
     y, y_test = _checked_labels(cfg, blocks, labels, names, test_blocks, test_labels)
     setup = vertical_setup(cfg, [b.shape[1] for b in blocks], n)
     rngs = _party_rngs(setup.config, rngs, len(blocks))
-    run = _run_roles(setup, names, blocks, rngs, y, test_blocks, y_test,
-                     progress=progress, engine=engine)
+    run = _run_roles(
+        setup, names, blocks, rngs, y, test_blocks, y_test, progress=progress, engine=engine
+    )
     return _vertical_result(setup, names, run)
 
 
@@ -944,8 +1016,9 @@ def _party_rngs(
     if rngs is None:
         rngs = [party_rng(cfg.seed, m, n_parties) for m in range(n_parties)]
     elif len(rngs) != n_parties:
-        raise DpfedInputError(f"rngs must hold one generator per party ({n_parties}). "
-                              f"Found {len(rngs)}.")
+        raise DpfedInputError(
+            f"rngs must hold one generator per party ({n_parties}). Found {len(rngs)}."
+        )
     return rngs
 
 
@@ -990,13 +1063,18 @@ def _run_roles(
         if bar is not None:
             bar.update(1)
             bar.set_postfix(
-                {k: f"{history[-1][k]:.4g}" for k in ("train_objective", "epsilon")
-                 if history[-1].get(k) is not None}
+                {
+                    k: f"{history[-1][k]:.4g}"
+                    for k in ("train_objective", "epsilon")
+                    if history[-1].get(k) is not None
+                }
             )
         clock["since"] = time.perf_counter()
 
-    holder = cast(LabelHolder, make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0],
-                                                  labels=y, observer=observe))
+    holder = cast(
+        LabelHolder,
+        make_vertical_role(setup, 0, names, blocks[0], rng=rngs[0], labels=y, observer=observe),
+    )
     clock["since"] = time.perf_counter()
     report = get_engine(engine).run(
         {p.name: p for p in cast(list[LabelHolder | PassiveParty], [holder, *passive])},
@@ -1021,22 +1099,34 @@ def _vertical_result(
     if holder.weighting is not None:
         notes.append(weighting_note(holder.weighting.weight))
     premises = (
-        {r.name: cast(PaperMechanism, r.mechanism).eigenvalue_premise(r.solver.spectrum)
-         for r in [holder, *passive]}
-        if cfg.mechanism == "paper" else None
+        {
+            r.name: cast(PaperMechanism, r.mechanism).eigenvalue_premise(r.solver.spectrum)
+            for r in [holder, *passive]
+        }
+        if cfg.mechanism == "paper"
+        else None
     )
     privacy = privacy_summary(cfg, ledger, names, notes, premises=premises)
     protected = setup.dual_release is not None
     exact = exact_values(
         ["train_objective", *(("primal_residual", "dual_residual") if protected else ())]
-        if private else [],
+        if private
+        else [],
         left_parties=False,
     )
     return VerticalResult(
-        models, run.history, privacy, ledger, cfg, holder.history, run.seconds,
-        setup.mechanisms, exact,
+        models,
+        run.history,
+        privacy,
+        ledger,
+        cfg,
+        holder.history,
+        run.seconds,
+        setup.mechanisms,
+        exact,
         None if holder.weighting is None else holder.weighting.as_dict(),
-        {r.name: r.score_bound for r in [holder, *passive]}, engine_summary(run.report),
+        {r.name: r.score_bound for r in [holder, *passive]},
+        engine_summary(run.report),
     )
 
 
@@ -1073,11 +1163,15 @@ def _evaluate(
 ) -> dict[str, Any]:
     roles = [holder, *passive]
     return round_metrics(
-        record, loss=holder.loss, labels=y, lam=cfg.lam,
+        record,
+        loss=holder.loss,
+        labels=y,
+        lam=cfg.lam,
         train_scores=[r.scores(r.block) for r in roles],
         regularization=[r.regularization() for r in roles],
         test_scores=(
-            None if test_blocks is None
+            None
+            if test_blocks is None
             else [r.partial_scores(b) for r, b in zip(roles, test_blocks, strict=True)]
         ),
         test_labels=y_test,
@@ -1164,8 +1258,6 @@ def privacy_summary(
     summary["paper_epsilon"] = max(p.get("paper_epsilon", 0.0) for p in per_party.values())
     summary["paper_delta"] = max(p.get("paper_delta", 0.0) for p in per_party.values())
     summary["paper_accountant"] = "corollary1"
-    summary["paper_epsilon_pld"] = max(
-        p.get("paper_epsilon_pld", 0.0) for p in per_party.values()
-    )
+    summary["paper_epsilon_pld"] = max(p.get("paper_epsilon_pld", 0.0) for p in per_party.values())
     summary["paper_epsilon_reason"] = paper_epsilon_reasons(b1, premises)
     return summary

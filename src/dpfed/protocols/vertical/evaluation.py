@@ -128,9 +128,7 @@ def round_metrics(
     }
     if train_scores is not None:
         s = cast(np.ndarray, sum(train_scores))
-        entry["train_objective"] = float(np.mean(loss.value(s, labels))) + lam * sum(
-            regularization
-        )
+        entry["train_objective"] = float(np.mean(loss.value(s, labels))) + lam * sum(regularization)
     if test_scores is not None and test_labels is not None:
         st = cast(np.ndarray, sum(test_scores))
         entry.update(score_metrics(st, test_labels))
@@ -193,8 +191,13 @@ class EvaluatedPassiveParty(_Evaluated):
         train, test, reg, eps = self._own_share()
         empty = np.zeros(0)
         share = EvalShare(
-            self.name, self.role.label_holder, self.role.round,
-            empty if train is None else train, empty if test is None else test, reg, eps,
+            self.name,
+            self.role.label_holder,
+            self.role.round,
+            empty if train is None else train,
+            empty if test is None else test,
+            reg,
+            eps,
         )
         return [share, *out]
 
@@ -274,7 +277,10 @@ class EvaluatedLabelHolder(_Evaluated):
         shares = [self.shares[p] for p in holder.parties]
         self.shares = {}
         entry = round_metrics(
-            record, loss=holder.loss, labels=holder.labels, lam=self.lam,
+            record,
+            loss=holder.loss,
+            labels=holder.labels,
+            lam=self.lam,
             train_scores=None if train is None else [train, *(s.train_scores for s in shares)],
             regularization=[reg, *(s.regularization for s in shares)],
             test_scores=None if test is None else [test, *(s.test_scores for s in shares)],
@@ -285,9 +291,17 @@ class EvaluatedLabelHolder(_Evaluated):
         if not self.exact_residuals:
             residuals = (None, None)
         return RoundReport(
-            self.name, self.leader, record.round,
-            entry["train_objective"], entry["test_log_loss"], entry["test_accuracy"],
-            entry["epsilon"], entry["rho"], *residuals, record.finished, record.passive_weight,
+            self.name,
+            self.leader,
+            record.round,
+            entry["train_objective"],
+            entry["test_log_loss"],
+            entry["test_accuracy"],
+            entry["epsilon"],
+            entry["rho"],
+            *residuals,
+            record.finished,
+            record.passive_weight,
         )
 
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -302,8 +316,12 @@ class EvaluatedLabelHolder(_Evaluated):
         self.role.load_state_dict(arrays, meta)
         self.shares = {
             name: EvalShare(
-                name, self.name, int(rnd), np.array(arrays[f"share/{name}/train"]),
-                np.array(arrays[f"share/{name}/test"]), float(reg),
+                name,
+                self.name,
+                int(rnd),
+                np.array(arrays[f"share/{name}/train"]),
+                np.array(arrays[f"share/{name}/test"]),
+                float(reg),
                 None if eps is None else float(eps),
             )
             for name, (rnd, reg, eps) in meta.get("shares", {}).items()

@@ -63,14 +63,17 @@ VERTICAL_MESSAGES = (Scores, Broadcast, EvalShare, RoundReport)
 for _kind in VERTICAL_MESSAGES:
     register_message(_kind)
 
+
 @dataclass(frozen=True)
 class JobRounds:
     """A ``[params]`` key of the job, not of the training configuration."""
 
     rounds_above_rule: bool = param(
-        False, help="run a sound job's iterations even above the public rule's rounds")
+        False, help="run a sound job's iterations even above the public rule's rounds"
+    )
     secure: bool = param(
-        False, help="true: the secure mode (protocol vertical_secure, its own [params])")
+        False, help="true: the secure mode (protocol vertical_secure, its own [params])"
+    )
 
 
 #: Keys of ``[params]`` and the types they take: every field of :class:`VerticalConfig`, and
@@ -80,7 +83,7 @@ VERTICAL_PARAMS = job_parameters(VerticalConfig) | job_parameters(JobRounds)
 EVALUATION_NOTE = (
     "evaluation: every round each party sent the label holder the scores of its current model "
     "on the training rows (for the training objective); those messages are exact and not "
-    "covered by the epsilon above. Set [job].evaluate = \"test\" or \"none\" to keep them home."
+    'covered by the epsilon above. Set [job].evaluate = "test" or "none" to keep them home.'
 )
 
 
@@ -117,8 +120,9 @@ def rounds_above_rule(params: Mapping[str, Any]) -> bool:
     return value
 
 
-def check_rounds(cfg: VerticalConfig, params: Mapping[str, Any], n_samples: int,
-                 n_features: Sequence[int]) -> None:
+def check_rounds(
+    cfg: VerticalConfig, params: Mapping[str, Any], n_samples: int, n_features: Sequence[int]
+) -> None:
     """Refuse a sound job with a target epsilon whose ``iterations`` exceed the public rule's
     unless ``[params].rounds_above_rule = true``: every extra round makes each release
     noisier for the same budget, and past the rule the model gets worse while the budgets are
@@ -200,8 +204,7 @@ def party_rows(spec: JobSpec, name: str) -> PartyRows:
 
         def rows(part: str) -> PartyTable:
             path = party.data if part == "train" else party.test
-            table = read_table(path, id_column=party.id_column, schema=schema,
-                               labels=label_holder)
+            table = read_table(path, id_column=party.id_column, schema=schema, labels=label_holder)
             taken = table.take(parts[part]["ids"])
             if alignment_digest(taken.ids) != parts[part]["digest"]:
                 raise DpfedInputError(f"{path} no longer holds the rows its alignment agreed.")
@@ -209,10 +212,15 @@ def party_rows(spec: JobSpec, name: str) -> PartyRows:
 
         train = rows("train")
         test = rows("test") if "test" in parts and spec.evaluate != "none" else None
-        return PartyRows(train.X, train.y, None if test is None else test.X,
-                         None if test is None else test.y,
-                         [int(w) for w in alignment["widths"]], int(train.X.shape[1]),
-                         alignment)
+        return PartyRows(
+            train.X,
+            train.y,
+            None if test is None else test.X,
+            None if test is None else test.y,
+            [int(w) for w in alignment["widths"]],
+            int(train.X.shape[1]),
+            alignment,
+        )
     dataset = load_dataset(party.data, party.data_dir)
     first, end = cast(tuple[int, int], party.columns)  # a job on columns names every party's
     if end > dataset.n_features:
@@ -223,8 +231,14 @@ def party_rows(spec: JobSpec, name: str) -> PartyRows:
     test_block = None
     if spec.evaluate != "none" and dataset.X_test is not None:
         test_block = column_block(dataset.X_test, first, end)
-    return PartyRows(column_block(dataset.X_train, first, end), dataset.y_train, test_block,
-                     dataset.y_test, [p.n_features for p in spec.parties], dataset.n_features)
+    return PartyRows(
+        column_block(dataset.X_train, first, end),
+        dataset.y_train,
+        test_block,
+        dataset.y_test,
+        [p.n_features for p in spec.parties],
+        dataset.n_features,
+    )
 
 
 class ColumnPrediction:
@@ -277,8 +291,12 @@ class ColumnPrediction:
                 "rows by ID too (a file of each party's own table)."
             )
         party = self.spec.party(self.name)
-        rows = prediction_rows(data, n_features=self.total_features, data_dir=party.data_dir,
-                               base=self.spec.path.parent)
+        rows = prediction_rows(
+            data,
+            n_features=self.total_features,
+            data_dir=party.data_dir,
+            base=self.spec.path.parent,
+        )
         first, end = cast(tuple[int, int], party.columns)  # a job on columns names every party's
         block = column_block(rows, first, end)
         training = self._names_training_rows(data, party) or self._is_training_block(block)
@@ -302,11 +320,15 @@ class ColumnPrediction:
         if self.alignment is None:
             raise DpfedInputError(
                 "this job's rows have no IDs to predict by: name rows every party holds in the "
-                "same order.")
+                "same order."
+            )
         party = self.spec.party(self.name)
-        table = read_table(own_table_path(self.spec, self.name, data),
-                           id_column=party.id_column, schema=load_schema(str(party.schema)),
-                           labels=False)
+        table = read_table(
+            own_table_path(self.spec, self.name, data),
+            id_column=party.id_column,
+            schema=load_schema(str(party.schema)),
+            labels=False,
+        )
 
         def score(ids: list[str]) -> np.ndarray:
             return self.scores_of(table.take(ids).X)
@@ -314,9 +336,16 @@ class ColumnPrediction:
         # on first use: the PSI roles are only needed by a prediction by ID
         from dpfed.protocols.psi_align.prediction import RowsById
 
-        return RowsById(self.name, request, data, recipient, self.spec.names, table.ids,
-                        score=score,
-                        training_ids=frozenset(self.alignment["parts"]["train"]["ids"]))
+        return RowsById(
+            self.name,
+            request,
+            data,
+            recipient,
+            self.spec.names,
+            table.ids,
+            score=score,
+            training_ids=frozenset(self.alignment["parts"]["train"]["ids"]),
+        )
 
     def _names_training_rows(self, data: str, party: PartySpec) -> bool:
         """Whether ``data`` names this party's training rows: ``NAME:train`` of its data set,
@@ -369,7 +398,12 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         self.alignment = rows.alignment
         self.total_features = rows.total_features
         block, y_train, test_block, y_test, widths = (
-            rows.block, rows.labels, rows.test_block, rows.test_labels, rows.widths)
+            rows.block,
+            rows.labels,
+            rows.test_block,
+            rows.test_labels,
+            rows.widths,
+        )
         # its training rows as loaded, to recognise them among rows it is asked to score
         self.training_block = block
         self._training_digests: list[bytes] | None = None
@@ -382,27 +416,39 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
             loss = get_loss(cfg.loss)
             # the label holder reads its labels (and its test labels with its test rows)
             labels = (
-                check_binary_labels("labels", cast(np.ndarray, y_train)) if loss.binary
+                check_binary_labels("labels", cast(np.ndarray, y_train))
+                if loss.binary
                 else np.asarray(y_train, dtype=float)
             )
-            holder = cast(LabelHolder, make_vertical_role(self.setup, 0, spec.names, block,
-                                                          rng=rng, labels=labels))
+            holder = cast(
+                LabelHolder,
+                make_vertical_role(self.setup, 0, spec.names, block, rng=rng, labels=labels),
+            )
             test_labels = (
-                None if test_block is None
+                None
+                if test_block is None
                 else check_binary_labels("test labels", cast(np.ndarray, y_test))
             )
             # a protected label holder's residuals are exact functions of its rows and labels
             protected = self.setup.dual_release is not None
             self.role = EvaluatedLabelHolder(
-                holder, leader=LEADER, lam=cfg.lam, test_block=test_block,
-                test_labels=test_labels, epsilon_of=eps, train=spec.evaluate == "full",
+                holder,
+                leader=LEADER,
+                lam=cfg.lam,
+                test_block=test_block,
+                test_labels=test_labels,
+                epsilon_of=eps,
+                train=spec.evaluate == "full",
                 exact_residuals=spec.evaluate == "full" or not protected,
             )
         else:
-            party_role = cast(PassiveParty, make_vertical_role(self.setup, self.index, spec.names,
-                                                               block, rng=rng))
+            party_role = cast(
+                PassiveParty, make_vertical_role(self.setup, self.index, spec.names, block, rng=rng)
+            )
             self.role = EvaluatedPassiveParty(
-                party_role, test_block=test_block, epsilon_of=eps,
+                party_role,
+                test_block=test_block,
+                epsilon_of=eps,
                 train=spec.evaluate == "full",
             )
         self.plan = planned_multipliers(self.setup, self.index, self.n_features)
@@ -487,8 +533,7 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         column = mechanism.intercept_column()
         if column is None:
             return {}
-        return {"intercept": mechanism.split_intercept(self.model())[1],
-                "intercept_column": column}
+        return {"intercept": mechanism.split_intercept(self.model())[1], "intercept_column": column}
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"n_samples": self.n_samples, "n_features": self.n_features}
@@ -506,8 +551,10 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
     def _alignment_account(self) -> dict[str, Any]:
         """Its alignment's counts and digests (no ID)."""
         assert self.alignment is not None
-        return {part: {"rows": len(v["ids"]), "digest": v["digest"]}
-                for part, v in self.alignment["parts"].items()}
+        return {
+            part: {"rows": len(v["ids"]), "digest": v["digest"]}
+            for part, v in self.alignment["parts"].items()
+        }
 
     def scores_of(self, block: Any) -> np.ndarray:
         """Its scores of raw rows of its columns: prepared as in training (row clipping or
@@ -566,9 +613,13 @@ class VerticalProtocol(Protocol):
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
         """The ``result.json`` of a networked vertical job (the keys of ``dpfed train``'s)."""
-        return vertical_result(spec, record.history, record.accounts,
-                               n_samples=next(iter(record.n_samples.values())),
-                               seconds=record.seconds)
+        return vertical_result(
+            spec,
+            record.history,
+            record.accounts,
+            n_samples=next(iter(record.n_samples.values())),
+            seconds=record.seconds,
+        )
 
 
 #: The vertical protocol, as registered in :data:`dpfed.runtime.registry.PROTOCOL_REGISTRY`.
@@ -612,7 +663,6 @@ def vertical_result(
         notes.append(TEST_EVALUATION_NOTE)
     premises = None
     if cfg.mechanism == "paper":
-
         # only what the public shapes prove: each party's spectrum stays with the party
         premises = {
             name: EigenvaluePremise(n_samples, int(finals[name]["n_features"]))
@@ -634,18 +684,27 @@ def vertical_result(
         if len({repr(a) for a in agreed.values()}) != 1:
             raise DpfedInputError(f"the parties trained on different alignments: {agreed}.")
         data = {"alignment": {"align": spec.align, "parts": agreed[spec.names[0]]}}
-    return with_exact_values({
-        "protocol": "vertical",
-        "config": asdict(setup.config),
-        **({"data": data} if data else {}),
-        "parties": [{"name": n, "n_features": int(finals[n]["n_features"])} for n in spec.names],
-        "history": history,
-        "final": dict(history[-1]) if history else {},
-        "privacy": privacy,
-        "preprocessing": (
-            {"scaling": "each party's schema: declared public bounds and categories",
-             "schemas": {p.name: p.schema.name if p.schema else None for p in spec.parties}}
-            if spec.align else parties_preprocessing(spec.parties)),
-        "seconds": seconds,
-        "job": describe(spec),
-    }, exact)
+    return with_exact_values(
+        {
+            "protocol": "vertical",
+            "config": asdict(setup.config),
+            **({"data": data} if data else {}),
+            "parties": [
+                {"name": n, "n_features": int(finals[n]["n_features"])} for n in spec.names
+            ],
+            "history": history,
+            "final": dict(history[-1]) if history else {},
+            "privacy": privacy,
+            "preprocessing": (
+                {
+                    "scaling": "each party's schema: declared public bounds and categories",
+                    "schemas": {p.name: p.schema.name if p.schema else None for p in spec.parties},
+                }
+                if spec.align
+                else parties_preprocessing(spec.parties)
+            ),
+            "seconds": seconds,
+            "job": describe(spec),
+        },
+        exact,
+    )

@@ -220,7 +220,11 @@ class PaperMechanism(PartyMechanism):
     def l2_bound(self, rho: float) -> float:
         """Lemma 1's sensitivity bound ``C`` at penalty ``rho``."""
         return lemma1_bound(
-            d_m=self.d_m, rho=rho, lam=self.reg_weight, c1=self.c1, b1=self.b1,
+            d_m=self.d_m,
+            rho=rho,
+            lam=self.reg_weight,
+            c1=self.c1,
+            b1=self.b1,
             n_parties=self.n_parties,
         )
 
@@ -275,8 +279,14 @@ class PaperMechanism(PartyMechanism):
         g = rng.standard_normal(gram.rank)
         x_tilde = x + sigma * gram.pinv_sqrt_apply(g)
         event = PrivacyEvent(
-            party=party, round=round, mechanism="gaussian", noise_multiplier=sigma / bound,
-            l2_sensitivity=bound, sigma=sigma, label="scores", epsilon=eps,
+            party=party,
+            round=round,
+            mechanism="gaussian",
+            noise_multiplier=sigma / bound,
+            l2_sensitivity=bound,
+            sigma=sigma,
+            label="scores",
+            epsilon=eps,
             delta=self.delta_step,
         )
         return Release(x_tilde, _matvec(block, x_tilde), [event])
@@ -335,9 +345,10 @@ class SoundMechanism(PartyMechanism):
 
     def check_regularizer(self, regularizer: Regularizer, reg_weight: float) -> None:
 
-        if not (isinstance(regularizer, L2) or (
-            isinstance(regularizer, ElasticNet) and regularizer.l1_ratio == 0.0
-        )):
+        if not (
+            isinstance(regularizer, L2)
+            or (isinstance(regularizer, ElasticNet) and regularizer.l1_ratio == 0.0)
+        ):
             raise DpfedInputError(
                 "the sound mechanism's sensitivity bound needs the exact x-update, available "
                 f"for the l2 regulariser. Found {regularizer!r}."
@@ -356,9 +367,7 @@ class SoundMechanism(PartyMechanism):
         )
         return model, scores
 
-    def local_model_release(
-        self, loss: Loss, tolerance: float, n_samples: int
-    ) -> GaussianRelease:
+    def local_model_release(self, loss: Loss, tolerance: float, n_samples: int) -> GaussianRelease:
         r"""The release of a protected label holder's regularised local model (its round 0).
 
         :math:`x = \arg\min_x \sum_i \ell(\langle d_i, x\rangle; y_i) + \frac\mu2\|x\|^2`
@@ -384,8 +393,10 @@ class SoundMechanism(PartyMechanism):
                 f"{loss.name}."
             )
         kappa = local_model_strong_convexity(
-            ridge=self._strong_convexity, weak_convexity=loss.weak_convexity,
-            n_samples=n_samples, row_norm=self.bounds.row_norm,
+            ridge=self._strong_convexity,
+            weak_convexity=loss.weak_convexity,
+            n_samples=n_samples,
+            row_norm=self.bounds.row_norm,
         )
         sensitivity = 2.0 * (float(slope) * self.bounds.row_norm + tolerance) / kappa
         return GaussianRelease.from_multiplier("model", sensitivity, self.model_multiplier)
@@ -426,9 +437,14 @@ def release_event(
     """The ledger entry of ``release`` made by ``party`` in ``round``, of ``coordinates``
     coordinates drawn on the exact grid (:meth:`GaussianRelease.noisy`)."""
     return PrivacyEvent(
-        party=party, round=round, mechanism="gaussian",
-        noise_multiplier=release.noise_multiplier, l2_sensitivity=release.l2_sensitivity,
-        sigma=release.sigma, label=release.label, coordinates=coordinates,
+        party=party,
+        round=round,
+        mechanism="gaussian",
+        noise_multiplier=release.noise_multiplier,
+        l2_sensitivity=release.l2_sensitivity,
+        sigma=release.sigma,
+        label=release.label,
+        coordinates=coordinates,
     )
 
 

@@ -62,7 +62,10 @@ class _BlockOwner:
         self.regularizer = regularizer
         self.reg_weight = reg_weight
         self.solver = make_local_solver(
-            self.block, regularizer, reg_weight, mechanism.feasible_set(),
+            self.block,
+            regularizer,
+            reg_weight,
+            mechanism.feasible_set(),
             inner_iterations=inner_iterations,
         )
         self.rng = rng
@@ -75,7 +78,12 @@ class _BlockOwner:
         self.score_bound: float | None = None
 
     def _x_update(
-        self, residual: np.ndarray, dual: np.ndarray, rho: float, round: int, *,
+        self,
+        residual: np.ndarray,
+        dual: np.ndarray,
+        rho: float,
+        round: int,
+        *,
         send_scores: bool = True,
     ) -> np.ndarray:
         target = self.mechanism.clip_target(self.released_scores - residual - dual / rho)
@@ -84,8 +92,14 @@ class _BlockOwner:
         )
         spectrum = self.solver.spectrum if self.mechanism.name == "paper" else None
         release = self.mechanism.release(
-            x, block=self.block, spectrum=spectrum, rho=rho, round=round, party=self.name,
-            rng=self.rng, send_scores=send_scores,
+            x,
+            block=self.block,
+            spectrum=spectrum,
+            rho=rho,
+            round=round,
+            party=self.name,
+            rng=self.rng,
+            send_scores=send_scores,
         )
         self.model = release.model
         if release.scores is not None:
@@ -192,8 +206,12 @@ class PassiveParty(_BlockOwner):
     def _release_statistics(self, message: Broadcast) -> np.ndarray:
         """The noisy statistics of this party's scores that the label holder asked for."""
         release = self.statistics_release
-        if (release is None or message.gradient is None or message.curvature is None
-                or message.change is None):
+        if (
+            release is None
+            or message.gradient is None
+            or message.curvature is None
+            or message.change is None
+        ):
             raise ProtocolError(
                 f"{self.name} was asked for weighting statistics the job does not plan or "
                 f"without all of gradient, curvature and change (round {message.round} from "
@@ -431,13 +449,15 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
         self.residual = _restored(arrays, "residual", n)
         self.inbox = {
             key.split("/", 1)[1]: _restored(arrays, key, n)
-            for key in arrays if key.startswith("inbox/")
+            for key in arrays
+            if key.startswith("inbox/")
         }
         names = {self.name, *self.parties}
         for field in ("party_residual", "point_scores"):
             restored = {
                 key.split("/", 1)[1]: _restored(arrays, key, n)
-                for key in arrays if key.startswith(f"{field}/")
+                for key in arrays
+                if key.startswith(f"{field}/")
             }
             if not set(restored) <= names:
                 raise ProtocolError(f"checkpoint field {field} names unknown parties.")
@@ -459,7 +479,8 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
                 )
         self.statistics = {
             key.split("/", 1)[1]: _restored(arrays, key, (len(STATISTICS),))
-            for key in arrays if key.startswith("statistics/")
+            for key in arrays
+            if key.startswith("statistics/")
         }
         if "local_model" in arrays:
             self.local_model = _restored(arrays, "local_model", (self.n_features,))
@@ -467,7 +488,10 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
         self.rho = float(meta["rho"])
         self.history = [
             RoundRecord(
-                r["round"], r["rho"], Residuals(**r["residuals"]), r["finished"],
+                r["round"],
+                r["rho"],
+                Residuals(**r["residuals"]),
+                r["finished"],
                 r.get("passive_weight"),
             )
             for r in meta["history"]
@@ -504,7 +528,11 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
         else:
             residual = s - z
         res = residuals(
-            s, z, z_old, dual, self.rho,
+            s,
+            z,
+            z_old,
+            dual,
+            self.rho,
             abs_tol=self.stop_tol[0] if self.stop_tol else 0.0,
             rel_tol=self.stop_tol[1] if self.stop_tol else 0.0,
         )
@@ -546,15 +574,12 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
         self.z, self.dual = z_next, dual_next
         self.residual = s_next - z_next
         self.point_scores = {p: nxt[i] for i, p in enumerate(names)}
-        self.party_residuals = {
-            p: scores[p] - nxt[i] + self.residual for i, p in enumerate(names)
-        }
+        self.party_residuals = {p: scores[p] - nxt[i] + self.residual for i, p in enumerate(names)}
 
     def _broadcast(self, *, finished: bool) -> list[Message]:
         self.finished = finished
         request = (
-            self._request()[0]
-            if not finished and self._requests_statistics(self.round) else None
+            self._request()[0] if not finished and self._requests_statistics(self.round) else None
         )
         weight = self.weighting.weight if finished and self.weighting is not None else None
         messages: list[Message] = []
@@ -562,12 +587,19 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
             share = None
             if request is not None:
                 share = request if index == 0 else request.without_change()
-            messages.append(Broadcast(
-                self.name, p, self.round, self.party_residuals.get(p, self.residual),
-                self.dual, self.rho, finished,
-                gradient=None if share is None else share.gradient,
-                curvature=None if share is None else share.curvature,
-                change=None if share is None else share.change,
-                passive_weight=weight,
-            ))
+            messages.append(
+                Broadcast(
+                    self.name,
+                    p,
+                    self.round,
+                    self.party_residuals.get(p, self.residual),
+                    self.dual,
+                    self.rho,
+                    finished,
+                    gradient=None if share is None else share.gradient,
+                    curvature=None if share is None else share.curvature,
+                    change=None if share is None else share.change,
+                    passive_weight=weight,
+                )
+            )
         return messages

@@ -95,7 +95,8 @@ def supports_weighting(loss: Loss) -> bool:
     """Whether the statistics have bounded sensitivity for ``loss`` (a bounded slope and
     curvature, and a convex loss or a curvature bound used in place of ``l''``)."""
     return (
-        loss.lipschitz is not None and math.isfinite(loss.lipschitz)
+        loss.lipschitz is not None
+        and math.isfinite(loss.lipschitz)
         and math.isfinite(loss.smoothness)
     )
 
@@ -136,7 +137,10 @@ def fit_local_model(
 
     n = block.shape[0]
     found = optimize.minimize(
-        objective, np.zeros(block.shape[1]), jac=True, method="L-BFGS-B",
+        objective,
+        np.zeros(block.shape[1]),
+        jac=True,
+        method="L-BFGS-B",
         options={"maxiter": 5000, "gtol": 1e-9 * max(n, 1), "ftol": 1e-15},
     )
     x = np.asarray(found.x, dtype=float)
@@ -146,9 +150,15 @@ def fit_local_model(
             if norm <= tolerance:
                 return x
             found = optimize.minimize(
-                objective, x, jac=True, method="L-BFGS-B",
-                options={"maxiter": 5000, "gtol": tolerance / (10 * math.sqrt(x.size)),
-                         "ftol": 0.0},
+                objective,
+                x,
+                jac=True,
+                method="L-BFGS-B",
+                options={
+                    "maxiter": 5000,
+                    "gtol": tolerance / (10 * math.sqrt(x.size)),
+                    "ftol": 0.0,
+                },
             )
             x = np.asarray(found.x, dtype=float)
         raise LocalSolveError(
@@ -262,7 +272,7 @@ class StatisticsRelease:
     def upper(self, released: np.ndarray, confidence: float = CONFIDENCE) -> np.ndarray:
         """Each statistic in its own units at ``confidence`` noise standard deviations above
         the released value (the curvature and cubic terms floored at 0), shape ``(3,)``."""
-        values: np.ndarray = (np.asarray(released, dtype=float) + confidence * self.release.sigma)
+        values: np.ndarray = np.asarray(released, dtype=float) + confidence * self.release.sigma
         values = values * self.scales
         values[1:] = np.maximum(values[1:], 0.0)
         return values

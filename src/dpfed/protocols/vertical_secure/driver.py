@@ -137,8 +137,13 @@ class OpenedParties:
     setup_bytes: int
 
 
-def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
-                 rngs: list[np.random.Generator], backend: str) -> OpenedParties:
+def open_parties(
+    blocks: list[Matrix],
+    y01: np.ndarray,
+    setup: SecureSetup,
+    rngs: list[np.random.Generator],
+    backend: str,
+) -> OpenedParties:
     """Create the parties, send the key holders' public contexts (the label holder's and the
     first passive party's, :func:`~dpfed.protocols.vertical_secure.party.exchange_order`) to
     every other party and the encrypted labels to every passive party, warm-start an
@@ -155,8 +160,10 @@ def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
         The parties' noise generators, the label holder's first.
     backend : str
     """
-    parties = tuple(SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None,
-                                backend=backend) for j, X in enumerate(blocks))
+    parties = tuple(
+        SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None, backend=backend)
+        for j, X in enumerate(blocks)
+    )
     label = parties[0]
     setup_bytes = 0
     encrypted_labels = None
@@ -178,9 +185,15 @@ def open_parties(blocks: list[Matrix], y01: np.ndarray, setup: SecureSetup,
 
 
 def train_secure_vertical(
-    blocks: list[Matrix], y: np.ndarray, setup: SecureSetup, *, seed: int | None = None,
-    backend: str = "ckks", progress: Callable[[int, RoundCost | None], None] | None = None,
-    rngs: list[np.random.Generator] | None = None, engine: str | Engine | None = None,
+    blocks: list[Matrix],
+    y: np.ndarray,
+    setup: SecureSetup,
+    *,
+    seed: int | None = None,
+    backend: str = "ckks",
+    progress: Callable[[int, RoundCost | None], None] | None = None,
+    rngs: list[np.random.Generator] | None = None,
+    engine: str | Engine | None = None,
 ) -> SecureVerticalResult:
     r"""Fit a logistic regression on column blocks held by two or more parties, securely.
 
@@ -227,7 +240,8 @@ def train_secure_vertical(
         )
     labels = np.asarray(y, dtype=np.float64)
     if not np.all(np.isin(labels, (-1.0, 0.0, 1.0))) or (
-            np.any(labels == 0) and np.any(labels == -1)):
+        np.any(labels == 0) and np.any(labels == -1)
+    ):
         raise DpfedInputError("labels must be in {-1, 1} or in {0, 1}.")
     y01 = (labels > 0).astype(np.float64)
     start = time.perf_counter()
@@ -238,13 +252,25 @@ def train_secure_vertical(
         raise DpfedInputError(f"{k} noise generators, one per party; found {len(rngs)}.")
     if engine is not None:
         if backend != "ckks":
-            raise DpfedInputError(f"an engine runs the parties' CKKS roles; found backend "
-                                  f"{backend!r} (the plaintext simulation runs in process only).")
-        on_engine = tuple(SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None,
-                                      backend=backend) for j, X in enumerate(blocks))
+            raise DpfedInputError(
+                f"an engine runs the parties' CKKS roles; found backend "
+                f"{backend!r} (the plaintext simulation runs in process only)."
+            )
+        on_engine = tuple(
+            SecureParty(j, X, setup, rngs[j], y=y01 if j == 0 else None, backend=backend)
+            for j, X in enumerate(blocks)
+        )
         ran = run_secure_roles(on_engine, setup, engine, progress)
-        return _result(on_engine, setup, ran.costs, ran.setup_bytes,
-                       time.perf_counter() - start, backend, ran.weighting, ran.engine)
+        return _result(
+            on_engine,
+            setup,
+            ran.costs,
+            ran.setup_bytes,
+            time.perf_counter() - start,
+            backend,
+            ran.weighting,
+            ran.engine,
+        )
     opened = open_parties(blocks, y01, setup, rngs, backend)
     parties = opened.parties
     costs = []
@@ -252,8 +278,9 @@ def train_secure_vertical(
         for j, evaluator in enumerate(parties):
             holder, folders = exchange_order(j, k)
             enc = opened.encrypted_labels if holder == 0 else None
-            cost = block_update(evaluator, parties[holder], opened.inverses[j], enc,
-                                [parties[f] for f in folders]).cost
+            cost = block_update(
+                evaluator, parties[holder], opened.inverses[j], enc, [parties[f] for f in folders]
+            ).cost
             costs.append(cost)
             if progress is not None:
                 progress(t, cost)
@@ -262,14 +289,28 @@ def train_secure_vertical(
         weighting = weigh_passive(parties[0], parties[1:])
         assert parties[0].own_model is not None
         parties[0].w = parties[0].own_model.copy()
-    return _result(parties, setup, costs, opened.setup_bytes, time.perf_counter() - start,
-                   backend, weighting, None)
+    return _result(
+        parties,
+        setup,
+        costs,
+        opened.setup_bytes,
+        time.perf_counter() - start,
+        backend,
+        weighting,
+        None,
+    )
 
 
-def _result(parties: tuple[SecureParty, ...], setup: SecureSetup,
-            costs: list[RoundCost], setup_bytes: int, seconds: float, backend: str,
-            weighting: WeightedPassive | None,
-            engine: dict[str, Any] | None) -> SecureVerticalResult:
+def _result(
+    parties: tuple[SecureParty, ...],
+    setup: SecureSetup,
+    costs: list[RoundCost],
+    setup_bytes: int,
+    seconds: float,
+    backend: str,
+    weighting: WeightedPassive | None,
+    engine: dict[str, Any] | None,
+) -> SecureVerticalResult:
     """The parties' final blocks as a result (the intercept split off the label holder's)."""
     w0 = parties[0].w
     intercept = 0.0
@@ -277,8 +318,9 @@ def _result(parties: tuple[SecureParty, ...], setup: SecureSetup,
         intercept = float(w0[-1]) * setup.intercept_scale
         w0 = w0[:-1]
     blocks = [w0.copy(), *(p.w.copy() for p in parties[1:])]
-    return SecureVerticalResult(blocks, intercept, setup, costs, setup_bytes, seconds, backend,
-                                weighting, engine)
+    return SecureVerticalResult(
+        blocks, intercept, setup, costs, setup_bytes, seconds, backend, weighting, engine
+    )
 
 
 def weigh_passive(label: SecureParty, passives: Sequence[SecureParty]) -> WeightedPassive:
@@ -301,8 +343,11 @@ def weigh_passive(label: SecureParty, passives: Sequence[SecureParty]) -> Weight
         scores = np.asarray(passive.rows @ passive.w).ravel()
         if encrypted is not None:
             assert label.keys is not None
-            released.append(label.keys.decrypt_sums(encrypted_statistics(
-                release, passive.publics[0], encrypted, scores, noise)))
+            released.append(
+                label.keys.decrypt_sums(
+                    encrypted_statistics(release, passive.publics[0], encrypted, scores, noise)
+                )
+            )
         else:
             released.append(plain_statistics(release, scores, request, noise))
     return choose_weight(release, request, released)

@@ -67,27 +67,32 @@ class SecureParams:
     --secure``)."""
 
     secure: bool = param(True, help="the secure mode (true: this protocol)")
-    mechanism: str = param("sound", help="the secure mode is a sound mechanism of its own",
-                           choices=("sound",))
+    mechanism: str = param(
+        "sound", help="the secure mode is a sound mechanism of its own", choices=("sound",)
+    )
     epsilon: float | None = param(None, help="the budget of every party's view")
     delta: float | None = param(None, help="delta of that budget")
     protect_label_holder: bool = param(
-        False, help="protect the labels and the label holder's rows too (else the passive "
-                    "party's rows only)")
+        False,
+        help="protect the labels and the label holder's rows too (else the passive "
+        "party's rows only)",
+    )
     label_holder_keeps_model: bool = param(
-        False, help="with protect_label_holder: protect them from the passive party only; the "
-                    "label holder keeps an exact model of its own, weighs the passive scores "
-                    "against it and receives every prediction")
+        False,
+        help="with protect_label_holder: protect them from the passive party only; the "
+        "label holder keeps an exact model of its own, weighs the passive scores "
+        "against it and receives every prediction",
+    )
     iterations: int = param(DEFAULT_ROUNDS, help="Gauss-Seidel rounds T")
     loss: str = param("logistic", help="the loss (logistic only)", choices=("logistic",))
     regularizer: str = param("l2", help="the ridge (l2 only)", choices=("l2",))
     fit_intercept: bool = param(True, help="the label holder fits an intercept")
-    row_scaling: str = param("normalize", help="how each party bounds its rows",
-                             choices=ROW_SCALINGS)
+    row_scaling: str = param(
+        "normalize", help="how each party bounds its rows", choices=ROW_SCALINGS
+    )
     degree: int = param(DEFAULT_DEGREE, help="degree of the sigmoid polynomial")
     radius: float = param(DEFAULT_RADIUS, help="the model's norm bound R")
-    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE,
-                                   help="the intercept column's constant")
+    intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE, help="the intercept column's constant")
     ridge: float | None = param(None, help="the ridge (default: from the noise)")
     seed: int | None = param(None, help="a simulation's seed ([job].simulation = true)")
 
@@ -104,35 +109,50 @@ def secure_params(params: Mapping[str, Any]) -> SecureParams:
     if not cfg.secure:
         raise DpfedInputError("protocol vertical_secure runs [params].secure = true jobs only.")
     for key, value, allowed, why in (
-            ("mechanism", cfg.mechanism, "sound", "the secure mode is a sound mechanism of its "
-                                                  "own"),
-            ("loss", cfg.loss, "logistic", "a polynomial of its derivative is what is "
-                                           "evaluated under encryption"),
-            ("regularizer", cfg.regularizer, "l2", "the secure mode uses an l2 ridge")):
+        ("mechanism", cfg.mechanism, "sound", "the secure mode is a sound mechanism of its own"),
+        (
+            "loss",
+            cfg.loss,
+            "logistic",
+            "a polynomial of its derivative is what is evaluated under encryption",
+        ),
+        ("regularizer", cfg.regularizer, "l2", "the secure mode uses an l2 ridge"),
+    ):
         if value != allowed:
-            raise DpfedInputError(f"[params].{key} of a secure job must be {allowed!r} ({why})."
-                                  f" Found {value!r}.")
+            raise DpfedInputError(
+                f"[params].{key} of a secure job must be {allowed!r} ({why}). Found {value!r}."
+            )
     if cfg.epsilon is None or cfg.delta is None:
-        raise DpfedInputError("a secure vertical job needs [params].epsilon and [params].delta: "
-                              "it calibrates its own noise to them.")
+        raise DpfedInputError(
+            "a secure vertical job needs [params].epsilon and [params].delta: "
+            "it calibrates its own noise to them."
+        )
     if cfg.label_holder_keeps_model and not cfg.protect_label_holder:
         raise DpfedInputError(
             "[params].label_holder_keeps_model = true needs protect_label_holder = true: it "
             "protects the label holder's data from the passive party while the label holder "
-            "keeps its own model (without protect_label_holder it keeps it anyway).")
+            "keeps its own model (without protect_label_holder it keeps it anyway)."
+        )
     return cfg
-
 
 
 def secure_setup(cfg: SecureParams, n_samples: int, widths: Sequence[int]) -> SecureSetup:
     """The public set-up every party derives from the job file and the shapes."""
     assert cfg.epsilon is not None and cfg.delta is not None
     return SecureSetup(
-        n_samples, tuple(int(w) for w in widths), cfg.epsilon, cfg.delta,
+        n_samples,
+        tuple(int(w) for w in widths),
+        cfg.epsilon,
+        cfg.delta,
         protect=secure_protection(cfg.protect_label_holder, cfg.label_holder_keeps_model),
         rounds=cfg.iterations,
-        degree=cfg.degree, radius=cfg.radius, fit_intercept=cfg.fit_intercept,
-        intercept_scale=cfg.intercept_scale, ridge=cfg.ridge, row_scaling=cfg.row_scaling)
+        degree=cfg.degree,
+        radius=cfg.radius,
+        fit_intercept=cfg.fit_intercept,
+        intercept_scale=cfg.intercept_scale,
+        ridge=cfg.ridge,
+        row_scaling=cfg.row_scaling,
+    )
 
 
 class SecureVerticalHost(ColumnPrediction, RoleDelegate):
@@ -158,22 +178,32 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         key_pair = None  # only the key holders keep a key pair (party.KEY_HOLDERS)
         if self.index in KEY_HOLDERS:
             key_pair = load_or_create_secret(
-                folder, KEY_FILE, lambda: ckks.KeyHolder(levels=levels).secret_bytes())
+                folder, KEY_FILE, lambda: ckks.KeyHolder(levels=levels).secret_bytes()
+            )
         labels = None
         if self.index == 0:
             own_labels = cast(np.ndarray, rows.labels)  # the label holder's rows have labels
             labels = (check_binary_labels("labels", own_labels) > 0).astype(np.float64)
-        party = SecureParty(self.index, rows.block, self.setup,
-                            noise_generator(spec, name, index=self.index,
-                                            n_parties=len(spec.names)),
-                            y=labels, key_pair=key_pair)
+        party = SecureParty(
+            self.index,
+            rows.block,
+            self.setup,
+            noise_generator(spec, name, index=self.index, n_parties=len(spec.names)),
+            y=labels,
+            key_pair=key_pair,
+        )
         test_labels = None
         if self.index == 0 and rows.test_block is not None and rows.test_labels is not None:
             test_labels = check_binary_labels("test labels", rows.test_labels)
-        self.role = SecureRole(party, tuple(spec.names), LEADER,
-                               outbox=Outbox(folder / "outbox"),
-                               max_bytes=spec.max_message_bytes, test_rows=rows.test_block,
-                               test_labels=test_labels)
+        self.role = SecureRole(
+            party,
+            tuple(spec.names),
+            LEADER,
+            outbox=Outbox(folder / "outbox"),
+            max_bytes=spec.max_message_bytes,
+            test_rows=rows.test_block,
+            test_labels=test_labels,
+        )
         self.plan = cast(list[float | Release], self.setup.party_releases(self.index))
 
     @property
@@ -205,12 +235,18 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         if self.index == 0 and self.setup.protect == "parties" and role.weighting is not None:
             weight = role.weighting.beta
             share = "passive_weight * clip(passive share, -score_clip, score_clip)"
-            return {"passive_weight": weight, "score_clip": self.setup.passive_score_bound,
-                    "passive_share": share}
+            return {
+                "passive_weight": weight,
+                "score_clip": self.setup.passive_score_bound,
+                "passive_share": share,
+            }
         if weight is None:
             return {}
-        return {"weight": weight, "score_clip": self.setup.passive_score_bound,
-                "share": "weight * clip(rows @ coef, -score_clip, score_clip)"}
+        return {
+            "weight": weight,
+            "score_clip": self.setup.passive_score_bound,
+            "share": "weight * clip(rows @ coef, -score_clip, score_clip)",
+        }
 
     def peer_share(self, sender: str, scores: np.ndarray) -> np.ndarray:
         """A peer's prediction share as this recipient counts it (the label holder weighs the
@@ -220,15 +256,19 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
     def final(self) -> dict[str, Any]:
         role = self.role
         out: dict[str, Any] = {
-            "events": [asdict(e) for e in role.events], "n_features": self.n_features,
+            "events": [asdict(e) for e in role.events],
+            "n_features": self.n_features,
             "costs": {"bytes_sent": role.bytes_sent, "seconds": role.seconds},
         }
         if self.alignment is not None:
-            out["alignment"] = {part: {"rows": len(v["ids"]), "digest": v["digest"]}
-                                for part, v in self.alignment["parts"].items()}
+            out["alignment"] = {
+                part: {"rows": len(v["ids"]), "digest": v["digest"]}
+                for part, v in self.alignment["parts"].items()
+            }
         if role.weighting is not None:  # under "parties" a function of its protected data
-            out["passive_weighting"] = (role.weighting.as_dict()
-                                        if self.setup.protect == "passive" else "kept")
+            out["passive_weighting"] = (
+                role.weighting.as_dict() if self.setup.protect == "passive" else "kept"
+            )
         return out
 
     @property
@@ -244,7 +284,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         times its final block."""
         party = self.role.party
         return self.role.share(
-            np.asarray(party.prepared(block) @ party.w, dtype=np.float64).reshape(-1))
+            np.asarray(party.prepared(block) @ party.w, dtype=np.float64).reshape(-1)
+        )
 
 
 class SecureVerticalProtocol(Protocol):
@@ -265,7 +306,8 @@ class SecureVerticalProtocol(Protocol):
             raise DpfedInputError(
                 f"a secure vertical job has a label holder and 1 to {MAX_PARTIES - 1} passive "
                 f"parties (the CKKS parameters of 128-bit security hold {MAX_PARTIES - 1} "
-                f"folds at most); found {len(parties)} parties.")
+                f"folds at most); found {len(parties)} parties."
+            )
 
     def private(self, params: Mapping[str, Any]) -> bool:
         return True
@@ -276,11 +318,13 @@ class SecureVerticalProtocol(Protocol):
             raise DpfedInputError(
                 f"with [params].label_holder_keeps_model the label holder's block is its exact "
                 f"model: predictions go to it ({spec.names[0]!r}) alone. Found "
-                f"[job].prediction_recipients = {list(spec.allowed_recipients)}.")
+                f"[job].prediction_recipients = {list(spec.allowed_recipients)}."
+            )
         if spec.evaluate == "full":
             raise DpfedInputError(
                 'a secure vertical job evaluates on test rows only: [job].evaluate = "full" '
-                "would send exact training scores.")
+                "would send exact training scores."
+            )
 
     def host(self, spec: JobSpec, name: str) -> SecureVerticalHost:
         return SecureVerticalHost(spec, name)
@@ -288,8 +332,7 @@ class SecureVerticalProtocol(Protocol):
     def prediction_output(self, spec: JobSpec, scores: np.ndarray) -> dict[str, Any]:
         """The summed scores (the intercept in the label holder's share) and the probability
         of the positive class."""
-        return {"scores": scores.tolist(),
-                "probability": (1.0 / (1.0 + np.exp(-scores))).tolist()}
+        return {"scores": scores.tolist(), "probability": (1.0 / (1.0 + np.exp(-scores))).tolist()}
 
     def result(self, spec: JobSpec, record: JobRecord) -> dict[str, Any]:
         """The ``result.json`` of a networked secure job (the keys of ``dpfed train vertical
@@ -308,25 +351,32 @@ class SecureVerticalProtocol(Protocol):
             agreed = {name: accounts[name].get("alignment") for name in spec.names}
             if len({repr(a) for a in agreed.values()}) != 1:
                 raise DpfedInputError(f"the parties trained on different alignments: {agreed}.")
-            data = {"data": {"alignment": {"align": spec.align,
-                                           "parts": agreed[spec.names[0]]}}}
+            data = {"data": {"alignment": {"align": spec.align, "parts": agreed[spec.names[0]]}}}
         return {
             "protocol": "vertical-secure",
             **data,
-            "parties": [{"name": name, "n_features": w} for name, w in
-                        zip(spec.names, widths, strict=True)],
+            "parties": [
+                {"name": name, "n_features": w} for name, w in zip(spec.names, widths, strict=True)
+            ],
             "history": record.history,
             "final": final,
             "privacy": {
                 "mechanism": "secure vertical (CKKS products, Gaussian on d-vectors)",
-                "protect": setup.protect, "epsilon": setup.epsilon_spent(),
-                "accountant": "pld", "epsilon_target": setup.epsilon, "delta": setup.delta,
-                "noise_multiplier": setup.noise_multiplier, "releases": setup.release_count,
-                "rounds": setup.rounds, "recorded": spent,
-                "sampler": "key holder: exact grid Gaussian; evaluator: float Gaussian "
-                           "inside CKKS",
-                **({"passive_weighting": accounts[spec.names[0]]["passive_weighting"]}
-                   if "passive_weighting" in accounts[spec.names[0]] else {}),
+                "protect": setup.protect,
+                "epsilon": setup.epsilon_spent(),
+                "accountant": "pld",
+                "epsilon_target": setup.epsilon,
+                "delta": setup.delta,
+                "noise_multiplier": setup.noise_multiplier,
+                "releases": setup.release_count,
+                "rounds": setup.rounds,
+                "recorded": spent,
+                "sampler": "key holder: exact grid Gaussian; evaluator: float Gaussian inside CKKS",
+                **(
+                    {"passive_weighting": accounts[spec.names[0]]["passive_weighting"]}
+                    if "passive_weighting" in accounts[spec.names[0]]
+                    else {}
+                ),
                 # "kept": the weight stays with a label holder whose data are protected
             },
             "costs": {

@@ -56,13 +56,21 @@ class CipherPart(Message):
             raise ProtocolError(f"a {self.kind} part's lengths do not add up to its bytes")
         out, at = [], 0
         for v in lengths:
-            out.append(raw[at:at + v])
+            out.append(raw[at : at + v])
             at += v
         return out
 
 
-def cipher_parts(sender: str, recipient: str, round: int, kind: str, block: int,
-                 items: Sequence[bytes], *, max_bytes: int) -> list[CipherPart]:
+def cipher_parts(
+    sender: str,
+    recipient: str,
+    round: int,
+    kind: str,
+    block: int,
+    items: Sequence[bytes],
+    *,
+    max_bytes: int,
+) -> list[CipherPart]:
     """``items`` cut into parts of at most about half of ``max_bytes`` each (an item larger
     than that travels alone)."""
     limit = max(1, max_bytes // 2)
@@ -72,9 +80,18 @@ def cipher_parts(sender: str, recipient: str, round: int, kind: str, block: int,
             groups.append([])
         groups[-1].append(item)
     return [
-        CipherPart(sender, recipient, round, kind, block, k, len(groups),
-                   np.array([len(i) for i in group], dtype=np.int64),
-                   bytes_as_words(b"".join(group)), sum(map(len, group)))
+        CipherPart(
+            sender,
+            recipient,
+            round,
+            kind,
+            block,
+            k,
+            len(groups),
+            np.array([len(i) for i in group], dtype=np.int64),
+            bytes_as_words(b"".join(group)),
+            sum(map(len, group)),
+        )
         for k, group in enumerate(groups)
     ]
 

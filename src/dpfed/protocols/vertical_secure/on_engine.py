@@ -84,8 +84,10 @@ class RoundSink:
 
     def handle(self, message: Message) -> list[Message]:
         if not isinstance(message, RoundReport) or message.sender != NAMES[0]:
-            raise ProtocolError(f"the leader takes the label holder's round reports; found "
-                                f"{type(message).__name__} from {message.sender}")
+            raise ProtocolError(
+                f"the leader takes the label holder's round reports; found "
+                f"{type(message).__name__} from {message.sender}"
+            )
         self.rounds.append(int(message.round))
         self.finished = bool(message.finished)
         if self.observer is not None:
@@ -131,11 +133,14 @@ def run_secure_roles(
         If the run ends before the label holder reports the job finished.
     """
     if any(p.keys is None for p in parties if p.index in KEY_HOLDERS):
-        raise ProtocolError("the secure roles run CKKS: the key holders need their key pairs "
-                            "(backend 'ckks')")
+        raise ProtocolError(
+            "the secure roles run CKKS: the key holders need their key pairs (backend 'ckks')"
+        )
     names = party_names(len(parties))
-    roles = [SecureRole(p, names, LEADER, outbox=MemoryOutbox(),
-                        max_bytes=DEFAULT_MAX_MESSAGE_BYTES) for p in parties]
+    roles = [
+        SecureRole(p, names, LEADER, outbox=MemoryOutbox(), max_bytes=DEFAULT_MAX_MESSAGE_BYTES)
+        for p in parties
+    ]
 
     def report(message: RoundReport) -> None:
         if progress is not None and not message.finished:
@@ -143,17 +148,26 @@ def run_secure_roles(
 
     sink = RoundSink(report)
     initial = [m for role in roles for m in role.start()]
-    setup_bytes = sum(m.nbytes for m in initial
-                      if isinstance(m, CipherPart) and m.kind in _SETUP_KINDS)
-    ran = get_engine(engine).run({**dict(zip(names, roles, strict=True)), LEADER: sink},
-                                 initial)
+    setup_bytes = sum(
+        m.nbytes for m in initial if isinstance(m, CipherPart) and m.kind in _SETUP_KINDS
+    )
+    ran = get_engine(engine).run({**dict(zip(names, roles, strict=True)), LEADER: sink}, initial)
     if not sink.finished:
-        raise ProtocolError(f"the secure job stopped after round {max(sink.rounds, default=0)} "
-                            f"of {setup.rounds} without finishing")
+        raise ProtocolError(
+            f"the secure job stopped after round {max(sink.rounds, default=0)} "
+            f"of {setup.rounds} without finishing"
+        )
     if progress is not None:
         progress(setup.rounds - 1, None)
-    setup_share = [sum(m.nbytes for m in initial if isinstance(m, CipherPart)
-                       and m.kind in _SETUP_KINDS and m.sender == name) for name in names]
-    costs = [RoundCost(k, role.seconds, role.bytes_sent - setup_share[k])
-             for k, role in enumerate(roles)]
+    setup_share = [
+        sum(
+            m.nbytes
+            for m in initial
+            if isinstance(m, CipherPart) and m.kind in _SETUP_KINDS and m.sender == name
+        )
+        for name in names
+    ]
+    costs = [
+        RoundCost(k, role.seconds, role.bytes_sent - setup_share[k]) for k, role in enumerate(roles)
+    ]
     return EngineRun(costs, setup_bytes, roles[0].weighting, engine_summary(ran))

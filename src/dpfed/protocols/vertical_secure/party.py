@@ -143,8 +143,11 @@ class SecureParty:
         rows = bounded_rows(X, self.setup.row_scaling)
         if self.index == 0 and self.setup.fit_intercept:
             constant = np.full((rows.shape[0], 1), self.setup.intercept_scale)
-            rows = (sp.hstack([rows, constant], format="csr") if sp.issparse(rows)
-                    else np.hstack([rows, constant]))
+            rows = (
+                sp.hstack([rows, constant], format="csr")
+                if sp.issparse(rows)
+                else np.hstack([rows, constant])
+            )
         return rows
 
     @property
@@ -158,7 +161,8 @@ class SecureParty:
         """The grid release of a round's gradient (all blocks: dimension sum of widths)."""
         s = self.setup
         return GridGaussianRelease.for_multiplier(
-            "secure gradient", s.gradient_sensitivity, s.noise_multiplier, sum(s.block_widths))
+            "secure gradient", s.gradient_sensitivity, s.noise_multiplier, sum(s.block_widths)
+        )
 
     def scaled_scores(self) -> np.ndarray:
         """:math:`t_j = X_j w_j / Z`, shape (N,)."""
@@ -171,16 +175,22 @@ class SecureParty:
         The upper triangle (diagonal included) gets exact grid noise of deviation
         :math:`\sigma_G` (:class:`SecureSetup`), mirrored below.
         """
-        gram = np.asarray((self.rows.T @ self.rows).toarray() if sp.issparse(self.rows)
-                          else self.rows.T @ self.rows)
+        gram = np.asarray(
+            (self.rows.T @ self.rows).toarray()
+            if sp.issparse(self.rows)
+            else self.rows.T @ self.rows
+        )
         if not self.protected:
             return gram
         d = gram.shape[0]
         upper = np.triu_indices(d)
         s = self.setup
         release = GridGaussianRelease.for_multiplier(
-            "secure Gram", s.gram_sensitivity, s.noise_multiplier,
-            sum(w * (w + 1) // 2 for w in s.block_widths))
+            "secure Gram",
+            s.gram_sensitivity,
+            s.noise_multiplier,
+            sum(w * (w + 1) // 2 for w in s.block_widths),
+        )
         noisy = np.zeros_like(gram)
         noisy[upper] = release.sample_part(self.rng, gram[upper])
         return cast(np.ndarray, noisy + np.triu(noisy, 1).T)
@@ -277,14 +287,16 @@ def exchange_order(evaluator: int, parties: int) -> tuple[int, tuple[int, ...]]:
     return holder, tuple(k for k in range(parties) if k not in (evaluator, holder))
 
 
-def encrypted_powers(holder: SecureParty, folders: tuple[SecureParty, ...] | list[SecureParty],
-                     ) -> tuple[list[list[bytes]], int]:
+def encrypted_powers(
+    holder: SecureParty,
+    folders: tuple[SecureParty, ...] | list[SecureParty],
+) -> tuple[list[list[bytes]], int]:
     r"""Steps 1 and the folds: the chunks of :math:`\mathrm{Enc}_k(s^m)`, :math:`m = 1..K`,
     :math:`s` the scaled scores of the key holder and every folder, and the bytes sent (the
     key holder's powers and each folder's)."""
     s = holder.setup
     assert holder.keys is not None
-    powers = [holder.keys.encrypt(holder.scaled_scores()**m) for m in range(1, s.degree + 1)]
+    powers = [holder.keys.encrypt(holder.scaled_scores() ** m) for m in range(1, s.degree + 1)]
     sent = sum(len(c) for message in powers for c in message)
     for folder in folders:
         public = folder.publics[holder.index]
@@ -294,9 +306,13 @@ def encrypted_powers(holder: SecureParty, folders: tuple[SecureParty, ...] | lis
     return powers, sent
 
 
-def encrypted_gradient(evaluator: SecureParty, public: ckks.PublicContext,
-                       powers: list[list[bytes]], encrypted_labels: list[bytes] | None,
-                       own_noise: np.ndarray) -> list[bytes]:
+def encrypted_gradient(
+    evaluator: SecureParty,
+    public: ckks.PublicContext,
+    powers: list[list[bytes]],
+    encrypted_labels: list[bytes] | None,
+    own_noise: np.ndarray,
+) -> list[bytes]:
     r"""Step 2 (module docstring): :math:`\mathrm{Enc}_k(X_j^\top r + \eta_j)`, one
     serialised ciphertext per column of the evaluator's block.
 
@@ -322,8 +338,9 @@ def encrypted_gradient(evaluator: SecureParty, public: ckks.PublicContext,
     return ckks.transposed_product(residual, evaluator.rows, offset=own_noise)
 
 
-def released_gradient(holder: SecureParty, value: np.ndarray,
-                      others_protected: bool = False) -> np.ndarray:
+def released_gradient(
+    holder: SecureParty, value: np.ndarray, others_protected: bool = False
+) -> np.ndarray:
     """Step 3: what the key holder returns for the decrypted ``value``: its exact grid noise
     added when its data is protected, or when a folder's is (``others_protected``: with more
     than two parties the residual carries the folders' scores, so an unprotected label
@@ -333,16 +350,21 @@ def released_gradient(holder: SecureParty, value: np.ndarray,
     return value
 
 
-def take_gradient(evaluator: SecureParty, released: np.ndarray, own_noise: np.ndarray,
-                  inverse: np.ndarray) -> None:
+def take_gradient(
+    evaluator: SecureParty, released: np.ndarray, own_noise: np.ndarray, inverse: np.ndarray
+) -> None:
     """Step 4: keep its own noise (a protected block is a release) or remove it, and step."""
     gradient = released if evaluator.protected else released - own_noise
     evaluator.step(gradient, inverse)
 
 
-def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarray,
-                 encrypted_labels: list[bytes] | None,
-                 folders: tuple[SecureParty, ...] | list[SecureParty] = ()) -> BlockExchange:
+def block_update(
+    evaluator: SecureParty,
+    holder: SecureParty,
+    inverse: np.ndarray,
+    encrypted_labels: list[bytes] | None,
+    folders: tuple[SecureParty, ...] | list[SecureParty] = (),
+) -> BlockExchange:
     r"""One block update of ``evaluator`` with ``holder`` as key holder and ``folders``
     folding their scores in (module docstring; :func:`exchange_order`).
 
@@ -355,13 +377,15 @@ def block_update(evaluator: SecureParty, holder: SecureParty, inverse: np.ndarra
     start = time.perf_counter()
     poly = evaluator.setup.polynomial
     # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
-    own_noise = cast(np.ndarray, evaluator.rng.normal(0.0, evaluator.round_release.sigma,
-                                                      evaluator.w.shape[0]))
+    own_noise = cast(
+        np.ndarray, evaluator.rng.normal(0.0, evaluator.round_release.sigma, evaluator.w.shape[0])
+    )
     if evaluator.backend == "ckks":
         assert holder.keys is not None
         powers, sent = encrypted_powers(holder, folders)
-        products = encrypted_gradient(evaluator, evaluator.publics[holder.index], powers,
-                                      encrypted_labels, own_noise)
+        products = encrypted_gradient(
+            evaluator, evaluator.publics[holder.index], powers, encrypted_labels, own_noise
+        )
         sent += sum(len(c) for c in products)
         value = holder.keys.decrypt_sums(products)
     else:

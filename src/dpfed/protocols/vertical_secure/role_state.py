@@ -23,7 +23,7 @@ def cut(raw: bytes, lengths: list[int]) -> list[bytes]:
     """``raw`` cut into pieces of ``lengths``."""
     out, at = [], 0
     for v in lengths:
-        out.append(raw[at:at + v])
+        out.append(raw[at : at + v])
         at += v
     return out
 
@@ -56,8 +56,11 @@ class CheckpointedRole:
     def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """A secure role's state: arrays (its block, the ciphertexts it holds) and metadata."""
         arrays: dict[str, np.ndarray] = {"w": self.party.w.copy()}
-        for name, value in (("inverse", self.inverse), ("own_noise", self.own_noise),
-                            ("own_model", self.party.own_model)):
+        for name, value in (
+            ("inverse", self.inverse),
+            ("own_noise", self.own_noise),
+            ("own_model", self.party.own_model),
+        ):
             if value is not None:
                 arrays[name] = value.copy()
         lengths: dict[str, list[int]] = {}
@@ -81,10 +84,16 @@ class CheckpointedRole:
         for passive, scores in self.final_scores.items():
             arrays[f"final|{passive}"] = scores.copy()
         meta = {
-            "round": self.round, "finished": self.finished, "started": self.started,
-            "rng": generator_state(self.party.rng), "bytes_sent": self.bytes_sent,
-            "seconds": self.seconds, "events": [asdict(e) for e in self.events],
-            "lengths": lengths, "peer_costs": self.peer_costs, "weight": self.weight,
+            "round": self.round,
+            "finished": self.finished,
+            "started": self.started,
+            "rng": generator_state(self.party.rng),
+            "bytes_sent": self.bytes_sent,
+            "seconds": self.seconds,
+            "events": [asdict(e) for e in self.events],
+            "lengths": lengths,
+            "peer_costs": self.peer_costs,
+            "weight": self.weight,
             "weighting": None if self.weighting is None else self.weighting.as_dict(),
         }
         return arrays, meta

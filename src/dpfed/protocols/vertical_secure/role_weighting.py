@@ -58,8 +58,9 @@ class WeighingSteps(ABC):
         return range(1, self.k)
 
     @abstractmethod
-    def _parts(self, to: int, kind: str, block: int, round: int,
-               items: list[bytes]) -> list[Message]:
+    def _parts(
+        self, to: int, kind: str, block: int, round: int, items: list[bytes]
+    ) -> list[Message]:
         """``items`` as the parts of one ciphertext message to party ``to``."""
 
     @abstractmethod
@@ -91,10 +92,14 @@ class WeighingSteps(ABC):
         keys = self.party.keys
         assert keys is not None
         request = self._own_request()
-        items = self.outbox.kept("request", lambda: keys.encrypt(request.gradient)
-                                 + keys.encrypt(request.curvature))
-        return [m for passive in self.passives
-                for m in self._parts(passive, "request", passive, self.setup.rounds, items)]
+        items = self.outbox.kept(
+            "request", lambda: keys.encrypt(request.gradient) + keys.encrypt(request.curvature)
+        )
+        return [
+            m
+            for passive in self.passives
+            for m in self._parts(passive, "request", passive, self.setup.rounds, items)
+        ]
 
     def _statistics(self) -> list[Message]:
         """A passive party's noisy statistics under the label holder's key, once it has both
@@ -105,14 +110,20 @@ class WeighingSteps(ABC):
             raise ProtocolError(f"{self.name} has not received {self.names[0]}'s context")
         chunks = ckks.chunk_count(self.setup.n_samples, self._context(0).slots)
         if len(self.request) != 2 * chunks:
-            raise ProtocolError(f"expected {2 * chunks} ciphertexts of the weighting request; "
-                                f"found {len(self.request)}")
+            raise ProtocolError(
+                f"expected {2 * chunks} ciphertexts of the weighting request; "
+                f"found {len(self.request)}"
+            )
         release = self.setup.statistics_release()
         noise = release.noise(self.party.rng)
         scores = np.asarray(self.party.rows @ self.party.w).ravel()
         public, request = self._context(0), self.request
-        items = self.outbox.kept("statistics", lambda: encrypted_statistics(
-            release, public, [request[:chunks], request[chunks:]], scores, noise))
+        items = self.outbox.kept(
+            "statistics",
+            lambda: encrypted_statistics(
+                release, public, [request[:chunks], request[chunks:]], scores, noise
+            ),
+        )
         self._event(self.setup.rounds + 1, "secure weighting statistics", 1.0, 0)
         self.request = None  # answered; nothing else waits for it
         out = self._parts(0, "statistics", self.index, self.setup.rounds, items)
@@ -121,10 +132,15 @@ class WeighingSteps(ABC):
         return out
 
     def _take_statistics(self, passive: int, items: list[bytes]) -> list[Message]:
-        if (self.round != self.setup.rounds or self.weighting is not None or len(items) != 3
-                or passive in self.statistics):
-            raise ProtocolError(f"{self.name} did not expect {len(items)} statistics from "
-                                f"{self.names[passive]} now")
+        if (
+            self.round != self.setup.rounds
+            or self.weighting is not None
+            or len(items) != 3
+            or passive in self.statistics
+        ):
+            raise ProtocolError(
+                f"{self.name} did not expect {len(items)} statistics from {self.names[passive]} now"
+            )
         self.statistics[passive] = items
         if len(self.statistics) < self.k - 1:
             return []
@@ -138,15 +154,18 @@ class WeighingSteps(ABC):
         released = [keys.decrypt_sums(self.statistics[m]) for m in self.passives]
         if not all(np.all(np.isfinite(r)) for r in released):
             raise ProtocolError("the weighting statistics are not finite")
-        self.weighting = choose_weight(self.setup.statistics_release(), self._own_request(),
-                                       released)
+        self.weighting = choose_weight(
+            self.setup.statistics_release(), self._own_request(), released
+        )
         self.statistics = {}
         assert party.own_model is not None
         party.w = party.own_model.copy()
         if self.setup.protect == "parties":  # a function of its protected data: kept
             return []
-        return [WeightRelease(self.name, self.names[m], self.setup.rounds,
-                              self.weighting.beta) for m in self.passives]
+        return [
+            WeightRelease(self.name, self.names[m], self.setup.rounds, self.weighting.beta)
+            for m in self.passives
+        ]
 
     def _take_weight(self, message: WeightRelease) -> list[Message]:
         weight = float(message.weight)

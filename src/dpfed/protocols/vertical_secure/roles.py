@@ -90,15 +90,19 @@ class Outbox:
 
     def kept(self, name: str, make: Callable[[], list[bytes]]) -> list[bytes]:
         """The items kept under ``name``, made by ``make()`` and kept first if missing."""
+
         def packed() -> bytes:
             items = make()
-            return len(items).to_bytes(8, "little") + b"".join(
-                len(i).to_bytes(8, "little") for i in items) + b"".join(items)
+            return (
+                len(items).to_bytes(8, "little")
+                + b"".join(len(i).to_bytes(8, "little") for i in items)
+                + b"".join(items)
+            )
 
         raw = load_or_create_secret(self.folder, f"{name}.bin", packed)
         count = int.from_bytes(raw[:8], "little")
-        lengths = [int.from_bytes(raw[8 + 8 * k:16 + 8 * k], "little") for k in range(count)]
-        return cut(raw[8 + 8 * count:], lengths)
+        lengths = [int.from_bytes(raw[8 + 8 * k : 16 + 8 * k], "little") for k in range(count)]
+        return cut(raw[8 + 8 * count :], lengths)
 
 
 class MemoryOutbox:
@@ -132,14 +136,23 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         The label holder's test labels in {-1, 1}.
     """
 
-    def __init__(self, party: SecureParty, names: tuple[str, ...], leader: str, *,
-                 outbox: Outbox | MemoryOutbox, max_bytes: int, test_rows: Any = None,
-                 test_labels: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        party: SecureParty,
+        names: tuple[str, ...],
+        leader: str,
+        *,
+        outbox: Outbox | MemoryOutbox,
+        max_bytes: int,
+        test_rows: Any = None,
+        test_labels: np.ndarray | None = None,
+    ) -> None:
         if party.keys is None and party.index in KEY_HOLDERS:
             raise ProtocolError("a networked secure key holder needs its key pair")
         if len(names) != party.setup.parties:
-            raise ProtocolError(f"a secure job of {party.setup.parties} parties; found the "
-                                f"names {list(names)}")
+            raise ProtocolError(
+                f"a secure job of {party.setup.parties} parties; found the names {list(names)}"
+            )
         self.party, self.names, self.leader = party, tuple(names), leader
         self.index = party.index
         self.name = names[self.index]
@@ -168,10 +181,12 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         self.weight: float | None = None  # a passive party's copy of the weight
 
     # -- helpers ----------------------------------------------------------------------------
-    def _parts(self, to: int, kind: str, block: int, round: int,
-               items: list[bytes]) -> list[Message]:
-        out = cipher_parts(self.name, self.names[to], round, kind, block, items,
-                           max_bytes=self.max_bytes)
+    def _parts(
+        self, to: int, kind: str, block: int, round: int, items: list[bytes]
+    ) -> list[Message]:
+        out = cipher_parts(
+            self.name, self.names[to], round, kind, block, items, max_bytes=self.max_bytes
+        )
         self.bytes_sent += sum(p.nbytes for p in out)
         return list(out)
 
@@ -194,15 +209,24 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         t = self.party.scaled_scores()
         items = self.outbox.kept(
             f"powers-{round}-{block}",
-            lambda: [c for m in range(1, self.setup.degree + 1) for c in keys.encrypt(t**m)])
+            lambda: [c for m in range(1, self.setup.degree + 1) for c in keys.encrypt(t**m)],
+        )
         return self._parts(self._route(block)[0], "powers", block, round, items)
 
     def _event(self, round: int, label: str, sensitivity: float, coordinates: int) -> None:
         z = self.setup.noise_multiplier
-        self.events.append(PrivacyEvent(
-            party=self.name, round=round, mechanism="gaussian", noise_multiplier=z,
-            l2_sensitivity=sensitivity, sigma=z * sensitivity, label=label,
-            coordinates=coordinates))
+        self.events.append(
+            PrivacyEvent(
+                party=self.name,
+                round=round,
+                mechanism="gaussian",
+                noise_multiplier=z,
+                l2_sensitivity=sensitivity,
+                sigma=z * sensitivity,
+                label=label,
+                coordinates=coordinates,
+            )
+        )
 
     def _round_event(self, round: int) -> None:
         """The round's release of its data (one a round: every party's view of a round is one
@@ -212,8 +236,9 @@ class SecureRole(WeighingSteps, CheckpointedRole):
 
     def _expect(self, message: Message, index: int, what: str) -> None:
         if message.sender != self.names[index]:
-            raise ProtocolError(f"{what} comes from {self.names[index]}; found one from "
-                                f"{message.sender}")
+            raise ProtocolError(
+                f"{what} comes from {self.names[index]}; found one from {message.sender}"
+            )
 
     # -- the protocol -----------------------------------------------------------------------
     def start(self) -> list[Message]:
@@ -229,7 +254,7 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         if keys is not None:  # in pieces: 118 MB at N = 16384, above a message's limit
             whole = self.outbox.kept("public", lambda: [keys.public_bytes()])[0]
             piece = max(1, self.max_bytes // 4)
-            public = [whole[at:at + piece] for at in range(0, len(whole), piece)]
+            public = [whole[at : at + piece] for at in range(0, len(whole), piece)]
             for other in range(self.k):
                 if other != self.index:
                     out += self._parts(other, "public", self.index, 0, public)
@@ -251,9 +276,11 @@ class SecureRole(WeighingSteps, CheckpointedRole):
 
     def handle(self, message: Message) -> list[Message]:
         if message.sender not in self.names or message.sender == self.name:
-            raise ProtocolError(f"{self.name} takes messages from the other parties "
-                                f"{[n for n in self.names if n != self.name]} only; found one "
-                                f"from {message.sender}")
+            raise ProtocolError(
+                f"{self.name} takes messages from the other parties "
+                f"{[n for n in self.names if n != self.name]} only; found one "
+                f"from {message.sender}"
+            )
         if self.finished:
             raise ProtocolError(f"{self.name} has finished; found {type(message).__name__}")
         begun = time.perf_counter()
@@ -267,8 +294,11 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         if isinstance(message, CipherPart):
             return self._take_part(message)
         if isinstance(message, GradientRelease):
-            self._expect(message, exchange_order(message.block, self.k)[0], "a released "
-                         f"gradient of block {message.block}")
+            self._expect(
+                message,
+                exchange_order(message.block, self.k)[0],
+                f"a released gradient of block {message.block}",
+            )
             return self._step(message)
         if isinstance(message, FinalScores) and self.index == 0:
             return self._final(message)
@@ -303,12 +333,14 @@ class SecureRole(WeighingSteps, CheckpointedRole):
             return []
         if kind == "powers" and self.index in self._route(block):
             route = (exchange_order(block, self.k)[0], *self._route(block))
-            self._expect(message, route[route.index(self.index) - 1], f"the powers of block "
-                         f"{block}")
+            self._expect(
+                message, route[route.index(self.index) - 1], f"the powers of block {block}"
+            )
             key = f"{round}-{block}"
             if key in self.waiting or not 0 <= block < self.k:
-                raise ProtocolError(f"{self.name} has the powers of block {block} in round "
-                                    f"{round} already")
+                raise ProtocolError(
+                    f"{self.name} has the powers of block {block} in round {round} already"
+                )
             self.waiting[key] = items  # folded or evaluated when it is ready (_drain)
             return []
         if kind == "gradient":
@@ -348,8 +380,11 @@ class SecureRole(WeighingSteps, CheckpointedRole):
                 round, block = (int(v) for v in key.split("-"))
                 if self._ready(round, block):
                     items = self.waiting.pop(key)
-                    out += (self._evaluate(round, block, items) if block == self.index
-                            else self._fold(round, block, items))
+                    out += (
+                        self._evaluate(round, block, items)
+                        if block == self.index
+                        else self._fold(round, block, items)
+                    )
                     progressed = True
                     break
         return out
@@ -359,9 +394,10 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         ring, larger with more parties)."""
         chunks = ckks.chunk_count(self.setup.n_samples, self._context(holder).slots)
         if len(items) != chunks * self.setup.degree:
-            raise ProtocolError(f"expected {chunks * self.setup.degree} ciphertexts of powers; "
-                                f"found {len(items)}")
-        return [items[m * chunks:(m + 1) * chunks] for m in range(self.setup.degree)]
+            raise ProtocolError(
+                f"expected {chunks * self.setup.degree} ciphertexts of powers; found {len(items)}"
+            )
+        return [items[m * chunks : (m + 1) * chunks] for m in range(self.setup.degree)]
 
     def _fold(self, round: int, block: int, items: list[bytes]) -> list[Message]:
         """A folder's step: its own scores folded into the powers, passed on along the
@@ -389,8 +425,9 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         powers = self._powers_of(items, holder)
         party = self.party
         # numpy's stubs take the size (an int typed Any) for None: an array of shape (d_j,)
-        own_noise = cast(np.ndarray,
-                         party.rng.normal(0.0, party.round_release.sigma, party.w.shape[0]))
+        own_noise = cast(
+            np.ndarray, party.rng.normal(0.0, party.round_release.sigma, party.w.shape[0])
+        )
         self.own_noise = own_noise
         if self.index not in KEY_HOLDERS:  # a folder's round event: it holds no key
             self._round_event(round)
@@ -399,7 +436,8 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         # column's all-zero chunk), so recomputing would not give the same bytes
         products = self.outbox.kept(
             f"gradient-{round}-{block}",
-            lambda: encrypted_gradient(party, public, powers, self.labels, own_noise))
+            lambda: encrypted_gradient(party, public, powers, self.labels, own_noise),
+        )
         return self._parts(holder, "gradient", block, round, products)
 
     def _release(self, round: int, block: int, items: list[bytes]) -> list[Message]:
@@ -407,18 +445,17 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         holder then sends the powers of the next block, or ends its round."""
         keys = self.party.keys
         holder, folders = exchange_order(block, self.k)
-        if (keys is None or holder != self.index
-                or len(items) != self.setup.block_widths[block]):
-            raise ProtocolError(f"{self.name} did not expect a gradient of block {block} with "
-                                f"{len(items)} columns")
+        if keys is None or holder != self.index or len(items) != self.setup.block_widths[block]:
+            raise ProtocolError(
+                f"{self.name} did not expect a gradient of block {block} with {len(items)} columns"
+            )
         released = released_gradient(self.party, keys.decrypt_sums(items), bool(folders))
         # the round's release of this party's data: its noise on the first gradient it
         # returns in a round (the first passive party's: block 0; the label holder's: 1)
         if block == min(b for b in range(self.k) if exchange_order(b, self.k)[0] == holder):
             self._round_event(round)
         self.bytes_sent += 8 * released.shape[0]
-        out: list[Message] = [GradientRelease(self.name, self.names[block], round, block,
-                                              released)]
+        out: list[Message] = [GradientRelease(self.name, self.names[block], round, block, released)]
         if self.index == 0 and block + 1 < self.k:
             out += self._powers(round, block + 1)
         elif self.index == 0:  # the last block: the round is over for the label holder
@@ -434,19 +471,26 @@ class SecureRole(WeighingSteps, CheckpointedRole):
     def _finish(self) -> list[Message]:
         """A passive party's last word: its test shares and its bytes."""
         self.finished = True
-        scores = (np.zeros(0) if self.test_rows is None else self.share(
-            np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()))
+        scores = (
+            np.zeros(0)
+            if self.test_rows is None
+            else self.share(np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel())
+        )
         return [FinalScores(self.name, self.names[0], self.round, scores, self.bytes_sent)]
 
     def _step(self, message: GradientRelease) -> list[Message]:
         """Step 4 of its own block's update, then what follows it."""
         if message.block != self.index or message.round != self.round or self.own_noise is None:
-            raise ProtocolError(f"{self.name} did not expect a gradient of block "
-                                f"{message.block} in round {message.round}")
+            raise ProtocolError(
+                f"{self.name} did not expect a gradient of block "
+                f"{message.block} in round {message.round}"
+            )
         values = np.asarray(message.values, dtype=np.float64).reshape(-1)
         if values.shape != self.party.w.shape or not np.all(np.isfinite(values)):
-            raise ProtocolError(f"a released gradient of shape {values.shape}; expected "
-                                f"{self.party.w.shape}, finite")
+            raise ProtocolError(
+                f"a released gradient of shape {values.shape}; expected "
+                f"{self.party.w.shape}, finite"
+            )
         assert self.inverse is not None
         take_gradient(self.party, values, self.own_noise, self.inverse)
         self.own_noise = None
@@ -468,33 +512,59 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         """A passive party's last word; the label holder reports the job finished once every
         passive party's is in."""
         passive = self.names.index(message.sender)
-        if passive in self.final_scores or (self.setup.weighted and self.weighting is None
-                                            and self.setup.protect == "passive"):
+        if passive in self.final_scores or (
+            self.setup.weighted and self.weighting is None and self.setup.protect == "passive"
+        ):
             raise ProtocolError(f"{message.sender} finished before the last round")
-        self.final_scores[passive] = np.asarray(message.test_scores,
-                                                dtype=np.float64).reshape(-1)
+        self.final_scores[passive] = np.asarray(message.test_scores, dtype=np.float64).reshape(-1)
         self.peer_costs[message.sender] = float(message.bytes_sent)
         return self._maybe_finish()
 
     def _maybe_finish(self) -> list[Message]:
-        if self.round != self.setup.rounds or len(self.final_scores) < self.k - 1 or (
-                self.setup.weighted and self.weighting is None):
+        if (
+            self.round != self.setup.rounds
+            or len(self.final_scores) < self.k - 1
+            or (self.setup.weighted and self.weighting is None)
+        ):
             return []
         figures: dict[str, float] = {}
         theirs = [self.final_scores[m] for m in self.passives]
         # under "parties" its block is its exact model: figures of it stay with it
-        if (self.test_rows is not None and self.test_labels is not None
-                and all(s.size for s in theirs) and self.setup.protect != "parties"):
+        if (
+            self.test_rows is not None
+            and self.test_labels is not None
+            and all(s.size for s in theirs)
+            and self.setup.protect != "parties"
+        ):
             own = np.asarray(self.party.prepared(self.test_rows) @ self.party.w).ravel()
             if any(s.shape != own.shape for s in theirs):
-                raise ProtocolError(f"the passive parties scored {[s.size for s in theirs]} "
-                                    f"test rows; the label holder holds {own.size}")
+                raise ProtocolError(
+                    f"the passive parties scored {[s.size for s in theirs]} "
+                    f"test rows; the label holder holds {own.size}"
+                )
             total = own + sum((self.peer_share(s) for s in theirs), np.zeros_like(own))
             figures = score_metrics(total, self.test_labels)
         self.finished = True
         return [self._report(self.setup.rounds, finished=True, **figures)]
 
-    def _report(self, round: int, *, finished: bool, test_log_loss: float | None = None,
-                test_accuracy: float | None = None) -> RoundReport:
-        return RoundReport(self.name, self.leader, round, None, test_log_loss, test_accuracy,
-                           None, 0.0, None, None, finished)
+    def _report(
+        self,
+        round: int,
+        *,
+        finished: bool,
+        test_log_loss: float | None = None,
+        test_accuracy: float | None = None,
+    ) -> RoundReport:
+        return RoundReport(
+            self.name,
+            self.leader,
+            round,
+            None,
+            test_log_loss,
+            test_accuracy,
+            None,
+            0.0,
+            None,
+            None,
+            finished,
+        )

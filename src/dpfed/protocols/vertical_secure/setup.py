@@ -143,9 +143,7 @@ class SecureSetup:
         check_positive("epsilon", self.epsilon)
         check_open_unit("delta", self.delta)
         if self.protect not in PROTECTIONS:
-            raise DpfedInputError(
-                f"protect must be one of {PROTECTIONS}; found {self.protect!r}."
-            )
+            raise DpfedInputError(f"protect must be one of {PROTECTIONS}; found {self.protect!r}.")
         check_int("rounds", self.rounds, minimum=1)
         if self.row_scaling not in ROW_SCALINGS:
             raise DpfedInputError(
@@ -156,8 +154,9 @@ class SecureSetup:
         check_positive("passive_score_bound", self.passive_score_bound)
         if self.ridge is not None:
             check_positive("ridge", self.ridge)
-        object.__setattr__(self, "polynomial",
-                           SigmoidPolynomial.fit(self.degree, self.radius * self.bound_norm))
+        object.__setattr__(
+            self, "polynomial", SigmoidPolynomial.fit(self.degree, self.radius * self.bound_norm)
+        )
         object.__setattr__(self, "noise_multiplier", secure_noise_multiplier(self))
 
     @property
@@ -226,8 +225,11 @@ class SecureSetup:
         """Grid coordinates released over the job (gradients, Gram triangles and, when
         :attr:`weighted`, each passive party's three statistics)."""
         d = self.block_widths
-        return (self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
-                + 3 * (self.parties - 1) * int(self.weighted))
+        return (
+            self.rounds * sum(d)
+            + sum(w * (w + 1) // 2 for w in d)
+            + 3 * (self.parties - 1) * int(self.weighted)
+        )
 
     @property
     def release_count(self) -> int:
@@ -242,9 +244,13 @@ class SecureSetup:
         record's row; with :math:`P` passive parties each draws multiplier :math:`z\sqrt P`,
         so that together they are one Gaussian release of multiplier :math:`z`.
         """
-        return ScoreStatisticsRelease(self.n_samples, self.passive_score_bound, LIPSCHITZ,
-                                      SMOOTHNESS,
-                                      self.noise_multiplier * math.sqrt(self.parties - 1))
+        return ScoreStatisticsRelease(
+            self.n_samples,
+            self.passive_score_bound,
+            LIPSCHITZ,
+            SMOOTHNESS,
+            self.noise_multiplier * math.sqrt(self.parties - 1),
+        )
 
     def releases(self) -> list[Release]:
         """What every party's view is accounted as: :attr:`release_count` Gaussian releases
@@ -263,7 +269,8 @@ class SecureSetup:
     def _releases(self, count: int) -> list[Release]:
         z = self.noise_multiplier
         return [Release("gaussian", z, self.coordinates)] + [Release("gaussian", z, 0)] * (
-            count - 1)
+            count - 1
+        )
 
     def epsilon_spent(self) -> float:
         """The accounted epsilon of :meth:`releases` at :attr:`delta` (coupling included)."""

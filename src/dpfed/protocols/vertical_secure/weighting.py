@@ -143,9 +143,13 @@ class WeightedPassive:
     @classmethod
     def from_dict(cls, data: dict[str, float]) -> WeightedPassive:
         """The inverse of :meth:`as_dict`."""
-        weight = PassiveWeight(float(data["weight"]), float(data["gradient_bound"]),
-                               float(data["curvature_bound"]), float(data["cubic_bound"]),
-                               float(data["predicted_change_bound"]))
+        weight = PassiveWeight(
+            float(data["weight"]),
+            float(data["gradient_bound"]),
+            float(data["curvature_bound"]),
+            float(data["cubic_bound"]),
+            float(data["predicted_change_bound"]),
+        )
         return cls(weight, float(data["passive_score_bound"]))
 
 
@@ -157,8 +161,12 @@ def weighting_request(own_scores: np.ndarray, y01: np.ndarray) -> WeightingReque
     return WeightingRequest.at(get_loss("logistic"), a, labels, np.zeros_like(a))
 
 
-def plain_statistics(release: ScoreStatisticsRelease, scores: np.ndarray,
-                     request: WeightingRequest, noise: np.ndarray) -> np.ndarray:
+def plain_statistics(
+    release: ScoreStatisticsRelease,
+    scores: np.ndarray,
+    request: WeightingRequest,
+    noise: np.ndarray,
+) -> np.ndarray:
     """The released normalised statistics computed in the clear (the plaintext backend's
     simulation: the same numbers the encrypted path gives, up to CKKS rounding), shape
     ``(3,)``."""
@@ -169,9 +177,13 @@ def plain_statistics(release: ScoreStatisticsRelease, scores: np.ndarray,
     return cast(np.ndarray, exact + noise)
 
 
-def encrypted_statistics(release: ScoreStatisticsRelease, public: ckks.PublicContext,
-                         encrypted_request: list[list[bytes]], scores: np.ndarray,
-                         noise: np.ndarray) -> list[bytes]:
+def encrypted_statistics(
+    release: ScoreStatisticsRelease,
+    public: ckks.PublicContext,
+    encrypted_request: list[list[bytes]],
+    scores: np.ndarray,
+    noise: np.ndarray,
+) -> list[bytes]:
     r"""The passive party's side: :math:`\mathrm{Enc}_L(g/s_g + \eta_g)`,
     :math:`\mathrm{Enc}_L(H/s_H + \eta_H)` and :math:`\mathrm{Enc}_L(K/s_K + \eta_K)`, the
     last computed in the clear on the grid, then encrypted (so the three travel alike).
@@ -194,15 +206,17 @@ def encrypted_statistics(release: ScoreStatisticsRelease, public: ckks.PublicCon
         Each holds its statistic in slot 0 (:meth:`dpfed.secure.ckks.KeyHolder.decrypt_sums`).
     """
     if len(encrypted_request) != 2:
-        raise DpfedInputError(f"the request holds Enc(r) and Enc(c); found "
-                              f"{len(encrypted_request)} vectors.")
+        raise DpfedInputError(
+            f"the request holds Enc(r) and Enc(c); found {len(encrypted_request)} vectors."
+        )
     v = np.clip(np.asarray(scores, dtype=np.float64), -release.score_bound, release.score_bound)
     n = release.n_samples
     scales = release.scales
     out = []
     for k, (chunks, column) in enumerate(zip(encrypted_request, (v, v * v), strict=True)):
-        product = ckks.transposed_product(public.load(chunks), (column / (n * scales[k]))[:, None],
-                                          offset=noise[k:k + 1])
+        product = ckks.transposed_product(
+            public.load(chunks), (column / (n * scales[k]))[:, None], offset=noise[k : k + 1]
+        )
         out.extend(product)
     grid = release.release.grid(3)
     cubic = float(np.sum(np.abs(v) ** 3)) / (n * scales[2])
@@ -210,8 +224,11 @@ def encrypted_statistics(release: ScoreStatisticsRelease, public: ckks.PublicCon
     return out + public.encrypt(np.array([released]))
 
 
-def choose_weight(release: ScoreStatisticsRelease, request: WeightingRequest,
-                  released: np.ndarray | list[np.ndarray]) -> WeightedPassive:
+def choose_weight(
+    release: ScoreStatisticsRelease,
+    request: WeightingRequest,
+    released: np.ndarray | list[np.ndarray],
+) -> WeightedPassive:
     """The label holder's choice of :math:`\\beta` from the three released statistics of
     each passive party (one array of shape ``(3,)``, or a list of them), the totals bounded
     by the parts (Minkowski's inequality, :func:`~dpfed.protocols.vertical.weighting.
@@ -220,6 +237,7 @@ def choose_weight(release: ScoreStatisticsRelease, request: WeightingRequest,
     assert c3 is not None
     parts = released if isinstance(released, list) else [released]
     upper = [release.upper(np.asarray(part, dtype=np.float64)) for part in parts]
-    weight = choose_passive_weight(own_change=np.zeros(release.n_samples), request=request,
-                                   upper_bounds=upper, c3=c3)
+    weight = choose_passive_weight(
+        own_change=np.zeros(release.n_samples), request=request, upper_bounds=upper, c3=c3
+    )
     return WeightedPassive(weight, release.score_bound)
