@@ -26,221 +26,55 @@ from pathlib import Path
 #: name -> arguments of ``dpfed`` (``{out}`` is the output file or folder; a command without
 #: one prints its JSON).
 COMMANDS: dict[str, list[str]] = {
-    "demo": ["demo", "--seed", "0", "--out", "{out}"],
-    "vertical-none": [
-        "train",
-        "vertical",
-        "--data",
-        "breast_cancer",
-        "--split",
-        "10,10,10",
-        "--iterations",
-        "15",
-        "--seed",
-        "0",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "vertical-sound": [
-        "train",
-        "vertical",
-        "--data",
-        "a9a",
-        "--split",
-        "66,57",
-        "--iterations",
-        "10",
-        "--rounds-above-rule",
-        "--mechanism",
-        "sound",
-        "--epsilon",
-        "4",
-        "--delta",
-        "1e-5",
-        "--seed",
-        "1",
-        "--baselines",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "vertical-sound-protected": [
-        "train",
-        "vertical",
-        "--data",
-        "breast_cancer",
-        "--split",
-        "10,10,10",
-        "--iterations",
-        "8",
-        "--rounds-above-rule",
-        "--mechanism",
-        "sound",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-5",
-        "--protect-label-holder",
-        "--seed",
-        "2",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "vertical-paper": [
-        "train",
-        "vertical",
-        "--data",
-        "breast_cancer",
-        "--split",
-        "10,10,10",
-        "--iterations",
-        "8",
-        "--mechanism",
-        "paper",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--seed",
-        "3",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "consensus-none": [
-        "train",
-        "consensus",
-        "--data",
-        "adult",
-        "--clients",
-        "5",
-        "--iterations",
-        "8",
-        "--seed",
-        "0",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "consensus-gaussian": [
-        "train",
-        "consensus",
-        "--data",
-        "adult",
-        "--clients",
-        "5",
-        "--iterations",
-        "8",
-        "--mechanism",
-        "gaussian",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-5",
-        "--seed",
-        "4",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "decentralized-dvp": [
-        "train",
-        "decentralized",
-        "--data",
-        "adult",
-        "--nodes",
-        "6",
-        "--graph",
-        "ring",
-        "--iterations",
-        "10",
-        "--perturbation",
-        "dvp",
-        "--alpha",
-        "0.5",
-        "--seed",
-        "5",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "decentralized-pvp": [
-        "train",
-        "decentralized",
-        "--data",
-        "adult",
-        "--nodes",
-        "6",
-        "--graph",
-        "erdos-renyi",
-        "--p",
-        "0.5",
-        "--iterations",
-        "10",
-        "--perturbation",
-        "pvp",
-        "--alpha",
-        "0.5",
-        "--delta",
-        "1e-5",
-        "--seed",
-        "6",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "bayes-distributed": [
-        "train",
-        "bayes-linreg",
-        "--data",
-        "wine-red",
-        "--epsilon",
-        "1",
-        "--delta",
-        "1e-4",
-        "--projection",
-        "--runs",
-        "3",
-        "--seed",
-        "7",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "bayes-trusted": [
-        "train",
-        "bayes-linreg",
-        "--data",
-        "abalone",
-        "--mode",
-        "trusted",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-4",
-        "--runs",
-        "2",
-        "--seed",
-        "8",
-        "--quiet",
-        "--out",
-        "{out}",
-    ],
-    "privacy-epsilon": [
-        "privacy",
-        "epsilon",
-        "--noise-multiplier",
-        "2.0",
-        "--steps",
-        "20",
-        "--delta",
-        "1e-5",
-        "--json",
-    ],
-    "reproduce-consensus": ["reproduce", "consensus", "--quick", "--quiet", "--out", "{out}"],
-    "reproduce-bayes": ["reproduce", "bayes-linreg", "--quick", "--quiet", "--out", "{out}"],
+    "demo": "demo --seed 0 --out {out}".split(),
+    "vertical-none": (
+        "train vertical --data breast_cancer --split 10,10,10 --iterations 15 "
+        "--seed 0 --quiet --out {out}"
+    ).split(),
+    "vertical-sound": (
+        "train vertical --data a9a --split 66,57 --iterations 10 "
+        "--rounds-above-rule --mechanism sound --epsilon 4 --delta 1e-5 --seed "
+        "1 --baselines --quiet --out {out}"
+    ).split(),
+    "vertical-sound-protected": (
+        "train vertical --data breast_cancer --split 10,10,10 --iterations 8 "
+        "--rounds-above-rule --mechanism sound --epsilon 2 --delta 1e-5 "
+        "--protect-label-holder --seed 2 --quiet --out {out}"
+    ).split(),
+    "vertical-paper": (
+        "train vertical --data breast_cancer --split 10,10,10 --iterations 8 "
+        "--mechanism paper --epsilon 1 --delta 1e-5 --seed 3 --quiet --out "
+        "{out}"
+    ).split(),
+    "consensus-none": (
+        "train consensus --data adult --clients 5 --iterations 8 --seed 0 --quiet --out {out}"
+    ).split(),
+    "consensus-gaussian": (
+        "train consensus --data adult --clients 5 --iterations 8 --mechanism "
+        "gaussian --epsilon 1 --delta 1e-5 --seed 4 --quiet --out {out}"
+    ).split(),
+    "decentralized-dvp": (
+        "train decentralized --data adult --nodes 6 --graph ring --iterations "
+        "10 --perturbation dvp --alpha 0.5 --seed 5 --quiet --out {out}"
+    ).split(),
+    "decentralized-pvp": (
+        "train decentralized --data adult --nodes 6 --graph erdos-renyi --p 0.5 "
+        "--iterations 10 --perturbation pvp --alpha 0.5 --delta 1e-5 --seed 6 "
+        "--quiet --out {out}"
+    ).split(),
+    "bayes-distributed": (
+        "train bayes-linreg --data wine-red --epsilon 1 --delta 1e-4 "
+        "--projection --runs 3 --seed 7 --quiet --out {out}"
+    ).split(),
+    "bayes-trusted": (
+        "train bayes-linreg --data abalone --mode trusted --epsilon 2 --delta "
+        "1e-4 --runs 2 --seed 8 --quiet --out {out}"
+    ).split(),
+    "privacy-epsilon": (
+        "privacy epsilon --noise-multiplier 2.0 --steps 20 --delta 1e-5 --json"
+    ).split(),
+    "reproduce-consensus": "reproduce consensus --quick --quiet --out {out}".split(),
+    "reproduce-bayes": "reproduce bayes-linreg --quick --quiet --out {out}".split(),
 }
 
 #: Keys whose values are measured (time, environment), not computed from the seed.
@@ -281,26 +115,19 @@ APPROXIMATE_VOLATILE = {"bytes_per_round", "setup_bytes", "bytes_sent", "bytes"}
 DPFED = str(Path(sys.executable).with_name("dpfed"))
 
 
-def _strip(value):
+def _strip(value, digits: int | None = None):
+    """``value`` without its measured fields; with ``digits``, its floats to that many
+    significant digits and without the ciphertexts' sizes (an approximate command's)."""
+    dropped = VOLATILE if digits is None else VOLATILE | APPROXIMATE_VOLATILE
     if isinstance(value, dict):
         return {
-            k: _strip(v)
+            k: _strip(v, digits)
             for k, v in value.items()
-            if k not in VOLATILE and not k.endswith("_seconds")
+            if k not in dropped and not k.endswith("_seconds")
         }
     if isinstance(value, list):
-        return [_strip(v) for v in value]
-    return value
-
-
-def _approximate(value, digits: int):
-    if isinstance(value, dict):
-        return {
-            k: _approximate(v, digits) for k, v in value.items() if k not in APPROXIMATE_VOLATILE
-        }
-    if isinstance(value, list):
-        return [_approximate(v, digits) for v in value]
-    if isinstance(value, float):
+        return [_strip(v, digits) for v in value]
+    if isinstance(value, float) and digits is not None:
         return float(f"{value:.{digits}g}")
     return value
 
@@ -310,10 +137,7 @@ def _digest_output(out: Path, digits: int | None = None) -> str:
     files = sorted(out.rglob("*.json")) if out.is_dir() else [out]
     for f in files:
         h.update(f.name.encode())
-        value = _strip(json.loads(f.read_text()))
-        if digits is not None:
-            value = _approximate(value, digits)
-        h.update(json.dumps(value, sort_keys=True).encode())
+        h.update(json.dumps(_strip(json.loads(f.read_text()), digits), sort_keys=True).encode())
     return h.hexdigest()
 
 
