@@ -196,14 +196,18 @@ class KeyHolder:
             )
         )
 
-    def public_bytes(self) -> bytes:
+    def public_bytes(self, rotations: bool = True) -> bytes:
         """The public key and Galois keys, serialised (no secret key: SEAL writes only what
-        is asked for, and :meth:`PublicContext.from_bytes` refuses a context that has one)."""
+        is asked for, and :meth:`PublicContext.from_bytes` refuses a context that has one).
+
+        ``rotations=False`` leaves the Galois keys out: enough to encrypt, add and multiply by
+        plaintexts (a fold of powers, :func:`fold_powers`), not to sum a vector's slots; 1 MB
+        instead of 118 MB at ``N = 16384``."""
         return bytes(
             self._context.serialize(
                 save_public_key=True,
                 save_secret_key=False,
-                save_galois_keys=True,
+                save_galois_keys=rotations,
                 save_relin_keys=False,
             )
         )

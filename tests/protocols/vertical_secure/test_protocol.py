@@ -237,6 +237,16 @@ def test_three_parties_run_the_ckks_protocol_as_its_simulation():
     assert [c.block for c in secure.costs[:3]] == [0, 1, 2]
 
 
+def test_only_an_evaluator_under_a_key_gets_its_rotation_keys():
+    """Party 1's key serves block 0 (the label holder evaluates); the label holder's every
+    other block: every passive party evaluates its own under it, and folds under party 1's."""
+    from dpfed.protocols.vertical_secure.party import needs_rotations
+
+    assert [needs_rotations(p, 1, 4) for p in (0, 2, 3)] == [True, False, False]
+    assert [needs_rotations(p, 0, 4) for p in (1, 2, 3)] == [True, True, True]
+    assert needs_rotations(0, 1, 2) and needs_rotations(1, 0, 2)
+
+
 def test_a_third_party_adds_its_scores_to_every_other_block_update():
     """The simulation's residual of each block is the polynomial of all three parties'
     scores: a third party whose columns carry the signal makes the model learn."""

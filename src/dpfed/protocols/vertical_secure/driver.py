@@ -28,6 +28,7 @@ from dpfed.protocols.vertical_secure.party import (
     block_update,
     bounded_rows,
     exchange_order,
+    needs_rotations,
 )
 from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.protocols.vertical_secure.weighting import (
@@ -170,9 +171,12 @@ def open_parties(
     if backend == "ckks":
         for holder in (parties[k] for k in KEY_HOLDERS):
             assert holder.keys is not None
-            data = holder.keys.public_bytes()
+            full, folding = holder.keys.public_bytes(), holder.keys.public_bytes(False)
             for me in parties:
                 if me is not holder:
+                    data = (
+                        full if needs_rotations(me.index, holder.index, len(parties)) else folding
+                    )
                     setup_bytes += len(data)
                     me.publics[holder.index] = ckks.PublicContext.from_bytes(data)
         assert label.keys is not None

@@ -287,6 +287,13 @@ def exchange_order(evaluator: int, parties: int) -> tuple[int, tuple[int, ...]]:
     return holder, tuple(k for k in range(parties) if k not in (evaluator, holder))
 
 
+def needs_rotations(party: int, holder: int, parties: int) -> bool:
+    """Whether ``party`` needs key holder ``holder``'s Galois keys: only to evaluate its own
+    block's gradient under that key (a sum over slots); a folder multiplies by plaintexts
+    only and gets the public key alone."""
+    return exchange_order(party, parties)[0] == holder
+
+
 def encrypted_powers(
     holder: SecureParty,
     folders: tuple[SecureParty, ...] | list[SecureParty],

@@ -68,6 +68,7 @@ from dpfed.protocols.vertical_secure.party import (
     SecureParty,
     encrypted_gradient,
     exchange_order,
+    needs_rotations,
     released_gradient,
     take_gradient,
 )
@@ -252,12 +253,15 @@ class SecureRole(WeighingSteps, CheckpointedRole):
         party, keys = self.party, self.party.keys
         out: list[Message] = []
         if keys is not None:  # in pieces: 118 MB at N = 16384, above a message's limit
-            whole = self.outbox.kept("public", lambda: [keys.public_bytes()])[0]
             piece = max(1, self.max_bytes // 4)
-            public = [whole[at : at + piece] for at in range(0, len(whole), piece)]
             for other in range(self.k):
-                if other != self.index:
-                    out += self._parts(other, "public", self.index, 0, public)
+                if other == self.index:
+                    continue
+                rotations = needs_rotations(other, self.index, self.k)  # else: a folder's
+                name = "public" if rotations else "public-folding"
+                whole = self.outbox.kept(name, lambda r=rotations: [keys.public_bytes(r)])[0]
+                public = [whole[at : at + piece] for at in range(0, len(whole), piece)]
+                out += self._parts(other, "public", self.index, 0, public)
         if self.index == 0:
             assert party.y is not None and keys is not None
             y = party.y
