@@ -12,6 +12,7 @@ from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
 from dpfed._validation import DpfedInputError
+from dpfed.privacy import accountants
 from dpfed.privacy.accounting import (
     ACCOUNTANTS,
     MECHANISMS,
@@ -30,7 +31,6 @@ from dpfed.privacy.accounting import (
     gaussian_epsilon_heterogeneous,
     gaussian_releases_epsilon,
     moments_accountant_epsilon,
-    pure_epsilon,
     release_event,
     releases_epsilon,
     releases_event,
@@ -700,20 +700,26 @@ def test_bad_releases_are_refused(item, match):
         releases_epsilon([item], 1e-5)
 
 
-def test_release_events_are_dp_accounting_events():
-    eps = 0.7
-    rr = release_event(Release("l2_laplace", 1.0 / eps))
-    assert isinstance(rr, dp_accounting.RandomizedResponseDpEvent) and rr.num_buckets == 2
-    assert math.log(2.0 / rr.noise_parameter - 1.0) == pytest.approx(eps)
+def test_release_events_are_dp_accounting_events_or_ours():
+    laplace = release_event(Release("l2_laplace", 4.0))
+    assert isinstance(laplace, dp_accounting.DpEvent)
+    assert isinstance(laplace, accountants.L2LaplaceDpEvent) and laplace.noise_multiplier == 4.0
+    ring = release_event(Release("discrete_gaussian", 3.0))
+    assert isinstance(ring, accountants.DiscreteGaussianDpEvent) and ring.noise_multiplier == 3.0
     assert release_event(as_release(2.5)) == dp_accounting.GaussianDpEvent(2.5)
     composed = releases_event([2.0, ("l2_laplace", 4.0), 2.0])
     assert composed == dp_accounting.ComposedDpEvent(
         [
             dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(2.0), 2),
-            dp_accounting.SelfComposedDpEvent(release_event(Release("l2_laplace", 4.0)), 1),
+            dp_accounting.SelfComposedDpEvent(laplace, 1),
         ]
     )
-    assert pure_epsilon(Release("l2_laplace", 4.0)) == 0.25
+    # RDP reads a pure 1/z-DP release as the binary randomized response at epsilon 1/z
+    rr = RdpAccountant(neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    rr.compose(dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(0.25)), 2), 3)
+    assert releases_epsilon([("l2_laplace", 4.0)] * 3, 1e-5, "rdp") == pytest.approx(
+        rr.get_epsilon(1e-5), rel=1e-12
+    )
     assert set(PURE_MECHANISMS) <= set(MECHANISMS)
 
 

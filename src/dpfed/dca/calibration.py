@@ -47,6 +47,7 @@ import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.dca.discrete_noise import ring_sigma2
+from dpfed.privacy.accountants import accountant_names, smallest_certifying
 from dpfed.privacy.accounting import (
     calibrate_noise_multiplier,
     classic_gaussian_sigma,
@@ -67,7 +68,7 @@ __all__ = [
 ]
 
 #: Calibrations of :math:`\sigma_{std}` offered by :func:`calibrate_dca`.
-DCA_METHODS = ("pld", "rdp", "classic")
+DCA_METHODS = (*accountant_names(numerical=True), "classic")
 
 
 @dataclass(frozen=True)
@@ -381,7 +382,8 @@ def calibrate_dca_discrete(
     fractional_bits: int,
 ) -> float:
     r"""The smallest client noise :math:`\sigma_c` whose :func:`dca_discrete_epsilon` is at
-    most ``epsilon``, by bisection (relative precision :math:`10^{-9}`), starting from the
+    most ``epsilon``, by bisection (relative precision :math:`10^{-9}`,
+    :func:`dpfed.privacy.accountants.smallest_certifying`), starting from the
     continuous calibration's :math:`\sigma_c` (which the discrete RDP bound exceeds by a few
     per cent: RDP against PLD, docs/privacy.md).
 
@@ -398,13 +400,4 @@ def calibrate_dca_discrete(
             std, l2_sensitivity, n_clients, tolerated, delta, dim, fractional_bits
         )
 
-    lo, hi = start * 0.5, start
-    while spent(hi) > eps:
-        lo, hi = hi, hi * 2.0
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if spent(mid) > eps:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return smallest_certifying(spent, eps, bracket=(start * 0.5, start), rtol=1e-9)

@@ -77,6 +77,7 @@ import math
 from dataclasses import dataclass
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
+from dpfed.privacy.accountants import get_accountant
 from dpfed.privacy.accounting import (
     calibrate_noise_multiplier,
     check_accountant,
@@ -446,34 +447,6 @@ class ConsensusCalibration:
         return self.noise_multiplier * check_positive("l2_sensitivity", l2_sensitivity)
 
 
-def _moments_multiplier(epsilon: float, delta: float, steps: int) -> float:
-    r"""Invert the moments closed form: smallest :math:`z` with total :math:`\le \varepsilon`.
-
-    With :math:`S = T/z^2` (so :math:`A = S/2`) and :math:`L = \ln(1/\delta)`, the closed form is
-    :math:`S/2 + \sqrt{2SL}` for :math:`S \le 2L` and :math:`S + L` otherwise; both are
-    increasing in :math:`S` and meet at :math:`S = 2L`, :math:`\varepsilon = 3L`. Hence
-
-    .. math::
-
-        S = \begin{cases}
-            \big(\sqrt{2(L + \varepsilon)} - \sqrt{2L}\big)^2 & \varepsilon \le 3L,\\
-            \varepsilon - L & \varepsilon > 3L,
-        \end{cases}
-        \qquad z = \sqrt{T/S}.
-    """
-    big_l = math.log(1.0 / delta)
-    if epsilon <= 3.0 * big_l:
-        root = math.sqrt(2.0 * (big_l + epsilon)) - math.sqrt(2.0 * big_l)
-        s = root * root
-    else:
-        s = epsilon - big_l
-    z = math.sqrt(steps / s)
-    # Guard against rounding: the certified figure must not exceed the target.
-    while moments_accountant_epsilon(z, steps, delta) > epsilon:
-        z *= 1.0 + 1e-12
-    return z
-
-
 def calibrate_consensus(
     epsilon: float,
     delta: float,
@@ -485,7 +458,10 @@ def calibrate_consensus(
 ) -> ConsensusCalibration:
     r"""Per-round noise multiplier for a target total :math:`(\varepsilon, \delta)` over T rounds.
 
-    ``"moments"`` inverts the paper's closed form exactly (:func:`_moments_multiplier`):
+    Every accountant calibrates through the registry
+    (:func:`dpfed.privacy.accounting.calibrate_noise_multiplier`). ``"moments"`` inverts the
+    paper's closed form exactly
+    (:meth:`dpfed.privacy.accountants.MomentsAccountant.calibrate`):
 
     .. math::
 
@@ -493,9 +469,9 @@ def calibrate_consensus(
         \quad (\varepsilon \le 3L), \qquad
         z = \sqrt{T / (\varepsilon - L)} \quad (\varepsilon > 3L), \qquad L = \ln(1/\delta);
 
-    every other accountant uses :func:`dpfed.privacy.accounting.calibrate_noise_multiplier`
-    (the smallest :math:`z` whose epsilon is at most the target; ``"basic"`` and ``"advanced"``
-    refuse a target that would need a per-round epsilon above 1). The per-round reading
+    the others give the smallest :math:`z` whose epsilon is at most the target (``"basic"``
+    and ``"advanced"`` refuse a target that would need a per-round epsilon above 1). The
+    per-round reading
     :math:`(\varepsilon_s, \delta_s)` of the same noise is reported for the paper's formula
     :func:`consensus_sigma`, beside the certified total; it is a guarantee only where
     :attr:`ConsensusCalibration.classic_valid`.
@@ -537,15 +513,14 @@ def calibrate_consensus(
     acc = check_accountant(accountant)
     d_step = d / t if delta_step is None else check_open_unit("delta_step", delta_step)
     c = check_int("coordinates", coordinates, minimum=0)
-    if acc == "moments":
-        z = _moments_multiplier(eps, d, t)
-        certified = gaussian_epsilon(z, t, d, accountant=acc)
-    else:
-        z = calibrate_noise_multiplier(eps, calibration_delta(d, c, eps), t, accountant=acc)
+    coupled = get_accountant(acc).coupled
+    z = calibrate_noise_multiplier(
+        eps, calibration_delta(d, c, eps) if coupled else d, t, accountant=acc
+    )
+    certified = gaussian_releases_epsilon([z] * t, d, acc, coordinates=c)
+    if certified > eps:  # the coupling is too large at this epsilon: RDP reports
+        z = calibrate_noise_multiplier(eps, d, t, accountant="rdp")
         certified = gaussian_releases_epsilon([z] * t, d, acc, coordinates=c)
-        if certified > eps:  # the coupling is too large at this epsilon: RDP reports
-            z = calibrate_noise_multiplier(eps, d, t, accountant="rdp")
-            certified = gaussian_releases_epsilon([z] * t, d, acc, coordinates=c)
     if certified > eps:  # pragma: no cover - calibrate_noise_multiplier guarantees this
         raise DpfedInputError(
             f"calibration failed: noise multiplier {z} certifies epsilon {certified} > {eps}."

@@ -35,6 +35,7 @@ from dpfed.core.rows import (
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
+from dpfed.privacy.accountants import accountant_names
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.coupling import SAMPLER
 from dpfed.privacy.gaussian import GaussianRelease
@@ -51,7 +52,9 @@ from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_ex
 from dpfed.runtime.progress import progress_bar
 
 CONSENSUS_MECHANISMS = ("none", "gaussian")
-CONSENSUS_ACCOUNTANTS = ("pld", "rdp", "moments")
+#: The accountants a consensus job may use: those that hold at every noise multiplier (the
+#: classical ones would refuse most calibrations).
+CONSENSUS_ACCOUNTANTS = accountant_names(classic=False)
 SERVER = "server"
 
 

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, Matrix, with_intercept
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
 from dpfed.parameters import param
+from dpfed.privacy.accountants import accountant_names, calibrate, releases_event
 from dpfed.privacy.accounting import (
     Release,
     analytic_gaussian_multiplier,
@@ -67,7 +68,12 @@ from dpfed.protocols.vertical.weighting import (
 from dpfed.runtime.disclosure import exact_values, in_process_seed_note, with_exact_values
 from dpfed.runtime.progress import progress_bar
 
-VERTICAL_ACCOUNTANTS = ("pld", "rdp")
+if TYPE_CHECKING:
+    from dpfed.privacy.accountants import DpEvent
+
+#: The accountants a vertical job may use: the numerical ones, which read every release it
+#: makes (Gaussian, l2-Laplace and grid noise) at every noise multiplier.
+VERTICAL_ACCOUNTANTS = accountant_names(numerical=True)
 #: The label holder's acceleration of the rounds: ``none`` (plain ADMM sharing), ``relaxed``
 #: (over-relaxed z- and dual updates), ``anderson`` (over-relaxed, plus safeguarded Anderson
 #: acceleration of the round map).
@@ -609,19 +615,19 @@ def _calibrate_sound(
     extra = STATISTICS_SHARE if statistics else 0.0
     # Gaussian releases compose exactly like one with z^-2 = sum z_i^-2 = (T f + S(1-f)) / z^2:
     # start from the exact analytic-Gaussian multiplier of one release, then let the
-    # accountant have the last word (raise z until it certifies epsilon).
+    # accountant have the last word (the smallest z it certifies at epsilon).
     delta = calibration_delta(cast(float, cfg.delta), coordinates, epsilon)
     z1 = analytic_gaussian_multiplier(epsilon, delta)
-    z = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
-    for _ in range(400):
+
+    def releases(z: float) -> DpEvent:
         zx, zu = split_noise_multiplier(z, f)
         multipliers = (zx,) * steps + (zu,) * score_steps
         if statistics:
             multipliers += (statistics_multiplier(z),)
-        if gaussian_releases_epsilon(multipliers, delta, cfg.accountant) <= epsilon:
-            return z
-        z *= 1.0005 if cfg.accountant == "pld" else 1.01
-    raise DpfedInputError(f"could not calibrate noise for epsilon {cfg.epsilon}.")
+        return releases_event(multipliers)
+
+    start = z1 * math.sqrt(steps * f + score_steps * (1.0 - f) + extra)
+    return calibrate(releases, epsilon, delta, cfg.accountant, start=start)
 
 
 def paper_radius(cfg: VerticalConfig, n_samples: int) -> float:
