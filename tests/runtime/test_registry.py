@@ -130,9 +130,28 @@ def _named_protocols(path: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("module", ["jobfile.py", "leader.py", "party.py", "hosting.py"])
-def test_the_runtime_never_branches_on_a_protocol_name(module):
-    assert _named_protocols(RUNTIME / module) == []
+RUNNING = [*sorted(RUNTIME.glob("*.py")), RUNTIME.parent / "cli" / "net.py"]
+
+
+@pytest.mark.parametrize("path", RUNNING, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_runtime_never_branches_on_a_protocol_name(path):
+    """The runtime and the command that leads any job ask the protocol (its members), never
+    which protocol it is, nor its parameters' names (but the registry's stated default)."""
+    assert _named_protocols(path) == []
+    if path.name != "registry.py":
+        assert '"iterations"' not in path.read_text()
+
+
+def test_the_rules_the_runtime_follows_are_members_of_the_protocol(tmp_path, monkeypatch):
+    monkeypatch.setitem(PROTOCOL_REGISTRY, "echo", f"{__name__}:ECHO")
+    spec = load_job(_job_file(tmp_path, "iterations = 3"))
+    assert ECHO.reporter(spec) == spec.names[0]  # the first party reports rounds
+    assert ECHO.planned_rounds(spec) == 3
+    assert ECHO.planned_rounds(load_job(_job_file(tmp_path, 'mechanism = "none"'))) is None
+    assert ECHO.result_kind == "model"
+    kinds = {name: get_protocol(name).result_kind for name in PROTOCOL_REGISTRY}
+    assert {k for k, v in kinds.items() if v == "aggregate"} == {"secure_sum"}
+    assert set(kinds.values()) == {"model", "aggregate"}
 
 
 def test_a_host_missing_a_member_cannot_be_built():

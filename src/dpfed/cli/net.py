@@ -163,7 +163,7 @@ def run_run_command(args: argparse.Namespace) -> int:
     )
 
     def summary(result: dict) -> None:  # printed at once, before the page's last seconds
-        if result["protocol"] == "secure_sum":
+        if leader.protocol.result_kind == "aggregate":
             print_secure_sum(result, args.out)
         else:
             print_result(result, args.out)

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.logs import process_logger
-from dpfed.runtime.registry import RoundReport
+from dpfed.runtime.registry import RoundReport, get_protocol
 
 if TYPE_CHECKING:  # the leader imports this module
     from dpfed.runtime.leader import Leader
@@ -48,8 +48,8 @@ def logs_round(spec: JobSpec, round: int) -> bool:
     Parameters
     ----------
     spec : JobSpec
-        The job; its ``iterations`` parameter, if an integer, is its number of rounds
-        (otherwise every round is shown).
+        The job; its protocol's :meth:`~dpfed.runtime.registry.Protocol.planned_rounds`, if
+        known, is its number of rounds (otherwise every round is shown).
     round : int
         The round, from 1.
 
@@ -58,8 +58,8 @@ def logs_round(spec: JobSpec, round: int) -> bool:
     bool
         Whether the round gets a log line.
     """
-    total = spec.params.get("iterations")
-    if round <= LOG_FIRST_ROUNDS or not isinstance(total, int) or round >= total:
+    total = get_protocol(spec.protocol).planned_rounds(spec)
+    if round <= LOG_FIRST_ROUNDS or total is None or round >= total:
         return True
     return round % max(1, math.ceil(total / LOG_LINES)) == 0
 
@@ -86,8 +86,8 @@ class RoundDisplay:
             return None
 
         spec = self._leader.spec
-        iterations = spec.params.get("iterations")
-        return tqdm(total=iterations, desc=f"job {spec.id}", unit="round", leave=False)
+        rounds = self._leader.protocol.planned_rounds(spec)
+        return tqdm(total=rounds, desc=f"job {spec.id}", unit="round", leave=False)
 
     def show(self, report: RoundReport, bar: Any) -> None:
         """Show the round of ``report`` (already in the history) on ``bar`` or in the log."""

@@ -54,7 +54,7 @@ class ReportInbox:
             From another party; or a frame that is not the report of the next round.
         """
         spec = self._leader.spec
-        holder = spec.names[0]
+        holder = self._leader.protocol.reporter(spec)
         if peer != holder:
             raise Refused(
                 grpc.StatusCode.PERMISSION_DENIED,

@@ -38,6 +38,7 @@ from typing import Any
 from dpfed._validation import DpfedInputError
 from dpfed.runtime.checkpoint import load_checkpoint
 from dpfed.runtime.jobspec import JobSpec
+from dpfed.runtime.registry import get_protocol
 
 __all__ = ["MONITOR_KEEP", "JobView", "MonitorServer", "checkpoint_view", "parse_address"]
 
@@ -81,14 +82,13 @@ class JobView:
 
     def __init__(self, spec: JobSpec) -> None:
         self._lock = threading.Lock()
-        iterations = spec.params.get("iterations")
         self._state: dict[str, Any] = {
             "job": spec.id,
             "protocol": spec.protocol,
             "state": "opening",
             "message": None,
             "warning": None,
-            "rounds_planned": int(iterations) if isinstance(iterations, int) else None,
+            "rounds_planned": get_protocol(spec.protocol).planned_rounds(spec),
             "history": [],
             "parties": {
                 p.name: {

@@ -159,6 +159,23 @@ class Protocol(ABC):
         """Whether ``[params]`` asks for a privacy mechanism (then exact figures stay home
         unless ``[job].evaluate = "full"``)."""
 
+    #: How a command line summarises the job's result: ``"model"`` (a trained model's figures)
+    #: or ``"aggregate"`` (a released aggregate, as the secure sum's).
+    result_kind: str = "model"
+
+    def reporter(self, spec: JobSpec) -> str:
+        """The party that sends the leader the round reports (:attr:`report`); the leader
+        refuses them from any other party. Default: the first ``[[party]]`` (the label holder
+        of a vertical job)."""
+        return spec.names[0]
+
+    def planned_rounds(self, spec: JobSpec) -> int | None:
+        """The job's number of rounds when it is known before the job runs (for the progress
+        bar, the spacing of log lines and the live page), or None. Default: ``[params]
+        iterations`` when it is an integer."""
+        rounds = spec.params.get("iterations")
+        return rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None
+
     def variant(self, params: Mapping[str, Any]) -> str | None:
         """The registered protocol that runs a job of this protocol with ``params`` instead
         (a mode with messages of its own, such as the vertical protocol's secure mode), or

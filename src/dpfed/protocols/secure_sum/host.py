@@ -423,6 +423,7 @@ class SecureSumProtocol(Protocol):
     same_rows = False
     messages = SECURE_SUM_MESSAGES
     report = None
+    result_kind = "aggregate"
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
         if not (any(p.role == "compute" for p in parties) and any(not p.role for p in parties)):
