@@ -26,15 +26,45 @@ def allowing_exact(names) -> dict[str, list[str]]:
 DATALESS_ROLES = {"consensus": "server", "secure_sum": "compute"}
 
 
+def _port_slice() -> range:
+    """This test process's own ports: a slice of those below the kernel's ephemeral range.
+
+    A port found free by binding and closing it could be taken before the party binds it. The
+    ports handed out here cannot be: outgoing connections (the leader's and every gRPC
+    client's) take their local ports from the ephemeral range only, and each pytest-xdist
+    worker draws from its own slice, so no other test process hands out the same port.
+    """
+    try:
+        first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768  # Linux's default
+    low, high = 20000, max(first_ephemeral, 20000 + 1000)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    size = (high - low) // max(workers, 1)
+    return range(low + worker * size, low + (worker + 1) * size)
+
+
+_PORTS = _port_slice()
+_next_port = [_PORTS.start + os.getpid() % len(_PORTS)]
+
+
 def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
+    """``n`` ports no other test process hands out and nothing listens on now (the next ones
+    of this process's slice, :func:`_port_slice`, in turn)."""
+    ports: list[int] = []
+    for _ in range(len(_PORTS)):
+        if len(ports) == n:
+            break
+        port = _next_port[0]
+        _next_port[0] = port + 1 if port + 1 < _PORTS.stop else _PORTS.start
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # another program listens there
+        ports.append(port)
+    assert len(ports) == n, f"no {n} free ports in {_PORTS}"
     return ports
 
 

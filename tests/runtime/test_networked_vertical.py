@@ -450,14 +450,22 @@ def test_a_job_whose_party_was_never_reached_reruns_with_budgets_once_it_is_up(n
         "protect_label_holder": True,
     }  # the rule's rounds; every party releases
     job = netjob(BREAST_CANCER_3, params=params, budgets=budgets, job={"round_timeout": 6.0})
+
+    def serving(times: int, names) -> bool:
+        return all(job.log(n).count("serving job") >= times for n in names)
+
     for name in ("label", "bank"):
         job.start_party(name)
+    # both serve before the leader starts: on a loaded machine one still starting would be the
+    # party the leader names first, within the job's 6 s
+    assert wait_for(lambda: serving(1, ("label", "bank")), timeout=120)
     first = job.run()
     assert first.returncode == 4, first.stderr
     assert "--name shop" in first.stderr
     assert job.wait_parties() == {"label": 1, "bank": 1}
     assert "budget reservation is withdrawn and the job can run again" in job.log("bank")
     job.start_parties()
+    assert wait_for(lambda: serving(2, ("label", "bank")) and serving(1, ("shop",)), timeout=120)
     again = job.run()
     assert again.returncode == 0, again.stderr + "".join(job.log(n) for n in job.names)
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
