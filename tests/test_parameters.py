@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.parameters import (
+    Interval,
     add_config_arguments,
+    check_params,
     config_from_table,
     config_kwargs,
     job_parameters,
@@ -40,6 +42,57 @@ def test_every_field_is_declared_once_with_help(config):
 @pytest.mark.parametrize("config", CONFIGS)
 def test_one_vocabulary_the_noise_seed_is_the_only_secret(config):
     assert secret_parameters(config) == ["seed"]
+
+
+@dataclass(frozen=True)
+class Ranged:
+    count: int = param(1, help="at least one", interval=(1, None), closed="left")
+    share: float = param(0.5, help="in (0, 1)", interval=(0, 1))
+    weight: float = param(0.0, help="at least 0", interval=(0, None), closed="left")
+    ratio: float | None = param(help="in (0, 2]", interval=(0, 2), closed="right")
+    kind: str = param("a", help="a or b", choices=("a", "b"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"count": 0}, r"count must be an integer >= 1\. Found 0"),
+        ({"count": 1.5}, r"count must be an integer\. Found 1\.5"),
+        ({"share": 1.0}, r"share must be in the open interval \(0, 1\)\. Found 1\.0"),
+        ({"weight": -1e-9}, r"weight must be a finite number >= 0\. Found -1e-09"),
+        ({"ratio": 0.0}, r"ratio must be a finite number in \(0, 2\]\. Found 0\.0"),
+        ({"ratio": float("nan")}, r"ratio must be a finite number in \(0, 2\]"),
+        ({"kind": "c"}, r"kind must be one of \('a', 'b'\)\. Found 'c'"),
+    ],
+)
+def test_a_value_outside_its_declaration_is_refused_by_name(change, message):
+    check_params(Ranged(ratio=2.0))  # the closed end belongs to the interval; None passes
+    check_params(Ranged())
+    with pytest.raises(DpfedInputError, match=message):
+        check_params(replace(Ranged(), **change))
+
+
+def test_an_interval_names_its_ends():
+    with pytest.raises(ValueError, match="closed must be one of"):
+        Interval(0, 1, "open")
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "value", "message"),
+    [
+        (VerticalConfig, "lam", -1.0, r"lam must be a finite number >= 0"),
+        (VerticalConfig, "accountant", "moments", r"accountant must be one of \('pld', 'rdp'\)"),
+        (VerticalConfig, "inner_iterations", 0, r"inner_iterations must be an integer >= 1"),
+        (VerticalConfig, "intercept_scale", 1.0, r"intercept_scale must be in the open int"),
+        (ConsensusConfig, "average_last", 0, r"average_last must be an integer >= 1"),
+        (ConsensusConfig, "accountant", "basic", r"one of \('pld', 'rdp', 'moments'\)"),
+        (DecentralizedConfig, "eta", 0.0, r"eta must be a finite number > 0"),
+        (DecentralizedConfig, "delta", 1.0, r"delta must be in the open interval"),
+    ],
+)
+def test_every_config_checks_its_fields_against_their_declarations(config, field, value, message):
+    with pytest.raises(DpfedInputError, match=message):
+        replace(config(), **{field: value}).validated()
 
 
 def test_the_registered_protocols_take_their_job_parameters_from_the_configs():

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dpfed._validation import DpfedInputError
+from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 
 _KEY = "dpfed"
 
@@ -44,12 +44,70 @@ class ParamInfo:
         The values a text parameter takes.
     metavar : tuple of str or None
         Names of a fixed-length tuple's values on the command line.
+    interval : Interval or None
+        The range of a number (:func:`check_params` enforces it).
     """
 
     help: str
     public: bool = True
     choices: tuple[str, ...] | None = None
     metavar: tuple[str, ...] | None = None
+    interval: Interval | None = None
+
+
+#: Which ends of an :class:`Interval` belong to it.
+CLOSED = ("neither", "left", "right", "both")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The range of a numeric parameter, in the manner of scikit-learn's parameter
+    constraints: ``low`` and ``high`` (None: unbounded) and which ends are ``closed``.
+
+    Attributes
+    ----------
+    low, high : float or None
+    closed : {"neither", "left", "right", "both"}
+    """
+
+    low: float | None
+    high: float | None
+    closed: str = "neither"
+
+    def __post_init__(self) -> None:
+        if self.closed not in CLOSED:
+            raise ValueError(f"closed must be one of {CLOSED}. Found {self.closed!r}.")
+
+    def check(self, name: str, value: Any, kind: type) -> None:
+        """Raise :class:`DpfedInputError` naming ``name`` if ``value`` (an ``int`` or a
+        ``float`` parameter's) is not a finite number of this interval."""
+        left = self.closed in ("left", "both")
+        right = self.closed in ("right", "both")
+        if kind is int and self.high is None and self.low is not None and left:
+            check_int(name, value, minimum=int(self.low))
+            return
+        if kind is int:
+            check_int(name, value, minimum=-(2**63))
+        if (self.low, self.high) == (0, None) and kind is float:
+            check_positive(name, value, allow_zero=left)
+            return
+        if (self.low, self.high, self.closed) == (0, 1, "neither"):
+            check_open_unit(name, value)
+            return
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise DpfedInputError(f"{name} must be a number. Found {value!r}.") from None
+        inside = math.isfinite(v)
+        if self.low is not None:
+            inside = inside and (v >= self.low if left else v > self.low)
+        if self.high is not None:
+            inside = inside and (v <= self.high if right else v < self.high)
+        if not inside:
+            lo = "-inf" if self.low is None else f"{self.low:g}"
+            hi = "inf" if self.high is None else f"{self.high:g}"
+            shown = f"{'[' if left else '('}{lo}, {hi}{']' if right else ')'}"
+            raise DpfedInputError(f"{name} must be a finite number in {shown}. Found {value!r}.")
 
 
 @dataclass(frozen=True)
@@ -134,13 +192,22 @@ def param(
     public: bool = True,
     choices: Iterable[str] | None = None,
     metavar: Iterable[str] | None = None,
+    interval: tuple[float | None, float | None] | None = None,
+    closed: str = "neither",
 ) -> Any:
-    """A configuration field with its default and its :class:`ParamInfo`."""
+    """A configuration field with its default and its :class:`ParamInfo`.
+
+    ``interval=(low, high)`` with ``closed`` declares a number's range (None: unbounded), e.g.
+    ``interval=(0, None)`` for a positive number and ``interval=(1, None), closed="left"`` for
+    an integer of at least 1; ``choices`` the values a text takes. :func:`check_params` then
+    checks them, so a configuration's ``validated()`` keeps only the rules between fields.
+    """
     info = ParamInfo(
         help,
         public,
         None if choices is None else tuple(choices),
         None if metavar is None else tuple(metavar),
+        None if interval is None else Interval(interval[0], interval[1], closed),
     )
     return dataclasses.field(default=default, metadata={_KEY: info})
 
@@ -178,6 +245,27 @@ def parameters(config: type) -> list[Parameter]:
         kind, optional, length = _kind(f.name, hints[f.name])
         out.append(Parameter(f.name, kind, optional, f.default, info, length))
     return out
+
+
+def check_params(config: Any) -> None:
+    """Check every value of the configuration dataclass instance ``config`` against its own
+    declaration: a text against its ``choices``, a number against its ``interval`` (None, the
+    "decided from other values" default of an optional field, passes).
+
+    Raises
+    ------
+    DpfedInputError
+        For the first field, in declaration order, whose value is outside its declaration,
+        naming the field, the value and what was expected.
+    """
+    for p in parameters(type(config)):
+        value = getattr(config, p.name)
+        if value is None:
+            continue
+        if p.info.choices is not None and value not in p.info.choices:
+            raise DpfedInputError(f"{p.name} must be one of {p.info.choices}. Found {value!r}.")
+        if p.info.interval is not None:
+            p.info.interval.check(p.name, value, p.kind)
 
 
 def parameter_names(config: type) -> list[str]:

@@ -20,9 +20,6 @@ from dpfed._validation import (
     DpfedInputError,
     check_binary_labels,
     check_finite_matrix,
-    check_int,
-    check_open_unit,
-    check_positive,
 )
 from dpfed.core.losses import Loss, get_loss, score_metrics
 from dpfed.core.rows import (
@@ -30,11 +27,10 @@ from dpfed.core.rows import (
     Matrix,
     model_rows,
     split_intercept,
-    with_intercept,
 )
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
-from dpfed.parameters import param
+from dpfed.parameters import check_params, param
 from dpfed.privacy.accountants import accountant_names
 from dpfed.privacy.accounting import gaussian_releases_epsilon, moments_accountant_epsilon
 from dpfed.privacy.coupling import SAMPLER
@@ -90,28 +86,35 @@ class ConsensusConfig:
     """
 
     loss: str = param("logistic", help="loss of every client's local problem")
-    lam: float = param(1e-3, help="regulariser weight (eq. 1a)")
-    rho: float = param(1.0, help="ADMM penalty")
-    iterations: int = param(20, help="ADMM rounds")
-    mechanism: str = param("none", help="privacy mechanism", choices=("none", "gaussian"))
-    epsilon: float | None = param(help="target total epsilon of every client")
-    delta: float | None = param(help="target total delta of every client")
-    noise_multiplier: float | None = param(help="instead of epsilon: the per-round multiplier")
-    accountant: str = param(
-        "pld", help="accountant of the total", choices=("pld", "rdp", "moments")
+    lam: float = param(1e-3, help="regulariser weight (eq. 1a)", interval=(0, None))
+    rho: float = param(1.0, help="ADMM penalty", interval=(0, None))
+    iterations: int = param(20, help="ADMM rounds", interval=(1, None), closed="left")
+    mechanism: str = param("none", help="privacy mechanism", choices=CONSENSUS_MECHANISMS)
+    epsilon: float | None = param(help="target total epsilon of every client", interval=(0, None))
+    delta: float | None = param(help="target total delta of every client", interval=(0, 1))
+    noise_multiplier: float | None = param(
+        help="instead of epsilon: the per-round multiplier", interval=(0, None)
     )
+    accountant: str = param("pld", help="accountant of the total", choices=CONSENSUS_ACCOUNTANTS)
     seed: int | None = param(help="seed of the noise (in process or a simulation)", public=False)
     relaxation: float = param(
         1.0, help="over-relaxation alpha in (0, 2) of the average (1: paper 002's ADMM)"
     )
-    average_last: int = param(1, help="the model is the mean of the last k global models")
+    average_last: int = param(
+        1,
+        help="the model is the mean of the last k global models",
+        interval=(1, None),
+        closed="left",
+    )
     fit_intercept: bool = param(
         True,
         help="fit an intercept: every row gets a constant "
         "column (regularised with the other weights)",
     )
     intercept_scale: float = param(
-        DEFAULT_INTERCEPT_SCALE, help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]"
+        DEFAULT_INTERCEPT_SCALE,
+        help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]",
+        interval=(0, 1),
     )
 
     def prepare_rows(self, X: Matrix) -> Matrix:
@@ -129,22 +132,11 @@ class ConsensusConfig:
         return split_intercept(model, fit_intercept=self.fit_intercept, scale=self.intercept_scale)
 
     def validated(self) -> ConsensusConfig:
-        if self.fit_intercept:
-            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
+        """Check every value (each against its declaration, :func:`~dpfed.parameters.
+        check_params`, then the rules between fields); return the config."""
+        check_params(self)
         loss = get_loss(self.loss)
-        check_positive("lam", self.lam)
-        check_positive("rho", self.rho)
-        check_int("iterations", self.iterations, minimum=1)
         check_relaxation(self.relaxation)
-        check_int("average_last", self.average_last, minimum=1)
-        if self.mechanism not in CONSENSUS_MECHANISMS:
-            raise DpfedInputError(
-                f"mechanism must be one of {CONSENSUS_MECHANISMS}. Found {self.mechanism!r}."
-            )
-        if self.accountant not in CONSENSUS_ACCOUNTANTS:
-            raise DpfedInputError(
-                f"accountant must be one of {CONSENSUS_ACCOUNTANTS}. Found {self.accountant!r}."
-            )
         if self.mechanism == "none":
             if self.epsilon is not None or self.noise_multiplier is not None:
                 raise DpfedInputError(
@@ -165,17 +157,11 @@ class ConsensusConfig:
             )
         if self.delta is None:
             raise DpfedInputError("the gaussian mechanism needs delta. Found none.")
-        check_open_unit("delta", self.delta)
         if (self.epsilon is None) == (self.noise_multiplier is None):
             raise DpfedInputError(
                 "the gaussian mechanism takes exactly one of epsilon or noise_multiplier. "
                 f"Found epsilon={self.epsilon}, noise_multiplier={self.noise_multiplier}."
             )
-        if self.epsilon is not None:
-            check_positive("epsilon", self.epsilon)
-        else:
-            # exactly one of the two is given: here the multiplier
-            check_positive("noise_multiplier", cast(float, self.noise_multiplier))
         return self
 
 

@@ -28,8 +28,6 @@ from dpfed._validation import (
     DpfedInputError,
     check_binary_labels,
     check_finite_matrix,
-    check_int,
-    check_open_unit,
     check_positive,
 )
 from dpfed.core.local import LocalProblem, solve_local
@@ -39,11 +37,10 @@ from dpfed.core.rows import (
     Matrix,
     model_rows,
     split_intercept,
-    with_intercept,
 )
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, engine_block, engine_summary, get_engine
-from dpfed.parameters import param
+from dpfed.parameters import check_params, param
 from dpfed.privacy.noise_source import simulation_generator
 from dpfed.protocols.decentralized.calibration import SCHEDULES, alpha_schedule, decentralized_total
 from dpfed.protocols.decentralized.roles import PERTURBATIONS, DecentralizedNode
@@ -78,18 +75,20 @@ class DecentralizedConfig:
     """
 
     loss: str = param("logistic", help="loss of every node's local problem")
-    loss_scale: float = param(1750.0, help="C^R, the weight of the loss")
-    rho: float = param(10**-2.5, help="regulariser weight")
-    eta: float = param(1.0, help="ADMM penalty")
-    iterations: int = param(100, help="ADMM rounds")
+    loss_scale: float = param(1750.0, help="C^R, the weight of the loss", interval=(0, None))
+    rho: float = param(10**-2.5, help="regulariser weight", interval=(0, None))
+    eta: float = param(1.0, help="ADMM penalty", interval=(0, None))
+    iterations: int = param(100, help="ADMM rounds", interval=(1, None), closed="left")
     perturbation: str = param("none", help="privacy mechanism", choices=PERTURBATIONS)
-    alpha: float | None = param(help="per-round privacy of every broadcast")
+    alpha: float | None = param(help="per-round privacy of every broadcast", interval=(0, None))
     node_alphas: tuple[float, ...] | None = param(
         help="instead of alpha: one first-round privacy per node (nodes in graph order)"
     )
     schedule: str = param("constant", help="how alpha moves over rounds", choices=SCHEDULES)
     rate: float | None = param(help="ratio of the geometric schedule")
-    delta: float | None = param(help="also bound the total by advanced composition")
+    delta: float | None = param(
+        help="also bound the total by advanced composition", interval=(0, 1)
+    )
     seed: int | None = param(help="seed of the noise (in process or a simulation)", public=False)
     fit_intercept: bool = param(
         True,
@@ -97,7 +96,9 @@ class DecentralizedConfig:
         "column (regularised with the other weights)",
     )
     intercept_scale: float = param(
-        DEFAULT_INTERCEPT_SCALE, help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]"
+        DEFAULT_INTERCEPT_SCALE,
+        help="c in (0, 1): rows become [sqrt(1 - c^2) x, c]",
+        interval=(0, 1),
     )
 
     def __post_init__(self) -> None:
@@ -116,21 +117,14 @@ class DecentralizedConfig:
         return split_intercept(model, fit_intercept=self.fit_intercept, scale=self.intercept_scale)
 
     def validated(self) -> DecentralizedConfig:
-        if self.fit_intercept:
-            with_intercept(np.zeros((1, 1)), self.intercept_scale)  # checks c in (0, 1)
+        """Check every value (each against its declaration, :func:`~dpfed.parameters.
+        check_params`, then the rules between fields); return the config."""
+        check_params(self)
         loss = get_loss(self.loss)
         if self.loss != "logistic" and self.perturbation != "none":
             raise DpfedInputError(
                 "DVP and PVP are calibrated for the logistic loss (|L'| <= 1, L'' <= 1/4). "
                 f"Found {loss.name!r}."
-            )
-        check_positive("loss_scale", self.loss_scale)
-        check_positive("rho", self.rho)
-        check_positive("eta", self.eta)
-        check_int("iterations", self.iterations, minimum=1)
-        if self.perturbation not in PERTURBATIONS:
-            raise DpfedInputError(
-                f"perturbation must be one of {PERTURBATIONS}. Found {self.perturbation!r}."
             )
         if self.perturbation == "none":
             for key in ("alpha", "node_alphas"):
@@ -142,15 +136,11 @@ class DecentralizedConfig:
             )
         elif self.alpha is not None and self.node_alphas is not None:
             raise DpfedInputError("give alpha or node_alphas, not both.")
-        elif self.alpha is not None:
-            check_positive("alpha", self.alpha)
-        else:
+        elif self.alpha is None:
             if not self.node_alphas:
                 raise DpfedInputError("node_alphas needs one alpha per node. Found none.")
             for p, a in enumerate(self.node_alphas):
                 check_positive(f"node_alphas[{p}]", a)
-        if self.delta is not None:
-            check_open_unit("delta", self.delta)
         return self
 
     def alpha_schedules(self, n_nodes: int) -> np.ndarray | None:

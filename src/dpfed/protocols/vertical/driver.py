@@ -19,8 +19,6 @@ from dpfed._validation import (
     DpfedInputError,
     check_binary_labels,
     check_finite_matrix,
-    check_int,
-    check_open_unit,
     check_positive,
     check_same_rows,
 )
@@ -30,7 +28,7 @@ from dpfed.core.regularizers import get_regularizer
 from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, Matrix, with_intercept
 from dpfed.core.threads import vector_work
 from dpfed.engines import Engine, EngineReport, engine_block, engine_summary, get_engine
-from dpfed.parameters import param
+from dpfed.parameters import check_params, param
 from dpfed.privacy.accountants import accountant_names, calibrate, releases_event
 from dpfed.privacy.accounting import (
     Release,
@@ -172,21 +170,32 @@ class VerticalConfig:
     regularizer: str = param(
         "l2", help="regulariser of every party's block", choices=("l2", "l1", "elasticnet")
     )
-    lam: float = param(1e-4, help="regularisation weight of the averaged objective")
-    rho: float | None = param(help="ADMM penalty (summed-loss form)")
-    iterations: int | None = param(
-        help="ADMM rounds (default 20, or the sound mechanism's public rule)"
+    lam: float = param(
+        1e-4,
+        help="regularisation weight of the averaged objective",
+        interval=(0, None),
+        closed="left",
     )
-    mechanism: str = param("none", help="privacy mechanism", choices=("none", "paper", "sound"))
-    epsilon: float | None = param(help="target total epsilon")
-    delta: float | None = param(help="target total delta")
+    rho: float | None = param(help="ADMM penalty (summed-loss form)", interval=(0, None))
+    iterations: int | None = param(
+        help="ADMM rounds (default 20, or the sound mechanism's public rule)",
+        interval=(1, None),
+        closed="left",
+    )
+    mechanism: str = param("none", help="privacy mechanism", choices=MECHANISMS)
+    epsilon: float | None = param(help="target total epsilon", interval=(0, None))
+    delta: float | None = param(help="target total delta", interval=(0, 1))
     noise_multiplier: float | None = param(
-        help="instead of epsilon: the sound mechanism's per-round noise multiplier"
+        help="instead of epsilon: the sound mechanism's per-round noise multiplier",
+        interval=(0, None),
     )
     noise_sigma: float | None = param(
-        help="instead of epsilon: the paper mechanism's sigma (absolute noise scale)"
+        help="instead of epsilon: the paper mechanism's sigma (absolute noise scale)",
+        interval=(0, None),
     )
-    accountant: str = param("pld", help="accountant of the sound mechanism", choices=("pld", "rdp"))
+    accountant: str = param(
+        "pld", help="accountant of the sound mechanism", choices=VERTICAL_ACCOUNTANTS
+    )
     seed: int | None = param(
         help="seed of every party's noise (in process or a simulation)", public=False
     )
@@ -199,18 +208,27 @@ class VerticalConfig:
         help="the sound mechanism's enforced bounds (default: a public rule of epsilon and N)"
     )
     model_fraction: float | None = param(
-        help="share of each round's budget spent on the model release (sound)"
+        help="share of each round's budget spent on the model release (sound)",
+        interval=(0, 1),
     )
     protect_label_holder: bool = param(
         False, help="also protect the label holder's rows and labels (sound)"
     )
-    b1: float | None = param(help="the paper mechanism's radius of x, y and z (default 5 sqrt N)")
-    warm_start_rounds: int | None = param(
-        help="local-only rounds of the label holder before the first broadcast"
+    b1: float | None = param(
+        help="the paper mechanism's radius of x, y and z (default 5 sqrt N)", interval=(0, None)
     )
-    inner_iterations: int = param(100, help="iterations of an inexact x-update")
+    warm_start_rounds: int | None = param(
+        help="local-only rounds of the label holder before the first broadcast",
+        interval=(0, None),
+        closed="left",
+    )
+    inner_iterations: int = param(
+        100, help="iterations of an inexact x-update", interval=(1, None), closed="left"
+    )
     score_rounds: int | None = param(
-        help="sound: rounds 1..score_rounds release scores (default T - 1)"
+        help="sound: rounds 1..score_rounds release scores (default T - 1)",
+        interval=(0, None),
+        closed="left",
     )
     acceleration: str | None = param(
         help="the label holder's acceleration of the rounds (default: anderson without noise, "
@@ -228,19 +246,20 @@ class VerticalConfig:
     intercept_scale: float = param(
         DEFAULT_INTERCEPT_SCALE,
         help="c in (0, 1): the label holder's rows become [sqrt(1 - c^2) x, c R], R their bound",
+        interval=(0, 1),
     )
 
     def validated(self) -> VerticalConfig:
-        """Check every value; return the config with defaults resolved."""
+        """Check every value (each against its declaration, :func:`~dpfed.parameters.
+        check_params`, then the rules between fields); return the config with defaults
+        resolved."""
+        check_params(self)
         fit_intercept, loss = _check_objective(self)
         iterations, model_fraction = _resolve_rounds(self)
-        _check_choices(self)
         rho = _resolve_rho(self, loss)
         private = _check_budget(self)
         adaptive = _check_protection(self, loss, private)
         acceleration, warm = _resolve_acceleration(self, private)
-        if self.b1 is not None:
-            check_positive("b1", self.b1)
         weighting = _resolve_weighting(self, loss)
         return replace(
             self,
@@ -267,7 +286,6 @@ def _check_objective(cfg: VerticalConfig) -> tuple[bool, Loss]:
         with_intercept(np.zeros((1, 1)), cfg.intercept_scale)  # checks c in (0, 1)
     loss = get_loss(cfg.loss)
     get_regularizer(cfg.regularizer)
-    check_positive("lam", cfg.lam, allow_zero=True)
     return fit_intercept, loss
 
 
@@ -282,23 +300,10 @@ def _resolve_rounds(cfg: VerticalConfig) -> tuple[int, float]:
     iterations = cfg.iterations
     if iterations is None:
         iterations = rule.iterations if rule is not None else 20
-    check_int("iterations", iterations, minimum=1)
     model_fraction = cfg.model_fraction
     if model_fraction is None:
         model_fraction = rule.model_fraction if rule is not None else 0.5
-    if cfg.score_rounds is not None:
-        check_int("score_rounds", cfg.score_rounds, minimum=0)
     return iterations, model_fraction
-
-
-def _check_choices(cfg: VerticalConfig) -> None:
-    """The mechanism's and the accountant's names."""
-    if cfg.mechanism not in MECHANISMS:
-        raise DpfedInputError(f"mechanism must be one of {MECHANISMS}. Found {cfg.mechanism!r}.")
-    if cfg.accountant not in VERTICAL_ACCOUNTANTS:
-        raise DpfedInputError(
-            f"accountant must be one of {VERTICAL_ACCOUNTANTS}. Found {cfg.accountant!r}."
-        )
 
 
 def _resolve_rho(cfg: VerticalConfig, loss: Loss) -> float:
@@ -314,14 +319,6 @@ def _resolve_rho(cfg: VerticalConfig, loss: Loss) -> float:
 
 def _check_budget(cfg: VerticalConfig) -> bool:
     """Epsilon, delta and the noise scales against the mechanism; whether it is private."""
-    if cfg.epsilon is not None:
-        check_positive("epsilon", cfg.epsilon)
-    if cfg.delta is not None:
-        check_open_unit("delta", cfg.delta)
-    if cfg.noise_multiplier is not None:
-        check_positive("noise_multiplier", cfg.noise_multiplier)
-    if cfg.noise_sigma is not None:
-        check_positive("noise_sigma", cfg.noise_sigma)
     private = cfg.mechanism != "none"
     # each mechanism names its own noise scale: a multiplier of the enforced sensitivity
     # (sound) or the paper's absolute sigma (paper)
@@ -383,10 +380,6 @@ def _resolve_acceleration(cfg: VerticalConfig, private: bool) -> tuple[str, int]
     acceleration = cfg.acceleration
     if acceleration is None:
         acceleration = "anderson" if not private else "none"
-    if acceleration not in ACCELERATIONS:
-        raise DpfedInputError(
-            f"acceleration must be one of {ACCELERATIONS}. Found {acceleration!r}."
-        )
     if acceleration != "none" and (cfg.protect_label_holder or cfg.mechanism == "paper"):
         raise DpfedInputError(
             "acceleration changes the broadcast dual, whose analysis (protect_label_holder) "
