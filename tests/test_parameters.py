@@ -181,3 +181,30 @@ def test_a_field_without_its_definition_is_refused():
 
     with pytest.raises(TypeError, match=r"Loose\.rho must be declared with param\(\)"):
         parameters(Loose)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "config", "fixed"),
+    [
+        ("VerticalLogisticRegression", VerticalConfig, {}),
+        ("ConsensusLogisticRegression", ConsensusConfig, {"loss": "logistic"}),
+        ("DecentralizedLogisticRegression", DecentralizedConfig, {"loss": "logistic"}),
+    ],
+)
+def test_every_estimator_exposes_every_field_of_its_configuration(estimator, config, fixed):
+    """An estimator takes each configuration field by its own name (``seed`` as scikit-learn's
+    ``random_state``; a logistic regression fixes its loss), and passes every one on."""
+    import dpfed.estimators as estimators
+    from dpfed.estimators._base import config_of
+
+    cls = getattr(estimators, estimator)
+    wanted = set(parameter_names(config)) - {"seed", *fixed}
+    assert wanted <= set(cls().get_params())
+    # a value for every field, each different from its default, reaches the configuration
+    changed = {"random_state": 7, "iterations": 3, "fit_intercept": False, "intercept_scale": 0.3}
+    made = config_of(cls(**changed), config, **fixed)
+    assert made.seed == 7 and made.iterations == 3 and made.intercept_scale == 0.3
+    assert not made.fit_intercept
+    assert {name: getattr(made, name) for name in wanted} == {
+        name: getattr(cls(**changed), name) for name in wanted
+    }

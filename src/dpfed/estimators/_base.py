@@ -5,7 +5,7 @@ the width check of prediction rows, and ``predict_proba``/``predict`` from a dec
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -13,10 +13,25 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from dpfed._validation import DpfedInputError
+from dpfed.parameters import parameter_names
+
+ConfigT = TypeVar("ConfigT")
 
 #: How every estimator of the package reads ``X`` besides sparsity: float64 (scikit-learn's
 #: defaults add finite, 2-D, at least one row and one column).
 X_PARAMS: dict[str, Any] = {"dtype": np.float64}
+
+
+def config_of(estimator: Any, config: type[ConfigT], **fixed: Any) -> ConfigT:
+    """The protocol configuration an estimator's parameters make: every field of the
+    configuration dataclass ``config`` from the parameter of its own name, ``seed`` from
+    ``random_state`` (scikit-learn's name), and the fields the estimator fixes (``fixed``:
+    the loss of a logistic regression)."""
+    names = [name for name in parameter_names(config) if name not in fixed]
+    values = {name: getattr(estimator, name) for name in names if name != "seed"}
+    if "seed" in names:
+        values["seed"] = estimator.random_state
+    return config(**values, **fixed)
 
 
 def check_width(estimator: BaseEstimator, X: Any) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.core.rows import normalize_rows
+from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, normalize_rows
 from dpfed.data import horizontal_split, make_graph
-from dpfed.estimators._base import BinaryScoreClassifier, refuse_fit_params
+from dpfed.estimators._base import BinaryScoreClassifier, config_of, refuse_fit_params
 from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
@@ -67,10 +67,18 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
     mechanism : {"none", "gaussian"}
     epsilon, delta : float or None
         Target total privacy of every client (gaussian).
+    noise_multiplier : float or None
+        Instead of ``epsilon``: the per-round noise multiplier.
     accountant : {"pld", "rdp", "moments"}
+    relaxation : float
+        Over-relaxation :math:`\alpha \\in (0, 2)` of the average (1: the paper's ADMM).
+    average_last : int
+        The model is the mean of the global models of the last ``average_last`` rounds.
     fit_intercept : bool
         Fit an intercept: every client's rows get a constant column
         (:func:`dpfed.core.rows.with_intercept`), its weight regularised with the others.
+    intercept_scale : float
+        :math:`c \\in (0, 1)`: rows become :math:`[\\sqrt{1 - c^2} x, c]`.
     random_state : int or None
         Seeds the client split and the noise.
 
@@ -98,11 +106,19 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         mechanism: str = "none",
         epsilon: float | None = None,
         delta: float | None = None,
+        noise_multiplier: float | None = None,
         accountant: str = "pld",
+        relaxation: float = 1.0,
+        average_last: int = 1,
         fit_intercept: bool = True,
+        intercept_scale: float = DEFAULT_INTERCEPT_SCALE,
         random_state: int | None = None,
     ) -> None:
         self.n_clients = n_clients
+        self.noise_multiplier = noise_multiplier
+        self.relaxation = relaxation
+        self.average_last = average_last
+        self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
         self.lam = lam
         self.rho = rho
@@ -134,17 +150,7 @@ class ConsensusLogisticRegression(_HorizontalClassifier):
         """
         refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
-        config = ConsensusConfig(
-            lam=self.lam,
-            rho=self.rho,
-            iterations=self.iterations,
-            mechanism=self.mechanism,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            accountant=self.accountant,
-            seed=self.random_state,
-            fit_intercept=self.fit_intercept,
-        )
+        config = config_of(self, ConsensusConfig, loss="logistic")
         parts = self._parts(X, y_pm, self.n_clients, self.random_state, "n_clients")
         result = train_consensus(parts, config)
         self.result_ = result
@@ -171,12 +177,16 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
     schedule : {"constant", "geometric", "linear"}
         How each node's :math:`\alpha_p(t)` moves over rounds; ``rate`` for "geometric" and
         "linear" (see :func:`dpfed.protocols.decentralized.calibration.alpha_schedule`).
+    delta : float or None
+        Also bound every node's total by advanced composition at this delta.
     loss_scale, rho, eta : float
         :math:`C^R`, the regulariser weight and the ADMM penalty.
     iterations : int
     fit_intercept : bool
         Fit an intercept: every node's rows get a constant column
         (:func:`dpfed.core.rows.with_intercept`), its weight regularised with the others.
+    intercept_scale : float
+        :math:`c \in (0, 1)`: rows become :math:`[\sqrt{1 - c^2} x, c]`.
     random_state : int or None
         Seeds the node split, the graph and the noise.
 
@@ -205,14 +215,18 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         node_alphas: tuple[float, ...] | None = None,
         schedule: str = "constant",
         rate: float | None = None,
+        delta: float | None = None,
         loss_scale: float = 1750.0,
         rho: float = 10**-2.5,
         eta: float = 1.0,
         iterations: int = 100,
         fit_intercept: bool = True,
+        intercept_scale: float = DEFAULT_INTERCEPT_SCALE,
         random_state: int | None = None,
     ) -> None:
         self.n_nodes = n_nodes
+        self.delta = delta
+        self.intercept_scale = intercept_scale
         self.fit_intercept = fit_intercept
         self.graph = graph
         self.perturbation = perturbation
@@ -247,19 +261,7 @@ class DecentralizedLogisticRegression(_HorizontalClassifier):
         """
         refuse_fit_params(self, fit_params)
         X, y_pm = self._validate_fit(X, y)
-        config = DecentralizedConfig(
-            loss_scale=self.loss_scale,
-            rho=self.rho,
-            eta=self.eta,
-            iterations=self.iterations,
-            perturbation=self.perturbation,
-            alpha=self.alpha,
-            node_alphas=self.node_alphas,
-            schedule=self.schedule,
-            rate=self.rate,
-            seed=self.random_state,
-            fit_intercept=self.fit_intercept,
-        )
+        config = config_of(self, DecentralizedConfig, loss="logistic")
         graph = make_graph(self.graph, self.n_nodes, rng=self.random_state)
         parts = self._parts(X, y_pm, self.n_nodes, self.random_state, "n_nodes")
         result = train_decentralized(parts, graph, config)

@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from dpfed._validation import DpfedInputError
-from dpfed.estimators._base import BinaryScoreClassifier, refuse_fit_params
+from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE
+from dpfed.estimators._base import BinaryScoreClassifier, config_of, refuse_fit_params
 from dpfed.protocols.vertical.calibration import SoundBounds
 from dpfed.protocols.vertical.driver import VerticalConfig, VerticalResult, train_vertical
 from dpfed.protocols.vertical.roles import predicted_scores
@@ -80,6 +81,16 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         An intercept (``intercept_``), held by the label holder: a constant column appended
         to its bounded rows (:class:`~dpfed.protocols.vertical.driver.VerticalConfig`).
         Default: on, except under ``mechanism="paper"`` (the paper's algorithm).
+    intercept_scale : float
+        :math:`c \\in (0, 1)`: the label holder's rows become :math:`[\\sqrt{1 - c^2} x, c R]`.
+    adaptive_rho, tol, model_fraction, b1, warm_start_rounds, inner_iterations, score_rounds, \
+acceleration, passive_weighting
+        As the fields of :class:`~dpfed.protocols.vertical.driver.VerticalConfig` (residual
+        balancing, the stopping tolerances, the sound mechanism's model share of each round's
+        budget, the paper mechanism's radius, the label holder's warm start, the inexact
+        x-update's iterations, the sound mechanism's score rounds, the rounds' acceleration,
+        the passive weighting); None decides them from the other values as the
+        configuration does.
     random_state : int or None
         Seeds every party's noise; with the same seed, ``fit`` gives the same model.
 
@@ -136,6 +147,16 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         label_holder_keeps_model: bool = False,
         secure: bool = False,
         fit_intercept: bool | None = None,
+        intercept_scale: float = DEFAULT_INTERCEPT_SCALE,
+        adaptive_rho: bool | None = None,
+        tol: tuple[float, float] | None = None,
+        model_fraction: float | None = None,
+        b1: float | None = None,
+        warm_start_rounds: int | None = None,
+        inner_iterations: int = 100,
+        score_rounds: int | None = None,
+        acceleration: str | None = None,
+        passive_weighting: bool | None = None,
         random_state: int | None = None,
     ) -> None:
         self.split = split
@@ -155,26 +176,20 @@ class VerticalLinearClassifier(BinaryScoreClassifier):
         self.label_holder_keeps_model = label_holder_keeps_model
         self.secure = secure
         self.fit_intercept = fit_intercept
+        self.intercept_scale = intercept_scale
+        self.adaptive_rho = adaptive_rho
+        self.tol = tol
+        self.model_fraction = model_fraction
+        self.b1 = b1
+        self.warm_start_rounds = warm_start_rounds
+        self.inner_iterations = inner_iterations
+        self.score_rounds = score_rounds
+        self.acceleration = acceleration
+        self.passive_weighting = passive_weighting
         self.random_state = random_state
 
     def _config(self) -> VerticalConfig:
-        return VerticalConfig(
-            loss=self.loss,
-            regularizer=self.regularizer,
-            lam=self.lam,
-            rho=self.rho,
-            iterations=self.iterations,
-            mechanism=self.mechanism,
-            epsilon=self.epsilon,
-            delta=self.delta,
-            noise_multiplier=self.noise_multiplier,
-            noise_sigma=self.noise_sigma,
-            accountant=self.accountant,
-            seed=self.random_state,
-            bounds=self.bounds,
-            protect_label_holder=self.protect_label_holder,
-            fit_intercept=self.fit_intercept,
-        )
+        return config_of(self, VerticalConfig)
 
     def _blocks(self, X) -> list:
         split = self.split
