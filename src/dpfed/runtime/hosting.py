@@ -211,7 +211,7 @@ class ProtocolHost(ABC):
         )
 
 
-class Role(Protocol):
+class HostedRole(Protocol):
     """What :class:`RoleDelegate` needs of a protocol role (a transport-free state machine)."""
 
     @property
@@ -233,7 +233,7 @@ class RoleDelegate(ProtocolHost):
     """The part of a :class:`ProtocolHost` that only forwards to the wrapped protocol role
     (``self.role``): its round, status, first messages, message handling and state."""
 
-    role: Role
+    role: HostedRole
 
     @property
     def round(self) -> int:

@@ -74,7 +74,7 @@ from dpfed.runtime.leader_result import JobResult
 from dpfed.runtime.leader_rounds import MONITOR_POLL, RoundFollower
 from dpfed.runtime.links import InboundLinks
 from dpfed.runtime.monitor import MONITOR_KEEP, JobView, MonitorServer
-from dpfed.runtime.registry import RoundReport, get_protocol
+from dpfed.runtime.registry import ReportOfRound, get_protocol
 from dpfed.runtime.transport import Connection, connection_limit, serve
 
 __all__ = [
@@ -164,7 +164,7 @@ class Leader:
         self.lock = threading.Lock()
         self.inbound = InboundLinks()
         self.history: list[dict[str, Any]] = []
-        self.reports: queue.Queue[RoundReport] = queue.Queue()
+        self.reports: queue.Queue[ReportOfRound] = queue.Queue()
         self.elapsed = 0.0
         self.started = time.monotonic()
         self.finished = False

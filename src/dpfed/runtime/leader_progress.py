@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.logs import process_logger
-from dpfed.runtime.registry import RoundReport, get_protocol
+from dpfed.runtime.registry import ReportOfRound, get_protocol
 
 if TYPE_CHECKING:  # the leader imports this module
     from dpfed.runtime.leader import Leader
@@ -89,7 +89,7 @@ class RoundDisplay:
         rounds = self._leader.protocol.planned_rounds(spec)
         return tqdm(total=rounds, desc=f"job {spec.id}", unit="round", leave=False)
 
-    def show(self, report: RoundReport, bar: Any) -> None:
+    def show(self, report: ReportOfRound, bar: Any) -> None:
         """Show the round of ``report`` (already in the history) on ``bar`` or in the log."""
         entry = self._leader.history[report.round - 1]
         figures = {

@@ -12,7 +12,7 @@ import grpc
 
 from dpfed.runtime import wire
 from dpfed.runtime.links import received_frames
-from dpfed.runtime.registry import RoundReport
+from dpfed.runtime.registry import ReportOfRound
 from dpfed.runtime.transport import Refused
 
 if TYPE_CHECKING:  # the leader imports this module
@@ -88,7 +88,7 @@ class ReportInbox:
             or message.sender != peer
         ):
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "expected a round report")
-        report = cast(RoundReport, message)
+        report = cast(ReportOfRound, message)
         digest = hashlib.sha256(payload).hexdigest()
         with leader.lock:
             if not leader.inbound.is_new(peer, envelope.seq, digest):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from dpfed.runtime.leader_progress import leader_log
 from dpfed.runtime.leader_requests import POLL
-from dpfed.runtime.registry import RoundReport
+from dpfed.runtime.registry import ReportOfRound
 
 if TYPE_CHECKING:  # the leader imports this module
     from dpfed.runtime.leader import Leader
@@ -72,7 +72,7 @@ class RoundFollower:
         last_poll = 0.0
         try:
             while not leader.protocol_done:
-                report: RoundReport | None
+                report: ReportOfRound | None
                 try:
                     report = leader.reports.get(timeout=POLL)
                 except queue.Empty:

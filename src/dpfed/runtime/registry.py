@@ -38,7 +38,7 @@ PROTOCOL_REGISTRY: dict[str, str] = {
 }
 
 
-class RoundReport(typing.Protocol):
+class ReportOfRound(typing.Protocol):
     """What the leader reads of a protocol's per-round report message."""
 
     round: int
@@ -245,7 +245,7 @@ __all__ = [
     "JobRecord",
     "ParamTypes",
     "Protocol",
-    "RoundReport",
+    "ReportOfRound",
     "build_host",
     "get_protocol",
     "protocol_names",

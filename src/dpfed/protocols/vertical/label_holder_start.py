@@ -19,7 +19,7 @@ from dpfed.protocols.vertical.mechanisms import (
     DualRelease,
     PartyMechanism,
     SoundMechanism,
-    release_event,
+    ledger_event,
 )
 from dpfed.protocols.vertical.weighting import fit_local_model
 from dpfed.runtime.messages import ProtocolError
@@ -81,7 +81,7 @@ class LabelHolderStart:
         release = mechanism.local_model_release(self.loss, tolerance, self.n_samples)
         x = fit_local_model(self.block, self.labels, self.loss, mu, tolerance=tolerance)
         noisy = release.noisy(self.rng, x)
-        self.events.append(release_event(self.name, 0, release, coordinates=x.size))
+        self.events.append(ledger_event(self.name, 0, release, coordinates=x.size))
         self.model = noisy
         self.released_scores = np.asarray(self.block @ noisy).reshape(-1)
         zeros = np.zeros(self.n_samples)

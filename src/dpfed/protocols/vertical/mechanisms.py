@@ -46,8 +46,8 @@ def _matvec(block: Matrix, x: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Release:
-    """What one x-update released: the model kept for later rounds, the scores it sends
+class XUpdate:
+    """What one x-update produced: the model kept for later rounds, the scores it sends
     (``None``: no new scores; the party re-sends the ones it released last), and the privacy
     events spent."""
 
@@ -141,7 +141,7 @@ class PartyMechanism(ABC):
         party: str,
         rng: np.random.Generator,
         send_scores: bool = True,
-    ) -> Release:
+    ) -> XUpdate:
         """Turn the exact x-update ``x`` (shape ``(d,)``) into what the party releases."""
 
 
@@ -161,8 +161,8 @@ class NoPrivacy(PartyMechanism):
         party: str,
         rng: np.random.Generator,
         send_scores: bool = True,
-    ) -> Release:
-        return Release(x, _matvec(block, x), [])
+    ) -> XUpdate:
+        return XUpdate(x, _matvec(block, x), [])
 
 
 class PaperMechanism(PartyMechanism):
@@ -273,7 +273,7 @@ class PaperMechanism(PartyMechanism):
         party: str,
         rng: np.random.Generator,
         send_scores: bool = True,
-    ) -> Release:
+    ) -> XUpdate:
         bound, sigma, eps = self.noise(rho)
         gram = cast(GramSpectrum, spectrum)  # the paper mechanism is given its block's spectrum
         g = rng.standard_normal(gram.rank)
@@ -289,7 +289,7 @@ class PaperMechanism(PartyMechanism):
             epsilon=eps,
             delta=self.delta_step,
         )
-        return Release(x_tilde, _matvec(block, x_tilde), [event])
+        return XUpdate(x_tilde, _matvec(block, x_tilde), [event])
 
 
 class SoundMechanism(PartyMechanism):
@@ -412,26 +412,26 @@ class SoundMechanism(PartyMechanism):
         party: str,
         rng: np.random.Generator,
         send_scores: bool = True,
-    ) -> Release:
+    ) -> XUpdate:
         model_release, scores_release = self.releases(rho)
         radius = self.bounds.model_radius
         x_tilde = model_release.noisy(rng, x)
         norm = float(np.linalg.norm(x_tilde))
         if norm > radius:
             x_tilde = x_tilde * (radius / norm)
-        events = [release_event(party, round, model_release, coordinates=x.size)]
+        events = [ledger_event(party, round, model_release, coordinates=x.size)]
         clip = self.bounds.score_clip
         if not send_scores:
-            return Release(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
+            return XUpdate(x_tilde, np.clip(_matvec(block, x_tilde), -clip, clip), events)
         if not self.releases_scores(round):
-            return Release(x_tilde, None, events)  # the party re-sends its last scores
+            return XUpdate(x_tilde, None, events)  # the party re-sends its last scores
         scores = np.clip(_matvec(block, x_tilde), -clip, clip)
         scores = scores_release.noisy(rng, scores)
-        events.append(release_event(party, round, scores_release, coordinates=scores.size))
-        return Release(x_tilde, scores, events)
+        events.append(ledger_event(party, round, scores_release, coordinates=scores.size))
+        return XUpdate(x_tilde, scores, events)
 
 
-def release_event(
+def ledger_event(
     party: str, round: int, release: GaussianRelease, *, coordinates: int
 ) -> PrivacyEvent:
     """The ledger entry of ``release`` made by ``party`` in ``round``, of ``coordinates``
@@ -463,7 +463,7 @@ class DualRelease:
     ) -> tuple[np.ndarray, PrivacyEvent]:
         clip = self.bounds.dual_clip
         noisy = self.release.noisy(rng, np.clip(dual, -clip, clip))
-        return noisy, release_event(party, round, self.release, coordinates=dual.size)
+        return noisy, ledger_event(party, round, self.release, coordinates=dual.size)
 
 
 MECHANISMS = ("none", "paper", "sound")

@@ -64,7 +64,7 @@ from dpfed.core.losses import Loss
 from dpfed.core.rows import Matrix
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
-from dpfed.protocols.vertical.mechanisms import release_event
+from dpfed.protocols.vertical.mechanisms import ledger_event
 
 if TYPE_CHECKING:
     from scipy import optimize
@@ -248,7 +248,7 @@ class StatisticsRelease:
 
     def event(self, party: str, round: int) -> PrivacyEvent:
         """The ledger entry of one release by ``party`` in ``round``."""
-        return release_event(party, round, self.release, coordinates=len(STATISTICS))
+        return ledger_event(party, round, self.release, coordinates=len(STATISTICS))
 
     def statistics(self, scores: np.ndarray, request: WeightingRequest) -> np.ndarray:
         """The exact normalised statistics of ``scores`` (shape ``(N,)``), shape ``(3,)``."""
