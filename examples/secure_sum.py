@@ -10,7 +10,8 @@ compute nodes (``dpfed.dca.secure_sum``, every party simulated
 here). Some clients drop out; the nodes agree on the others and release only their noisy sum.
 The script prints it against the plain sum of the same clients, the noise level, what one
 compute node publishes, and the refusal when more than ``T`` clients drop out. Then it fits
-DP Bayesian linear regression (``dpfed.bayes.fit_dp_linreg``, sufficient statistics through
+DP Bayesian linear regression (``dpfed.protocols.bayes_linreg.fit_dp_linreg``, sufficient
+statistics through
 the same secure sum; with and without the paper's projection) on synthetic rows, one per
 client, against the non-private fit.
 
@@ -29,9 +30,9 @@ import sys
 import numpy as np
 
 from dpfed import DpfedInputError
-from dpfed.bayes import fit_dp_linreg, mean_absolute_error
 from dpfed.dca import DEFAULT_FRACTIONAL_BITS, secure_sum
 from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
+from dpfed.protocols.bayes_linreg import fit_dp_linreg, mean_absolute_error
 
 
 def clipped_vectors(rng: np.random.Generator, n: int, dim: int, bound: float) -> np.ndarray:

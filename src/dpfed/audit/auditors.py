@@ -35,8 +35,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from dpfed._validation import DpfedInputError
-from dpfed.bayes.linreg import fit_dp_linreg
-from dpfed.bayes.sufficient_stats import row_statistics
 from dpfed.core.losses import get_loss
 from dpfed.dca.calibration import calibrate_dca, calibrate_dca_discrete
 from dpfed.dca.discrete_noise import client_discrete_noise, ring_sigma2
@@ -45,6 +43,8 @@ from dpfed.dca.noise import client_noise
 from dpfed.dca.secure_sum import secure_sum
 from dpfed.privacy.accounting import Release, gaussian_epsilon_heterogeneous, releases_epsilon
 from dpfed.privacy.gaussian import GaussianRelease
+from dpfed.protocols.bayes_linreg.linreg import fit_dp_linreg
+from dpfed.protocols.bayes_linreg.sufficient_stats import row_statistics
 from dpfed.protocols.consensus.calibration import calibrate_consensus
 from dpfed.protocols.consensus.driver import ConsensusConfig, client_release
 from dpfed.protocols.consensus.messages import GlobalModel
@@ -1183,7 +1183,8 @@ class BayesLinRegAuditor(Auditor):
     r"""DP Bayesian linear regression (paper 004) with the distributed Gaussian mechanism (each
     client's exact discrete noise in the secure sum's ring, as the fit adds it): the
     noisy sufficient statistics :math:`\sum_i z_i + \eta` that the secure sum hands the
-    leader (:func:`dpfed.bayes.linreg.fit_dp_linreg`, one row per client, no centring or
+    leader (:func:`dpfed.protocols.bayes_linreg.linreg.fit_dp_linreg`, one row per client, no
+    centring or
     projection: one release of the whole budget).
 
     Neighbours: the last client's row is :math:`(0, 0)` or every feature and the target at

@@ -25,9 +25,10 @@ to the range, centred at its midpoint and scaled to length 10, so every scaled v
 [-5, 5] and the bounds +-7.5 the DP algorithm assumes hold by construction. Each row is scaled
 on its own, so the DP guarantee of the learning step is a guarantee about the raw records.
 Because the declared ranges are wider than the data, a scaled column spans less than 10 and is
-not zero-centred (the model has no intercept); :func:`dpfed.bayes.fit_dp_linreg` therefore
+not zero-centred (the model has no intercept); :func:`dpfed.protocols.bayes_linreg.fit_dp_linreg`
+therefore
 centres the rows by differentially private column means by default, released and accounted
-with the rest of its budget (:mod:`dpfed.bayes.centring`).
+with the rest of its budget (:mod:`dpfed.protocols.bayes_linreg.centring`).
 """
 
 from __future__ import annotations

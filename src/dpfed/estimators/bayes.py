@@ -1,10 +1,12 @@
-"""scikit-learn style front end of DP Bayesian linear regression (:mod:`dpfed.bayes`).
+"""scikit-learn style front end of DP Bayesian linear regression
+(:mod:`dpfed.protocols.bayes_linreg`).
 
-Every training row is one client's data. ``fit`` runs :func:`dpfed.bayes.fit_dp_linreg`
+Every training row is one client's data. ``fit`` runs
+:func:`dpfed.protocols.bayes_linreg.fit_dp_linreg`
 (clipping to the assumed bounds, centring by DP column means, optional projection, the chosen
 aggregation and calibration) and keeps the posterior mean as ``coef_``; ``predict`` is
 :math:`(x - m_x)^\\top \\mu + m_y = x^\\top \\mu + b` with the DP means :math:`m` and the
-intercept :math:`b = m_y - m_x^\\top \\mu` (:mod:`dpfed.bayes.centring`). With
+intercept :math:`b = m_y - m_x^\\top \\mu` (:mod:`dpfed.protocols.bayes_linreg.centring`). With
 ``centre=False`` (the paper's algorithm) there is no intercept and the data must already be
 zero-centred.
 """
@@ -16,7 +18,6 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from dpfed._validation import DpfedInputError
-from dpfed.bayes import fit_dp_linreg
 from dpfed.estimators._base import (
     X_PARAMS,
     check_width,
@@ -24,6 +25,7 @@ from dpfed.estimators._base import (
     validate_data,
     warn_if_scaled_on_private_rows,
 )
+from dpfed.protocols.bayes_linreg import fit_dp_linreg
 
 
 class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
@@ -36,13 +38,13 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
     delta : float, default 1e-4
         Total delta (ignored with ``mode="nonprivate"``).
     mode : {"trusted", "distributed", "input", "nonprivate"}, default "trusted"
-        Aggregation setting (:mod:`dpfed.bayes.aggregation`).
+        Aggregation setting (:mod:`dpfed.protocols.bayes_linreg.aggregation`).
     projection : bool, default False
         Algorithm 2: clip to fractions of private standard deviations.
     bound_x, bound_y : float, default 7.5
         Assumed bounds of every feature and of the target; values are clipped to them.
     calibration : {"tight", "paper"}, default "tight"
-        Noise calibration (:mod:`dpfed.bayes.calibration`).
+        Noise calibration (:mod:`dpfed.protocols.bayes_linreg.calibration`).
     std_share : float, default 0.3
         Share of the budget for the projection's standard deviations (and the column sums
         released with them when centring).
@@ -81,7 +83,7 @@ class DPBayesianLinearRegression(RegressorMixin, BaseEstimator):
         Clipping bounds of the released statistics (features, then target).
     privacy_ : dict
         Privacy report (epsilon, delta, calibration, releases, notes).
-    fit_result_ : dpfed.bayes.LinRegFit
+    fit_result_ : dpfed.protocols.bayes_linreg.LinRegFit
     n_features_in_ : int
         Columns of ``X`` in ``fit``.
 

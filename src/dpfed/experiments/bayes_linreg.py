@@ -30,7 +30,7 @@ Decisions:
 * **Centring** (default, ``BayesLinregPlan.centre``). The declared ranges are wider than the
   data, so the scaled columns are far from zero-centred, which the model (no intercept) and
   the projection assume. Every private method centres the rows by DP column means
-  (:mod:`dpfed.bayes.centring`): with projection the column sums ride in the
+  (:mod:`dpfed.protocols.bayes_linreg.centring`): with projection the column sums ride in the
   standard-deviation release, without projection they are a release of their own with 30 %
   of the budget; prediction adds back the DP target mean. The non-private baseline centres by
   the exact means. ``centre=False`` (``--no-centre``) runs the paper's algorithm exactly.
@@ -41,7 +41,8 @@ Decisions:
   the full Gaussian-mechanism noise to its own statistics). Assumed bounds
   :math:`[-7.5, 7.5]` for every feature and the target.
 * **Privacy.** ``"tight"`` calibration by default (the exact Gaussian mechanism, both releases
-  of the projection calibrated jointly, :mod:`dpfed.bayes.calibration`); the paper used the
+  of the projection calibrated jointly, :mod:`dpfed.protocols.bayes_linreg.calibration`); the paper
+  used the
   classical formula, which is not a proven guarantee for :math:`\varepsilon \ge 1`.
 * **Noise.** Run :math:`r`, method :math:`m` and budget :math:`k` draw their noise from
   ``numpy.random.default_rng([seed, 1, r, m, k])``: independent across methods.
@@ -72,8 +73,6 @@ import numpy as np
 from scipy.stats import wilcoxon
 
 from dpfed._validation import DpfedInputError, check_int
-from dpfed.bayes import ThresholdCache, fit_dp_linreg, mean_absolute_error
-from dpfed.bayes.projection import cache_multiplier
 from dpfed.data.regression import (
     REGRESSION_DATASETS,
     load_regression_dataset,
@@ -83,6 +82,8 @@ from dpfed.data.regression import (
 from dpfed.experiments.plotting_bayes import plot_bayes_linreg
 from dpfed.experiments.report import ReportTemplate, fmt, summary_markdown
 from dpfed.experiments.runner import Reproduction
+from dpfed.protocols.bayes_linreg import ThresholdCache, fit_dp_linreg, mean_absolute_error
+from dpfed.protocols.bayes_linreg.projection import cache_multiplier
 
 __all__ = [
     "METHODS",
@@ -244,9 +245,10 @@ def cross_validate(
     n_test : int
         Test rows per split.
     centre, centre_share : bool, float
-        As :func:`dpfed.bayes.fit_dp_linreg` (centring by DP means, on by default).
+        As :func:`dpfed.protocols.bayes_linreg.fit_dp_linreg` (centring by DP means, on by default).
     mode, projection, epsilon, delta, calibration, std_share, compute_nodes, tolerated, repair
-        As :func:`dpfed.bayes.fit_dp_linreg`; ``bound`` is both ``bound_x`` and ``bound_y``.
+        As :func:`dpfed.protocols.bayes_linreg.fit_dp_linreg`; ``bound`` is both ``bound_x`` and
+        ``bound_y``.
     threshold_repeats : int, default 10
     method_index, level_index : int, default 0
         Select the noise stream (``default_rng([seed, 1, run, method_index, level_index])``).
@@ -316,7 +318,7 @@ def _fit_run(
 ) -> dict:
     """Run ``run`` of :func:`cross_validate`: fit on its split, score on its test rows.
 
-    ``fit`` holds the keywords of :func:`dpfed.bayes.fit_dp_linreg` but ``rng`` and
+    ``fit`` holds the keywords of :func:`dpfed.protocols.bayes_linreg.fit_dp_linreg` but ``rng`` and
     ``threshold_seed`` (``seed``). Returns ``mae``, ``detail`` (the entry of ``runs``),
     ``privacy`` (the fit's report) and ``n_train``.
     """

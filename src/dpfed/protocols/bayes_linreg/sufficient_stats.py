@@ -1,7 +1,7 @@
 r"""Sufficient statistics of Bayesian linear regression, their clipping and their sensitivity.
 
 For rows :math:`(x_i, y_i)`, :math:`x_i \in \mathbb{R}^d`, the posterior of the model of
-:mod:`dpfed.bayes.posterior` depends on the data only through
+:mod:`dpfed.protocols.bayes_linreg.posterior` depends on the data only through
 
 .. math::
 
@@ -304,7 +304,7 @@ def row_moments(
     X, y = check_xy(X, y)
     full = np.column_stack([X, y])
     if not first:
-        return full * full
+        return np.asarray(full * full)
     w = first_scales(first_scale, full.shape[1])
     return np.concatenate([full * full, full * w], axis=1)
 

@@ -4,7 +4,8 @@ The last release is always the sufficient statistics. Before it, on the same dat
 most one more release with a share :math:`s` of the budget:
 
 * with projection (Algorithm 2): the marginal moments for the standard deviations, which with
-  centring also carry the column sums for the DP means (:mod:`dpfed.bayes.centring`), share
+  centring also carry the column sums for the DP means
+  (:mod:`dpfed.protocols.bayes_linreg.centring`), share
   ``std_share``;
 * without projection but with centring: the column sums alone, share ``centre_share``;
 * neither (the paper's algorithm without projection): no first release.
@@ -12,7 +13,7 @@ most one more release with a share :math:`s` of the budget:
 Each release :math:`t` adds Gaussian noise of standard deviation
 :math:`\sigma_t = z_t \Delta_t` (its *noise multiplier* :math:`z_t` times its :math:`\ell_2`
 sensitivity; for the distributed and input-perturbation modes this is the noise that protects
-a row, see :mod:`dpfed.bayes.aggregation`). Two calibrations:
+a row, see :mod:`dpfed.protocols.bayes_linreg.aggregation`). Two calibrations:
 
 ``"paper"``
     The classical Gaussian mechanism (Dwork & Roth, Thm 3.22; the paper's eq. 1) with basic
@@ -42,7 +43,8 @@ a row, see :mod:`dpfed.bayes.aggregation`). Two calibrations:
     would be. ``epsilon_accounted`` recomputes it (:func:`exact_epsilon`).
 
 Neighbouring data sets differ in one row (replace-one), matching the sensitivities of
-:mod:`dpfed.bayes.sufficient_stats`; for a single Gaussian release the (epsilon, delta) curve
+:mod:`dpfed.protocols.bayes_linreg.sufficient_stats`; for a single Gaussian release the (epsilon,
+delta) curve
 as a function of :math:`\sigma/\Delta` is the same under either neighbouring relation.
 """
 
@@ -51,6 +53,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.privacy.accounting import (
@@ -109,7 +112,7 @@ class ReleaseCalibration:
     first_release: str | None = None
     paper_epsilon: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of the fields."""
         return {
             "calibration": self.calibration,
@@ -155,7 +158,8 @@ def calibrate_releases(
     calibration : {"tight", "paper"}, default "tight"
         See the module docstring.
     centre : bool, default False
-        Centre by DP means (:mod:`dpfed.bayes.centring`). With projection the sums ride in the
+        Centre by DP means (:mod:`dpfed.protocols.bayes_linreg.centring`). With projection the sums
+        ride in the
         moments release (no extra release); without, they are a first release of their own.
     centre_share : float, default 0.3
         Share :math:`s \in (0, 1)` of the budget for the sums (centring without projection).
@@ -266,10 +270,10 @@ def _calibrate(
                 f"{1 - share:g} in z^-2 (Gaussian composition is exact"
                 + (")" if accountant == "pld" else " in Renyi DP too)")
             )
-        budgets = None
+        budgets: tuple[tuple[float, float], ...] | None = None
     else:
         if share is None:
-            budgets = ((eps, dlt),)
+            budgets = ((eps, dlt),)  # one release
             composition = "one release, classical Gaussian mechanism"
         else:
             budgets = ((share * eps, share * dlt), ((1 - share) * eps, (1 - share) * dlt))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.protocols.bayes_linreg import (
     clip_to_bounds,
     moment_pair_sensitivity_squared,
     moment_sensitivity,

@@ -101,7 +101,7 @@ def repair_gram(S_xx: np.ndarray, *, repair: str = "abs") -> np.ndarray:
         raise DpfedInputError(f"S_xx must be square (..., d, d). Found shape {S.shape}.")
     fixed, V, _ = _eig_repaired(S, check_repair(repair))
     out = (V * fixed[..., None, :]) @ np.swapaxes(V, -1, -2)
-    return 0.5 * (out + np.swapaxes(out, -1, -2))
+    return np.asarray(0.5 * (out + np.swapaxes(out, -1, -2)))
 
 
 def posterior_means(
@@ -138,7 +138,7 @@ def posterior_means(
     fixed, V, _ = _eig_repaired(S, check_repair(repair))
     # Lambda = V diag(lam0 + lam * e) V^T, so Lambda^{-1} lam b = V (V^T lam b / (lam0 + lam e))
     coords = np.einsum("...ji,...j->...i", V, lam * b) / (lam0 + lam * fixed)
-    return np.einsum("...ij,...j->...i", V, coords)
+    return np.asarray(np.einsum("...ij,...j->...i", V, coords))
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,7 +249,7 @@ def predict(X: np.ndarray, mean: np.ndarray) -> np.ndarray:
             f"X must be (n, d) with d = {mu.shape[-1] if mu.ndim else '?'} columns. "
             f"Found shape {X.shape}."
         )
-    return np.einsum("nd,...d->...n", X, mu)
+    return np.asarray(np.einsum("nd,...d->...n", X, mu))
 
 
 def mean_absolute_error(y_true: np.ndarray, y_pred: np.ndarray) -> float | np.ndarray:

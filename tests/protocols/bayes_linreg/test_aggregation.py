@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.dca.discrete_noise import ring_sigma2
+from dpfed.protocols.bayes_linreg import (
     calibrate_releases,
     clip_to_bounds,
     noisy_sum,
     row_statistics,
     statistics_sensitivity,
 )
-from dpfed.dca.discrete_noise import ring_sigma2
 
 
 @pytest.fixture

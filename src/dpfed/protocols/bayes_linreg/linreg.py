@@ -2,7 +2,8 @@ r"""DP Bayesian linear regression by sufficient-statistics perturbation (Heikkil
 
 :func:`fit_dp_linreg` runs the whole method on the training rows, one row per client. By
 default (``centre=True``) the rows are first centred by DP column means
-(:mod:`dpfed.bayes.centring`): every client clips its row to the assumed bounds, the noisy
+(:mod:`dpfed.protocols.bayes_linreg.centring`): every client clips its row to the assumed bounds,
+the noisy
 column sums of features and target are released (in the same aggregation mode as the other
 releases; with projection inside the moments release, without it as a release of its own with
 a share ``centre_share`` of the budget), and every client subtracts the means
@@ -16,7 +17,7 @@ without projection
     paper uses :math:`c = 7.5` on data scaled to a range of length 10); release the noisy sum
     of the :math:`d(d+1)/2 + d` statistics with :math:`\sigma_{std} = z \Delta_2(c_x, c_y)`,
     :math:`\Delta_2^2 = d(2d-1) c_x^4 + 4 d c_x^2 c_y^2`; compute the posterior.
-with projection (Algorithm 2, :mod:`dpfed.bayes.projection`)
+with projection (Algorithm 2, :mod:`dpfed.protocols.bayes_linreg.projection`)
     clip to the assumed bounds; release noisy moments with multiplier :math:`z_1` and estimate
     the marginal standard deviations :math:`\hat\sigma_j` (with centring: around the DP
     means released in the same sum); look up the fractions
@@ -24,8 +25,10 @@ with projection (Algorithm 2, :mod:`dpfed.bayes.projection`)
     clip to :math:`b_j = \min(p_j \hat\sigma_j, c_j)`; release the statistics with
     :math:`z_2` and the sensitivity of the per-feature bounds :math:`b`.
 
-The releases are aggregated by one of :data:`dpfed.bayes.aggregation.MODES` and calibrated by
-:func:`dpfed.bayes.calibration.calibrate_releases`. The non-private mode sums the exact
+The releases are aggregated by one of :data:`dpfed.protocols.bayes_linreg.aggregation.MODES` and
+calibrated by
+:func:`dpfed.protocols.bayes_linreg.calibration.calibrate_releases`. The non-private mode sums the
+exact
 statistics of the unclipped rows (no bounds, no noise), centred by their exact means with
 ``centre=True``.
 """
@@ -34,15 +37,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
-from dpfed.bayes.aggregation import MODES, Aggregate, RingRelease, noisy_sum, takes_ring_noise
-from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
-from dpfed.bayes.centring import PrivateMeans, centre_rows, estimate_means, exact_means
-from dpfed.bayes.posterior import Posterior, check_repair, posterior_from_statistics
-from dpfed.bayes.projection import (
+from dpfed.privacy.coupling import SAMPLER
+from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
+from dpfed.privacy.l2_laplace import as_generator
+from dpfed.protocols.bayes_linreg.aggregation import (
+    MODES,
+    Aggregate,
+    RingRelease,
+    noisy_sum,
+    takes_ring_noise,
+)
+from dpfed.protocols.bayes_linreg.calibration import (
+    CALIBRATIONS,
+    ReleaseCalibration,
+    calibrate_releases,
+)
+from dpfed.protocols.bayes_linreg.centring import (
+    PrivateMeans,
+    centre_rows,
+    estimate_means,
+    exact_means,
+)
+from dpfed.protocols.bayes_linreg.posterior import (
+    Posterior,
+    check_repair,
+    posterior_from_statistics,
+)
+from dpfed.protocols.bayes_linreg.projection import (
     FALLBACK_STD,
     THRESHOLD_GRID,
     MarginalStds,
@@ -51,7 +77,7 @@ from dpfed.bayes.projection import (
     estimate_marginal_stds,
     search_thresholds,
 )
-from dpfed.bayes.sufficient_stats import (
+from dpfed.protocols.bayes_linreg.sufficient_stats import (
     check_xy,
     clip_to_bounds,
     n_statistics,
@@ -59,9 +85,6 @@ from dpfed.bayes.sufficient_stats import (
     statistics_sensitivity,
     unpack_statistics,
 )
-from dpfed.privacy.coupling import SAMPLER
-from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
-from dpfed.privacy.l2_laplace import as_generator
 
 __all__ = ["DEFAULT_BOUND", "LinRegFit", "fit_dp_linreg"]
 
@@ -138,7 +161,7 @@ class LinRegFit:
             raise DpfedInputError(f"X must be (n, {self.d}). Found shape {X.shape}.")
         return self.posterior.predict(X - self.centring.mean_x) + self.centring.mean_y
 
-    def privacy(self) -> dict:
+    def privacy(self) -> dict[str, Any]:
         """JSON-ready privacy report: mode, epsilon, delta, calibration, releases, notes."""
         centred = self.centring is not None
         if self.calibration is None:
@@ -167,10 +190,13 @@ class LinRegFit:
                     if centred
                     else "marginal moments with first moments (projection step 2)"
                 )
+                assert self.stds.first_scale is not None  # set with first moments
+                assert self.stds.mean_noise_std is not None
                 entry["first_moment_scale"] = self.stds.first_scale.tolist()
                 entry["mean_noise_std"] = self.stds.mean_noise_std.tolist()
             releases.append(entry)
         elif centred:
+            assert self.centring is not None and self.centring.mean_noise_std is not None
             releases.append(
                 {
                     "what": "column sums (the DP means of the centring)",
@@ -209,7 +235,7 @@ class LinRegFit:
             "notes": list(self.notes),
         }
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """A JSON-ready summary (coefficients, bounds, projection details, privacy)."""
         out = {
             "mode": self.mode,
@@ -379,6 +405,7 @@ def _first_release(
             aggregate=opts.aggregate,
         )
         if opts.centre:
+            assert stds.means is not None  # released with the first moments
             centring = PrivateMeans(
                 stds.means,
                 "marginal moments",
@@ -416,6 +443,7 @@ def _statistics_bounds(
     a note in ``notes`` for each fallback standard deviation."""
     if not opts.projection:
         return None, np.append(cx, cy)
+    assert stds is not None  # the projection's first release
     z_eff = _effective_multiplier(cal.noise_multipliers[1], opts.mode, n, opts.tolerated)
     thresholds = search_thresholds(
         n,
@@ -544,7 +572,7 @@ def fit_dp_linreg(
     delta : float or None
         Total delta in (0, 1) (required unless ``mode="nonprivate"``).
     mode : {"trusted", "distributed", "input", "nonprivate"}, default "trusted"
-        Aggregation setting, see :mod:`dpfed.bayes.aggregation`.
+        Aggregation setting, see :mod:`dpfed.protocols.bayes_linreg.aggregation`.
     projection : bool, default False
         Use Algorithm 2 (not with ``nonprivate``).
     bound_x : float or array of shape (d,), default 7.5
@@ -552,12 +580,13 @@ def fit_dp_linreg(
     bound_y : float, default 7.5
         Assumed target bound :math:`c_y`.
     calibration : {"tight", "paper"}, default "tight"
-        See :mod:`dpfed.bayes.calibration`.
+        See :mod:`dpfed.protocols.bayes_linreg.calibration`.
     std_share : float, default 0.3
         Share of the budget for the projection's standard deviations (and, with centring, the
         column sums released with them).
     centre : bool, default True
-        Centre the rows by DP column means (:mod:`dpfed.bayes.centring`) and predict
+        Centre the rows by DP column means (:mod:`dpfed.protocols.bayes_linreg.centring`) and
+        predict
         :math:`(x - m_x)^\top \mu + m_y`. ``False``: the paper's algorithm exactly, which
         assumes zero-centred data and fits no intercept. ``nonprivate`` centres by the exact
         means.
@@ -568,20 +597,23 @@ def fit_dp_linreg(
         Likelihood and prior precisions.
     repair : {"abs", "floor"}, default "abs"
         Positive-definiteness repair of the noisy Gram matrix
-        (:mod:`dpfed.bayes.posterior`).
+        (:mod:`dpfed.protocols.bayes_linreg.posterior`).
     compute_nodes : int, default 10
         :math:`M` of the secure sum (``distributed``).
     tolerated : int, default 0
         :math:`T`, colluding or dropped clients tolerated (``distributed``).
     first_moments : bool, default False
-        Projection: also release first moments (see :mod:`dpfed.bayes.projection`); implied
+        Projection: also release first moments (see
+        :mod:`dpfed.protocols.bayes_linreg.projection`); implied
         by ``centre=True``.
     fallback_std : float, default 0.5
         Projection: standard deviation used for a non-positive variance estimate.
-    threshold_grid : sequence of float, default :data:`dpfed.bayes.projection.THRESHOLD_GRID`
+    threshold_grid : sequence of float, default THRESHOLD_GRID
+        :data:`dpfed.protocols.bayes_linreg.projection.THRESHOLD_GRID` by default.
     threshold_repeats : int, default 10
     threshold_seed : int, default 0
-        Projection: the auxiliary-data search (:func:`dpfed.bayes.projection.search_thresholds`).
+        Projection: the auxiliary-data search
+        (:func:`dpfed.protocols.bayes_linreg.projection.search_thresholds`).
     threshold_cache : ThresholdCache or None
         Reuse searches across fits (same :math:`N, d` and noise level).
     rng : numpy.random.Generator or int or None

@@ -7,7 +7,7 @@ import pytest
 from sklearn.linear_model import BayesianRidge, Ridge
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.protocols.bayes_linreg import (
     mean_absolute_error,
     posterior_from_statistics,
     posterior_means,

@@ -2,21 +2,35 @@
 
 One concept per module:
 
-* :mod:`~dpfed.bayes.sufficient_stats` -- per-row statistics, clipping, sensitivity;
-* :mod:`~dpfed.bayes.posterior` -- posterior from (noisy) statistics, definiteness repair;
-* :mod:`~dpfed.bayes.calibration` -- noise multipliers of the releases ("tight" or "paper");
-* :mod:`~dpfed.bayes.aggregation` -- non-private, trusted, distributed (secure sum) and
+* :mod:`~dpfed.protocols.bayes_linreg.sufficient_stats` -- per-row statistics, clipping,
+  sensitivity;
+* :mod:`~dpfed.protocols.bayes_linreg.posterior` -- posterior from (noisy) statistics, definiteness
+  repair;
+* :mod:`~dpfed.protocols.bayes_linreg.calibration` -- noise multipliers of the releases ("tight" or
+  "paper");
+* :mod:`~dpfed.protocols.bayes_linreg.aggregation` -- non-private, trusted, distributed (secure
+  sum) and
   input-perturbation sums;
-* :mod:`~dpfed.bayes.projection` -- Algorithm 2: private standard deviations and thresholds;
-* :mod:`~dpfed.bayes.centring` -- centring by DP column means;
-* :mod:`~dpfed.bayes.linreg` -- the whole method, :func:`fit_dp_linreg`.
+* :mod:`~dpfed.protocols.bayes_linreg.projection` -- Algorithm 2: private standard deviations and
+  thresholds;
+* :mod:`~dpfed.protocols.bayes_linreg.centring` -- centring by DP column means;
+* :mod:`~dpfed.protocols.bayes_linreg.linreg` -- the whole method, :func:`fit_dp_linreg`.
 """
 
 from __future__ import annotations
 
-from dpfed.bayes.aggregation import MODES, NoisySum, distributed_client_std, noisy_sum
-from dpfed.bayes.calibration import CALIBRATIONS, ReleaseCalibration, calibrate_releases
-from dpfed.bayes.centring import (
+from dpfed.protocols.bayes_linreg.aggregation import (
+    MODES,
+    NoisySum,
+    distributed_client_std,
+    noisy_sum,
+)
+from dpfed.protocols.bayes_linreg.calibration import (
+    CALIBRATIONS,
+    ReleaseCalibration,
+    calibrate_releases,
+)
+from dpfed.protocols.bayes_linreg.centring import (
     PrivateMeans,
     centre_rows,
     estimate_means,
@@ -24,8 +38,8 @@ from dpfed.bayes.centring import (
     first_moment_scale,
     sum_sensitivity,
 )
-from dpfed.bayes.linreg import DEFAULT_BOUND, LinRegFit, fit_dp_linreg
-from dpfed.bayes.posterior import (
+from dpfed.protocols.bayes_linreg.linreg import DEFAULT_BOUND, LinRegFit, fit_dp_linreg
+from dpfed.protocols.bayes_linreg.posterior import (
     REPAIRS,
     Posterior,
     mean_absolute_error,
@@ -34,7 +48,7 @@ from dpfed.bayes.posterior import (
     predict,
     repair_gram,
 )
-from dpfed.bayes.projection import (
+from dpfed.protocols.bayes_linreg.projection import (
     FALLBACK_STD,
     THRESHOLD_GRID,
     MarginalStds,
@@ -43,7 +57,7 @@ from dpfed.bayes.projection import (
     estimate_marginal_stds,
     search_thresholds,
 )
-from dpfed.bayes.sufficient_stats import (
+from dpfed.protocols.bayes_linreg.sufficient_stats import (
     clip_to_bounds,
     moment_pair_sensitivity_squared,
     moment_sensitivity,

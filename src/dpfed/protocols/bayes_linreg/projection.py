@@ -6,7 +6,7 @@ sufficient statistics at the price of bias. Algorithm 2 picks the bounds as frac
 column's standard deviation:
 
 1. every client clips its row to the public assumed bounds :math:`(-c_j, c_j)`
-   (:func:`dpfed.bayes.sufficient_stats.clip_to_bounds`);
+   (:func:`dpfed.protocols.bayes_linreg.sufficient_stats.clip_to_bounds`);
 2. the marginal standard deviations :math:`\sigma^{(1)}, \dots, \sigma^{(d+1)}` (features
    and target) are estimated from one noisy sum with part of the budget
    (:func:`estimate_marginal_stds`);
@@ -26,14 +26,15 @@ noisy mean of squares. :func:`estimate_marginal_stds` releases :math:`Q_j = \sum
 
 or, with ``first_moments=True``, also releases the sums :math:`L_j = \sum_i v_{ij}` (sent
 as :math:`w_j v_{ij}` with public weights, by default :math:`w_j = c_j/\sqrt 2`, and divided
-by :math:`w_j` afterwards; :mod:`dpfed.bayes.centring`), takes the DP means
+by :math:`w_j` afterwards; :mod:`dpfed.protocols.bayes_linreg.centring`), takes the DP means
 :math:`m_j = \tilde L_j / N` and the variance around them,
 :math:`\hat\sigma_j^2 = \tilde Q_j / N - m_j^2`. :math:`N` is public. A
 variance estimate that is not positive (noise can make it so) gives the standard deviation
 0.5, the paper's constant. The sensitivity is the exact one of the squares (and weighted
 values) of coordinates bounded by :math:`c_j`, :math:`\Delta^2 = \sum_j c_j^4`, or
 :math:`\sum_j G(c_j, w_j)` with first moments (:math:`= \sum_j 2 c_j^4` at the default
-weights), see :func:`dpfed.bayes.sufficient_stats.moment_sensitivity`. (The paper's released
+weights), see :func:`dpfed.protocols.bayes_linreg.sufficient_stats.moment_sensitivity`. (The
+paper's released
 code uses :math:`\sqrt{d c_x^2 + c_y^2}`, the sensitivity of the values rather than of their
 squares.)
 
@@ -68,10 +69,10 @@ from typing import Any
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_int, check_positive
-from dpfed.bayes.aggregation import Aggregate, RingRelease, noisy_sum
-from dpfed.bayes.centring import first_moment_scale
-from dpfed.bayes.posterior import check_repair, posterior_means
-from dpfed.bayes.sufficient_stats import (
+from dpfed.protocols.bayes_linreg.aggregation import Aggregate, RingRelease, noisy_sum
+from dpfed.protocols.bayes_linreg.centring import first_moment_scale
+from dpfed.protocols.bayes_linreg.posterior import check_repair, posterior_means
+from dpfed.protocols.bayes_linreg.sufficient_stats import (
     clip_to_bounds,
     first_scales,
     moment_sensitivity,
@@ -163,16 +164,17 @@ def estimate_marginal_stds(
     bound_y : float
         Assumed target bound.
     noise_multiplier : float
-        :math:`z_1 = \sigma_{std} / \Delta` of this release (:mod:`dpfed.bayes.calibration`).
+        :math:`z_1 = \sigma_{std} / \Delta` of this release
+        (:mod:`dpfed.protocols.bayes_linreg.calibration`).
     mode : {"trusted", "distributed", "input"}
-        Aggregation setting (:func:`dpfed.bayes.aggregation.noisy_sum`).
+        Aggregation setting (:func:`dpfed.protocols.bayes_linreg.aggregation.noisy_sum`).
     rng : numpy.random.Generator
     first_moments : bool, default False
         Also release the sums of values, return the DP means and compute the variance around
         them (see the module docstring); default: zero-centred data as in the paper.
     first_scale : float or array of shape (d + 1,) or None, default None
         Weights :math:`w_j` of the sums in the release (``None``: :math:`c_j / \sqrt 2`,
-        :func:`dpfed.bayes.centring.first_moment_scale`); first moments only.
+        :func:`dpfed.protocols.bayes_linreg.centring.first_moment_scale`); first moments only.
     fallback_std : float, default 0.5
         Standard deviation used where the variance estimate is not positive.
     compute_nodes, tolerated : int
@@ -265,7 +267,7 @@ class ThresholdChoice:
     repeats: int
     seed: int
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The chosen pair and the search settings (not the error grid)."""
         return {
             "p_x": self.p_x,
@@ -285,7 +287,7 @@ def _sensitivity_grid(cx: np.ndarray, cy: np.ndarray) -> np.ndarray:
     s1 = c2.sum(axis=1)
     s2 = (c2 * c2).sum(axis=1)
     xx = s2 + 2.0 * (s1 * s1 - s2)  # sum_j c_j^4 + 4 sum_{j<k} c_j^2 c_k^2
-    return np.sqrt(xx[:, None] + 4.0 * s1[:, None] * (cy * cy)[None, :])
+    return np.asarray(np.sqrt(xx[:, None] + 4.0 * s1[:, None] * (cy * cy)[None, :]))
 
 
 def search_thresholds(
@@ -408,7 +410,7 @@ class ThresholdCache:
     """
 
     def __init__(self) -> None:
-        self._store: dict[tuple, ThresholdChoice] = {}
+        self._store: dict[tuple[Any, ...], ThresholdChoice] = {}
         self.hits = 0
         self.misses = 0
 
@@ -430,7 +432,7 @@ class ThresholdCache:
         """
         return search_thresholds(n, d, noise_multiplier, cache=self, **options)
 
-    def _lookup(self, key: tuple) -> ThresholdChoice | None:
+    def _lookup(self, key: tuple[Any, ...]) -> ThresholdChoice | None:
         """The stored search of ``key``, counted as a hit, or ``None``, counted as a miss."""
         found = self._store.get(key)
         if found is None:
@@ -439,5 +441,5 @@ class ThresholdCache:
             self.hits += 1
         return found
 
-    def _remember(self, key: tuple, choice: ThresholdChoice) -> None:
+    def _remember(self, key: tuple[Any, ...], choice: ThresholdChoice) -> None:
         self._store[key] = choice

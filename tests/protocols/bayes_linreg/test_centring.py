@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.protocols.bayes_linreg import (
     PrivateMeans,
     centre_rows,
     estimate_means,

@@ -3,7 +3,8 @@ r"""Noisy sums of per-client vectors: the four aggregation settings of the paper
 Every client :math:`i = 1..N` holds one data row and so one vector :math:`z_i \in
 \mathbb{R}^D`; the learner needs :math:`\sum_i z_i` with Gaussian noise such that the noise
 protecting any one row has standard deviation at least :math:`\sigma_{std}` (the Gaussian
-mechanism's, :math:`\sigma_{std} = z \Delta_2`, see :mod:`dpfed.bayes.calibration`):
+mechanism's, :math:`\sigma_{std} = z \Delta_2`, see
+:mod:`dpfed.protocols.bayes_linreg.calibration`):
 
 ``"nonprivate"``
     :math:`\sum_i z_i`, no noise.

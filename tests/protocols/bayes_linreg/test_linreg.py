@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
+from dpfed.protocols.bayes_linreg import (
     ThresholdCache,
     calibrate_releases,
     fit_dp_linreg,
@@ -18,10 +19,9 @@ from dpfed.bayes import (
     statistics_sensitivity,
     sum_sensitivity,
 )
-from dpfed.bayes.aggregation import RingRelease
-from dpfed.bayes.linreg import RING_SAMPLER
-from dpfed.bayes.sufficient_stats import n_statistics
-from dpfed.privacy.discrete_accounting import distributed_discrete_releases_epsilon
+from dpfed.protocols.bayes_linreg.aggregation import RingRelease
+from dpfed.protocols.bayes_linreg.linreg import RING_SAMPLER
+from dpfed.protocols.bayes_linreg.sufficient_stats import n_statistics
 
 
 @pytest.fixture

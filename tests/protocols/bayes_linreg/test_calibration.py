@@ -7,8 +7,8 @@ import math
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import calibrate_releases
 from dpfed.privacy.accounting import calibrate_noise_multiplier, gaussian_releases_epsilon
+from dpfed.protocols.bayes_linreg import calibrate_releases
 
 
 def test_tight_single_release_is_the_exact_gaussian():

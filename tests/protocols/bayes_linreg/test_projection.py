@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpfed import DpfedInputError
-from dpfed.bayes import (
+from dpfed.protocols.bayes_linreg import (
     THRESHOLD_GRID,
     ThresholdCache,
     estimate_marginal_stds,
@@ -16,7 +16,7 @@ from dpfed.bayes import (
     search_thresholds,
     statistics_sensitivity,
 )
-from dpfed.bayes.projection import _sensitivity_grid
+from dpfed.protocols.bayes_linreg.projection import _sensitivity_grid
 
 
 @pytest.fixture

@@ -1,18 +1,22 @@
 r"""Centring the rows by differentially private column means.
 
-The model of :mod:`dpfed.bayes.posterior` has no intercept, and the projection of Algorithm 2
-(:mod:`dpfed.bayes.projection`) and its threshold search on auxiliary :math:`\mathcal N(0, I)`
+The model of :mod:`dpfed.protocols.bayes_linreg.posterior` has no intercept, and the projection of
+Algorithm 2
+(:mod:`dpfed.protocols.bayes_linreg.projection`) and its threshold search on auxiliary
+:math:`\mathcal N(0, I)`
 data assume zero-centred columns. The paper centres the data by the whole data set's means,
 constants the differentially private algorithm does not protect; it notes that "non-zero data
 means can be estimated like the marginal stds at the cost of some added noise". This module
 does that:
 
 1. every client clips its row :math:`v_i = (x_i, y_i) \in \mathbb R^{d+1}` to the public
-   assumed bounds :math:`|v_{ij}| \le c_j` (:func:`dpfed.bayes.sufficient_stats.clip_to_bounds`);
+   assumed bounds :math:`|v_{ij}| \le c_j`
+   (:func:`dpfed.protocols.bayes_linreg.sufficient_stats.clip_to_bounds`);
 2. the column sums :math:`L = \sum_i v_i` are released with Gaussian noise in one of the
-   aggregation modes (:func:`dpfed.bayes.aggregation.noisy_sum`: trusted aggregator, the DCA
+   aggregation modes (:func:`dpfed.protocols.bayes_linreg.aggregation.noisy_sum`: trusted
+   aggregator, the DCA
    secure sum, or input perturbation), with a share of the budget
-   (:mod:`dpfed.bayes.calibration`);
+   (:mod:`dpfed.protocols.bayes_linreg.calibration`);
 3. the means :math:`m = \tilde L / N` (:math:`N` is public) are post-processing of that
    release;
 4. every client subtracts :math:`m` from its clipped row before the projection or clipping
@@ -42,7 +46,8 @@ marginal standard deviations; the sums ride in the same release. Each client sen
 :math:`(v_{ij}^2)_j` followed by :math:`(w_j v_{ij})_j` with the public weights
 :math:`w_j = c_j / \sqrt 2` (:func:`first_moment_scale`), and the exact sensitivity of this
 concatenation is :math:`\Delta_2^2 = \sum_j G(c_j, w_j) = \sum_j 2 c_j^4`
-(:func:`dpfed.bayes.sufficient_stats.moment_sensitivity`). :math:`w_j = c_j/\sqrt 2` is the
+(:func:`dpfed.protocols.bayes_linreg.sufficient_stats.moment_sensitivity`). :math:`w_j = c_j/\sqrt
+2` is the
 smallest weight at which the sums are as accurate as in a release of their own with the same
 noise multiplier (noise :math:`z \cdot 2\sqrt{\sum_j c_j^2}` on :math:`L`); the squares then
 cost a factor :math:`\sqrt 2` in noise against a release of the squares alone. With unit
@@ -54,12 +59,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dpfed._validation import DpfedInputError, check_positive
-from dpfed.bayes.aggregation import Aggregate, RingRelease, noisy_sum
-from dpfed.bayes.sufficient_stats import check_xy, clip_to_bounds, feature_bounds
+from dpfed.protocols.bayes_linreg.aggregation import Aggregate, RingRelease, noisy_sum
+from dpfed.protocols.bayes_linreg.sufficient_stats import check_xy, clip_to_bounds, feature_bounds
 
 __all__ = [
     "PrivateMeans",
@@ -113,7 +119,7 @@ class PrivateMeans:
         """The target mean."""
         return float(self.means[-1])
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: the means, where they come from and their noise."""
         return {
             "mean_x": self.mean_x.tolist(),
@@ -176,7 +182,7 @@ def first_moment_scale(
     -------
     numpy.ndarray, shape (d + 1,)
     """
-    return _all_bounds(bound_x, bound_y, d) / np.sqrt(2.0)
+    return np.asarray(_all_bounds(bound_x, bound_y, d) / np.sqrt(2.0))
 
 
 def estimate_means(
@@ -204,9 +210,11 @@ def estimate_means(
     bound_y : float
         Assumed target bound :math:`c_y`.
     noise_multiplier : float
-        :math:`z = \sigma_{std} / \Delta_2` of this release (:mod:`dpfed.bayes.calibration`).
+        :math:`z = \sigma_{std} / \Delta_2` of this release
+        (:mod:`dpfed.protocols.bayes_linreg.calibration`).
     mode : {"trusted", "distributed", "input"}
-        Aggregation setting (:func:`dpfed.bayes.aggregation.noisy_sum`); ``distributed`` goes
+        Aggregation setting (:func:`dpfed.protocols.bayes_linreg.aggregation.noisy_sum`);
+        ``distributed`` goes
         through the secure sum like the other releases.
     rng : numpy.random.Generator
         Source of the noise.
