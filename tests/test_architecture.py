@@ -1,12 +1,15 @@
-"""The package's shape: no import cycle, no module reaching into another's private names, and
-the layers of docs/design.md (checked by import-linter, configured in pyproject.toml)."""
+"""The package's shape: no import cycle, no module reaching into another's private names,
+the layers of docs/design.md (checked by import-linter, configured in pyproject.toml), and
+no class or function too big to read."""
 
 from __future__ import annotations
 
 import ast
+import io
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import networkx as nx
@@ -80,4 +83,40 @@ def test_dp_accounting_is_imported_by_the_accountants_module_only():
                 for n in names
                 if n == "dp_accounting" or n.startswith("dp_accounting.")
             ]
+    assert found == []
+
+
+def _code_lines(lines: list[str], node: ast.AST) -> int:
+    """Lines of ``node`` that hold code: docstrings, comments and blank lines left out."""
+    docs: set[int] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.body:
+            first = n.body[0]
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                docs.update(range(first.lineno, first.end_lineno + 1))
+    text = "\n".join(lines[node.lineno - 1 : node.end_lineno]) + "\n"
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    code: set[int] = set()
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type not in skip and tok.type != tokenize.ENDMARKER:
+            code.update(range(tok.start[0] + node.lineno - 1, tok.end[0] + node.lineno))
+    return len(code - docs)
+
+
+def test_no_class_over_400_lines_of_code_and_no_function_over_100():
+    """Rooms of a readable size: a facade with named collaborators where one grew."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            limit = 400 if isinstance(node, ast.ClassDef) else 100
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                size = _code_lines(lines, node)
+                if size > limit:
+                    found.append(f"{path.relative_to(SRC)}: {node.name} {size} > {limit}")
     assert found == []

@@ -92,7 +92,8 @@ def add_train_bayes_linreg(sub: Any) -> None:
     p.set_defaults(func=run_train_bayes_linreg)
 
 
-def run_train_bayes_linreg(args: argparse.Namespace) -> int:
+def _check_mode(args: argparse.Namespace) -> bool:
+    """Whether the mode is private; refuse a budget it would not use or miss one it needs."""
     private = args.mode != "nonprivate"
     if private and (args.epsilon is None or args.delta is None):
         raise DpfedInputError(
@@ -103,6 +104,33 @@ def run_train_bayes_linreg(args: argparse.Namespace) -> int:
         raise DpfedInputError(
             "--mode nonprivate adds no noise: drop --epsilon, --delta and --projection."
         )
+    return private
+
+
+def _print_summary(
+    args: argparse.Namespace, res: dict[str, Any], privacy: dict[str, Any], target: str
+) -> None:
+    """The median error, the privacy spent and the notes, as the command prints them."""
+    iqr = res["iqr"]
+    print(
+        f"median test MAE over {args.runs} runs: {res['median']:.4f} "
+        f"(IQR {iqr[0]:.4f}-{iqr[1]:.4f}; {res['median_target_units']:.4f} in "
+        f"{target} units)"
+    )
+    if args.mode != "nonprivate":
+        stated = privacy.get("paper_epsilon")
+        print(
+            f"privacy ({args.mode}, {args.calibration}): epsilon = {privacy['epsilon']:.4g} "
+            f"at delta = {args.delta:g} (accounted: {privacy['epsilon_accounted']:.4g}"
+            + (f"; the paper's stated budget: {stated:g})" if stated is not None else ")")
+        )
+    for note in privacy["notes"]:
+        print(f"note: {note}")
+    print(f"wrote {args.out}")
+
+
+def run_train_bayes_linreg(args: argparse.Namespace) -> int:
+    _check_mode(args)
     started = time.perf_counter()
     data, scaling = load_scaled(args.data, args.data_dir)
     n_test = REGRESSION_DATASETS[args.data].test_size
@@ -177,22 +205,7 @@ def run_train_bayes_linreg(args: argparse.Namespace) -> int:
         "seconds": time.perf_counter() - started,
     }
     write_json_atomic(args.out, payload)
-    iqr = res["iqr"]
-    print(
-        f"median test MAE over {args.runs} runs: {res['median']:.4f} "
-        f"(IQR {iqr[0]:.4f}-{iqr[1]:.4f}; {res['median_target_units']:.4f} in "
-        f"{data.target_name} units)"
-    )
-    if private:
-        stated = privacy.get("paper_epsilon")
-        print(
-            f"privacy ({args.mode}, {args.calibration}): epsilon = {privacy['epsilon']:.4g} "
-            f"at delta = {args.delta:g} (accounted: {privacy['epsilon_accounted']:.4g}"
-            + (f"; the paper's stated budget: {stated:g})" if stated is not None else ")")
-        )
-    for note in privacy["notes"]:
-        print(f"note: {note}")
-    print(f"wrote {args.out}")
+    _print_summary(args, res, privacy, data.target_name)
     return 0
 
 

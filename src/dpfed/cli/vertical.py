@@ -400,6 +400,13 @@ def run_secure(
             blocks, dataset.y_train, test_blocks, dataset.y_test, setup.row_scaling
         )
     write_json_atomic(args.out, payload)
+    _print_secure_costs(payload, result, len(split))
+    print_result(payload, args.out)
+    return 0
+
+
+def _print_secure_costs(payload: dict[str, Any], result: Any, n_parties: int) -> None:
+    """The secure products' cost per round and, with a weighting, the passive weight."""
     costs = payload["costs"]
     print(
         f"secure products: {costs['seconds_per_round']:.1f} s and "
@@ -407,15 +414,13 @@ def run_secure(
         f"{costs['setup_bytes'] / 1e6:.1f} MB of keys and labels once"
     )
     if result.weighting is not None:
-        whose = "passive party's" if len(split) == 2 else "passive parties'"
+        whose = "passive party's" if n_parties == 2 else "passive parties'"
         print(
             f"the label holder's own model plus {result.weighting.beta:.3g} x the {whose} "
             f"scores (each clipped to +-{result.weighting.score_bound:g}): the weight its "
             f"noisy statistics support, so the model is not worse than the label holder's "
             f"own on the training rows at their confidence bounds"
         )
-    print_result(payload, args.out)
-    return 0
 
 
 def intercept_baselines(

@@ -674,6 +674,8 @@ def _searches(fits: Sequence[dict]) -> tuple[int, int]:
 
 
 def _markdown(summary: dict) -> str:
+    """The reproduction's summary in markdown: settings, targets, one section per data set,
+    the tests."""
     plan = summary["plan"]
     mode = "quick (few runs; a smoke test, not the experiment)" if summary["quick"] else "full"
     centring = (
@@ -694,6 +696,28 @@ def _markdown(summary: dict) -> str:
         tolerated=plan["tolerated"],
         centring=centring,
     )
+    sections = [head, _targets(summary), *_dataset_sections(summary)]
+    ind = summary["indistinguishable"]
+    tests = [
+        REPORT.render(
+            "test-row",
+            dataset=t["dataset"],
+            projection="yes" if t["projection"] else "no",
+            epsilon=f"{t['epsilon']:g}",
+            median_ta=fmt(t["median_ta"]),
+            median_ddp=fmt(t["median_ddp"]),
+            difference=fmt(100 * t["median_relative_difference"], 3),
+            p=fmt(t["p_value"], 3),
+            p_holm=fmt(t["p_holm"], 3),
+        )
+        for t in ind["tests"]
+    ]
+    sections.append(REPORT.render("tests", rows=tests))
+    return summary_markdown(sections, summary)
+
+
+def _targets(summary: dict) -> str:
+    """The targets' section: the replications and the projection's verdicts."""
     ind = summary["indistinguishable"]
     replications = [
         REPORT.render(
@@ -734,7 +758,13 @@ def _markdown(summary: dict) -> str:
         replications=replications,
         projection=projection,
     )
-    sections = [head, targets]
+    return targets
+
+
+def _dataset_sections(summary: dict) -> list[str]:
+    """One section per data set: each method's median error at each epsilon."""
+    plan = summary["plan"]
+    sections: list[str] = []
     for ds in summary["datasets"]:
         info, medians = summary["data"][ds], summary["medians"][ds]
         rows = []
@@ -764,22 +794,7 @@ def _markdown(summary: dict) -> str:
                 rows=rows,
             )
         )
-    tests = [
-        REPORT.render(
-            "test-row",
-            dataset=t["dataset"],
-            projection="yes" if t["projection"] else "no",
-            epsilon=f"{t['epsilon']:g}",
-            median_ta=fmt(t["median_ta"]),
-            median_ddp=fmt(t["median_ddp"]),
-            difference=fmt(100 * t["median_relative_difference"], 3),
-            p=fmt(t["p_value"], 3),
-            p_holm=fmt(t["p_holm"], 3),
-        )
-        for t in ind["tests"]
-    ]
-    sections.append(REPORT.render("tests", rows=tests))
-    return summary_markdown(sections, summary)
+    return sections
 
 
 def _notes(

@@ -281,15 +281,7 @@ def plot_tradeoff(
                     label=reference.get("label", "non-private"),
                 )
     alphas = sorted(all_alphas)
-    losses = finite([v for m in methods.values() for v in m["loss"]])
-    if reference is not None and reference.get("loss") is not None:
-        losses.append(float(reference["loss"]))
-    if losses and min(losses) > 0 and max(losses) > 10 * min(losses):
-        ax_loss.set_yscale("log")
-        ax_loss.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
-    elif losses:
-        pad = 0.08 * (max(losses) - min(losses) or 1.0)
-        ax_loss.set_ylim(min(losses) - pad, max(losses) + pad)
+    _loss_scale(ax_loss, methods, reference)
     for ax in (ax_loss, ax_mer, ax_net):
         if alphas:
             log_ticks(ax, sorted({*alphas, 0.01}) if ax is ax_net else alphas)
@@ -304,6 +296,22 @@ def plot_tradeoff(
     ax_net.set_title(r"(c) net utility, $w = (0.02, 6, 9, 1)$", fontsize=10)
     fig.suptitle(title, fontsize=11)
     return png_bytes(fig)
+
+
+def _loss_scale(
+    ax_loss: Any, methods: Mapping[str, Mapping[str, Any]], reference: Mapping[str, Any] | None
+) -> None:
+    """The loss axis: logarithmic when the losses span more than a factor 10, else linear
+    with a margin."""
+    losses = finite([v for m in methods.values() for v in m["loss"]])
+    if reference is not None and reference.get("loss") is not None:
+        losses.append(float(reference["loss"]))
+    if losses and min(losses) > 0 and max(losses) > 10 * min(losses):
+        ax_loss.set_yscale("log")
+        ax_loss.set_ylim(min(losses) / 1.5, max(losses) * 1.5)
+    elif losses:
+        pad = 0.08 * (max(losses) - min(losses) or 1.0)
+        ax_loss.set_ylim(min(losses) - pad, max(losses) + pad)
 
 
 def plot_seeds(

@@ -850,6 +850,7 @@ def frontier_experiment(ctx: _Context, name: str) -> dict:
 
 
 def _summary_markdown(summary: dict) -> str:
+    """The reproduction's summary in markdown: its data sets, then one section per figure."""
     mode = "quick (subsampled, few iterations)" if summary["quick"] else "full"
     sections = [REPORT.render("head", mode=mode, seconds=f"{summary['seconds']:.1f}")]
     sections.append(
@@ -881,6 +882,14 @@ def _summary_markdown(summary: dict) -> str:
                 ],
             )
         )
+    sections += _curves_sections(summary) + _noise_sections(summary)
+    sections += _frontier_sections(summary)
+    return summary_markdown(sections, summary)
+
+
+def _curves_sections(summary: dict) -> list[str]:
+    """The training curves' section (none without that figure)."""
+    sections: list[str] = []
     curves = summary["figures"].get("training_curves", [])
     if curves:
         rows = []
@@ -911,6 +920,12 @@ def _summary_markdown(summary: dict) -> str:
                     )
                 )
         sections.append(REPORT.render("curves", rows=rows))
+    return sections
+
+
+def _noise_sections(summary: dict) -> list[str]:
+    """The noise levels' section (none without that figure)."""
+    sections: list[str] = []
     noise = summary["figures"].get("noise_levels", [])
     if noise:
         rows = []
@@ -951,6 +966,12 @@ def _summary_markdown(summary: dict) -> str:
                     )
                 )
         sections.append(REPORT.render("noise", paper_epsilon_note=PAPER_EPSILON_NOTE, rows=rows))
+    return sections
+
+
+def _frontier_sections(summary: dict) -> list[str]:
+    """One section per privacy frontier figure."""
+    sections: list[str] = []
     for fig in summary["figures"].get("frontier", []):
         base = fig["baselines"]
         smallest = fig["smallest_epsilon_beating_local_only"]
@@ -980,7 +1001,7 @@ def _summary_markdown(summary: dict) -> str:
                 smallest=f"**{smallest:g}**" if smallest is not None else "**none** (null)",
             )
         )
-    return summary_markdown(sections, summary)
+    return sections
 
 
 def _key_numbers(figures: Mapping[str, list[dict]]) -> dict:

@@ -270,6 +270,23 @@ class SecureSumHost(RoleDelegate):
         secret = load_or_create_secret(folder, "dca-client.key", new_secret)
         index = clients.index(name)
         value = rows.sum(axis=0)
+        value = self._noisy(value, index, secret)
+        self._account(len(clients), tolerated)
+        self.role = SecureSumClient(
+            name,
+            index,
+            value,
+            nodes=nodes,
+            n_clients=len(clients),
+            job_id=spec.id,
+            secret=secret,
+            fractional_bits=self.fractional_bits,
+        )
+
+    def _noisy(self, value: np.ndarray, index: int, secret: bytes) -> np.ndarray:
+        """The client's sum with its share of the noise: exact integers in the ring, or
+        Gaussian floats; from the declared seed in a simulation, else from its own secret."""
+        p = self.spec.params
         std = self.noise["client_std"]
         discrete = self.noise["noise"] == "discrete"
         if std > 0 and discrete:
@@ -278,18 +295,26 @@ class SecureSumHost(RoleDelegate):
             s2 = self.noise["sigma2"]
             ring = (
                 client_discrete_noise(int(p["seed"]), index, self.dim, s2)
-                if spec.simulation
+                if self.spec.simulation
                 else ring_noise(s2, self.dim, secret_generator(secret, "dca noise"))
             )
             scale = math.ldexp(1.0, self.fractional_bits)
             value = (np.rint(value * scale) + ring) / scale
         elif std > 0:
-            if spec.simulation:
+            if self.spec.simulation:
                 value = value + client_noise(int(p["seed"]), index, self.dim, std)
             else:
                 value = value + std * secret_generator(secret, "dca noise").standard_normal(
                     self.dim
                 )
+        return value
+
+    def _account(self, n_clients: int, tolerated: int) -> None:
+        """The ledger entry and budget plan of the client's share (none without a sensitivity
+        or without noise)."""
+        p, name = self.spec.params, self.name
+        std = self.noise["client_std"]
+        discrete = self.noise["noise"] == "discrete"
         if std > 0 and discrete and "l2_sensitivity" in p:
             z_ring = self.noise["ring_multiplier"]
             sensitivity = float(p["l2_sensitivity"])
@@ -307,7 +332,7 @@ class SecureSumHost(RoleDelegate):
             cal = self.noise.get("calibration")
             sensitivity = float(p["l2_sensitivity"])
             sigma_std = (
-                cal.sigma_std if cal is not None else std * math.sqrt(len(clients) - tolerated - 1)
+                cal.sigma_std if cal is not None else std * math.sqrt(n_clients - tolerated - 1)
             )
             z = cal.noise_multiplier if cal is not None else sigma_std / sensitivity
             self.release = PrivacyEvent(
@@ -320,16 +345,6 @@ class SecureSumHost(RoleDelegate):
                 label="secure sum share (distributed Gaussian)",
             )
             self.plan = [self.release.noise_multiplier]
-        self.role = SecureSumClient(
-            name,
-            index,
-            value,
-            nodes=nodes,
-            n_clients=len(clients),
-            job_id=spec.id,
-            secret=secret,
-            fractional_bits=self.fractional_bits,
-        )
 
     @property
     def exact_release(self) -> bool:
