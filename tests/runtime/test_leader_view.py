@@ -55,12 +55,54 @@ class RecordingLeader(Leader):
         return reply
 
 
+class Watcher:
+    """A subscriber to the leader's events that keeps them all."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+
+    def on_state(self, state, message=None):
+        self.events.append(("state", state))
+
+    def on_party(self, name, status, reply=None):
+        self.events.append(("party", name, status, reply))
+
+    def on_history(self, history):
+        self.events.append(("history", [dict(e) for e in history]))
+
+    def on_result(self, result):
+        self.events.append(("result", result))
+
+
 def _lead(job) -> tuple[RecordingLeader, dict]:
     job.start_parties()
     leader = RecordingLeader(load_job(job.config), progress=False)
+    watcher = Watcher()
+    leader.events.subscribe(watcher)
     result = leader.run(job.out)
     assert job.wait_parties() == dict.fromkeys(job.names, 0)
+    _check_events(watcher.events, result, job.names)
     return leader, result
+
+
+def _check_events(events: list[tuple], result: dict, names: list[str]) -> None:
+    """A watcher saw the job run and finish, every party serve and finish, the history of
+    round reports (a protocol that sends them) grow to the result's and the result itself;
+    and no status reply beyond what the leader may learn."""
+    states = [e[1] for e in events if e[0] == "state"]
+    assert states == ["running", "finished"]
+    for name in names:
+        statuses = [e[2] for e in events if e[0] == "party" and e[1] == name]
+        assert statuses[0] in ("waiting", "serving") and statuses[-1] == "finished", statuses
+    for event in events:
+        if event[0] == "party" and event[3] is not None:
+            assert set(event[3]) <= PUBLIC_REPLIES[StatusRequest], event
+    histories = [e[1] for e in events if e[0] == "history"]  # from the round reports
+    lengths = [len(h) for h in histories]
+    assert lengths == sorted(lengths)
+    if histories:
+        assert histories[-1] == result["history"]
+    assert [e[1] for e in events if e[0] == "result"] == [result]
 
 
 def _check_replies(leader: RecordingLeader) -> None:

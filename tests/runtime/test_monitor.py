@@ -53,7 +53,7 @@ def test_addresses():
 def test_the_server_serves_the_page_and_the_view_as_json(netjob):
     job = netjob(PARTIES, params=SOUND, budgets=dict.fromkeys(["bank", "shop"], BUDGET))
     view = JobView(load_job(job.config))
-    view.set_history(
+    view.on_history(
         [
             {
                 "iteration": 1,
@@ -65,8 +65,8 @@ def test_the_server_serves_the_page_and_the_view_as_json(netjob):
             }
         ]
     )
-    view.set_party("bank", "serving", {"round": 1, "finished": False, "epsilon": 0.2})
-    view.set_party("nobody", "serving")  # not a party of the job: ignored
+    view.on_party("bank", "serving", {"round": 1, "finished": False, "epsilon": 0.2})
+    view.on_party("nobody", "serving")  # not a party of the job: ignored
     page = MonitorServer(view.snapshot, "127.0.0.1:0").start()
     try:
         assert page.url.startswith("http://127.0.0.1:")

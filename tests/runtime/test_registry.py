@@ -13,7 +13,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.parameters import job_parameters, param
 from dpfed.runtime import registry
 from dpfed.runtime.jobfile import load_job
-from dpfed.runtime.registry import PROTOCOL_REGISTRY, JobRecord, Protocol, get_protocol
+from dpfed.runtime.registry import PROTOCOL_REGISTRY, FederatedProtocol, JobRecord, get_protocol
 
 RUNTIME = Path(registry.__file__).parent
 
@@ -21,7 +21,7 @@ RUNTIME = Path(registry.__file__).parent
 @pytest.mark.parametrize("name", sorted(PROTOCOL_REGISTRY))
 def test_every_registered_protocol_implements_the_interface_under_its_name(name):
     protocol = get_protocol(name)
-    assert isinstance(protocol, Protocol) and protocol.name == name
+    assert isinstance(protocol, FederatedProtocol) and protocol.name == name
     assert protocol.holds in ("columns", "rows")
     assert protocol.params and all(p.name == k for k, p in protocol.params.items())
     assert protocol.report is None or isinstance(protocol.report, type)
@@ -33,7 +33,7 @@ def test_an_unknown_protocol_is_refused_naming_the_registered_ones():
 
 
 def test_a_protocol_missing_a_member_cannot_be_built():
-    class Incomplete(Protocol):
+    class Incomplete(FederatedProtocol):
         name = "incomplete"
         params: ClassVar[dict] = {}
         holds = "rows"
@@ -61,7 +61,7 @@ class EchoConfig:
     mechanism: str = param("none", help="privacy mechanism", choices=("none", "gaussian"))
 
 
-class Echo(Protocol):
+class Echo(FederatedProtocol):
     """The smallest protocol: every party holds rows; no server."""
 
     name = "echo"

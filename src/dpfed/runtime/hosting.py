@@ -1,6 +1,6 @@
 """What a party process needs from a protocol: one party's side of a job.
 
-A protocol (:class:`dpfed.runtime.registry.Protocol`) builds, for each party, a
+A protocol (:class:`dpfed.runtime.registry.FederatedProtocol`) builds, for each party, a
 :class:`ProtocolHost`: it reads that party's own data (``spec.party(name)``), builds its
 transport-free role, states its budget plan and offers what :class:`ProtocolHost` lists. The
 party process (:mod:`dpfed.runtime.party`) and the leader (:mod:`dpfed.runtime.leader`) know
@@ -177,8 +177,9 @@ class ProtocolHost(ABC):
         """The submission deadline passed: stop waiting for missing inputs and return the
         messages that follows. Refuses (``DpfedInputError``) before changing any state.
 
-        Only a protocol with droppable parties (:meth:`dpfed.runtime.registry.Protocol.dropouts`)
-        overrides it; the default refuses.
+        Only a protocol with droppable parties
+        (:meth:`dpfed.runtime.registry.FederatedProtocol.dropouts`) overrides it; the default
+        refuses.
         """
         raise DpfedInputError(
             f"{type(self).__name__} has no submission deadline: there is nothing to close."

@@ -67,7 +67,7 @@ from typing import Any
 
 from dpfed._validation import DpfedInputError, check_int, check_open_unit, check_positive
 from dpfed.runtime.jobspec import LEADER, Budget, Endpoint, JobSpec, PartySpec, describe
-from dpfed.runtime.registry import Protocol, get_protocol
+from dpfed.runtime.registry import FederatedProtocol, get_protocol
 
 EVALUATE = ("full", "test", "none")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -138,7 +138,7 @@ def _reject_unknown(table: dict[str, Any], allowed: set[str], where: str) -> Non
         )
 
 
-def _params(table: Any, protocol: Protocol) -> dict[str, Any]:
+def _params(table: Any, protocol: FederatedProtocol) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise DpfedInputError(f"[params] must be a table. Found {table!r}.")
     allowed = protocol.params
@@ -211,7 +211,7 @@ def _party_endpoint(table: dict[str, Any], name: str, where: str, base: Path) ->
 
 
 def _party(
-    table: dict[str, Any], index: int, base: Path, protocol: Protocol, align: str = ""
+    table: dict[str, Any], index: int, base: Path, protocol: FederatedProtocol, align: str = ""
 ) -> PartySpec:
     where = f"[[party]] #{index + 1}"
     if not isinstance(table, dict):
@@ -285,7 +285,9 @@ _JOB_KEYS = {
 }
 
 
-def _table_party(table: dict[str, Any], where: str, base: Path, protocol: Protocol) -> PartySpec:
+def _table_party(
+    table: dict[str, Any], where: str, base: Path, protocol: FederatedProtocol
+) -> PartySpec:
     """A party of an aligned job: its own CSV table (``data``, optional ``test``), keyed by
     ``id_column``, read through ``schema``; the paths relative to its ``data_dir``."""
     name = _name(_text(table, "name", where), f"{where}.name")
@@ -432,7 +434,7 @@ def _document(text: str, path: Path) -> dict[str, Any]:
 
 def _protocol_and_params(
     job: dict[str, Any], doc: dict[str, Any]
-) -> tuple[Protocol, dict[str, Any]]:
+) -> tuple[FederatedProtocol, dict[str, Any]]:
     """``[job].protocol`` (or the variant ``[params]`` selects) and its ``[params]``."""
     protocol = get_protocol(_text(job, "protocol", "[job]"))
     raw_params = doc.get("params", {})
@@ -442,7 +444,7 @@ def _protocol_and_params(
 
 
 def _job_switches(
-    job: dict[str, Any], protocol: Protocol, params: dict[str, Any]
+    job: dict[str, Any], protocol: FederatedProtocol, params: dict[str, Any]
 ) -> tuple[str, bool, bool]:
     """``[job].evaluate``, ``[job].simulation`` and ``[job].fsync``."""
     # exact training scores are a diagnostic: on by default only when nothing is private
@@ -471,7 +473,11 @@ def _leader(doc: dict[str, Any], path: Path, base: Path) -> Endpoint:
 
 
 def _parties(
-    doc: dict[str, Any], job: dict[str, Any], base: Path, protocol: Protocol, leader: Endpoint
+    doc: dict[str, Any],
+    job: dict[str, Any],
+    base: Path,
+    protocol: FederatedProtocol,
+    leader: Endpoint,
 ) -> tuple[tuple[PartySpec, ...], str, int]:
     """The ``[[party]]`` tables' parties (distinct names and addresses, the leader's
     included), ``[job].align`` and ``[job].min_rows``."""

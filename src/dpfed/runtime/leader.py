@@ -13,7 +13,8 @@ The leader holds no data and takes no part in the protocol's arithmetic. It
    the job with a message naming the party and the round;
 4. collects every party's public account (its releases) and writes ``result.json``.
 
-A protocol whose job can do without some parties (:meth:`dpfed.runtime.registry.Protocol.dropouts`:
+A protocol whose job can do without some parties
+(:meth:`dpfed.runtime.registry.FederatedProtocol.dropouts`:
 a secure sum's clients, up to ``tolerated`` of them) is led with a submission deadline: the
 required parties are opened and begun as above, then the droppable ones are opened and begun as
 they come, until the deadline. At the deadline a job missing more than ``tolerated`` of them is
@@ -51,6 +52,7 @@ from dpfed.runtime import wire
 from dpfed.runtime.alignment import alignment_result_path, alignment_spec
 from dpfed.runtime.certs import TlsIdentity, load_identity
 from dpfed.runtime.control import BeginJob, ControlRequest, control_request
+from dpfed.runtime.job_events import JobEvents
 from dpfed.runtime.jobfile import LEADER, JobSpec
 from dpfed.runtime.leader_checkpoint import LeaderCheckpoint
 from dpfed.runtime.leader_dropouts import SubmissionDeadline
@@ -136,6 +138,9 @@ class Leader:
     (:class:`~dpfed.runtime.leader_result.JobResult`) and ``display``
     (:class:`~dpfed.runtime.leader_progress.RoundDisplay`).
 
+    Watchers subscribe to its events (``leader.events``, a
+    :class:`~dpfed.runtime.job_events.JobEvents`): the live page's view is one.
+
     Every control request to a party goes through :meth:`_control`, every read-only query
     through :meth:`_query` and every close of the submissions through
     :meth:`_close_submissions`: a subclass may watch or replace them.
@@ -151,7 +156,7 @@ class Leader:
         monitor_keep: float = MONITOR_KEEP,
     ) -> None:
         self.spec = spec
-        self.view = JobView(spec)
+        self.events = JobEvents()
         self.monitor = monitor
         self.monitor_keep = float(monitor_keep)
         self.monitor_url: str | None = None
@@ -190,7 +195,7 @@ class Leader:
         self.job_result = JobResult(self)
         self.display = RoundDisplay(self)
         self.checkpoints.load_or_check()
-        self.view.set_history(self.history)
+        self.events.history(self.history)
 
     # -- the job ----------------------------------------------------------------------------
     def run(
@@ -212,9 +217,11 @@ class Leader:
         JobStopped
             The job stopped part-way; the parties keep their state for ``--resume``.
         """
-        page = None
+        page, unsubscribe = None, None
         if self.monitor is not None:
-            page = MonitorServer(self.view.snapshot, self.monitor).start()
+            view = JobView(self.spec)
+            unsubscribe = self.events.subscribe(view)
+            page = MonitorServer(view.snapshot, self.monitor).start()
             self.monitor_url = page.url
             self._log(f"job page: {page.url}")
         interrupted = False
@@ -223,20 +230,22 @@ class Leader:
             if on_result is not None:
                 on_result(result)
         except JobStopped as exc:
-            self.view.set_state("stopped", str(exc))
+            self.events.state("stopped", str(exc))
             raise
         except KeyboardInterrupt:
             interrupted = True
-            self.view.set_state("stopped", "interrupted")
+            self.events.state("stopped", "interrupted")
             raise
         except BaseException as exc:
-            self.view.set_state("failed", str(exc))
+            self.events.state("failed", str(exc))
             raise
         finally:
             if page is not None:
                 if not interrupted:
                     time.sleep(self.monitor_keep)
                 page.stop()
+            if unsubscribe is not None:
+                unsubscribe()
         return result
 
     def _lead(self, out: str | Path) -> dict[str, Any]:
@@ -257,7 +266,7 @@ class Leader:
             self.started = time.monotonic()
             for name in self.required:
                 self._control(name, BeginJob)
-            self.view.set_state("running")
+            self.events.state("running")
             closing: set[str] = set()
             if self.dropouts is not None:
                 infos |= self.submissions.gather()

@@ -1,7 +1,7 @@
 """The droppable parties of a networked job and its submission deadline, as its leader
 (:class:`~dpfed.runtime.leader.Leader`) handles them: a protocol that can do without some
-parties (:meth:`dpfed.runtime.registry.Protocol.dropouts`) has them opened and begun as they
-come until the deadline; then a job missing more than ``tolerated`` of them is aborted,
+parties (:meth:`~dpfed.runtime.registry.FederatedProtocol.dropouts`) has them opened and begun
+as they come until the deadline; then a job missing more than ``tolerated`` of them is aborted,
 otherwise the required parties are told to close the submissions
 (:class:`~dpfed.runtime.control.CloseSubmissions`), and at the end each droppable party is
 told to finish or to abort.

@@ -52,7 +52,7 @@ class JobOpening:
     Parameters
     ----------
     leader : Leader
-        The leader whose job is opened (its ``spec``, ``protocol``, ``resume`` and ``view``,
+        The leader whose job is opened (its ``spec``, ``protocol``, ``resume`` and ``events``,
         read when used); requests go through its ``_control``.
     """
 
@@ -141,10 +141,10 @@ class JobOpening:
                         + f"; giving up after {spec.round_timeout:g} s"
                     )
                     next_word = time.monotonic() + WAITING_EVERY
-                leader.view.set_party(name, "waiting")
+                leader.events.party(name, "waiting")
                 try:
                     infos[name] = self.open(name)
-                    leader.view.set_party(name, "serving")
+                    leader.events.party(name, "serving")
                     break
                 except RemoteError as exc:
                     # retry while the party is not serving yet; never re-send an open that

@@ -48,7 +48,7 @@ def logs_round(spec: JobSpec, round: int) -> bool:
     Parameters
     ----------
     spec : JobSpec
-        The job; its protocol's :meth:`~dpfed.runtime.registry.Protocol.planned_rounds`, if
+        The job; its protocol's :meth:`~dpfed.runtime.registry.FederatedProtocol.planned_rounds`, if
         known, is its number of rounds (otherwise every round is shown).
     round : int
         The round, from 1.

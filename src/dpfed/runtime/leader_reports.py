@@ -102,7 +102,7 @@ class ReportInbox:
             entry = report.entry()
             entry["seconds"] = leader.checkpoints.seconds()
             leader.history.append(entry)
-            leader.view.set_history(leader.history)
+            leader.events.history(leader.history)
             leader.protocol_done = bool(report.finished)
             leader.inbound.mark(peer, envelope.seq, digest)
             leader.checkpoints.save()

@@ -37,7 +37,7 @@ class PartyRequests:
     Parameters
     ----------
     leader : Leader
-        The leader whose ``_control`` sends every request; its ``spec`` (``grace``), ``view``,
+        The leader whose ``_control`` sends every request; its ``spec`` (``grace``), ``events``,
         ``active`` parties and ``history`` are read when used.
     """
 
@@ -130,7 +130,7 @@ class PartyRequests:
             except RemoteError as exc:
                 if not exc.retryable:
                     self.stop(f"party {name!r} failed: {exc.details}")
-                leader.view.set_party(name, "unreachable")
+                leader.events.party(name, "unreachable")
                 since = unreachable.setdefault(name, now)
                 if now - since > spec.grace:
                     self.stop(
@@ -140,7 +140,7 @@ class PartyRequests:
                 continue
             unreachable.pop(name, None)
             statuses[name] = status
-            leader.view.set_party(name, "finished" if status["finished"] else "serving", status)
+            leader.events.party(name, "finished" if status["finished"] else "serving", status)
             for link in status["links"].values():
                 if link["refused"]:
                     (on_refused or self.stop)(f"party {name!r} reports: {link['refused']}")

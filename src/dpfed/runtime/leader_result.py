@@ -76,11 +76,11 @@ class JobResult:
             leader.finished, leader.result = True, jsonable(result)
             leader.checkpoints.save()
         self.write(out, result)
-        leader.view.set_result(result)
+        leader.events.result(result)
         rounds = len(leader.history) or None
         for name in leader.required:
-            leader.view.set_party(name, "finished", {"round": rounds, "finished": True})
-        leader.view.set_state("finished")
+            leader.events.party(name, "finished", {"round": rounds, "finished": True})
+        leader.events.state("finished")
         return result
 
     def write_again(self, out: str | Path, result: dict[str, Any]) -> dict[str, Any]:
@@ -98,8 +98,8 @@ class JobResult:
             f"job {leader.spec.id} had finished; its result, kept in the checkpoint, "
             f"is written again to {out}"
         )
-        leader.view.set_result(result)
-        leader.view.set_state("finished")
+        leader.events.result(result)
+        leader.events.state("finished")
         return result
 
     def write(self, out: str | Path, result: dict[str, Any]) -> None:

@@ -81,7 +81,7 @@ class RoundFollower:
                 if report is not None:
                     last_progress = now
                     leader.display.show(report, bar)
-                    if leader.monitor is None or now - last_poll < MONITOR_POLL:
+                    if not leader.events.watched or now - last_poll < MONITOR_POLL:
                         continue
                     # the page shows every party's round and spending as the job goes
                 if now - last_poll >= POLL:

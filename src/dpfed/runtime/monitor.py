@@ -72,7 +72,8 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 class JobView:
-    """What the page shows of a job, updated by the leader and read by the server.
+    """What the page shows of a job: a :class:`~dpfed.runtime.job_events.JobListener` of the
+    leader's events, read by the server.
 
     Parameters
     ----------
@@ -107,13 +108,13 @@ class JobView:
             "updated": time.time(),
         }
 
-    def set_state(self, state: str, message: str | None = None) -> None:
+    def on_state(self, state: str, message: str | None = None) -> None:
         """The job's state: ``opening``, ``running``, ``finished``, ``stopped`` or ``failed``."""
         with self._lock:
             self._state["state"], self._state["message"] = state, message
             self._state["updated"] = time.time()
 
-    def set_party(self, name: str, status: str, reply: dict[str, Any] | None = None) -> None:
+    def on_party(self, name: str, status: str, reply: dict[str, Any] | None = None) -> None:
         """Party ``name``'s status (``waiting``, ``serving``, ``unreachable``, ``finished``)
         and, from a status reply, its round and this job's epsilon on its budget."""
         with self._lock:
@@ -128,7 +129,7 @@ class JobView:
                     party["epsilon"] = float(reply["epsilon"])
             self._state["updated"] = time.time()
 
-    def set_history(self, history: list[dict[str, Any]]) -> None:
+    def on_history(self, history: list[dict[str, Any]]) -> None:
         """The round reports' history entries so far (entries already shown are kept: the
         history only grows, so each report adds one)."""
         with self._lock:
@@ -139,7 +140,7 @@ class JobView:
             self._state["warning"] = rising_loss_warning(shown)
             self._state["updated"] = time.time()
 
-    def set_result(self, result: dict[str, Any]) -> None:
+    def on_result(self, result: dict[str, Any]) -> None:
         """The written result: its final figures and privacy (per party, when it has them)."""
         privacy = result.get("privacy") or {}
         per_party = privacy.get("per_party") or {}
@@ -206,18 +207,18 @@ def checkpoint_view(spec: JobSpec, folder: str | Path | None = None) -> JobView:
             "differs): give the job file the job ran with."
         )
     view = JobView(spec)
-    view.set_history(list(state.get("history", [])))
+    view.on_history(list(state.get("history", [])))
     finished = bool(state.get("finished"))
     aborted = state.get("aborted")
     for name in (p.name for p in spec.parties):
-        view.set_party(name, "finished" if finished else "not polled")
+        view.on_party(name, "finished" if finished else "not polled")
     if finished:
         history = state.get("history") or []
         # the result the leader wrote (kept in the checkpoint), else the last round's figures
-        view.set_result(state.get("result") or {"final": history[-1] if history else None})
-        view.set_state("finished", "read from the leader's checkpoint")
+        view.on_result(state.get("result") or {"final": history[-1] if history else None})
+        view.on_state("finished", "read from the leader's checkpoint")
     else:
-        view.set_state("stopped", aborted or "stopped part-way; read from the leader's checkpoint")
+        view.on_state("stopped", aborted or "stopped part-way; read from the leader's checkpoint")
     return view
 
 

@@ -13,7 +13,8 @@ the leader, ``dpfed predict``,
    and to send its share (:class:`PredictionShare`, in blocks of rows) to the recipient,
 3. follows the parties until the recipient holds every share, which it adds in the job's
    party order and writes to ``<workdir>/<job id>/predictions/<request>.json`` (the scores and
-   what the protocol makes of them, :meth:`dpfed.runtime.registry.Protocol.prediction_output`),
+   what the protocol makes of them,
+   :meth:`dpfed.runtime.registry.FederatedProtocol.prediction_output`),
 4. ends the prediction at every party and writes a receipt: the recipient, where its file is
    and the file's SHA-256, but no score.
 
@@ -79,7 +80,7 @@ from dpfed.runtime.links import received_frames
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import private_folder
-from dpfed.runtime.registry import Protocol, get_protocol
+from dpfed.runtime.registry import FederatedProtocol, get_protocol
 from dpfed.runtime.transport import Connection, Refused, RemoteError, connection_limit, serve
 from dpfed.runtime.wire import register_message
 
@@ -103,12 +104,12 @@ class PredictionShare(Message):
     training_rows: int = 0
 
 
-def prediction_message_kinds(protocol: Protocol) -> list[type[Message]]:
+def prediction_message_kinds(protocol: FederatedProtocol) -> list[type[Message]]:
     """Every message class a prediction with ``protocol``'s model may carry."""
     return [*protocol.messages, *protocol.prediction_messages, PredictionShare]
 
 
-def prediction_kinds(protocol: Protocol) -> str:
+def prediction_kinds(protocol: FederatedProtocol) -> str:
     """The message-kinds fingerprint a prediction's open compares."""
     return kinds_fingerprint(prediction_message_kinds(protocol))
 

@@ -1,11 +1,12 @@
 """The protocols the networked runtime can run, and the interface each one implements.
 
 The runtime (job file, party process, leader) never names a protocol: it looks the job's
-``[job].protocol`` up here and talks to the :class:`Protocol` it gets. A protocol is a package
-under :mod:`dpfed.protocols`; it implements :class:`Protocol` once, as a module-level object,
-and is registered by one line of :data:`PROTOCOL_REGISTRY` naming that object. The registry
-holds names, not imports, so the runtime depends on no protocol and a protocol is imported only
-when a job runs it (importing it also registers its message kinds with the wire format).
+``[job].protocol`` up here and talks to the :class:`FederatedProtocol` it gets. A protocol is a
+package under :mod:`dpfed.protocols`; it implements :class:`FederatedProtocol` once, as a
+module-level object, and is registered by one line of :data:`PROTOCOL_REGISTRY` naming that
+object. The registry holds names, not imports, so the runtime depends on no protocol and a
+protocol is imported only when a job runs it (importing it also registers its message kinds
+with the wire format).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the job file imports this module
     from dpfed.runtime.hosting import ProtocolHost
     from dpfed.runtime.jobspec import JobSpec, PartySpec
 
-#: Protocol name -> ``"module:attribute"`` of its :class:`Protocol` object.
+#: Protocol name -> ``"module:attribute"`` of its :class:`FederatedProtocol` object.
 PROTOCOL_REGISTRY: dict[str, str] = {
     "vertical": "dpfed.protocols.vertical.host:PROTOCOL",
     "consensus": "dpfed.protocols.consensus.host:PROTOCOL",
@@ -56,16 +57,16 @@ ParamTypes = Mapping[str, Parameter]
 
 @dataclass(frozen=True)
 class JobRecord:
-    """What the leader has when training is over, for :meth:`Protocol.result`.
+    """What the leader has when training is over, for :meth:`FederatedProtocol.result`.
 
     Attributes
     ----------
     history : list of dict
         The round reports' history entries, in round order (empty for a protocol without
-        round reports, :attr:`Protocol.report` None).
+        round reports, :attr:`FederatedProtocol.report` None).
     accounts : dict of str to dict
         Every required party's public account of the finished job (``ProtocolHost.final()``;
-        a droppable party, :meth:`Protocol.dropouts`, has none).
+        a droppable party, :meth:`FederatedProtocol.dropouts`, has none).
     n_samples : dict of str to int
         The number of training rows each party declared when the job opened (a droppable
         party never opened is absent).
@@ -104,7 +105,7 @@ class Dropouts:
     deadline: float
 
 
-class Protocol(ABC):
+class FederatedProtocol(ABC):
     """One protocol as the networked runtime runs it. Every member is required but the
     hooks with a default (:meth:`check_job`, :meth:`dropouts`)."""
 
@@ -217,7 +218,7 @@ def protocol_names() -> list[str]:
     return sorted(PROTOCOL_REGISTRY)
 
 
-def get_protocol(name: str) -> Protocol:
+def get_protocol(name: str) -> FederatedProtocol:
     """The registered protocol ``name``.
 
     Raises
@@ -229,8 +230,8 @@ def get_protocol(name: str) -> Protocol:
         raise DpfedInputError(f"[job].protocol must be one of {protocol_names()}. Found {name!r}.")
     module_name, attribute = PROTOCOL_REGISTRY[name].split(":")
     protocol = getattr(importlib.import_module(module_name), attribute)
-    if not isinstance(protocol, Protocol) or protocol.name != name:
-        raise TypeError(f"{PROTOCOL_REGISTRY[name]} is not the Protocol {name!r}.")
+    if not isinstance(protocol, FederatedProtocol) or protocol.name != name:
+        raise TypeError(f"{PROTOCOL_REGISTRY[name]} is not the protocol {name!r}.")
     return protocol
 
 
@@ -242,9 +243,9 @@ def build_host(spec: JobSpec, name: str) -> ProtocolHost:
 __all__ = [
     "PROTOCOL_REGISTRY",
     "Dropouts",
+    "FederatedProtocol",
     "JobRecord",
     "ParamTypes",
-    "Protocol",
     "ReportOfRound",
     "build_host",
     "get_protocol",

@@ -40,7 +40,7 @@ from dpfed.protocols.row_hosts import (
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import noise_generator
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import FederatedProtocol, JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked consensus job.
@@ -220,7 +220,7 @@ def consensus_result(
 CONSENSUS_PARAMS = job_parameters(ConsensusConfig)
 
 
-class ConsensusProtocol(Protocol):
+class ConsensusProtocol(FederatedProtocol):
     """Consensus ADMM with a server: clients hold row ranges, one ``role = "server"`` party
     holds no data and averages the clients' released models."""
 

@@ -35,7 +35,7 @@ from dpfed.protocols.row_hosts import (
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import noise_generator
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import FederatedProtocol, JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked decentralized job.
@@ -213,7 +213,7 @@ def decentralized_result(
 DECENTRALIZED_PARAMS = job_parameters(DecentralizedConfig) | job_parameters(GraphParams)
 
 
-class DecentralizedProtocol(Protocol):
+class DecentralizedProtocol(FederatedProtocol):
     """Decentralized ADMM over a graph: every party is a node holding a row range and talks
     to its neighbours only."""
 

@@ -35,7 +35,7 @@ from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec, PartySpec
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret, private_folder
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import FederatedProtocol, JobRecord
 
 
 def _parts(spec: JobSpec) -> tuple[str, ...]:
@@ -159,7 +159,7 @@ class AlignmentParams:
     min_rows: int = param(1, help="the fewest shared training rows accepted")
 
 
-class AlignmentProtocol(Protocol):
+class AlignmentProtocol(FederatedProtocol):
     """Private set intersection of every party's IDs with the label holder's, before an
     aligned vertical job."""
 

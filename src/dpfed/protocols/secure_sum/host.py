@@ -40,7 +40,7 @@ from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import Dropouts, JobRecord, Protocol
+from dpfed.runtime.registry import Dropouts, FederatedProtocol, JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked secure sum.
@@ -427,7 +427,7 @@ class SecureSumParams:
 SECURE_SUM_PARAMS = job_parameters(SecureSumParams)
 
 
-class SecureSumProtocol(Protocol):
+class SecureSumProtocol(FederatedProtocol):
     """The DCA secure sum: clients hold row ranges, ``role = "compute"`` parties hold no data
     and sum the shares; the leader adds the nodes' sums."""
 

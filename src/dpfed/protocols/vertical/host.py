@@ -55,7 +55,7 @@ from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import FederatedProtocol, JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked vertical job.
@@ -572,7 +572,7 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         return out
 
 
-class VerticalProtocol(Protocol):
+class VerticalProtocol(FederatedProtocol):
     """Vertical learning by ADMM sharing: parties hold column ranges of the same rows, the
     first party holds the labels and reports every round to the leader."""
 

@@ -50,7 +50,7 @@ from dpfed.protocols.vertical_secure.setup import (
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import JobRecord, Protocol
+from dpfed.runtime.registry import FederatedProtocol, JobRecord
 from dpfed.secure import ckks
 
 #: The protocol's name in the registry (a vertical job file selects it by ``secure = true``).
@@ -288,7 +288,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         )
 
 
-class SecureVerticalProtocol(Protocol):
+class SecureVerticalProtocol(FederatedProtocol):
     """A label holder and one to six passive parties training a logistic regression with the
     products under CKKS and Gaussian noise on d-vectors only."""
 
