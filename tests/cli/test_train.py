@@ -10,10 +10,9 @@ import pytest
 
 from dpfed._validation import DpfedInputError
 from dpfed.cli import build_parser, main
-from dpfed.cli.horizontal import CONSENSUS_DEFAULTS
 from dpfed.cli.vertical import rounds_line
 from dpfed.parameters import config_kwargs, option_name, parameters
-from dpfed.protocols.consensus.driver import ConsensusConfig
+from dpfed.protocols.consensus.driver import CONSENSUS_TRAINING, ConsensusConfig
 from dpfed.protocols.decentralized.driver import DecentralizedConfig
 from dpfed.protocols.vertical.calibration import SoundBounds, sound_defaults
 from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds
@@ -101,7 +100,7 @@ def test_options_left_out_keep_the_config_or_command_defaults():
     assert config_kwargs(VerticalConfig, _parse("vertical")) == {"iterations": 5}
     assert config_kwargs(ConsensusConfig, _parse("consensus")) == {
         "iterations": 5,
-        **CONSENSUS_DEFAULTS,
+        **CONSENSUS_TRAINING.defaults,
     }
 
 

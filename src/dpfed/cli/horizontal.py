@@ -1,101 +1,29 @@
-"""``dpfed train consensus`` and ``dpfed train decentralized``: sample-partitioned learning.
+"""``dpfed train decentralized``: sample-partitioned learning over a graph.
 
 The protocol options are generated from
-:class:`~dpfed.protocols.consensus.driver.ConsensusConfig` and
-:class:`~dpfed.protocols.decentralized.driver.DecentralizedConfig`; the data and graph options
-are the commands'.
+:class:`~dpfed.protocols.decentralized.driver.DecentralizedConfig`; the data options are those
+of every row protocol (:mod:`dpfed.cli.row_data`) and the graph options the command's own.
+(``dpfed train consensus`` is generated whole from its protocol's in-process training:
+:func:`dpfed.cli.train.add_generated_train`.)
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from dpfed._io import write_json_atomic
-from dpfed._validation import DpfedInputError
-from dpfed.cli.common import add_engine_arguments, engine_from_args, output_path, print_result
+from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
+from dpfed.cli.row_data import add_row_data_arguments, load_parts, row_preprocessing
 from dpfed.core import get_loss
-from dpfed.core.rows import normalize_rows
-from dpfed.data import Dataset, horizontal_split, load_dataset, make_graph
-from dpfed.data.specs import ROW_NOTE
+from dpfed.data import make_graph
 from dpfed.parameters import add_config_arguments, config_kwargs, parse_float, parse_int
-from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
 from dpfed.protocols.decentralized.driver import (
     DecentralizedConfig,
     centralized_optimum,
     joint_objective,
     train_decentralized,
 )
-
-
-def _add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", required=True, help="data set name (adult, a9a, ...) or LIBSVM file")
-    p.add_argument("--test", help="LIBSVM test file (with a file given to --data)")
-    p.add_argument("--data-dir", help="folder of named data sets (default: $DPFED_DATA)")
-    p.add_argument(
-        "--uneven",
-        type=parse_float,
-        help="Dirichlet concentration for uneven part sizes (default: even sizes)",
-    )
-    p.add_argument("--split-seed", type=parse_int, default=0, help="seed of the row partition")
-    p.add_argument("--out", type=output_path("file"), required=True, help="result JSON file")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def load_parts(args: argparse.Namespace, count: int) -> tuple[Dataset, list[tuple[Any, Any]], Any]:
-    """The data set, its rows (of norm 1) cut into ``count`` parts, and the test rows."""
-    if args.test and not os.path.isfile(args.data):
-        raise DpfedInputError(
-            f"--test goes with a LIBSVM file given to --data. Found --data {args.data!r}."
-        )
-    data = load_dataset(args.data, args.data_dir, test=args.test)
-    # rows of norm 1: the sensitivity bounds of both protocols assume norm <= 1
-    X = normalize_rows(data.X_train)
-    X_test = normalize_rows(data.X_test) if data.X_test is not None else None
-    index = horizontal_split(X.shape[0], count, uneven=args.uneven, rng=args.split_seed)
-    return data, [(X[i], data.y_train[i]) for i in index], X_test
-
-
-def _preprocessing(data: Dataset) -> dict[str, Any]:
-    """The data set's preprocessing, then the row normalisation of :func:`load_parts`."""
-    return data.preprocessing | {"before_training": ROW_NOTE}
-
-
-#: ``dpfed train consensus``'s own defaults (the settings of paper 002 on Adult), where they
-#: differ from :class:`ConsensusConfig`'s.
-CONSENSUS_DEFAULTS = {"lam": 1e-5, "rho": 0.015}
-
-
-def add_train_consensus(sub: Any) -> None:
-    """Register ``dpfed train consensus`` on the ``train`` subparsers ``sub``."""
-    p = sub.add_parser(
-        "consensus",
-        help="horizontally partitioned learning with a server: (DP) consensus ADMM",
-        description="Clients hold different rows; a server averages their noisy local models.",
-    )
-    _add_data(p)
-    p.add_argument("--clients", type=parse_int, required=True)
-    add_config_arguments(p, ConsensusConfig, defaults=CONSENSUS_DEFAULTS)
-    add_engine_arguments(p)
-    p.set_defaults(func=run_train_consensus)
-
-
-def run_train_consensus(args: argparse.Namespace) -> int:
-    config = ConsensusConfig(**config_kwargs(ConsensusConfig, args)).validated()
-    data, parts, X_test = load_parts(args, args.clients)
-    result = train_consensus(
-        parts,
-        config,
-        X_test=X_test,
-        y_test=data.y_test,
-        progress=not args.quiet,
-        engine=engine_from_args(args),
-    )
-    payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
-    write_json_atomic(args.out, payload)
-    print_result(payload, args.out)
-    return 0
 
 
 def add_train_decentralized(sub: Any) -> None:
@@ -105,7 +33,7 @@ def add_train_decentralized(sub: Any) -> None:
         help="decentralized learning over a graph: ADMM with DVP or PVP",
         description="Nodes hold different rows and talk to their graph neighbours only.",
     )
-    _add_data(p)
+    add_row_data_arguments(p)
     p.add_argument("--nodes", type=parse_int, required=True)
     p.add_argument(
         "--graph",
@@ -169,7 +97,7 @@ def run_train_decentralized(args: argparse.Namespace) -> int:
     result = train_decentralized(
         parts, graph, config, X_test=X_test, y_test=data.y_test, engine=engine_from_args(args)
     )
-    payload = result.to_json() | {"data": data.name, "preprocessing": _preprocessing(data)}
+    payload = result.to_json() | {"data": data.name, "preprocessing": row_preprocessing(data)}
     if args.central:
         payload["central"] = central_reference(parts, config, payload["final"])
     write_json_atomic(args.out, payload)

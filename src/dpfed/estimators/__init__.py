@@ -33,6 +33,7 @@ the label encoding and the validation change none of them.
 """
 
 from dpfed.estimators.bayes import DPBayesianLinearRegression
+from dpfed.estimators.generated import estimator_for
 from dpfed.estimators.horizontal import (
     ConsensusLogisticRegression,
     DecentralizedLogisticRegression,
@@ -45,4 +46,5 @@ __all__ = [
     "DecentralizedLogisticRegression",
     "VerticalLinearClassifier",
     "VerticalLogisticRegression",
+    "estimator_for",
 ]

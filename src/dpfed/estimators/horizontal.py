@@ -1,166 +1,40 @@
 """Estimators for sample-partitioned data, simulated in one process.
 
-``X`` holds every party's rows; ``fit`` cuts them into clients (consensus ADMM with a server)
-or graph nodes (decentralized ADMM), each row scaled to unit norm as the privacy analyses
+``X`` holds every party's rows; ``fit`` cuts them into clients (consensus ADMM with a server,
+generated from its protocol's in-process training: :mod:`dpfed.estimators.generated`) or graph
+nodes (decentralized ADMM), each row scaled to unit norm as the privacy analyses
 assume, and runs the protocol. Prediction uses the learned global model (consensus) or the
 nodes' average model (decentralized) on rows scaled the same way.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from dpfed._validation import DpfedInputError
-from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE, normalize_rows
-from dpfed.data import horizontal_split, make_graph
-from dpfed.estimators._base import BinaryScoreClassifier, config_of, refuse_fit_params
-from dpfed.protocols.consensus.driver import ConsensusConfig, train_consensus
+from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE
+from dpfed.data import make_graph
+from dpfed.estimators._base import config_of, refuse_fit_params
+from dpfed.estimators.generated import estimator_for
+from dpfed.estimators.rows import RowClassifier
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
+ConsensusLogisticRegression = estimator_for("consensus")
+"""Logistic regression by (DP) consensus ADMM between ``n_clients`` clients and a server.
 
-class _HorizontalClassifier(BinaryScoreClassifier):
-    """Rows cut into parties, each row scaled to unit norm; the model is one vector."""
-
-    def _parts(self, X, y_pm: np.ndarray, count: int, seed: int | None, what: str) -> list:
-        """``count`` parties' rows (scaled to unit norm) and labels in {-1, +1}."""
-        if isinstance(count, int | np.integer) and X.shape[0] < count:
-            raise DpfedInputError(
-                f"X has {X.shape[0]} sample(s), but {type(self).__name__} cuts the rows into "
-                f"{what} = {count} parts and every part needs at least one row."
-            )
-        X = normalize_rows(X)
-        index = horizontal_split(X.shape[0], count, rng=seed)
-        return [(X[i], y_pm[i]) for i in index]
-
-    def _set_model(self, model: np.ndarray, config: ConsensusConfig | DecentralizedConfig) -> None:
-        coef, intercept = config.intercept_of(model)
-        self.coef_ = coef[None, :]
-        self.intercept_ = np.array([intercept])
-
-    def decision_function(self, X) -> np.ndarray:
-        """Scores of the rows of ``X`` (scaled to unit norm), plus the intercept.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray, shape (n_samples,)
-            Positive for ``classes_[1]``.
-        """
-        X = self._validate_rows(X)
-        return np.asarray(normalize_rows(X) @ self.coef_[0]).reshape(-1) + self.intercept_[0]
+A class generated from the protocol's in-process training
+(:data:`~dpfed.protocols.consensus.driver.CONSENSUS_TRAINING`,
+:mod:`dpfed.estimators.generated`):
+``ConsensusLogisticRegression(n_clients=10, *, lam=1e-5, rho=0.015, ..., random_state=None)``.
+Its parameters are ``n_clients`` (the rows are cut into that many clients at random with
+``random_state``, each row scaled to unit norm), every field of
+:class:`~dpfed.protocols.consensus.driver.ConsensusConfig` but ``loss`` (logistic) and
+``seed`` (``random_state`` seeds the split and the noise), with the configuration's defaults
+except ``lam = 1e-5`` and ``rho = 0.015`` (paper 002's settings on Adult). ``help()`` on the
+class lists them with their help. After ``fit``: ``coef_`` (shape ``(1, n_features)``, weights
+of the rows scaled to unit norm), ``intercept_``, ``history_``, ``privacy_spent_`` (every
+client's epsilon) and ``result_``.
+"""
 
 
-class ConsensusLogisticRegression(_HorizontalClassifier):
-    """Logistic regression by (DP) consensus ADMM between ``n_clients`` and a server.
-
-    Parameters
-    ----------
-    n_clients : int
-        Clients the rows are cut into: at random with ``random_state``, else in contiguous
-        blocks.
-    lam, rho : float
-        Regulariser weight of the whole problem and ADMM penalty.
-    iterations : int
-    mechanism : {"none", "gaussian"}
-    epsilon, delta : float or None
-        Target total privacy of every client (gaussian).
-    noise_multiplier : float or None
-        Instead of ``epsilon``: the per-round noise multiplier.
-    accountant : {"pld", "rdp", "moments"}
-    relaxation : float
-        Over-relaxation :math:`\alpha \\in (0, 2)` of the average (1: the paper's ADMM).
-    average_last : int
-        The model is the mean of the global models of the last ``average_last`` rounds.
-    fit_intercept : bool
-        Fit an intercept: every client's rows get a constant column
-        (:func:`dpfed.core.rows.with_intercept`), its weight regularised with the others.
-    intercept_scale : float
-        :math:`c \\in (0, 1)`: rows become :math:`[\\sqrt{1 - c^2} x, c]`.
-    random_state : int or None
-        Seeds the client split and the noise.
-
-    Attributes
-    ----------
-    classes_ : ndarray, shape (2,)
-        The two labels seen in ``fit``, sorted; ``classes_[1]`` is the positive class (+1).
-    n_features_in_ : int
-        Columns of ``X`` in ``fit``.
-    coef_ : ndarray, shape (1, n_features)
-        The global model's weights of the rows scaled to unit norm.
-    intercept_ : ndarray, shape (1,)
-        Its intercept (0 without ``fit_intercept``).
-    history_ : list of dict
-    privacy_spent_ : dict
-    """
-
-    def __init__(
-        self,
-        n_clients: int = 10,
-        *,
-        lam: float = 1e-5,
-        rho: float = 0.015,
-        iterations: int = 20,
-        mechanism: str = "none",
-        epsilon: float | None = None,
-        delta: float | None = None,
-        noise_multiplier: float | None = None,
-        accountant: str = "pld",
-        relaxation: float = 1.0,
-        average_last: int = 1,
-        fit_intercept: bool = True,
-        intercept_scale: float = DEFAULT_INTERCEPT_SCALE,
-        random_state: int | None = None,
-    ) -> None:
-        self.n_clients = n_clients
-        self.noise_multiplier = noise_multiplier
-        self.relaxation = relaxation
-        self.average_last = average_last
-        self.intercept_scale = intercept_scale
-        self.fit_intercept = fit_intercept
-        self.lam = lam
-        self.rho = rho
-        self.iterations = iterations
-        self.mechanism = mechanism
-        self.epsilon = epsilon
-        self.delta = delta
-        self.accountant = accountant
-        self.random_state = random_state
-
-    def _adds_noise(self) -> bool:
-        return self.mechanism != "none"
-
-    def fit(self, X, y, **fit_params) -> ConsensusLogisticRegression:
-        """Cut the rows into ``n_clients`` clients and run consensus ADMM.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-            At least ``n_clients`` rows.
-        y : array-like, shape (n_samples,)
-            Two distinct labels of any type; ``classes_[0]`` is trained as -1 and
-            ``classes_[1]`` as +1.
-
-        Returns
-        -------
-        ConsensusLogisticRegression
-            ``self``, fitted.
-        """
-        refuse_fit_params(self, fit_params)
-        X, y_pm = self._validate_fit(X, y)
-        config = config_of(self, ConsensusConfig, loss="logistic")
-        parts = self._parts(X, y_pm, self.n_clients, self.random_state, "n_clients")
-        result = train_consensus(parts, config)
-        self.result_ = result
-        self._set_model(result.model, config)
-        self.history_ = result.history
-        self.privacy_spent_ = result.privacy
-        return self
-
-
-class DecentralizedLogisticRegression(_HorizontalClassifier):
+class DecentralizedLogisticRegression(RowClassifier):
     r"""Logistic regression by decentralized ADMM over a graph, optionally with DVP or PVP.
 
     Parameters

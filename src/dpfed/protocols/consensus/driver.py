@@ -37,6 +37,7 @@ from dpfed.privacy.coupling import SAMPLER
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
 from dpfed.privacy.noise_source import simulation_generator
+from dpfed.protocols.base import Training
 from dpfed.protocols.consensus.calibration import calibrate_consensus, consensus_sensitivity
 from dpfed.protocols.consensus.roles import (
     ConsensusClient,
@@ -552,3 +553,18 @@ def consensus_privacy(
             "by Newton's method to a gradient norm of 1e-10, not exactly.",
         ],
     }
+
+
+#: How consensus ADMM trains in one process: ``dpfed train consensus`` and
+#: :class:`~dpfed.estimators.ConsensusLogisticRegression` are generated from it, with the
+#: settings of paper 002 on Adult as their defaults where they differ from the configuration's.
+CONSENSUS_TRAINING = Training(
+    config=ConsensusConfig,
+    train=train_consensus,
+    summary="horizontally partitioned learning with a server: (DP) consensus ADMM",
+    description="Clients hold different rows; a server averages their noisy local models.",
+    estimator="ConsensusLogisticRegression",
+    parties="clients",
+    defaults={"lam": 1e-5, "rho": 0.015},
+    fixed={"loss": "logistic"},
+)

@@ -18,7 +18,9 @@ from dpfed.parameters import config_from_table, job_parameters
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.gaussian import GaussianRelease
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.consensus.driver import (
+    CONSENSUS_TRAINING,
     ConsensusConfig,
     client_epsilon,
     client_release,
@@ -40,7 +42,7 @@ from dpfed.protocols.row_hosts import (
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import noise_generator
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
-from dpfed.runtime.registry import FederatedProtocol, JobRecord
+from dpfed.runtime.registry import JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked consensus job.
@@ -220,7 +222,7 @@ def consensus_result(
 CONSENSUS_PARAMS = job_parameters(ConsensusConfig)
 
 
-class ConsensusProtocol(FederatedProtocol):
+class ConsensusProtocol(BaseProtocol):
     """Consensus ADMM with a server: clients hold row ranges, one ``role = "server"`` party
     holds no data and averages the clients' released models."""
 
@@ -231,6 +233,7 @@ class ConsensusProtocol(FederatedProtocol):
     same_rows = False
     messages = CONSENSUS_MESSAGES
     report = None
+    training = CONSENSUS_TRAINING
 
     def check_parties(self, parties: Sequence[PartySpec]) -> None:
         servers = [p.name for p in parties if p.role == "server"]

@@ -16,6 +16,7 @@ from dpfed.data import GRAPHS, make_graph
 from dpfed.data.specs import ROW_NOTE, parties_preprocessing
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.accounting import Release
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.decentralized.driver import (
     ITERATE_FIGURES,
     DecentralizedConfig,
@@ -35,7 +36,7 @@ from dpfed.protocols.row_hosts import (
 from dpfed.runtime.disclosure import exact_values, with_exact_values
 from dpfed.runtime.hosting import noise_generator
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
-from dpfed.runtime.registry import FederatedProtocol, JobRecord
+from dpfed.runtime.registry import JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked decentralized job.
@@ -213,7 +214,7 @@ def decentralized_result(
 DECENTRALIZED_PARAMS = job_parameters(DecentralizedConfig) | job_parameters(GraphParams)
 
 
-class DecentralizedProtocol(FederatedProtocol):
+class DecentralizedProtocol(BaseProtocol):
     """Decentralized ADMM over a graph: every party is a node holding a row range and talks
     to its neighbours only."""
 

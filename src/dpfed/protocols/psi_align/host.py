@@ -28,6 +28,7 @@ from dpfed.data.psi import alignment_digest, new_psi_key, order_key
 from dpfed.data.tables import load_schema, read_table
 from dpfed.parameters import job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.psi_align.roles import AlignmentHolder, AlignmentSeeker, column_hashes
 from dpfed.runtime.alignment import ALIGNMENT_PROTOCOL, alignment_file, parent_job_id
@@ -35,7 +36,7 @@ from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec, PartySpec
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret, private_folder
-from dpfed.runtime.registry import FederatedProtocol, JobRecord
+from dpfed.runtime.registry import JobRecord
 
 
 def _parts(spec: JobSpec) -> tuple[str, ...]:
@@ -159,7 +160,7 @@ class AlignmentParams:
     min_rows: int = param(1, help="the fewest shared training rows accepted")
 
 
-class AlignmentProtocol(FederatedProtocol):
+class AlignmentProtocol(BaseProtocol):
     """Private set intersection of every party's IDs with the label holder's, before an
     aligned vertical job."""
 

@@ -34,13 +34,14 @@ from dpfed.parameters import job_parameters, param
 from dpfed.privacy.accounting import Release, releases_epsilon
 from dpfed.privacy.ledger import PrivacyEvent
 from dpfed.privacy.noise_source import new_secret, secret_generator
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.secure_sum.messages import NodeKey, ReceivedReport, SealedShare
 from dpfed.protocols.secure_sum.roles import ComputeNode, SecureSumClient
 from dpfed.runtime.hosting import RoleDelegate
 from dpfed.runtime.jobspec import JobSpec, PartySpec, describe
 from dpfed.runtime.messages import Message
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import Dropouts, FederatedProtocol, JobRecord
+from dpfed.runtime.registry import Dropouts, JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked secure sum.
@@ -427,7 +428,7 @@ class SecureSumParams:
 SECURE_SUM_PARAMS = job_parameters(SecureSumParams)
 
 
-class SecureSumProtocol(FederatedProtocol):
+class SecureSumProtocol(BaseProtocol):
     """The DCA secure sum: clients hold row ranges, ``role = "compute"`` parties hold no data
     and sum the shares; the leader adds the nodes' sums."""
 

@@ -28,6 +28,7 @@ from dpfed.data.specs import parties_preprocessing
 from dpfed.data.tables import PartyTable, load_schema, read_table
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.ledger import PrivacyEvent, PrivacyLedger
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.calibration import EigenvaluePremise
 from dpfed.protocols.vertical.driver import (
@@ -55,7 +56,7 @@ from dpfed.runtime.hosting import PartyShare, RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.logs import process_logger
 from dpfed.runtime.messages import Message
-from dpfed.runtime.registry import FederatedProtocol, JobRecord
+from dpfed.runtime.registry import JobRecord
 from dpfed.runtime.wire import register_message
 
 #: The messages of a networked vertical job.
@@ -572,7 +573,7 @@ class VerticalHost(ColumnPrediction, RoleDelegate):
         return out
 
 
-class VerticalProtocol(FederatedProtocol):
+class VerticalProtocol(BaseProtocol):
     """Vertical learning by ADMM sharing: parties hold column ranges of the same rows, the
     first party holds the labels and reports every round to the leader."""
 

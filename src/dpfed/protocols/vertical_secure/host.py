@@ -26,6 +26,7 @@ from dpfed._validation import DpfedInputError, check_binary_labels
 from dpfed.parameters import config_from_table, job_parameters, param
 from dpfed.privacy.accounting import Release
 from dpfed.privacy.ledger import PrivacyEvent
+from dpfed.protocols.base import BaseProtocol
 from dpfed.protocols.psi_align.messages import ALIGNMENT_MESSAGES
 from dpfed.protocols.vertical.evaluation import RoundReport
 from dpfed.protocols.vertical.host import ColumnPrediction, party_rows
@@ -50,7 +51,7 @@ from dpfed.protocols.vertical_secure.setup import (
 from dpfed.runtime.hosting import RoleDelegate, noise_generator
 from dpfed.runtime.jobspec import LEADER, JobSpec, PartySpec, describe
 from dpfed.runtime.private_files import load_or_create_secret
-from dpfed.runtime.registry import FederatedProtocol, JobRecord
+from dpfed.runtime.registry import JobRecord
 from dpfed.secure import ckks
 
 #: The protocol's name in the registry (a vertical job file selects it by ``secure = true``).
@@ -288,7 +289,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
         )
 
 
-class SecureVerticalProtocol(FederatedProtocol):
+class SecureVerticalProtocol(BaseProtocol):
     """A label holder and one to six passive parties training a logistic regression with the
     products under CKKS and Gaussian noise on d-vectors only."""
 
