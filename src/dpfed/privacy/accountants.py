@@ -574,6 +574,9 @@ PLD_MIN_MULTIPLIER = 0.25
 #: Value discretisation of every PLD built here (``PLDAccountant``'s default).
 _PLD_DISCRETIZATION = 1e-4
 
+#: Relative tolerance (in noise-multiplier space) of the RDP calibration.
+_CALIBRATION_RTOL = 1e-4
+
 
 class PldAccountant(Accountant):
     r"""Privacy loss distributions: exact for Gaussian releases, optimal composition for pure
@@ -695,10 +698,6 @@ class RdpAccountant(Accountant):
             f"could not calibrate a noise multiplier for epsilon={epsilon!r}, "
             f"delta={delta!r}, steps={steps!r} with accountant 'rdp'."
         )
-
-
-# Relative tolerance (in noise-multiplier space) of the RDP calibration.
-_CALIBRATION_RTOL = 1e-4
 
 
 class _ClassicAccountant(Accountant):
