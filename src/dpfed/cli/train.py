@@ -16,7 +16,7 @@ from typing import Any
 from dpfed._io import write_json_atomic
 from dpfed.cli.bayes import add_train_bayes_linreg
 from dpfed.cli.common import add_engine_arguments, engine_from_args, print_result
-from dpfed.cli.horizontal import add_train_decentralized
+from dpfed.cli.decentralized import add_train_decentralized
 from dpfed.cli.row_data import add_row_data_arguments, load_parts, row_preprocessing
 from dpfed.cli.vertical import add_train_vertical
 from dpfed.parameters import add_config_arguments, config_kwargs, parse_int

@@ -33,11 +33,9 @@ the label encoding and the validation change none of them.
 """
 
 from dpfed.estimators.bayes import DPBayesianLinearRegression
+from dpfed.estimators.consensus import ConsensusLogisticRegression
+from dpfed.estimators.decentralized import DecentralizedLogisticRegression
 from dpfed.estimators.generated import estimator_for
-from dpfed.estimators.horizontal import (
-    ConsensusLogisticRegression,
-    DecentralizedLogisticRegression,
-)
 from dpfed.estimators.vertical import VerticalLinearClassifier, VerticalLogisticRegression
 
 __all__ = [

@@ -1,10 +1,8 @@
-"""Estimators for sample-partitioned data, simulated in one process.
+"""The decentralized ADMM estimator, simulated in one process.
 
-``X`` holds every party's rows; ``fit`` cuts them into clients (consensus ADMM with a server,
-generated from its protocol's in-process training: :mod:`dpfed.estimators.generated`) or graph
-nodes (decentralized ADMM), each row scaled to unit norm as the privacy analyses
-assume, and runs the protocol. Prediction uses the learned global model (consensus) or the
-nodes' average model (decentralized) on rows scaled the same way.
+``X`` holds every node's rows; ``fit`` cuts them into graph nodes, each row scaled to unit
+norm as the privacy analyses assume, and runs the protocol. Prediction uses the nodes' average
+model on rows scaled the same way.
 """
 
 from __future__ import annotations
@@ -12,26 +10,10 @@ from __future__ import annotations
 from dpfed.core.rows import DEFAULT_INTERCEPT_SCALE
 from dpfed.data import make_graph
 from dpfed.estimators._base import config_of, refuse_fit_params
-from dpfed.estimators.generated import estimator_for
 from dpfed.estimators.rows import RowClassifier
 from dpfed.protocols.decentralized.driver import DecentralizedConfig, train_decentralized
 
-ConsensusLogisticRegression = estimator_for("consensus")
-"""Logistic regression by (DP) consensus ADMM between ``n_clients`` clients and a server.
-
-A class generated from the protocol's in-process training
-(:data:`~dpfed.protocols.consensus.driver.CONSENSUS_TRAINING`,
-:mod:`dpfed.estimators.generated`):
-``ConsensusLogisticRegression(n_clients=10, *, lam=1e-5, rho=0.015, ..., random_state=None)``.
-Its parameters are ``n_clients`` (the rows are cut into that many clients at random with
-``random_state``, each row scaled to unit norm), every field of
-:class:`~dpfed.protocols.consensus.driver.ConsensusConfig` but ``loss`` (logistic) and
-``seed`` (``random_state`` seeds the split and the noise), with the configuration's defaults
-except ``lam = 1e-5`` and ``rho = 0.015`` (paper 002's settings on Adult). ``help()`` on the
-class lists them with their help. After ``fit``: ``coef_`` (shape ``(1, n_features)``, weights
-of the rows scaled to unit norm), ``intercept_``, ``history_``, ``privacy_spent_`` (every
-client's epsilon) and ``result_``.
-"""
+__all__ = ["DecentralizedLogisticRegression"]
 
 
 class DecentralizedLogisticRegression(RowClassifier):

@@ -7,7 +7,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from dpfed.cli import main
-from dpfed.cli.horizontal import central_reference
+from dpfed.cli.decentralized import central_reference
 from dpfed.protocols.decentralized.driver import (
     DecentralizedConfig,
     centralized_optimum,
