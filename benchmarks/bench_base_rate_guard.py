@@ -39,7 +39,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SPLITS = {"a9a": (66, 57), "adult": (53, 52), "breast_cancer": (15, 15), "madelon": (250, 250)}
+sys.path.insert(0, str(HERE))
+
+from bench_secure_vertical import DEFAULT_DATA, SPLITS  # noqa: E402  (the same column splits)
 
 
 def _shares(result, blocks) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +108,7 @@ def guarded_run(blocks, y, test_blocks, y_test, epsilon, delta, bounds, seed) ->
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=os.environ.get("DPFED_DATA"))
-    p.add_argument("--data", nargs="+", default=sorted(SPLITS), choices=sorted(SPLITS))
+    p.add_argument("--data", nargs="+", default=list(DEFAULT_DATA), choices=sorted(SPLITS))
     p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 8.0])
     p.add_argument("--bounds", type=float, nargs="+", default=[2.0, 8.0])
     p.add_argument("--seeds", type=int, default=3)

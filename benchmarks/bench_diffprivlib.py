@@ -37,13 +37,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-SPLITS = {
-    "a9a": (66, 57),
-    "adult": (53, 52),
-    "arcene": (5000, 5000),
-    "breast_cancer": (15, 15),
-    "madelon": (250, 250),
-}
+sys.path.insert(0, str(HERE))
+
+from bench_secure_vertical import SPLITS  # noqa: E402  (the same column splits)
+
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
