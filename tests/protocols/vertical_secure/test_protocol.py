@@ -12,6 +12,7 @@ from dpfed._validation import DpfedInputError
 from dpfed.core.rows import clip_rows
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure import party as party_module
+from dpfed.protocols.vertical_secure.setup import DEFAULT_RIDGE
 
 from ...conftest import make_vertical_problem_with_test
 
@@ -139,6 +140,19 @@ def test_the_noise_multiplier_composes_to_the_target_in_dp_accounting():
     assert epsilon <= 1.0 + 1e-3
     assert epsilon >= 0.99
     assert setup.epsilon_spent() <= 1.0 + 1e-9
+
+
+def test_the_ridge_is_a_public_constant_unless_the_job_sets_one():
+    # the noise does not move it: the preconditioner's damping answers the noise
+    ridges = {
+        SecureSetup(n, (66, 57), epsilon, 1e-5).ridge_strength
+        for n in (398, 32561)
+        for epsilon in (0.5, 8.0)
+    }
+    assert ridges == {DEFAULT_RIDGE}
+    assert SecureSetup(398, (15, 15), 1.0, 1e-5, ridge=0.01).ridge_strength == 0.01
+    with pytest.raises(DpfedInputError, match="ridge"):
+        SecureSetup(398, (15, 15), 1.0, 1e-5, ridge=0.0)
 
 
 def test_setups_that_cannot_run_are_refused_by_name():

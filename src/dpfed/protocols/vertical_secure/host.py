@@ -94,7 +94,7 @@ class SecureParams:
     degree: int = param(DEFAULT_DEGREE, help="degree of the sigmoid polynomial")
     radius: float = param(DEFAULT_RADIUS, help="the model's norm bound R")
     intercept_scale: float = param(DEFAULT_INTERCEPT_SCALE, help="the intercept column's constant")
-    ridge: float | None = param(None, help="the ridge (default: from the noise)")
+    ridge: float | None = param(None, help="the ridge lambda (default: 1e-5)")
     seed: int | None = param(None, help="a simulation's seed ([job].simulation = true)")
 
 

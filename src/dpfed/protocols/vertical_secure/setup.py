@@ -65,15 +65,16 @@ DEFAULT_PASSIVE_SCORE_BOUND = 2.0
 #: Parties at most: a block update's ciphertexts pass one multiplicative level per party
 #: (:func:`dpfed.secure.ckks.parameters`, at most 7 levels at 128-bit security).
 MAX_PARTIES = 7
-#: The ridge floor and the share of the noise it answers (see :func:`default_ridge`).
-RIDGE_FLOOR = 1e-5
-RIDGE_NOISE_SHARE = 1.0 / 40.0
-
-
-def default_ridge(sigma: float, n_features: int, n_samples: int) -> float:
-    r""":math:`\lambda = \max(10^{-5}, \sigma \sqrt d / (40 N))`: the ridge grows with the noise
-    the preconditioned step amplifies in weak directions."""
-    return max(RIDGE_FLOOR, RIDGE_NOISE_SHARE * sigma * math.sqrt(n_features) / n_samples)
+#: :math:`\lambda`, the ridge of the rounds unless the job gives one. A constant: the
+#: preconditioner's damping (:meth:`SecureParty.preconditioner
+#: <dpfed.protocols.vertical_secure.party.SecureParty.preconditioner>`) already shortens the
+#: steps along directions the noise dominates, and a ridge that grew with the noise
+#: (:math:`\max(10^{-5}, \sigma\sqrt d / (40 N))`, the rule before) only biased the model
+#: towards 0. With everything protected, on a9a, Adult, breast cancer and madelon at epsilon
+#: 0.5-8 (3 seeds, the same noise draws), the constant gave a lower test log loss in 14 of
+#: 16 cells, by up to 0.030 (breast cancer at epsilon 8), and a higher one in two (breast
+#: cancer at 0.5 by 0.0026, madelon at 0.5 by 0.0001) (docs/design.md).
+DEFAULT_RIDGE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class SecureSetup:
     intercept_scale : float
         :math:`c`, the intercept column's constant.
     ridge : float or None
-        :math:`\lambda`; ``None`` uses :func:`default_ridge`.
+        :math:`\lambda`; ``None`` uses :data:`DEFAULT_RIDGE`.
     row_scaling : str
         One of :data:`ROW_SCALINGS`.
     passive_score_bound : float
@@ -209,10 +210,8 @@ class SecureSetup:
 
     @property
     def ridge_strength(self) -> float:
-        """:math:`\\lambda` (the given one or :func:`default_ridge`)."""
-        if self.ridge is not None:
-            return self.ridge
-        return default_ridge(self.gradient_sigma, sum(self.block_widths), self.n_samples)
+        """:math:`\\lambda` (the given one or :data:`DEFAULT_RIDGE`)."""
+        return DEFAULT_RIDGE if self.ridge is None else self.ridge
 
     @property
     def weighted(self) -> bool:
