@@ -14,7 +14,12 @@ have norm at most :math:`\sqrt{P}` for :math:`P` parties, diffprivlib's ``data_n
 epsilon and each seed: ``diffprivlib.models.LogisticRegression(epsilon, data_norm, C,
 fit_intercept=True)``, its ``C`` tuned on a validation fifth of the training rows (the tuning
 itself not accounted: a generous reference), then refitted on all training rows and scored on
-the test rows (accuracy and log loss of ``predict_proba``). diffprivlib's mechanism is pure
+the test rows (accuracy and log loss of ``predict_proba``). Each ``C`` is scored on the
+validation fifth over :data:`TUNING_DRAWS` noise draws that are not the final fit's: scored
+with the final fit's own draw (the same ``random_state``), the tuning picks the ``C`` under
+which that draw happens to be benign, which no user of the released model can do (on breast
+cancer at epsilon 1 that reference reached 0.375 test log loss, against 0.601 for the best
+fixed ``C`` averaged over ten draws). diffprivlib's mechanism is pure
 epsilon-DP (Chaudhuri, Monteleoni and Sarwate 2011's objective perturbation, the vector
 mechanism), a stronger guarantee than the secure mode's (epsilon, 1e-5), so the comparison
 favours diffprivlib.
@@ -42,6 +47,8 @@ sys.path.insert(0, str(HERE))
 from bench_secure_vertical import SPLITS  # noqa: E402  (the same column splits)
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: Noise draws each ``C`` is scored over on the validation fifth.
+TUNING_DRAWS = 3
 
 
 def _rows(blocks) -> np.ndarray:
@@ -79,6 +86,13 @@ def _fit(X, y, epsilon, data_norm, C, seed):
         ).fit(X, y)
 
 
+def _tuning_seeds(seed: int) -> range:
+    """The noise seeds of the validation fits: never the final fit's, so that tuning cannot
+    pick the ``C`` under which the final fit's own noise draw happens to be benign."""
+    start = 10_000 + TUNING_DRAWS * seed
+    return range(start, start + TUNING_DRAWS)
+
+
 def cell(X, y, X_test, y_test, epsilon, data_norm, seeds) -> dict:
     """diffprivlib at ``epsilon`` over ``seeds``, ``C`` tuned on a validation fifth."""
     runs = []
@@ -88,7 +102,14 @@ def cell(X, y, X_test, y_test, epsilon, data_norm, seeds) -> dict:
         cut = X.shape[0] // 5
         val, fit = order[:cut], order[cut:]
         losses = [
-            _scores(_fit(X[fit], y[fit], epsilon, data_norm, C, seed), X[val], y[val])["log_loss"]
+            np.mean(
+                [
+                    _scores(_fit(X[fit], y[fit], epsilon, data_norm, C, s), X[val], y[val])[
+                        "log_loss"
+                    ]
+                    for s in _tuning_seeds(seed)
+                ]
+            )
             for C in C_GRID
         ]
         C = C_GRID[int(np.argmin(losses))]

@@ -341,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the saved frontier and references of the data sets not run",
     )
     p.add_argument("--out", default=str(HERE / "results" / "secure_vertical.json"))
-    p.add_argument("--plot", default=str(HERE.parent / "docs" / "img" / "secure_frontier.png"))
+    p.add_argument(
+        "--plot",
+        default=str(HERE.parent / "docs" / "img" / "secure_frontier.png"),
+        help="the figure to draw (empty: none)",
+    )
     args = p.parse_args(argv)
     if args.replot:
         saved = json.loads(Path(args.out).read_text())
