@@ -44,7 +44,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_secure_vertical import SPLITS  # noqa: E402  (the same column splits)
+from bench_secure_vertical import SPLITS, validation_fifth  # noqa: E402  (the same splits)
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
 #: Noise draws each ``C`` is scored over on the validation fifth.
@@ -98,9 +98,7 @@ def cell(X, y, X_test, y_test, epsilon, data_norm, seeds) -> dict:
     runs = []
     for seed in range(seeds):
         rng = np.random.default_rng(2000 + seed)
-        order = rng.permutation(X.shape[0])
-        cut = X.shape[0] // 5
-        val, fit = order[:cut], order[cut:]
+        val, fit = validation_fifth(X.shape[0], rng)
         losses = [
             np.mean(
                 [

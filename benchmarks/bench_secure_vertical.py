@@ -101,6 +101,14 @@ def _output_perturbation(X, y, X_eval, epsilon, delta, lam, rng) -> np.ndarray:
     return np.asarray(X_eval @ w)
 
 
+def validation_fifth(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A random fifth of ``n`` training rows to tune on, and the other four fifths to fit on
+    (the central references' tuning split)."""
+    order = rng.permutation(n)
+    cut = n // 5
+    return order[:cut], order[cut:]
+
+
 def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
     """The central DP reference at ``epsilon`` (module docstring), mean over seeds."""
     import scipy.sparse as sp
@@ -115,9 +123,7 @@ def central_dp(blocks, y, test_blocks, y_test, epsilon, delta, seeds) -> dict:
     runs = []
     for seed in range(seeds):
         rng = np.random.default_rng(1000 + seed)
-        order = rng.permutation(X.shape[0])
-        cut = X.shape[0] // 5
-        val, fit = order[:cut], order[cut:]
+        val, fit = validation_fifth(X.shape[0], rng)
         losses = [
             _metrics(
                 y[val], _output_perturbation(X[fit], y[fit], X[val], epsilon, delta, lam, rng)
