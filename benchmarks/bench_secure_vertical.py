@@ -362,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parties_names = [n for n in args.data if n in THREE_PARTY_SPLITS]
     if args.parties_only:
         saved = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}
+        kept = saved.get("more_parties", {}).get("protocol", [])
         saved["more_parties"] = more_parties(
             parties_names,
             args.data_dir,
@@ -370,6 +371,8 @@ def main(argv: list[str] | None = None) -> int:
             args.delta,
             not args.no_protocol,
         )
+        if args.no_protocol:  # keep the saved CKKS run
+            saved["more_parties"]["protocol"] = kept
         Path(args.out).write_text(json.dumps(saved, indent=2))
         print(f"wrote {args.out}")
         return 0
@@ -409,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             args.delta,
             not args.no_protocol,
         )
+        if args.no_protocol and "more_parties" in saved:  # keep the saved CKKS run
+            payload["more_parties"]["protocol"] = saved["more_parties"]["protocol"]
     elif args.keep and "more_parties" in saved:
         payload["more_parties"] = saved["more_parties"]
     Path(args.out).write_text(json.dumps(payload, indent=2))

@@ -1475,7 +1475,11 @@ class SecurePassiveAuditor(_SecureAuditor):
         # the last release: the weighting statistics of the passive scores, which it decrypts
         release = self.secure.statistics_release()
         assert label.own_model is not None
-        request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), self.labels)
+        request = weighting_request(
+            np.asarray(label.rows @ label.own_model).ravel(),
+            self.labels,
+            self.secure.weighting_reach,
+        )
         noise = release.noise(passive.rng)
         observed = plain_statistics(
             release, np.asarray(passive.rows @ passive.w).ravel(), request, noise

@@ -212,6 +212,11 @@ class KeyHolder:
             )
         )
 
+    @property
+    def slots(self) -> int:
+        """Values a ciphertext holds."""
+        return context_slots(self._context)
+
     def encrypt(self, values: np.ndarray) -> list[bytes]:
         """Encrypt under the own key (shape ``(n,)`` -> serialised ciphertexts)."""
         return PublicContext(self._context).encrypt(values)

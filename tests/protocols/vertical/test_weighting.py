@@ -3,6 +3,7 @@ statistics have the sensitivity their release is calibrated to, and a weighted p
 ends no worse than the label holder alone."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from dpfed.protocols.vertical.weighting import (
     WeightingRequest,
     choose_passive_weight,
     fit_local_model,
+    logistic_remainder_coefficients,
     third_derivative_bound,
 )
 from dpfed.runtime.messages import ProtocolError
@@ -110,7 +112,11 @@ def test_one_row_moves_the_statistics_by_at_most_their_sensitivity():
     for _ in range(2000):
         # a dishonest label holder: derivatives far outside the loss's bounds, a huge change
         request = WeightingRequest(
-            rng.normal(0, 5, n), rng.normal(0, 5, n), rng.normal(0, 5 * bound, n)
+            rng.normal(0, 5, n),
+            rng.normal(0, 5, n),
+            rng.normal(0, 5 * bound, n),
+            rng.normal(0, 5, n),
+            rng.normal(0, 5, n),
         )
         scores = rng.uniform(-bound, bound, n)
         other = scores.copy()
@@ -248,6 +254,13 @@ def test_parties_refuse_weighting_messages_out_of_place():
         holder.handle(sneaky)
     (second,) = holder.handle(reply)
     assert second.gradient is not None and second.change is not None
+    assert second.rising is not None and second.rising.shape == (100,)  # the logistic loss
+    for malformed, expected in (
+        (replace(second, rising=None), "rising and falling"),
+        (replace(second, falling=second.falling[:7]), r"falling must have shape \(100,\)"),
+    ):
+        with pytest.raises(ProtocolError, match=expected):
+            party._release_statistics(malformed)
     (last,) = party.handle(second)
     assert last.statistics is not None and last.statistics.shape == (3,)
     (done,) = holder.handle(last)
@@ -257,3 +270,34 @@ def test_parties_refuse_weighting_messages_out_of_place():
     )
     with pytest.raises(ProtocolError, match=r"\[0, 1\]"):
         party.handle(bad)
+
+
+@pytest.mark.parametrize("reach", [0.5, 2.0, 4.0])
+def test_the_per_row_remainder_bounds_the_logistic_remainder_for_every_step(reach):
+    """For scores from -8 to 8, both labels and steps anywhere in [-reach, reach], the loss
+    minus its second-order expansion is at most C3 u t^3 / 6 (t > 0) or C3 w |t|^3 / 6
+    (t < 0); the coefficients lie in [0, 1] and vanish for steps away from 0."""
+    c3 = third_derivative_bound(LOGISTIC)
+    a = np.linspace(-8.0, 8.0, 801)
+    rising, falling = logistic_remainder_coefficients(a, reach)
+    assert np.all((0.0 <= rising) & (rising <= 1.0) & (0.0 <= falling) & (falling <= 1.0))
+    assert np.all(rising[a >= 0.0] == 0.0) and np.all(falling[a <= 0.0] == 0.0)
+    steps = np.linspace(-reach, reach, 401)
+    for label in (-1.0, 1.0):
+        y = np.full(a.shape, label)
+        base = LOGISTIC.value(a, y)
+        slope, curve = LOGISTIC.derivative(a, y), LOGISTIC.second_derivative(a, y)
+        for t in steps[steps != 0.0]:
+            remainder = LOGISTIC.value(a + t, y) - base - slope * t - 0.5 * curve * t * t
+            coefficient = rising if t > 0 else falling
+            assert np.all(remainder <= c3 * coefficient * abs(t) ** 3 / 6.0 + 1e-12)
+    assert np.mean(rising + falling) < 1.5  # the constant bound charges 2
+
+
+def test_a_request_with_coefficients_weighs_the_cubes_by_sign():
+    request = WeightingRequest(
+        np.zeros(3), np.zeros(3), np.zeros(3), np.array([0.5, 0.0, 2.0]), np.array([1.0, 0.2, 0.0])
+    )
+    steps = np.array([2.0, -1.0, 1.0])
+    assert request.cubic(steps) == pytest.approx(0.5 * 8 + 0.2 * 1 + 1.0 * 1)  # clipped to 1
+    assert WeightingRequest(np.zeros(3), np.zeros(3), np.zeros(3)).cubic(steps) == 10.0

@@ -75,7 +75,10 @@ class PassiveWeighting:
         change = np.asarray(self.block @ self.model).reshape(-1) - local
         bound = release.score_bound
         shared = np.clip(change, -bound, bound)
-        return WeightingRequest.at(self.loss, local, self.labels, shared), change - shared
+        # the step of row i's score: its own change plus every passive score, each within V
+        reach = np.abs(change) + len(self.parties) * bound
+        request = WeightingRequest.at(self.loss, local, self.labels, shared, reach)
+        return request, change - shared
 
     def _weigh_passive_parties(self) -> float:
         """Choose the passive weight, combine the label holder's own model accordingly."""

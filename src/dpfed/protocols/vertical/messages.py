@@ -26,8 +26,9 @@ class Broadcast(Message):
 
     Before the last x-update of a weighted job it also carries what the parties' statistics
     are computed with (:class:`~dpfed.protocols.vertical.weighting.WeightingRequest`:
-    ``gradient``, ``curvature`` and ``change``, each ``(N,)``); the final broadcast then
-    carries the ``passive_weight`` every passive party scales its model by.
+    ``gradient``, ``curvature`` and ``change``, each ``(N,)``, and for the logistic loss
+    ``rising`` and ``falling``); the final broadcast then carries the ``passive_weight`` every
+    passive party scales its model by.
     """
 
     residual: np.ndarray
@@ -38,3 +39,5 @@ class Broadcast(Message):
     curvature: np.ndarray | None = None
     change: np.ndarray | None = None
     passive_weight: float | None = None
+    rising: np.ndarray | None = None
+    falling: np.ndarray | None = None

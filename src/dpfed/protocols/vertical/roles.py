@@ -211,14 +211,20 @@ class PassiveParty(_BlockOwner):
             or message.gradient is None
             or message.curvature is None
             or message.change is None
+            or (message.rising is None) != (message.falling is None)
         ):
             raise ProtocolError(
                 f"{self.name} was asked for weighting statistics the job does not plan or "
-                f"without all of gradient, curvature and change (round {message.round} from "
-                f"{message.sender})."
+                f"without all of gradient, curvature and change (or with one of rising and "
+                f"falling; round {message.round} from {message.sender})."
             )
-        request = WeightingRequest(message.gradient, message.curvature, message.change)
-        released = release.apply(self.scores(self.block), request, self.rng)
+        request = WeightingRequest(
+            message.gradient, message.curvature, message.change, message.rising, message.falling
+        )
+        try:
+            released = release.apply(self.scores(self.block), request, self.rng)
+        except DpfedInputError as exc:
+            raise ProtocolError(f"{self.name}: {exc} (round {message.round})") from exc
         self.events.append(release.event(self.name, self.round))
         return released
 
@@ -599,6 +605,8 @@ class LabelHolder(PassiveWeighting, LabelHolderStart, _BlockOwner):
                     gradient=None if share is None else share.gradient,
                     curvature=None if share is None else share.curvature,
                     change=None if share is None else share.change,
+                    rising=None if share is None else share.rising,
+                    falling=None if share is None else share.falling,
                     passive_weight=weight,
                 )
             )

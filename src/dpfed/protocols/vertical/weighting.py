@@ -28,7 +28,11 @@ scaled by :math:`\beta`. By Taylor's theorem with a bound :math:`C_3 \ge |\ell''
 with :math:`g = \frac1N\sum_i r_i \delta_i`, :math:`H = \frac1N\sum_i c_i \delta_i^2`,
 :math:`K = \frac1N\sum_i |\delta_i|^3`, :math:`r_i = \ell'(a_i)` and :math:`c_i = \ell''(a_i)`
 (for a loss without a bound on :math:`\ell'''`, :math:`c_i = S`, the smoothness bound, and
-:math:`C_3 = 0`). The label holder keeps its own block fixed in the last round, so it knows
+:math:`C_3 = 0`). For the logistic loss the remainder is bounded row by row:
+:math:`K = \frac1N\sum_i u_i (\delta_i^+)^3 + w_i (\delta_i^-)^3` with :math:`u, w \in [0, 1]`
+from :func:`logistic_remainder_coefficients` at :math:`a` for steps of at most
+:math:`|\Delta a_i| + PV` (:math:`P` passive parties), sent with :math:`r` and :math:`c`.
+The label holder keeps its own block fixed in the last round, so it knows
 :math:`\Delta a` before the passive parties' last x-update; it broadcasts :math:`r`,
 :math:`c` and, to the first passive party, :math:`\Delta a` clipped to :math:`\pm V` (zeros
 to the others). Each passive party returns, for :math:`\delta_m = \Delta a + v_m` (first
@@ -36,7 +40,8 @@ party) or :math:`v_m`, its :math:`g_m = \frac1N\sum_i r_i \delta_{mi}`, :math:`H
 \frac1N\sum_i c_i \delta_{mi}^2` and :math:`K_m = \frac1N\sum_i |\delta_{mi}|^3` with
 Gaussian noise (a release of its rows, accounted like the others: with rows clipped to
 :math:`R` and models in the ball :math:`B_x`, :math:`|v| \le V = R B_x`; the party clips
-:math:`|r_i| \le L`, :math:`0 \le c_i \le S`, :math:`|\Delta a_i| \le V`, so one row moves the
+:math:`|r_i| \le L`, :math:`0 \le c_i \le S`, :math:`u_i, w_i \in [0, 1]`,
+:math:`|\Delta a_i| \le V`, so one row moves the
 three statistics by at most :math:`2LV/N`, :math:`4 S V^2/N` and :math:`8 V^3/N`). The label
 holder adds what clipping took off :math:`\Delta a` itself. Minkowski's inequality bounds the
 totals by the parts (:math:`\sqrt H \le \sum_m \sqrt{H_m}`, likewise :math:`K^{1/3}`; exact for
@@ -89,6 +94,74 @@ def third_derivative_bound(loss: Loss) -> float | None:
     Logistic: :math:`\sigma(1-\sigma)(1-2\sigma)` peaks at :math:`1/(6\sqrt3)`; squared: 0.
     """
     return {"logistic": 1.0 / (6.0 * math.sqrt(3.0)), "squared": 0.0}.get(loss.name)
+
+
+#: Where the logistic loss's third derivative :math:`\sigma(1-\sigma)(1-2\sigma)` peaks:
+#: :math:`z^* = -\ln(2 + \sqrt3)`, at :math:`C_3 = 1/(6\sqrt3)`.
+LOGISTIC_THIRD_PEAK = -math.log(2.0 + math.sqrt(3.0))
+
+
+def _logistic_third(z: np.ndarray) -> np.ndarray:
+    r""":math:`\ell'''(z) = \sigma(z)(1-\sigma(z))(1-2\sigma(z))`, the same for either label."""
+    from scipy.special import expit
+
+    s = expit(z)
+    return cast(np.ndarray, s * (1.0 - s) * (1.0 - 2.0 * s))
+
+
+def _largest_third(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    r"""The largest :math:`\ell'''` of the logistic loss on each ``[low, high]``. It rises to
+    its peak at :math:`z^*`, falls to its trough at :math:`-z^*` and rises after, so the
+    largest is the peak where the interval holds :math:`z^*` and an end's value elsewhere."""
+    ends = np.maximum(_logistic_third(low), _logistic_third(high))
+    holds_peak = (low <= LOGISTIC_THIRD_PEAK) & (LOGISTIC_THIRD_PEAK <= high)
+    return np.where(holds_peak, 1.0 / (6.0 * math.sqrt(3.0)), ends)
+
+
+def logistic_remainder_coefficients(
+    scores: np.ndarray, reach: np.ndarray | float
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per-row bounds of the logistic loss's cubic Taylor remainder at ``scores`` for steps
+    of at most ``reach``, as fractions of :math:`C_3 = 1/(6\sqrt3)`.
+
+    For a step :math:`t` from :math:`a` the remainder of the second-order expansion is
+    :math:`\ell'''(\xi)\, t^3 / 6`, :math:`\xi` between :math:`a` and :math:`a + t`, and
+    :math:`\ell'''(z) = \sigma(z)(1-\sigma(z))(1-2\sigma(z))` whatever the label. So for
+    :math:`0 \le t \le \rho` it is at most :math:`C_3\, u\, t^3 / 6`, and for
+    :math:`-\rho \le t \le 0` at most :math:`C_3\, w\, |t|^3 / 6`, with
+
+    .. math::
+
+        u = \max_{[a,\, a + \rho]} (\ell''')^+ / C_3, \qquad
+        w = \max_{[a - \rho,\, a]} (-\ell''')^+ / C_3,
+
+    both in :math:`[0, 1]`. Where the constant bound charges every row :math:`C_3 |t|^3`,
+    these charge nothing to a step away from 0, where :math:`\ell'''` has the helpful sign
+    (:math:`u = 0` for :math:`a \ge 0`, :math:`w = 0` for :math:`a \le 0`), and less to a
+    step that stays far from the peak.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (N,)
+        The expansion point :math:`a`.
+    reach : float or ndarray, shape (N,)
+        :math:`\rho \ge 0`, the largest step a row's score takes (one for every row, or
+        each row's).
+
+    Returns
+    -------
+    rising, falling : ndarray, shape (N,) each
+        :math:`u` and :math:`w`.
+    """
+    steps = np.asarray(reach, dtype=np.float64)
+    if not np.all(np.isfinite(steps) & (steps >= 0.0)):
+        raise DpfedInputError(f"reach must be finite and >= 0. Found {np.min(steps)}.")
+    a = np.asarray(scores, dtype=np.float64)
+    c3 = 1.0 / (6.0 * math.sqrt(3.0))
+    rising = np.maximum(_largest_third(a, a + steps), 0.0) / c3
+    # the largest -l''' on [a - reach, a] is the largest l''' on [-a, -a + reach]: l''' is odd
+    falling = np.maximum(_largest_third(-a, -a + steps), 0.0) / c3
+    return np.minimum(rising, 1.0), np.minimum(falling, 1.0)
 
 
 def supports_weighting(loss: Loss) -> bool:
@@ -182,27 +255,58 @@ class WeightingRequest:
     change : ndarray, shape (N,)
         The part of :math:`\Delta a` this party adds to its scores (zeros but for the first
         passive party).
+    rising, falling : ndarray, shape (N,), or None
+        :func:`logistic_remainder_coefficients` at :math:`a`: the cubic statistic is then
+        :math:`K = \frac1N \sum_i u_i (\delta_i^+)^3 + w_i (\delta_i^-)^3` in place of
+        :math:`\frac1N \sum_i |\delta_i|^3` (each row's term still in :math:`[0, |\delta_i|^3]`,
+        so the sensitivity is the same). None: the constant bound.
     """
 
     gradient: np.ndarray
     curvature: np.ndarray
     change: np.ndarray
+    rising: np.ndarray | None = None
+    falling: np.ndarray | None = None
 
     @classmethod
     def at(
-        cls, loss: Loss, scores: np.ndarray, labels: np.ndarray, change: np.ndarray
+        cls,
+        loss: Loss,
+        scores: np.ndarray,
+        labels: np.ndarray,
+        change: np.ndarray,
+        reach: np.ndarray | float | None = None,
     ) -> WeightingRequest:
-        """The request at the label holder's local-only ``scores``."""
+        """The request at the label holder's local-only ``scores``; with a ``reach`` (the
+        largest step of each row's score, shape ``(N,)`` or one for all) and the logistic
+        loss, with its per-row remainder coefficients (:func:`logistic_remainder_coefficients`).
+        """
         gradient = np.asarray(loss.derivative(scores, labels), dtype=float)
         if third_derivative_bound(loss) is None:
             curvature = np.full(scores.shape, float(loss.smoothness))
         else:
             curvature = np.asarray(loss.second_derivative(scores, labels), dtype=float)
-        return cls(gradient, curvature, np.asarray(change, dtype=float))
+        request = cls(gradient, curvature, np.asarray(change, dtype=float))
+        if reach is None or loss.name != "logistic":
+            return request
+        rising, falling = logistic_remainder_coefficients(scores, reach)
+        return cls(request.gradient, request.curvature, request.change, rising, falling)
 
     def without_change(self) -> WeightingRequest:
         """The same derivatives with no share of the label holder's change."""
-        return WeightingRequest(self.gradient, self.curvature, np.zeros_like(self.change))
+        return WeightingRequest(
+            self.gradient, self.curvature, np.zeros_like(self.change), self.rising, self.falling
+        )
+
+    def cubic(self, steps: np.ndarray) -> float:
+        r""":math:`\sum_i u_i (t_i^+)^3 + w_i (t_i^-)^3` of ``steps`` :math:`t` (shape
+        ``(N,)``), the coefficients clipped to :math:`[0, 1]`; :math:`\sum_i |t_i|^3` without
+        them."""
+        if self.rising is None or self.falling is None:
+            return float(np.sum(np.abs(steps) ** 3))
+        rising = np.clip(self.rising, 0.0, 1.0)
+        falling = np.clip(self.falling, 0.0, 1.0)
+        return float(rising @ np.maximum(steps, 0.0) ** 3 + falling @ np.maximum(-steps, 0.0) ** 3)
 
 
 @dataclass(frozen=True)
@@ -256,11 +360,18 @@ class StatisticsRelease:
             raise DpfedInputError(
                 f"scores must have shape ({self.n_samples},). Found {scores.shape}."
             )
+        for name in ("gradient", "curvature", "change", "rising", "falling"):
+            value = getattr(request, name)
+            if value is not None and np.shape(value) != (self.n_samples,):
+                raise DpfedInputError(
+                    f"the request's {name} must have shape ({self.n_samples},). "
+                    f"Found {np.shape(value)}."
+                )
         bound = self.score_bound
         v = np.clip(scores, -bound, bound) + np.clip(request.change, -bound, bound)
         r = np.clip(request.gradient, -self.lipschitz, self.lipschitz)
         c = np.clip(request.curvature, 0.0, self.smoothness)
-        exact = np.array([r @ v, c @ (v * v), np.sum(np.abs(v) ** 3)]) / self.n_samples
+        exact = np.array([r @ v, c @ (v * v), request.cubic(v)]) / self.n_samples
         return cast(np.ndarray, exact / self.scales)
 
     def apply(
@@ -328,7 +439,7 @@ def choose_passive_weight(
     g = float(request.gradient @ own_change) / n + sum(float(u[0]) for u in upper_bounds)
     root_h = math.sqrt(max(float(request.curvature @ own_change**2) / n, 0.0))
     root_h += sum(math.sqrt(float(u[1])) for u in upper_bounds)
-    cube_root_k = float(np.mean(np.abs(own_change) ** 3)) ** (1.0 / 3.0)
+    cube_root_k = max(request.cubic(own_change) / n, 0.0) ** (1.0 / 3.0)
     cube_root_k += sum(float(u[2]) ** (1.0 / 3.0) for u in upper_bounds)
     h, k = root_h * root_h, cube_root_k**3
     cubic = c3 * k

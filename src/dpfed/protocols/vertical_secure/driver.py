@@ -34,8 +34,10 @@ from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.protocols.vertical_secure.weighting import (
     WeightedPassive,
     choose_weight,
+    encrypted_request,
     encrypted_statistics,
     plain_statistics,
+    split_request,
     weighting_request,
 )
 from dpfed.secure import ckks
@@ -335,12 +337,15 @@ def weigh_passive(label: SecureParty, passives: Sequence[SecureParty]) -> Weight
     if label.own_model is None:  # protect="parties": fitted only now, after every release
         label.fit_own_model()
     assert label.own_model is not None and label.y is not None
-    request = weighting_request(np.asarray(label.rows @ label.own_model).ravel(), label.y)
+    own_scores = np.asarray(label.rows @ label.own_model).ravel()
+    request = weighting_request(own_scores, label.y, setup.weighting_reach)
     release = setup.statistics_release()
     encrypted = None
     if label.backend == "ckks":
         assert label.keys is not None
-        encrypted = [label.keys.encrypt(request.gradient), label.keys.encrypt(request.curvature)]
+        encrypted = split_request(
+            encrypted_request(label.keys, request), setup.n_samples, label.keys.slots
+        )
     released = []
     for passive in passives:
         noise = release.noise(passive.rng)

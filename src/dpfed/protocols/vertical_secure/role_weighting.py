@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from dpfed._validation import DpfedInputError
 from dpfed.protocols.vertical.weighting import WeightingRequest
 from dpfed.protocols.vertical_secure.messages import WeightRelease
 from dpfed.protocols.vertical_secure.party import SecureParty
@@ -26,7 +27,9 @@ from dpfed.protocols.vertical_secure.setup import SecureSetup
 from dpfed.protocols.vertical_secure.weighting import (
     WeightedPassive,
     choose_weight,
+    encrypted_request,
     encrypted_statistics,
+    split_request,
     weighting_request,
 )
 from dpfed.runtime.messages import Message, ProtocolError
@@ -84,17 +87,16 @@ class WeighingSteps(ABC):
         if party.own_model is None:  # protect="parties": fitted only after every release
             party.fit_own_model()
         assert party.own_model is not None and party.y is not None
-        return weighting_request(np.asarray(party.rows @ party.own_model).ravel(), party.y)
+        own_scores = np.asarray(party.rows @ party.own_model).ravel()
+        return weighting_request(own_scores, party.y, self.setup.weighting_reach)
 
     def _request(self) -> list[Message]:
-        r"""The label holder's :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c)` at its own model,
-        to every passive party."""
+        r"""The label holder's :math:`\mathrm{Enc}_L(r), \mathrm{Enc}_L(c),
+        \mathrm{Enc}_L([u; w])` at its own model, to every passive party."""
         keys = self.party.keys
         assert keys is not None
         request = self._own_request()
-        items = self.outbox.kept(
-            "request", lambda: keys.encrypt(request.gradient) + keys.encrypt(request.curvature)
-        )
+        items = self.outbox.kept("request", lambda: encrypted_request(keys, request))
         return [
             m
             for passive in self.passives
@@ -108,21 +110,16 @@ class WeighingSteps(ABC):
             return []
         if 0 not in self.publics:
             raise ProtocolError(f"{self.name} has not received {self.names[0]}'s context")
-        chunks = ckks.chunk_count(self.setup.n_samples, self._context(0).slots)
-        if len(self.request) != 2 * chunks:
-            raise ProtocolError(
-                f"expected {2 * chunks} ciphertexts of the weighting request; "
-                f"found {len(self.request)}"
-            )
+        try:
+            request = split_request(self.request, self.setup.n_samples, self._context(0).slots)
+        except DpfedInputError as exc:
+            raise ProtocolError(str(exc)) from exc
         release = self.setup.statistics_release()
         noise = release.noise(self.party.rng)
         scores = np.asarray(self.party.rows @ self.party.w).ravel()
-        public, request = self._context(0), self.request
+        public = self._context(0)
         items = self.outbox.kept(
-            "statistics",
-            lambda: encrypted_statistics(
-                release, public, [request[:chunks], request[chunks:]], scores, noise
-            ),
+            "statistics", lambda: encrypted_statistics(release, public, request, scores, noise)
         )
         self._event(self.setup.rounds + 1, "secure weighting statistics", 1.0, 0)
         self.request = None  # answered; nothing else waits for it

@@ -220,15 +220,17 @@ class SecureSetup:
         return self.protect != "all"
 
     @property
+    def weighting_reach(self) -> float:
+        """:math:`PV`: the most the passive parties' weighted shares move a row's score
+        (:math:`P` passive parties, each share clipped to :math:`\\pm V`)."""
+        return (self.parties - 1) * self.passive_score_bound
+
+    @property
     def coordinates(self) -> int:
-        """Grid coordinates released over the job (gradients, Gram triangles and, when
-        :attr:`weighted`, each passive party's three statistics)."""
+        """Grid coordinates released over the job: the gradients and the Gram triangles (the
+        weighting statistics get float noise inside the ciphertexts, off the grid)."""
         d = self.block_widths
-        return (
-            self.rounds * sum(d)
-            + sum(w * (w + 1) // 2 for w in d)
-            + 3 * (self.parties - 1) * int(self.weighted)
-        )
+        return self.rounds * sum(d) + sum(w * (w + 1) // 2 for w in d)
 
     @property
     def release_count(self) -> int:
