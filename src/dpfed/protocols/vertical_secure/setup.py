@@ -51,7 +51,8 @@ from dpfed.secure.sigmoid import SigmoidPolynomial
 PROTECTIONS = ("all", "parties", "passive")
 #: How each party bounds its rows: scale every row to norm 1, or clip the longer ones.
 ROW_SCALINGS = ("normalize", "clip")
-#: Rounds T (5 rounds did worse at every epsilon measured on a9a: docs/design.md).
+#: Rounds T (5 did worse at every epsilon measured on a9a; 20 and 40 won on some sets and
+#: lost on others: docs/design.md, "Another round count").
 DEFAULT_ROUNDS = 10
 DEFAULT_DEGREE = 15
 DEFAULT_RADIUS = 16.0
