@@ -93,12 +93,13 @@ def third_derivative_bound(loss: Loss) -> float | None:
 
     Logistic: :math:`\sigma(1-\sigma)(1-2\sigma)` peaks at :math:`1/(6\sqrt3)`; squared: 0.
     """
-    return {"logistic": 1.0 / (6.0 * math.sqrt(3.0)), "squared": 0.0}.get(loss.name)
+    return {"logistic": LOGISTIC_THIRD_BOUND, "squared": 0.0}.get(loss.name)
 
 
-#: Where the logistic loss's third derivative :math:`\sigma(1-\sigma)(1-2\sigma)` peaks:
-#: :math:`z^* = -\ln(2 + \sqrt3)`, at :math:`C_3 = 1/(6\sqrt3)`.
+#: Where the logistic loss's third derivative :math:`\sigma(1-\sigma)(1-2\sigma)` peaks,
+#: :math:`z^* = -\ln(2 + \sqrt3)`, and its value there, :math:`C_3 = 1/(6\sqrt3)`.
 LOGISTIC_THIRD_PEAK = -math.log(2.0 + math.sqrt(3.0))
+LOGISTIC_THIRD_BOUND = 1.0 / (6.0 * math.sqrt(3.0))
 
 
 def _logistic_third(z: np.ndarray) -> np.ndarray:
@@ -115,7 +116,7 @@ def _largest_third(low: np.ndarray, high: np.ndarray) -> np.ndarray:
     largest is the peak where the interval holds :math:`z^*` and an end's value elsewhere."""
     ends = np.maximum(_logistic_third(low), _logistic_third(high))
     holds_peak = (low <= LOGISTIC_THIRD_PEAK) & (LOGISTIC_THIRD_PEAK <= high)
-    return np.where(holds_peak, 1.0 / (6.0 * math.sqrt(3.0)), ends)
+    return np.where(holds_peak, LOGISTIC_THIRD_BOUND, ends)
 
 
 def logistic_remainder_coefficients(
@@ -157,10 +158,9 @@ def logistic_remainder_coefficients(
     if not np.all(np.isfinite(steps) & (steps >= 0.0)):
         raise DpfedInputError(f"reach must be finite and >= 0. Found {np.min(steps)}.")
     a = np.asarray(scores, dtype=np.float64)
-    c3 = 1.0 / (6.0 * math.sqrt(3.0))
-    rising = np.maximum(_largest_third(a, a + steps), 0.0) / c3
+    rising = np.maximum(_largest_third(a, a + steps), 0.0) / LOGISTIC_THIRD_BOUND
     # the largest -l''' on [a - reach, a] is the largest l''' on [-a, -a + reach]: l''' is odd
-    falling = np.maximum(_largest_third(-a, -a + steps), 0.0) / c3
+    falling = np.maximum(_largest_third(-a, -a + steps), 0.0) / LOGISTIC_THIRD_BOUND
     return np.minimum(rising, 1.0), np.minimum(falling, 1.0)
 
 
@@ -286,11 +286,10 @@ class WeightingRequest:
             curvature = np.full(scores.shape, float(loss.smoothness))
         else:
             curvature = np.asarray(loss.second_derivative(scores, labels), dtype=float)
-        request = cls(gradient, curvature, np.asarray(change, dtype=float))
-        if reach is None or loss.name != "logistic":
-            return request
-        rising, falling = logistic_remainder_coefficients(scores, reach)
-        return cls(request.gradient, request.curvature, request.change, rising, falling)
+        rising = falling = None
+        if reach is not None and loss.name == "logistic":
+            rising, falling = logistic_remainder_coefficients(scores, reach)
+        return cls(gradient, curvature, np.asarray(change, dtype=float), rising, falling)
 
     def without_change(self) -> WeightingRequest:
         """The same derivatives with no share of the label holder's change."""
