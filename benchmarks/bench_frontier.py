@@ -125,7 +125,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=3, help="seeds per point (default 3)")
     parser.add_argument("--delta", type=float, default=1e-5, help="target delta (default 1e-5)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "frontier.json")
+    parser.add_argument(
+        "--constant-remainder",
+        action="store_true",
+        help="weigh with the constant cubic bound C_3 |delta|^3 instead of the per-row one "
+        "(the comparison of benchmarks/README.md; write it to another --out)",
+    )
     args = parser.parse_args(argv)
+    if args.constant_remainder:
+        import dpfed.protocols.vertical.weighting as weighting
+
+        def ones(scores, reach):
+            return np.ones(np.shape(scores)), np.ones(np.shape(scores))
+
+        weighting.logistic_remainder_coefficients = ones
     epsilons = [float(e) for e in args.epsilons.split(",")]
     result: dict = {
         "delta": args.delta,
