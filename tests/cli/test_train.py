@@ -231,6 +231,8 @@ def test_secure_vertical_trains_under_encryption_and_writes_its_costs(tmp_path, 
     assert 0.0 <= result["final"]["test_accuracy"] <= 1.0  # 398 rows: little to learn at eps 2
     assert set(result["baselines"]) == {"label_holder_alone", "central_non_private"}
     assert len(result["model"]["blocks"]) == 2 and "intercept" in result["model"]
+    assert "nothing bounds this model by the label holder's own or by the base rate" in shown
+    assert result["model"]["guarantee"].startswith("every block comes from noisy releases")
 
 
 def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, capsys):
@@ -273,6 +275,8 @@ def test_a_label_holder_keeping_its_model_weighs_the_passive_scores(tmp_path, ca
     assert result["privacy"]["releases"] == 4  # Gram, 2 rounds, the weighting statistics
     assert 0.0 <= result["model"]["passive_weight"] <= 1.0
     assert result["model"]["passive_score_clip"] == 2.0
+    assert result["model"]["guarantee"].startswith("not worse than the label holder's own")
+    assert "nothing bounds this model" not in shown
 
 
 @pytest.mark.networked

@@ -12,6 +12,7 @@ import pytest
 
 from dpfed.data import load_dataset
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+from dpfed.protocols.vertical_secure.setup import NO_FALLBACK
 from dpfed.runtime.budget import BudgetLedger
 
 from .test_networked_prediction import _predict
@@ -95,6 +96,9 @@ def test_a_secure_job_over_the_network_survives_a_killed_party_and_scores_new_ro
     np.testing.assert_allclose(coef[0][:-1], local.blocks[0], atol=1e-4)
     np.testing.assert_allclose(coef[0][-1] * setup.intercept_scale, local.intercept, atol=1e-4)
     np.testing.assert_allclose(coef[1], local.blocks[1], atol=1e-4)
+    for name, _ in SPLIT:  # each part of the model says what it is not bounded by
+        model = json.loads((job.workdir(name) / "model.json").read_text())
+        assert model["guarantee"] == NO_FALLBACK
     scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in SPLIT])
     expected = np.mean(np.where(scores > 0, 1, -1) == np.where(data.y_test > 0, 1, -1))
     assert result["final"]["test_accuracy"] == pytest.approx(expected, abs=0.01)

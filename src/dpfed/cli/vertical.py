@@ -24,7 +24,7 @@ from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_
 from dpfed.protocols.vertical.host import rounds_above_rule, vertical_config
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure.party import RoundCost, bounded_rows
-from dpfed.protocols.vertical_secure.setup import secure_protection
+from dpfed.protocols.vertical_secure.setup import NO_FALLBACK, secure_protection
 from dpfed.runtime.jobfile import load_job
 
 
@@ -375,11 +375,13 @@ def run_secure(
             "blocks": [w.tolist() for w in result.blocks],
             "intercept": result.intercept,
             **(
-                {}
+                {"guarantee": NO_FALLBACK}
                 if result.weighting is None
                 else {
                     "passive_weight": result.weighting.beta,
                     "passive_score_clip": result.weighting.score_bound,
+                    "guarantee": "not worse than the label holder's own model on the "
+                    "training rows, at the weighting statistics' confidence bounds",
                 }
             ),
         },
@@ -406,7 +408,8 @@ def run_secure(
 
 
 def _print_secure_costs(payload: dict[str, Any], result: Any, n_parties: int) -> None:
-    """The secure products' cost per round and, with a weighting, the passive weight."""
+    """The secure products' cost per round; with a weighting, the passive weight, and without
+    one, what the model is not bounded by."""
     costs = payload["costs"]
     print(
         f"secure products: {costs['seconds_per_round']:.1f} s and "
@@ -421,6 +424,8 @@ def _print_secure_costs(payload: dict[str, Any], result: Any, n_parties: int) ->
             f"noisy statistics support, so the model is not worse than the label holder's "
             f"own on the training rows at their confidence bounds"
         )
+    else:
+        print(NO_FALLBACK)
 
 
 def intercept_baselines(

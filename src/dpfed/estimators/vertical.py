@@ -120,7 +120,10 @@ acceleration, passive_weighting
         weight of the passive party's scores, clipped to ``+-2`` (the label holder's block is
         then its own model and
         :meth:`decision_function` adds ``passive_weight_ * clip(scores)``,
-        :mod:`dpfed.protocols.vertical_secure.weighting`); None otherwise.
+        :mod:`dpfed.protocols.vertical_secure.weighting`); None otherwise, and with
+        ``protect_label_holder`` alone nothing then bounds the model by the label holder's
+        own or by the base rate
+        (:data:`~dpfed.protocols.vertical_secure.setup.NO_FALLBACK`).
 
     Notes
     -----

@@ -44,6 +44,7 @@ from dpfed.protocols.vertical_secure.setup import (
     DEFAULT_RADIUS,
     DEFAULT_ROUNDS,
     MAX_PARTIES,
+    NO_FALLBACK,
     ROW_SCALINGS,
     SecureSetup,
     secure_protection,
@@ -241,6 +242,8 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
                 "score_clip": self.setup.passive_score_bound,
                 "passive_share": share,
             }
+        if self.setup.protect == "all":
+            return {"guarantee": NO_FALLBACK}
         if weight is None:
             return {}
         return {

@@ -49,6 +49,14 @@ from dpfed.secure.sigmoid import SigmoidPolynomial
 #: model of its own and receiving every prediction (``"parties"``); or the passive party's
 #: rows only (``"passive"``).
 PROTECTIONS = ("all", "parties", "passive")
+#: What ``protect="all"`` cannot promise, said with every such model (docs/design.md, "Secure
+#: vertical learning"): no party has an exact model to fall back on.
+NO_FALLBACK = (
+    "every block comes from noisy releases, the labels' included: nothing bounds this model "
+    "by the label holder's own or by the base rate (on few rows at small epsilon it can be "
+    "worse than both); protect='parties' (--label-holder-keeps-model) keeps that bound for "
+    "the label holder's predictions"
+)
 #: How each party bounds its rows: scale every row to norm 1, or clip the longer ones.
 ROW_SCALINGS = ("normalize", "clip")
 #: Rounds T (5 did worse at every epsilon measured on a9a; 20 and 40 won on some sets and
