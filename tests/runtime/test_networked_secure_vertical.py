@@ -12,7 +12,7 @@ import pytest
 
 from dpfed.data import load_dataset
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
-from dpfed.protocols.vertical_secure.setup import NO_FALLBACK
+from dpfed.protocols.vertical_secure.setup import NO_FALLBACK, WEIGHTED_BOUND
 from dpfed.runtime.budget import BudgetLedger
 
 from .test_networked_prediction import _predict
@@ -184,11 +184,13 @@ def test_a_label_holder_with_a_model_of_its_own_weighs_the_passive_scores_agains
     if keeps_model:  # the weight, a function of the label holder's data, reaches no one else
         assert privacy["passive_weighting"] == "kept" and "weight" not in models["bank"]
         weight = models["label"]["passive_weight"]
+        assert models["label"]["guarantee"] == WEIGHTED_BOUND
         assert result["final"].get("test_log_loss") is None  # its exact model: kept
     else:
         weight = privacy["passive_weighting"]["weight"]
         assert models["bank"]["weight"] == weight
         assert models["bank"]["score_clip"] == 2.0
+        assert models["bank"]["guarantee"] == WEIGHTED_BOUND
         assert result["final"]["test_log_loss"] > 0  # the weighed model's test figures
     assert weight == pytest.approx(local.weighting.beta, abs=1e-3)
     scores = local.decision_function([data.X_test[:, a:b] for _, (a, b) in SPLIT])

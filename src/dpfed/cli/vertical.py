@@ -24,7 +24,11 @@ from dpfed.protocols.vertical.driver import VerticalConfig, sound_rounds, train_
 from dpfed.protocols.vertical.host import rounds_above_rule, vertical_config
 from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
 from dpfed.protocols.vertical_secure.party import RoundCost, bounded_rows
-from dpfed.protocols.vertical_secure.setup import NO_FALLBACK, secure_protection
+from dpfed.protocols.vertical_secure.setup import (
+    NO_FALLBACK,
+    WEIGHTED_BOUND,
+    secure_protection,
+)
 from dpfed.runtime.jobfile import load_job
 
 
@@ -380,8 +384,7 @@ def run_secure(
                 else {
                     "passive_weight": result.weighting.beta,
                     "passive_score_clip": result.weighting.score_bound,
-                    "guarantee": "not worse than the label holder's own model on the "
-                    "training rows, at the weighting statistics' confidence bounds",
+                    "guarantee": WEIGHTED_BOUND,
                 }
             ),
         },

@@ -46,6 +46,7 @@ from dpfed.protocols.vertical_secure.setup import (
     MAX_PARTIES,
     NO_FALLBACK,
     ROW_SCALINGS,
+    WEIGHTED_BOUND,
     SecureSetup,
     secure_protection,
 )
@@ -241,6 +242,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
                 "passive_weight": weight,
                 "score_clip": self.setup.passive_score_bound,
                 "passive_share": share,
+                "guarantee": WEIGHTED_BOUND,
             }
         if self.setup.protect == "all":
             return {"guarantee": NO_FALLBACK}
@@ -250,6 +252,7 @@ class SecureVerticalHost(ColumnPrediction, RoleDelegate):
             "weight": weight,
             "score_clip": self.setup.passive_score_bound,
             "share": "weight * clip(rows @ coef, -score_clip, score_clip)",
+            "guarantee": WEIGHTED_BOUND,
         }
 
     def peer_share(self, sender: str, scores: np.ndarray) -> np.ndarray:

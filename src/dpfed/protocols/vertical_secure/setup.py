@@ -54,8 +54,14 @@ PROTECTIONS = ("all", "parties", "passive")
 NO_FALLBACK = (
     "every block comes from noisy releases, the labels' included: nothing bounds this model "
     "by the label holder's own or by the base rate (on few rows at small epsilon it can be "
-    "worse than both); protect='parties' (--label-holder-keeps-model) keeps that bound for "
-    "the label holder's predictions"
+    "worse than both); protect='parties' (--label-holder-keeps-model, a job file's "
+    "label_holder_keeps_model) keeps that bound for the label holder's predictions"
+)
+#: The bound a weighted model has (``protect="passive"`` or ``"parties"``,
+#: :mod:`dpfed.protocols.vertical_secure.weighting`).
+WEIGHTED_BOUND = (
+    "not worse than the label holder's own model on the training rows, at the weighting "
+    "statistics' confidence bounds"
 )
 #: How each party bounds its rows: scale every row to norm 1, or clip the longer ones.
 ROW_SCALINGS = ("normalize", "clip")
