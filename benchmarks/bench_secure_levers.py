@@ -16,8 +16,8 @@ tables. The sections:
    ``bench_diffprivlib.py`` tunes diffprivlib's ``C`` (:func:`tuned`), against diffprivlib.
 5. ``shrinkage``: the released blocks scaled by a factor ``k`` towards the intercept, fixed
    (0.25, 0.5, 0.75) and a James-Stein factor per block from public quantities
-   (:func:`james_stein_factors`), and steps kept to the noisy Gram's signal subspace
-   (:func:`signal_subspace_preconditioner`); not built.
+   (:func:`james_stein`), and steps kept to the noisy Gram's signal subspace
+   (:func:`signal_subspace`); not built.
 6. ``wide``: the three protections on a set too wide for ``bench_secure_vertical.py``
    (dexter: 200 training rows, 20,000 columns, Gram matrices of 800 MB; one seed, about five
    minutes a run), against the label holder alone and the constant predictor.
@@ -232,6 +232,7 @@ def tuned(name, data) -> list[dict]:
     from bench_diffprivlib import _tuning_seeds
     from bench_secure_vertical import validation_fifth
     from dpfed.protocols.vertical_secure import SecureSetup, train_secure_vertical
+    from dpfed.protocols.vertical_secure.setup import DEFAULT_ROUNDS
 
     blocks, y, test_blocks, y_test, split = data
     seeds, rows = SEEDS.get(name, 3), []
@@ -258,10 +259,15 @@ def tuned(name, data) -> list[dict]:
                 )
             t = ROUND_GRID[int(np.argmin(scores_by_count))]
             chosen.append(t)
-            for count, out in ((t, losses), (ROUND_GRID[0], defaults)):
+            test_loss = {}
+            for count in dict.fromkeys((DEFAULT_ROUNDS, t)):
                 job = SecureSetup(len(y), split, epsilon, 1e-5, rounds=count)
                 result = train_secure_vertical(blocks, y, job, seed=seed, backend="plain")
-                out.append(_metrics(y_test, result.decision_function(test_blocks))["log_loss"])
+                test_loss[count] = _metrics(y_test, result.decision_function(test_blocks))[
+                    "log_loss"
+                ]
+            defaults.append(test_loss[DEFAULT_ROUNDS])
+            losses.append(test_loss[t])
         row = {
             "data": name,
             "epsilon": epsilon,
@@ -277,21 +283,21 @@ def tuned(name, data) -> list[dict]:
     return rows
 
 
-def block_noise_covariance(gram: np.ndarray, setup, protected: bool) -> np.ndarray:
+def block_noise_covariance(gram: np.ndarray, inverse: np.ndarray, setup) -> np.ndarray:
     r"""The covariance of the gradient noise carried by a block after :math:`T` steps, for a
     quadratic loss of curvature :math:`\frac{1}{4N} G` (the majoriser's, ignoring the
     other blocks and the projection), shape (d, d).
 
-    In the preconditioner's eigenbasis (eigenvalues :math:`\mu`, :math:`h = (\mu + \beta) /
-    (4N) + \lambda`) the error obeys :math:`e_{t+1} = m e_t + \xi_t / (N h)` with :math:`m =
-    1 - \mu / (4 N h)` and :math:`\xi_t \sim N(0, \sigma^2)`, so its variance after
-    :math:`T` steps is :math:`\sigma^2 (1 - m^{2T}) / (N^2 h^2 (1 - m^2))`.
+    In the eigenbasis of the block's preconditioner ``inverse`` (:math:`H^{-1}`, eigenvalues
+    :math:`1/h`; :math:`\mu` the noisy Gram's along the same vectors) the error obeys
+    :math:`e_{t+1} = m e_t + \xi_t / (N h)` with :math:`m = 1 - \mu / (4 N h)` and
+    :math:`\xi_t \sim N(0, \sigma^2)`, so its variance after :math:`T` steps is
+    :math:`\sigma^2 (1 - m^{2T}) / (N^2 h^2 (1 - m^2))`.
     """
     n = setup.n_samples
-    values, vectors = np.linalg.eigh(0.5 * (gram + gram.T))
-    mu = np.maximum(values, 0.0)
-    noise = setup.gradient_sigma + (setup.gram_sigma if protected else 0.0)
-    h = (mu + 2.0 * np.sqrt(gram.shape[0]) * noise) / (4.0 * n) + setup.ridge_strength
+    values, vectors = np.linalg.eigh(0.5 * (inverse + inverse.T))
+    h = 1.0 / values
+    mu = np.maximum(np.einsum("ij,ik,kj->j", vectors, gram, vectors), 0.0)
     m = 1.0 - mu / (4.0 * n * h)
     one_step = setup.gradient_sigma**2 / (n**2 * h**2)
     variance = one_step * (1.0 - m ** (2 * setup.rounds)) / np.maximum(1.0 - m**2, 1e-12)
@@ -299,35 +305,39 @@ def block_noise_covariance(gram: np.ndarray, setup, protected: bool) -> np.ndarr
     return covariance
 
 
-def james_stein_factors(blocks, grams, setup) -> list[float]:
+def james_stein(blocks, released, setup) -> list[dict]:
     r"""Per block, :math:`k_j = \max(0, 1 - \operatorname{tr}(\tilde G_j C_j) / w_j^\top
     \tilde G_j w_j)`: the share of the block's score energy that is not noise, from its noisy
     Gram :math:`\tilde G_j`, its weights and :func:`block_noise_covariance` (post-processing
-    of releases)."""
-    factors = []
+    of releases), with the two energies it compares."""
+    out = []
     for j, w in enumerate(blocks):
-        gram, protected = grams[j]
+        gram, inverse = released[j]
         d = len(w)
-        covariance = block_noise_covariance(gram, setup, protected)[:d, :d]
-        noise = float(np.trace(gram[:d, :d] @ covariance))
+        noise = float(np.trace(gram[:d, :d] @ block_noise_covariance(gram, inverse, setup)[:d, :d]))
         signal = float(w @ gram[:d, :d] @ w)
-        factors.append(float(np.clip(1.0 - noise / max(signal, 1e-300), 0.0, 1.0)))
-    return factors
+        factor = float(np.clip(1.0 - noise / max(signal, 1e-300), 0.0, 1.0))
+        out.append({"factor": factor, "estimated_noise": noise, "noisy_gram_energy": signal})
+    return out
 
 
-def signal_subspace_preconditioner(self, gram: np.ndarray) -> np.ndarray:
-    r""":meth:`SecureParty.preconditioner` with no step along the noisy Gram's eigenvectors
-    whose eigenvalue is below the spectral norm of its noise, :math:`2 \sigma_G \sqrt{d_j}`:
-    the gradient lies in the span of the rows, so a step outside the directions the Gram
-    tells apart from its noise would be mostly noise (not built)."""
-    s = self.setup
-    values, vectors = np.linalg.eigh(0.5 * (gram + gram.T))
-    gram_sigma = s.gram_sigma if self.protected else 0.0
-    shift = 2.0 * np.sqrt(gram.shape[0]) * (s.gradient_sigma + gram_sigma)
-    h = (np.maximum(values, 0.0) + shift) / (4.0 * s.n_samples) + s.ridge_strength
-    kept = values > 2.0 * np.sqrt(gram.shape[0]) * gram_sigma
-    inverse: np.ndarray = (vectors * np.where(kept, 1.0 / h, 0.0)) @ vectors.T
-    return inverse
+def signal_subspace(precondition: Callable) -> Callable:
+    r"""``precondition`` (:meth:`SecureParty.preconditioner`) restricted to the noisy Gram's
+    eigenvectors whose eigenvalue is above the spectral norm of its noise,
+    :math:`2 \sigma_G \sqrt{d_j}`: the gradient lies in the span of the rows, so a step
+    outside the directions the Gram tells apart from its noise would be mostly noise (not
+    built)."""
+
+    def preconditioner(self, gram: np.ndarray) -> np.ndarray:
+        s = self.setup
+        values, vectors = np.linalg.eigh(0.5 * (gram + gram.T))
+        gram_sigma = s.gram_sigma if self.protected else 0.0
+        kept = vectors[:, values > 2.0 * np.sqrt(gram.shape[0]) * gram_sigma]
+        projection = kept @ kept.T
+        inverse: np.ndarray = projection @ precondition(self, gram) @ projection
+        return inverse
+
+    return preconditioner
 
 
 def shrinkage(name, data) -> list[dict]:
@@ -335,12 +345,13 @@ def shrinkage(name, data) -> list[dict]:
     from dpfed.protocols.vertical_secure.party import SecureParty
 
     blocks, y, test_blocks, y_test, split = data
-    grams: dict[int, tuple[np.ndarray, bool]] = {}
+    released: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     precondition = SecureParty.preconditioner
 
     def recorded(self, gram):
-        grams[self.index] = (gram, self.protected)
-        return precondition(self, gram)
+        inverse = precondition(self, gram)
+        released[self.index] = (gram, inverse)
+        return inverse
 
     seeds, rows = SEEDS.get(name, 3), []
     for epsilon in EPSILONS:
@@ -350,20 +361,20 @@ def shrinkage(name, data) -> list[dict]:
             "james_stein": [],
             "signal_subspace": [],
         }
-        factors, trained = [], []
+        estimates, weights = [], []
         for seed in range(seeds):
             with patched(SecureParty, "preconditioner", recorded):
                 result = train_secure_vertical(blocks, y, job, seed=seed, backend="plain")
             own = result.blocks
-            ks = james_stein_factors(own, grams, job)
-            factors.append(ks)
-            trained.append((own, {j: g for j, (g, _) in grams.items()}))
+            estimates.append(james_stein(own, released, job))
+            weights.append(own)
+            ks = [e["factor"] for e in estimates[-1]]
             for key, scale in [*((str(k), [k] * len(own)) for k in FACTORS), ("james_stein", ks)]:
                 result.blocks = [k * w for k, w in zip(scale, own, strict=True)]
                 s = result.decision_function(test_blocks)
                 losses[key].append(_metrics(y_test, s)["log_loss"])
             result.blocks = own
-            with patched(SecureParty, "preconditioner", signal_subspace_preconditioner):
+            with patched(SecureParty, "preconditioner", signal_subspace(precondition)):
                 cut = train_secure_vertical(blocks, y, job, seed=seed, backend="plain")
             losses["signal_subspace"].append(
                 _metrics(y_test, cut.decision_function(test_blocks))["log_loss"]
@@ -374,17 +385,19 @@ def shrinkage(name, data) -> list[dict]:
                 "epsilon": epsilon,
                 "constant": constant_loss(y, y_test),
                 **{key: float(np.mean(v)) for key, v in losses.items()},
-                "james_stein_factors": np.mean(factors, axis=0).tolist(),
-                "noise_energy": noise_energy(blocks, trained, job),
+                "james_stein_factors": [
+                    float(np.mean([e[j]["factor"] for e in estimates])) for j in range(len(blocks))
+                ],
+                "noise_energy": noise_energy(blocks, weights, estimates, job),
             }
         )
     return rows
 
 
-def noise_energy(blocks, trained, setup) -> list[dict]:
-    """Per block, what :func:`james_stein_factors` estimates against what the draws show:
-    the score energy ``w^T G w`` with the noisy Gram and with the exact one (of the rows as
-    bounded), the estimated noise ``tr(G C)`` and the measured one, the mean over draws of
+def noise_energy(blocks, weights, estimates, setup) -> list[dict]:
+    """Per block, what :func:`james_stein` estimates (the score energy ``w^T G w`` with the
+    noisy Gram, the noise ``tr(G C)``) against what the draws show: the score energy with the
+    exact Gram of the rows as bounded, and the noise measured as the mean over draws of
     ``(w - w_mean)^T G (w - w_mean)``."""
     from dpfed.protocols.vertical_secure.party import bounded_rows
 
@@ -392,31 +405,14 @@ def noise_energy(blocks, trained, setup) -> list[dict]:
     for j in range(len(blocks)):
         rows = bounded_rows(blocks[j], setup.row_scaling)
         exact = np.asarray((rows.T @ rows).todense() if hasattr(rows, "todense") else rows.T @ rows)
-        weights = np.array([own[j] for own, _ in trained])
-        mean = weights.mean(axis=0)
-        d = weights.shape[1]
-        noisy = [grams[j][:d, :d] for _, grams in trained]
-        estimated = [
-            float(
-                np.trace(
-                    g
-                    @ block_noise_covariance(full[j], setup, j != 0 or setup.protect != "passive")[
-                        :d, :d
-                    ]
-                )
-            )
-            for g, (_, full) in zip(noisy, trained, strict=True)
-        ]
+        w = np.array([own[j] for own in weights])
+        spread = w - w.mean(axis=0)
         out.append(
             {
-                "noisy_gram_energy": float(
-                    np.mean([w @ g @ w for w, g in zip(weights, noisy, strict=True)])
-                ),
-                "exact_gram_energy": float(np.mean([w @ exact @ w for w in weights])),
-                "estimated_noise": float(np.mean(estimated)),
-                "measured_noise": float(
-                    np.mean([(w - mean) @ exact @ (w - mean) for w in weights])
-                ),
+                "noisy_gram_energy": float(np.mean([e[j]["noisy_gram_energy"] for e in estimates])),
+                "exact_gram_energy": float(np.mean(np.einsum("si,ij,sj->s", w, exact, w))),
+                "estimated_noise": float(np.mean([e[j]["estimated_noise"] for e in estimates])),
+                "measured_noise": float(np.mean(np.einsum("si,ij,sj->s", spread, exact, spread))),
             }
         )
     return out
